@@ -1,0 +1,95 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Config is everything loom serve reads from flags and the environment.
+// Every flag --name can also be set as LOOM_NAME (dashes become
+// underscores); a flag given on the command line wins over the variable.
+type Config struct {
+	Addr            string
+	UpstreamURL     string
+	UpstreamAPI     string
+	UpstreamKey     string
+	Models          []string
+	Store           string
+	EventDialect    string
+	LogFormat       string
+	LogLevel        string
+	APIKeys         []string
+	ShutdownTimeout time.Duration
+	RequestTimeout  time.Duration
+	MaxBodyBytes    int64
+}
+
+// parseServeFlags reads the serve subcommand's flags from args and env.
+func parseServeFlags(args []string, getenv func(string) string) (*Config, error) {
+	cfg := &Config{}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var models, apiKeys string
+	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&cfg.UpstreamURL, "upstream-url", "", "OpenAI-compatible base URL of the inference engine, ending in /v1 (required)")
+	fs.StringVar(&cfg.UpstreamAPI, "upstream-api", "chat", "upstream API: chat (chat completions)")
+	fs.StringVar(&cfg.UpstreamKey, "upstream-key", "", "API key sent to the upstream")
+	fs.StringVar(&models, "model", "", "comma-separated model names served; a request for another model is a 404 (empty: any)")
+	fs.StringVar(&cfg.Store, "store", "./loom.db", "SQLite database file, or :memory:")
+	fs.StringVar(&cfg.EventDialect, "event-dialect", "openai", "default event dialect: openai or openresponses (a request may override it with the X-Loom-Dialect header)")
+	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&apiKeys, "api-key", "", "comma-separated bearer tokens clients must send (empty: no authentication)")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight responses may run after SIGINT/SIGTERM before they are cancelled")
+	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", 10*time.Minute, "the longest one response may take")
+	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 32<<20, "largest request body accepted")
+
+	// Environment first, so that flags given on the command line win.
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "LOOM_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(name); v != "" {
+			if err := f.Value.Set(v); err != nil && envErr == nil {
+				envErr = fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return nil, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	cfg.Models = splitList(models)
+	cfg.APIKeys = splitList(apiKeys)
+	return cfg, cfg.validate()
+}
+
+func (c *Config) validate() error {
+	if c.UpstreamURL == "" {
+		return fmt.Errorf("--upstream-url is required (for example http://127.0.0.1:8000/v1); try `loom demo` to run without a model")
+	}
+	if c.UpstreamAPI != "chat" {
+		return fmt.Errorf("--upstream-api %q is not supported (want chat)", c.UpstreamAPI)
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return fmt.Errorf("--log-format must be text or json")
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/model/chat"
+	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/server"
+	"github.com/loomgate/loom/store/sqlite"
+)
+
+// Main is a running loom server: Open wires it, Run serves until ctx ends,
+// Close releases what Open acquired.
+type Main struct {
+	cfg *Config
+	log *slog.Logger
+
+	store    *sqlite.DB
+	server   *server.Server
+	http     *http.Server
+	listener net.Listener
+
+	// base is the context of every request; cancelling it cancels the
+	// responses still running when the shutdown deadline passes.
+	base       context.Context
+	cancelBase context.CancelFunc
+}
+
+// NewMain returns an unopened Main.
+func NewMain(cfg *Config, log *slog.Logger) *Main { return &Main{cfg: cfg, log: log} }
+
+// Open opens the store, builds the engine and server, and listens.
+func (m *Main) Open(ctx context.Context) error {
+	dialect, err := responses.ParseDialect(m.cfg.EventDialect)
+	if err != nil {
+		return err
+	}
+	m.store, err = sqlite.Open(ctx, m.cfg.Store, &sqlite.Options{Logger: m.log})
+	if err != nil {
+		return fmt.Errorf("open store %s: %w", m.cfg.Store, err)
+	}
+	backend := chat.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &chat.Options{Logger: m.log})
+	eng := engine.New(backend, m.store, &engine.Options{Logger: m.log, Models: m.cfg.Models, Timeout: m.cfg.RequestTimeout})
+	m.server = server.New(eng, &server.Options{Logger: m.log, Dialect: dialect, APIKeys: m.cfg.APIKeys, MaxBodyBytes: m.cfg.MaxBodyBytes})
+	m.listener, err = net.Listen("tcp", m.cfg.Addr)
+	if err != nil {
+		return err
+	}
+	m.base, m.cancelBase = context.WithCancel(context.Background())
+	m.http = &http.Server{
+		Handler:           m.server,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return m.base },
+	}
+	return nil
+}
+
+// Addr is the address the server listens on.
+func (m *Main) Addr() string { return m.listener.Addr().String() }
+
+// Run serves until ctx is done, then shuts down gracefully: it stops
+// accepting, lets in-flight responses finish for up to the shutdown
+// timeout, then cancels them and waits for them to end.
+func (m *Main) Run(ctx context.Context) error {
+	m.log.Info("loom listening", "addr", m.Addr(), "upstream", m.cfg.UpstreamURL, "store", m.cfg.Store, "models", m.cfg.Models)
+	errc := make(chan error, 1)
+	go func() { errc <- m.http.Serve(m.listener) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	m.log.Info("shutting down", "grace", m.cfg.ShutdownTimeout)
+	m.server.SetReady(false)
+	sctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
+	defer cancel()
+	err := m.http.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		m.log.Warn("shutdown deadline passed; cancelling in-flight responses")
+		m.cancelBase()
+		// Cancelled handlers return promptly; give them a moment to
+		// store what they produced.
+		wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer wcancel()
+		err = m.http.Shutdown(wctx)
+	}
+	if serveErr := <-errc; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
+		err = serveErr
+	}
+	return err
+}
+
+// Close releases the store and the base context.
+func (m *Main) Close() error {
+	if m.cancelBase != nil {
+		m.cancelBase()
+	}
+	if m.store != nil {
+		return m.store.Close()
+	}
+	return nil
+}

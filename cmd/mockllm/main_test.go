@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer lets the test read logs the server goroutine writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestRunServesAndShutsDown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+
+	var logs syncBuffer
+	addrc := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(runCtx, []string{"--addr", "127.0.0.1:0", "--models", "a, b", "--reasoning-field", "reasoning", "--chunk-size", "100"},
+			&logs, func(addr string) { addrc <- addr })
+	}()
+	var base string
+	select {
+	case base = <-addrc:
+	case err := <-done:
+		t.Fatalf("run returned early: %v", err)
+	}
+	base = "http://" + base
+
+	resp, err := http.Get(base + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Data []struct{ ID string } `json:"data"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if err != nil || len(list.Data) != 2 || list.Data[0].ID != "a" || list.Data[1].ID != "b" {
+		t.Fatalf("models = %+v, %v", list, err)
+	}
+
+	body := `{"model":"a","stream":true,"messages":[{"role":"user","content":"#reason hmm\n#say hello"}]}`
+	resp, err = http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(raw), `{"reasoning":"hmm"}`) || !strings.Contains(string(raw), `{"content":"hello"}`) ||
+		!strings.HasSuffix(string(raw), "data: [DONE]\n\n") {
+		t.Fatalf("stream = %s", raw)
+	}
+
+	// A stalled request must not hold the shutdown.
+	stalled := make(chan struct{})
+	go func() {
+		defer close(stalled)
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"a","messages":[{"role":"user","content":"#stall"}]}`))
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("run did not stop")
+	}
+	<-stalled
+	if !strings.Contains(logs.String(), "mockllm stopped") {
+		t.Errorf("logs:\n%s", logs.String())
+	}
+}
+
+func TestRunRejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--reasoning-field", "thoughts"},
+		{"--chunk-size", "0"},
+		{"--log-level", "loud"},
+		{"--nope"},
+		{"extra"},
+	} {
+		var logs syncBuffer
+		if err := run(context.Background(), args, &logs, nil); err == nil {
+			t.Errorf("%q: no error", args)
+		}
+	}
+}

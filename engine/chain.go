@@ -1,0 +1,63 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/loomgate/loom/responses"
+)
+
+// maxChain bounds how far back previous_response_id is followed, so a
+// pathological chain cannot make one request read without end.
+const maxChain = 1000
+
+// history loads the conversation that previous_response_id continues: the
+// input and output items of every response in the chain, oldest first.
+func (e *Engine) history(ctx context.Context, previousID string) ([]responses.Item, error) {
+	var chain []*Record
+	for id := previousID; id != ""; {
+		if len(chain) == maxChain {
+			return nil, responses.BadRequest("previous_response_id", "the response chain is longer than %d responses", maxChain)
+		}
+		rec, err := e.store.GetResponse(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			if id == previousID {
+				return nil, responses.NotFound("previous_response_id", "previous response %q not found", previousID)
+			}
+			// An earlier link was deleted: the conversation starts after it.
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("load response %s: %w", id, err)
+		}
+		chain = append(chain, rec)
+		id = rec.PreviousResponseID
+	}
+	var items []responses.Item
+	for i := len(chain) - 1; i >= 0; i-- {
+		items = append(items, chain[i].Input...)
+		items = append(items, chain[i].Output...)
+	}
+	return items, nil
+}
+
+// checkCallOutputs makes sure every function_call_output in input answers a
+// function_call present in the conversation (history or input itself).
+func checkCallOutputs(history, input []responses.Item) *responses.APIError {
+	calls := map[string]bool{}
+	for _, items := range [][]responses.Item{history, input} {
+		for i := range items {
+			if items[i].Type == responses.ItemFunctionCall {
+				calls[items[i].CallID] = true
+			}
+		}
+	}
+	for i := range input {
+		if input[i].Type == responses.ItemFunctionCallOutput && !calls[input[i].CallID] {
+			return responses.BadRequest(fmt.Sprintf("input[%d].call_id", i),
+				"no function call with call_id %q exists in this conversation", input[i].CallID)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,15 @@
+// Package engine runs one response: it resolves the conversation a request
+// continues (previous_response_id), drives the upstream model turn by turn
+// through a model.Backend, turns what the model writes into output items
+// and events with the responses.Builder, and stores the result.
+//
+// The Engine knows nothing of HTTP: a program that embeds loom can call
+// Engine.Run with its own event sink. It defines the Store it needs;
+// store/sqlite implements it.
+//
+// A request that cannot start (bad input, an unknown model or previous
+// response, a function_call_output answering no call) fails before any
+// event and stores nothing. Once started, a response always ends with a
+// terminal event and, when store is on, is saved, even if the client went
+// away (the save runs on a fresh, bounded context).
+package engine

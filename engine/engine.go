@@ -1,0 +1,459 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/responses"
+)
+
+// Options configure an Engine. The zero value, and a nil *Options, mean
+// the defaults.
+type Options struct {
+	Logger *slog.Logger
+	// Models are the model names served; a request for another is a 404.
+	// Empty means any name is passed to the upstream.
+	Models []string
+	// Timeout bounds one response from start to end (default 10 minutes).
+	Timeout time.Duration
+	// StoreTimeout bounds saving a response, which happens on a fresh
+	// context so that a client disconnect does not lose it (default 10s).
+	StoreTimeout time.Duration
+	// Now returns the current time (tests fix it).
+	Now func() time.Time
+	// NewID makes ids (tests make them deterministic).
+	NewID func(prefix string) string
+}
+
+// Engine runs responses: it resolves the conversation, drives the model
+// turn by turn, builds the output and its events, and stores the result.
+// It is safe for concurrent use; each Run is independent.
+type Engine struct {
+	backend model.Backend
+	store   Store
+	log     *slog.Logger
+	opts    Options
+}
+
+// New returns an Engine over backend and store.
+func New(backend model.Backend, store Store, opts *Options) *Engine {
+	e := &Engine{backend: backend, store: store}
+	if opts != nil {
+		e.opts = *opts
+	}
+	if e.opts.Logger == nil {
+		e.opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if e.opts.Timeout <= 0 {
+		e.opts.Timeout = 10 * time.Minute
+	}
+	if e.opts.StoreTimeout <= 0 {
+		e.opts.StoreTimeout = 10 * time.Second
+	}
+	if e.opts.Now == nil {
+		e.opts.Now = time.Now
+	}
+	if e.opts.NewID == nil {
+		e.opts.NewID = NewID
+	}
+	e.log = e.opts.Logger
+	return e
+}
+
+// Models returns the served model names.
+func (e *Engine) Models() []string { return e.opts.Models }
+
+// Store returns the engine's store.
+func (e *Engine) Store() Store { return e.store }
+
+// Run runs one response for req. Events go to sink as they are built (sink
+// may be nil when the caller wants only the final response; it must not
+// keep the *Event). Run returns an *responses.APIError, before any event,
+// for a request that cannot start (bad input, unknown model or previous
+// response); such a request stores nothing. Once the response has started,
+// Run returns the final response; if the upstream failed, it also returns
+// the *model.Error so that a non-streaming caller can answer with its
+// status.
+func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*responses.Event) error) (*responses.Response, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if len(e.opts.Models) > 0 && !slices.Contains(e.opts.Models, req.Model) {
+		return nil, responses.NotFound("model", "model %q does not exist", req.Model)
+	}
+	var history []responses.Item
+	if req.PreviousResponseID != nil {
+		h, err := e.history(ctx, *req.PreviousResponseID)
+		if err != nil {
+			return nil, err
+		}
+		history = h
+	}
+	input := slices.Clone(req.Input.Items)
+	if err := checkCallOutputs(history, input); err != nil {
+		return nil, err
+	}
+	for i := range input {
+		if input[i].ID == "" {
+			input[i].ID = e.opts.NewID(itemPrefix(input[i].Type))
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
+	defer cancel()
+	r := &run{
+		e:     e,
+		req:   req,
+		resp:  e.newResponse(req),
+		input: input,
+		items: append(history, input...),
+		sink:  sink,
+	}
+	r.builder = responses.NewBuilder(r.resp, e.opts.NewID, r.record)
+	upstreamErr := r.loop(ctx)
+	e.save(ctx, r, upstreamErr)
+	e.log.LogAttrs(ctx, slog.LevelInfo, "response",
+		slog.String("id", r.resp.ID), slog.String("model", req.Model), slog.String("status", r.resp.Status),
+		slog.Int("output_items", len(r.resp.Output)), slog.Bool("stream", req.Stream))
+	return r.resp, upstreamErr
+}
+
+// run is the state of one Run.
+type run struct {
+	e       *Engine
+	req     *responses.Request
+	resp    *responses.Response
+	builder *responses.Builder
+	input   []responses.Item // this request's input, with ids
+	items   []responses.Item // the conversation the model sees
+	sink    func(*responses.Event) error
+	events  []json.RawMessage
+	usage   responses.Usage
+	sinkErr error // the client went away
+}
+
+// record keeps the event for the store and passes it to the sink.
+func (r *run) record(ev *responses.Event) error {
+	if r.req.StoreEnabled() {
+		b, err := ev.AppendJSON(nil, responses.DialectOpenAI)
+		if err != nil {
+			return err
+		}
+		r.events = append(r.events, b)
+	}
+	if r.sink == nil || r.sinkErr != nil {
+		return nil
+	}
+	if err := r.sink(ev); err != nil {
+		// The client is gone. The response still ends properly (and is
+		// stored); the caller cancels ctx, which stops the upstream.
+		r.sinkErr = err
+	}
+	return nil
+}
+
+// loop drives the model until the response ends. It returns the upstream
+// error, if any, after the terminal event has been built.
+func (r *run) loop(ctx context.Context) error {
+	if err := r.builder.Start(); err != nil {
+		return err
+	}
+	turn, err := r.turn(ctx)
+	switch {
+	case err == nil:
+	case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
+		apiErr := &responses.APIError{Status: http.StatusGatewayTimeout, Type: responses.ErrUpstream, Code: "timeout", Message: "the response took longer than the server allows"}
+		r.builder.Fail(responses.ResponseFailed, apiErr.Payload(), r.usagePtr())
+		return &model.Error{Status: http.StatusGatewayTimeout, Message: apiErr.Message, Err: err}
+	case ctx.Err() != nil:
+		r.builder.Fail(responses.ResponseCancelled, nil, r.usagePtr())
+		return ctx.Err()
+	default:
+		var me *model.Error
+		if !errors.As(err, &me) {
+			me = &model.Error{Status: http.StatusBadGateway, Message: "the upstream model failed", Err: err}
+		}
+		apiErr := upstreamAPIError(me)
+		r.builder.Fail(responses.ResponseFailed, apiErr.Payload(), r.usagePtr())
+		return me
+	}
+	if turn.finish == model.FinishLength {
+		return r.builder.Incomplete(responses.ReasonMaxOutputTokens, r.usagePtr())
+	}
+	if turn.finish == model.FinishFilter {
+		return r.builder.Incomplete(responses.ReasonContentFilter, r.usagePtr())
+	}
+	return r.builder.Complete(r.usagePtr(), r.e.opts.Now().Unix())
+}
+
+// turnResult is what one model turn ended with.
+type turnResult struct {
+	finish string
+	calls  []responses.Item
+}
+
+// turn runs one model turn, streaming its deltas into the builder.
+func (r *run) turn(ctx context.Context) (turnResult, error) {
+	mreq := r.modelRequest()
+	var res turnResult
+	// Tool-call indexes the engine accepted this turn: parallel_tool_calls
+	// false admits one call, max_tool_calls caps the total.
+	accepted := map[int]bool{}
+	maxCalls := -1
+	if r.req.MaxToolCalls != nil {
+		maxCalls = *r.req.MaxToolCalls
+	}
+	err := r.e.backend.Stream(ctx, mreq, func(d model.Delta) error {
+		switch d.Kind {
+		case model.DeltaText:
+			return r.builder.TextDelta(d.Text)
+		case model.DeltaReasoning:
+			return r.builder.ReasoningDelta(d.Text)
+		case model.DeltaPreamble:
+			return r.builder.PreambleDelta(d.Text)
+		case model.DeltaToolCall:
+			if !accepted[d.ToolIndex] {
+				if len(mreq.Tools) == 0 || (!mreq.ParallelToolCalls && len(accepted) > 0) || (maxCalls >= 0 && len(accepted) >= maxCalls) {
+					return nil
+				}
+				accepted[d.ToolIndex] = true
+			}
+			return r.builder.ToolCallDelta(d.ToolIndex, d.ToolCallID, d.ToolName, d.ToolArguments)
+		case model.DeltaUsage:
+			r.usage.Add(d.Usage)
+		case model.DeltaFinish:
+			res.finish = d.FinishReason
+		}
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	if err := r.builder.EndTurn(); err != nil {
+		return res, err
+	}
+	res.calls = r.builder.TurnCalls()
+	return res, nil
+}
+
+func (r *run) usagePtr() *responses.Usage {
+	u := r.usage
+	u.TotalTokens = u.InputTokens + u.OutputTokens
+	return &u
+}
+
+// modelRequest translates the request and the conversation so far into one
+// model turn.
+func (r *run) modelRequest() *model.Request {
+	req := r.req
+	m := &model.Request{
+		Model:             req.Model,
+		Items:             r.items,
+		ParallelToolCalls: req.ParallelCalls(),
+		Temperature:       req.Temperature,
+		TopP:              req.TopP,
+		PresencePenalty:   req.PresencePenalty,
+		FrequencyPenalty:  req.FrequencyPenalty,
+	}
+	if req.Instructions != nil {
+		m.Instructions = *req.Instructions
+	}
+	if req.MaxOutputTokens != nil {
+		m.MaxOutputTokens = *req.MaxOutputTokens
+	}
+	if req.Reasoning != nil && req.Reasoning.Effort != nil {
+		m.ReasoningEffort = *req.Reasoning.Effort
+	}
+	if req.Text != nil && req.Text.Format != nil && req.Text.Format.Type != responses.FormatText {
+		m.TextFormat = req.Text.Format
+	}
+	if req.User != nil {
+		m.User = *req.User
+	} else if req.SafetyIdentifier != nil {
+		m.User = *req.SafetyIdentifier
+	}
+	m.Tools, m.ToolChoice, m.ToolChoiceFunction = offeredTools(req)
+	return m
+}
+
+// offeredTools applies tool_choice to the request's tools: none offers
+// nothing, allowed_tools narrows the list, a named function requires it.
+// An empty list offers nothing whatever the choice (a model offered an
+// empty list under "auto" has been seen to invent calls).
+func offeredTools(req *responses.Request) ([]responses.Tool, string, string) {
+	if len(req.Tools) == 0 {
+		return nil, "", ""
+	}
+	tc := req.ToolChoice
+	if tc == nil {
+		return req.Tools, responses.ToolChoiceAuto, ""
+	}
+	switch {
+	case tc.Mode == responses.ToolChoiceNone:
+		return nil, "", ""
+	case tc.Function != "":
+		return req.Tools, responses.ToolChoiceRequired, tc.Function
+	case tc.Allowed != nil:
+		var tools []responses.Tool
+		for _, t := range req.Tools {
+			for _, a := range tc.Allowed {
+				if a.Name == t.Name {
+					tools = append(tools, t)
+					break
+				}
+			}
+		}
+		return tools, tc.Mode, ""
+	}
+	return req.Tools, tc.Mode, ""
+}
+
+// newResponse builds the response object, echoing the request's knobs.
+func (e *Engine) newResponse(req *responses.Request) *responses.Response {
+	resp := &responses.Response{
+		ID:                 e.opts.NewID("resp"),
+		Object:             "response",
+		CreatedAt:          e.opts.Now().Unix(),
+		Status:             responses.ResponseInProgress,
+		Model:              req.Model,
+		PreviousResponseID: req.PreviousResponseID,
+		Instructions:       req.Instructions,
+		Output:             []responses.Item{},
+		Tools:              req.Tools,
+		Truncation:         "disabled",
+		ParallelToolCalls:  req.ParallelCalls(),
+		Text:               responses.TextConfig{Format: &responses.TextFormat{Type: responses.FormatText}},
+		TopP:               1,
+		Temperature:        1,
+		Reasoning:          &responses.ReasoningParam{},
+		MaxOutputTokens:    req.MaxOutputTokens,
+		MaxToolCalls:       req.MaxToolCalls,
+		Store:              req.StoreEnabled(),
+		Background:         false,
+		ServiceTier:        "default",
+		Metadata:           req.Metadata,
+		SafetyIdentifier:   req.SafetyIdentifier,
+		PromptCacheKey:     req.PromptCacheKey,
+		User:               req.User,
+	}
+	if resp.Tools == nil {
+		resp.Tools = []responses.Tool{}
+	}
+	if resp.Metadata == nil {
+		resp.Metadata = map[string]any{}
+	}
+	if req.ToolChoice != nil {
+		resp.ToolChoice = *req.ToolChoice
+	} else {
+		resp.ToolChoice = responses.ToolChoice{Mode: responses.ToolChoiceAuto}
+	}
+	if req.Truncation != nil {
+		resp.Truncation = *req.Truncation
+	}
+	if req.Text != nil {
+		if req.Text.Format != nil {
+			resp.Text.Format = req.Text.Format
+		}
+		resp.Text.Verbosity = req.Text.Verbosity
+	}
+	if req.TopP != nil {
+		resp.TopP = *req.TopP
+	}
+	if req.Temperature != nil {
+		resp.Temperature = *req.Temperature
+	}
+	if req.PresencePenalty != nil {
+		resp.PresencePenalty = *req.PresencePenalty
+	}
+	if req.FrequencyPenalty != nil {
+		resp.FrequencyPenalty = *req.FrequencyPenalty
+	}
+	if req.Reasoning != nil {
+		resp.Reasoning = req.Reasoning
+	}
+	if req.ServiceTier != nil && *req.ServiceTier != "auto" {
+		resp.ServiceTier = *req.ServiceTier
+	}
+	return resp
+}
+
+// save stores the response when store is on. A non-streaming response that
+// failed upstream is not stored: its client gets an HTTP error and never
+// learns the id.
+func (e *Engine) save(ctx context.Context, r *run, upstreamErr error) {
+	if !r.req.StoreEnabled() || (r.sink == nil && upstreamErr != nil) {
+		return
+	}
+	body, err := json.Marshal(r.resp)
+	if err != nil {
+		e.log.Error("encode response for the store", "id", r.resp.ID, "err", err)
+		return
+	}
+	rec := &Record{
+		ID:        r.resp.ID,
+		CreatedAt: r.resp.CreatedAt,
+		Status:    r.resp.Status,
+		Response:  body,
+		Input:     r.input,
+		Output:    r.resp.Output,
+		Events:    r.events,
+	}
+	if r.req.PreviousResponseID != nil {
+		rec.PreviousResponseID = *r.req.PreviousResponseID
+	}
+	// The request's context may be cancelled (client gone): the response
+	// is still saved, within a bound of its own.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
+	defer cancel()
+	if err := e.store.SaveResponse(sctx, rec); err != nil {
+		e.log.Error("store response", "id", r.resp.ID, "err", err)
+	}
+}
+
+// upstreamAPIError maps an upstream failure to what clients see.
+func upstreamAPIError(me *model.Error) *responses.APIError {
+	e := &responses.APIError{Status: me.Status, Type: responses.ErrUpstream, Message: me.Message}
+	switch me.Status {
+	case http.StatusTooManyRequests:
+		e.Type, e.Code = responses.ErrRateLimit, "rate_limit_exceeded"
+	case http.StatusGatewayTimeout:
+		e.Code = "timeout"
+	default:
+		e.Status, e.Code = http.StatusBadGateway, "upstream_error"
+	}
+	if e.Message == "" {
+		e.Message = fmt.Sprintf("the upstream model failed (%d)", me.Status)
+	}
+	return e
+}
+
+// UpstreamAPIError maps an error returned by Run after the response started
+// to the API error a non-streaming client receives.
+func UpstreamAPIError(err error) *responses.APIError {
+	var me *model.Error
+	if errors.As(err, &me) {
+		return upstreamAPIError(me)
+	}
+	return &responses.APIError{Status: http.StatusInternalServerError, Type: responses.ErrServer, Message: "the server failed to complete the response"}
+}
+
+func itemPrefix(typ string) string {
+	switch typ {
+	case responses.ItemMessage:
+		return "msg"
+	case responses.ItemFunctionCall:
+		return "fc"
+	case responses.ItemFunctionCallOutput:
+		return "fco"
+	case responses.ItemReasoning:
+		return "rs"
+	}
+	return "item"
+}

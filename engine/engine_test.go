@@ -1,0 +1,175 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"testing"
+
+	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store/sqlite"
+)
+
+// fakeBackend is a model.Backend scripted by a function field; it records
+// the requests it was sent.
+type fakeBackend struct {
+	stream   func(req *model.Request, emit func(model.Delta) error) error
+	requests []*model.Request
+}
+
+func (f *fakeBackend) Stream(ctx context.Context, req *model.Request, emit func(model.Delta) error) error {
+	f.requests = append(f.requests, req)
+	return f.stream(req, emit)
+}
+
+func deltas(ds ...model.Delta) func(*model.Request, func(model.Delta) error) error {
+	return func(_ *model.Request, emit func(model.Delta) error) error {
+		for _, d := range ds {
+			if err := emit(d); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+func newEngine(t *testing.T, b model.Backend) *engine.Engine {
+	t.Helper()
+	db, err := sqlite.Open(context.Background(), ":memory:", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return engine.New(b, db, &engine.Options{Models: []string{"m"}})
+}
+
+func decodeRequest(t *testing.T, body string) *responses.Request {
+	t.Helper()
+	var req responses.Request
+	if err := json.Unmarshal([]byte(body), &req); err != nil {
+		t.Fatal(err)
+	}
+	return &req
+}
+
+func call(i int, name string) model.Delta {
+	return model.Delta{Kind: model.DeltaToolCall, ToolIndex: i, ToolCallID: name + "_id", ToolName: name, ToolArguments: "{}"}
+}
+
+const twoTools = `"tools":[{"type":"function","name":"a"},{"type":"function","name":"b"}]`
+
+func TestToolCallLimits(t *testing.T) {
+	tests := []struct {
+		name  string
+		body  string
+		calls []string
+	}{
+		{"parallel allowed", `{"model":"m","input":"x",` + twoTools + `}`, []string{"a", "b"}},
+		{"parallel off keeps the first", `{"model":"m","input":"x","parallel_tool_calls":false,` + twoTools + `}`, []string{"a"}},
+		{"max_tool_calls caps", `{"model":"m","input":"x","max_tool_calls":1,` + twoTools + `}`, []string{"a"}},
+		{"no tools offered drops invented calls", `{"model":"m","input":"x"}`, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &fakeBackend{stream: deltas(call(0, "a"), call(1, "b"), model.Delta{Kind: model.DeltaFinish, FinishReason: model.FinishToolCalls})}
+			resp, err := newEngine(t, b).Run(context.Background(), decodeRequest(t, tt.body), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, it := range resp.Output {
+				if it.Type == responses.ItemFunctionCall {
+					got = append(got, it.Name)
+				}
+			}
+			if !slices.Equal(got, tt.calls) {
+				t.Errorf("calls %v, want %v", got, tt.calls)
+			}
+		})
+	}
+}
+
+func TestToolsOffered(t *testing.T) {
+	tests := []struct {
+		name     string
+		body     string
+		tools    []string
+		choice   string
+		function string
+	}{
+		{"empty list offers nothing", `{"model":"m","input":"x","tools":[]}`, nil, "", ""},
+		{"empty list with auto offers nothing", `{"model":"m","input":"x","tools":[],"tool_choice":"auto"}`, nil, "", ""},
+		{"none offers nothing", `{"model":"m","input":"x","tool_choice":"none",` + twoTools + `}`, nil, "", ""},
+		{"default auto", `{"model":"m","input":"x",` + twoTools + `}`, []string{"a", "b"}, "auto", ""},
+		{"named function", `{"model":"m","input":"x","tool_choice":{"type":"function","name":"b"},` + twoTools + `}`, []string{"a", "b"}, "required", "b"},
+		{"allowed_tools narrows", `{"model":"m","input":"x","tool_choice":{"type":"allowed_tools","mode":"required","tools":[{"type":"function","name":"b"}]},` + twoTools + `}`, []string{"b"}, "required", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &fakeBackend{stream: deltas(model.Delta{Kind: model.DeltaText, Text: "ok"})}
+			if _, err := newEngine(t, b).Run(context.Background(), decodeRequest(t, tt.body), nil); err != nil {
+				t.Fatal(err)
+			}
+			req := b.requests[0]
+			var names []string
+			for _, tool := range req.Tools {
+				names = append(names, tool.Name)
+			}
+			if !slices.Equal(names, tt.tools) || req.ToolChoice != tt.choice || req.ToolChoiceFunction != tt.function {
+				t.Errorf("offered %v choice %q function %q; want %v %q %q", names, req.ToolChoice, req.ToolChoiceFunction, tt.tools, tt.choice, tt.function)
+			}
+		})
+	}
+}
+
+func TestChainSurvivesDeletedAncestor(t *testing.T) {
+	b := &fakeBackend{stream: deltas(model.Delta{Kind: model.DeltaText, Text: "ok"})}
+	e := newEngine(t, b)
+	ctx := context.Background()
+	first, err := e.Run(ctx, decodeRequest(t, `{"model":"m","input":"one"}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := e.Run(ctx, decodeRequest(t, `{"model":"m","input":"two","previous_response_id":"`+first.ID+`"}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Delete(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Run(ctx, decodeRequest(t, `{"model":"m","input":"three","previous_response_id":"`+second.ID+`"}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	// The third turn sees the second turn's input and output, not the
+	// deleted first turn's.
+	var texts []string
+	for _, it := range b.requests[2].Items {
+		texts = append(texts, it.Text())
+	}
+	if want := []string{"two", "ok", "three"}; !slices.Equal(texts, want) {
+		t.Errorf("history %q, want %q", texts, want)
+	}
+	// Continuing the deleted response itself is a 404.
+	_, err = e.Run(ctx, decodeRequest(t, `{"model":"m","input":"x","previous_response_id":"`+first.ID+`"}`), nil)
+	var apiErr *responses.APIError
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusNotFound || apiErr.Param != "previous_response_id" {
+		t.Errorf("continuing a deleted response: %v", err)
+	}
+}
+
+func TestUpstreamErrorBeforeFirstDelta(t *testing.T) {
+	b := &fakeBackend{stream: func(*model.Request, func(model.Delta) error) error {
+		return &model.Error{Status: http.StatusTooManyRequests, Message: "slow down"}
+	}}
+	resp, err := newEngine(t, b).Run(context.Background(), decodeRequest(t, `{"model":"m","input":"x"}`), nil)
+	if resp == nil || resp.Status != responses.ResponseFailed {
+		t.Fatalf("response %+v", resp)
+	}
+	if apiErr := engine.UpstreamAPIError(err); apiErr.Status != http.StatusTooManyRequests {
+		t.Errorf("mapped to %d, want 429", apiErr.Status)
+	}
+}

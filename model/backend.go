@@ -1,0 +1,110 @@
+package model
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/loomgate/loom/responses"
+)
+
+// Backend is an upstream inference engine. Stream sends one model turn and
+// calls emit for each delta as it arrives, in order, from the calling
+// goroutine. It returns when the turn ends (after a DeltaFinish), when emit
+// returns an error (which Stream returns), or when ctx is done. Errors that
+// happen before any delta is emitted are *Error values with a status that
+// the server maps to HTTP.
+type Backend interface {
+	Stream(ctx context.Context, req *Request, emit func(Delta) error) error
+}
+
+// Request is one model turn, in Responses terms. Backends translate it to
+// their wire format (chat messages, harmony token ids).
+type Request struct {
+	Model        string
+	Instructions string
+	// Items is the whole conversation so far: earlier turns, the new
+	// input, and the items this response has produced in earlier turns.
+	Items []responses.Item
+	// Tools are the function tools offered to the model this turn. Empty
+	// means no tool is offered at all, whatever ToolChoice says.
+	Tools []responses.Tool
+	// ToolChoice is none, auto or required; Function names the one tool
+	// the model must call.
+	ToolChoice         string
+	ToolChoiceFunction string
+	ParallelToolCalls  bool
+
+	MaxOutputTokens  int // 0: no limit
+	Temperature      *float64
+	TopP             *float64
+	PresencePenalty  *float64
+	FrequencyPenalty *float64
+	ReasoningEffort  string // "", low, medium, high (as sent)
+	TextFormat       *responses.TextFormat
+	User             string
+	// Extra holds engine-specific request fields, merged into the body.
+	Extra map[string]json.RawMessage
+}
+
+// DeltaKind says what a Delta carries.
+type DeltaKind uint8
+
+// Delta kinds.
+const (
+	// DeltaText is assistant text for the user (Text).
+	DeltaText DeltaKind = iota + 1
+	// DeltaReasoning is chain-of-thought text (Text).
+	DeltaReasoning
+	// DeltaPreamble is text the model writes to the user before calling
+	// tools (harmony's commentary channel with no recipient).
+	DeltaPreamble
+	// DeltaToolCall is part of a tool call: ToolIndex identifies the call
+	// within the turn; the first delta of a call has ToolCallID and
+	// ToolName, later ones append ToolArguments.
+	DeltaToolCall
+	// DeltaUsage reports token usage (Usage).
+	DeltaUsage
+	// DeltaFinish ends the turn (FinishReason).
+	DeltaFinish
+)
+
+// Finish reasons.
+const (
+	FinishStop      = "stop"
+	FinishLength    = "length"
+	FinishToolCalls = "tool_calls"
+	FinishFilter    = "content_filter"
+)
+
+// Delta is one piece of a model turn.
+type Delta struct {
+	Kind DeltaKind
+	Text string
+
+	ToolIndex     int
+	ToolCallID    string
+	ToolName      string
+	ToolArguments string
+
+	Usage        responses.Usage
+	FinishReason string
+}
+
+// Error is an upstream failure. Status is the HTTP status loom answers with
+// when the failure happens before anything was streamed: 429 for upstream
+// rate limits, 502 for upstream errors or garbage, 504 for timeouts.
+// Message is safe to show to clients; Err is for logs only.
+type Error struct {
+	Status  int
+	Message string
+	Err     error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Message + ": " + e.Err.Error()
+	}
+	return e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }

@@ -1,0 +1,78 @@
+// Package chat is the model.Backend over an OpenAI chat-completions
+// endpoint (POST {baseURL}/chat/completions), the one API that vLLM,
+// SGLang, llama.cpp and Ollama all serve.
+//
+// # Requests
+//
+// A model.Request becomes one streaming chat-completions request
+// (stream true, stream_options.include_usage true, so the stream ends
+// with token counts). The conversation items fold into chat messages:
+//
+//   - Instructions become a system message, first.
+//   - user and system messages keep their role; developer messages are
+//     sent as system, because many engines' chat templates reject or
+//     ignore the developer role. Text parts are joined; a message with
+//     images uses the array form of content.
+//   - An assistant message carries the reasoning items just before it as
+//     reasoning_content, where reasoning models' chat templates look for
+//     it. Reasoning that no assistant message follows is dropped.
+//   - function_call items become tool_calls; consecutive calls, and the
+//     assistant text right before them, share one assistant message, the
+//     shape engines produce and their templates expect.
+//   - function_call_output items become tool messages with tool_call_id.
+//
+// Function tools are sent with their JSON schema as is. When the request
+// offers no tools, the body has neither "tools" nor "tool_choice": an
+// empty list once made vLLM fall back to tool_choice auto, and models
+// invented calls. parallel_tool_calls is sent only as false, only with
+// tools. MaxOutputTokens is sent as max_tokens: every engine here accepts
+// it (vLLM and SGLang also take max_completion_tokens, but llama.cpp and
+// Ollama read max_tokens), and for these engines both count reasoning
+// tokens too, which is what Responses' max_output_tokens means.
+// Temperature and the other sampling values are sent when set, zero
+// included. Text formats map to response_format. Request.Extra is merged
+// into the body last; it may add or override keys, except model, messages,
+// stream, stream_options, tools and tool_choice.
+//
+// The nested wire objects (messages, tools, tool_choice, response_format,
+// usage, the streamed delta) are go-openai's types. The top-level body is
+// a struct of this package, because go-openai's holds temperature as a
+// float32 with omitempty and so drops temperature 0. The HTTP exchange and
+// the SSE framing are also this package's: go-openai's stream reader
+// reports a body that ends without [DONE] exactly like a finished one, so
+// a stream cut short would pass as complete.
+//
+// # The reasoning field
+//
+// Engines stream chain-of-thought beside the answer, under two names:
+// reasoning_content (llama.cpp, SGLang, vLLM before 0.17) and reasoning
+// (vLLM 0.17 and later; some versions send both with the same text).
+// go-openai's delta type knows only reasoning_content. Each SSE chunk is
+// therefore decoded into a local delta type that embeds go-openai's and
+// adds a reasoning field, in a single json.Unmarshal; reasoning wins when
+// both are present, so the text is never doubled.
+//
+// # Stream
+//
+// Deltas are emitted as chunks arrive: reasoning, text and tool-call
+// pieces. A tool call's first piece carries its id (generated when the
+// engine sends none) and name, later pieces append arguments; parallel
+// calls interleave by their upstream index and are numbered densely in
+// order of appearance. Usage (cached tokens from prompt_tokens_details,
+// reasoning tokens from completion_tokens_details) and the finish reason
+// are emitted at [DONE], usage first. A turn that made tool calls and did
+// not hit the length limit finishes as tool_calls whatever the engine
+// said, since engines disagree there; a missing finish reason is stop.
+//
+// # Errors
+//
+// Connection errors, 429 and 5xx are retried (go-retryablehttp, bounded
+// exponential backoff) only until a response is accepted: once the body is
+// being read nothing is retried. Failures are *model.Error values: 429
+// stays 429; 5xx, other 4xx, garbage, an upstream error inside the stream
+// and a stream that ends without [DONE] are 502; a timeout (the caller's
+// deadline, FirstByteTimeout, a connect timeout) is 504. Messages are safe
+// for clients; what the engine said is in Err as an *UpstreamError, for
+// logs. Cancelling ctx aborts the HTTP request and closes its connection,
+// which is how the engine learns to stop; Stream then returns ctx.Err().
+package chat

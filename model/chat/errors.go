@@ -1,0 +1,121 @@
+package chat
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/loomgate/loom/model"
+)
+
+// Messages shown to clients. They name no URL, host or upstream body;
+// the details go to model.Error.Err, for logs.
+const (
+	msgUnavailable   = "the upstream model server is unavailable"
+	msgTimeout       = "the upstream model server did not respond in time"
+	msgRateLimited   = "the upstream model server is overloaded; retry later"
+	msgRejected      = "the upstream model server rejected the request"
+	msgBadResponse   = "the upstream model server sent an invalid response"
+	msgStreamCut     = "the upstream model server's stream ended unexpectedly"
+	msgUpstreamError = "the upstream model server reported an error"
+)
+
+// maxErrorBody caps how much of an error response is read.
+const maxErrorBody = 64 << 10
+
+// UpstreamError is what the engine said when it failed: the HTTP status
+// (0 for an error inside a stream) and its message. It is the Err of a
+// model.Error, for logs and for callers that want to look closer (a
+// context-length error, say); it is never shown to clients.
+type UpstreamError struct {
+	StatusCode int
+	Message    string
+}
+
+func (e *UpstreamError) Error() string {
+	if e.StatusCode == 0 {
+		return "upstream error in stream: " + e.Message
+	}
+	return fmt.Sprintf("upstream status %d: %s", e.StatusCode, e.Message)
+}
+
+// statusError maps a non-200 response to a model.Error.
+func statusError(resp *http.Response) error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	uerr := &UpstreamError{StatusCode: resp.StatusCode, Message: errorMessage(body)}
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests:
+		return &model.Error{Status: http.StatusTooManyRequests, Message: msgRateLimited, Err: uerr}
+	case resp.StatusCode >= 500:
+		return &model.Error{Status: http.StatusBadGateway, Message: msgUnavailable, Err: uerr}
+	case resp.StatusCode >= 400:
+		// A 4xx means loom built a request the engine refused (an unknown
+		// model, a context-length overflow, a parameter it lacks). The
+		// client cannot fix that with the engine's words, which may name
+		// internals, so it gets a gateway error.
+		return &model.Error{Status: http.StatusBadGateway, Message: msgRejected, Err: uerr}
+	default:
+		return &model.Error{Status: http.StatusBadGateway, Message: msgBadResponse, Err: uerr}
+	}
+}
+
+// errorMessage pulls the message out of an engine's error body: OpenAI
+// style {"error":{"message"}}, {"error":"..."}, or older vLLM's
+// {"object":"error","message"}. Anything else is kept as a short prefix.
+func errorMessage(body []byte) string {
+	var v struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+	}
+	if json.Unmarshal(body, &v) == nil {
+		var nested struct {
+			Message string `json:"message"`
+		}
+		var s string
+		switch {
+		case json.Unmarshal(v.Error, &nested) == nil && nested.Message != "":
+			return nested.Message
+		case json.Unmarshal(v.Error, &s) == nil && s != "":
+			return s
+		case v.Message != "":
+			return v.Message
+		}
+	}
+	return strings.ToValidUTF8(string(truncate(body, 512)), "")
+}
+
+// upstreamStreamError is an error object the engine sent inside the stream.
+func upstreamStreamError(payload []byte) error {
+	return &model.Error{Status: http.StatusBadGateway, Message: msgUpstreamError,
+		Err: &UpstreamError{Message: errorMessage(payload)}}
+}
+
+// malformed is a stream we cannot parse.
+func malformed(err error) error {
+	return &model.Error{Status: http.StatusBadGateway, Message: msgBadResponse, Err: err}
+}
+
+// transportError maps a failure to get or read the response. ctx is the
+// request's context, whose cause says whether we or the caller cut it.
+func transportError(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(context.Cause(ctx), errFirstByteTimeout):
+		return &model.Error{Status: http.StatusGatewayTimeout, Message: msgTimeout, Err: errFirstByteTimeout}
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return &model.Error{Status: http.StatusGatewayTimeout, Message: msgTimeout, Err: context.DeadlineExceeded}
+	case ctx.Err() != nil:
+		// The caller went away; that is not an upstream failure, and
+		// there is nobody to send a status to.
+		return ctx.Err()
+	}
+	var nerr net.Error
+	if errors.As(err, &nerr) && nerr.Timeout() {
+		return &model.Error{Status: http.StatusGatewayTimeout, Message: msgTimeout, Err: err}
+	}
+	return &model.Error{Status: http.StatusBadGateway, Message: msgUnavailable, Err: err}
+}

@@ -1,0 +1,353 @@
+package mockllm
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// maxBodyBytes bounds a request body; long agent conversations are large,
+// but a runaway client should not exhaust a test machine.
+const maxBodyBytes = 32 << 20
+
+// Chat-completions response shapes. Pointers without omitempty are there
+// to write an explicit null, as OpenAI does.
+
+type chatCompletion struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []completionChoice `json:"choices"`
+	Usage   wireUsage          `json:"usage"`
+}
+
+type completionChoice struct {
+	Index        int               `json:"index"`
+	Message      completionMessage `json:"message"`
+	Logprobs     *struct{}         `json:"logprobs"`
+	FinishReason string            `json:"finish_reason"`
+}
+
+type completionMessage struct {
+	Role             string     `json:"role"`
+	Content          *string    `json:"content"`
+	ReasoningContent string     `json:"reasoning_content,omitempty"`
+	Reasoning        string     `json:"reasoning,omitempty"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
+}
+
+type chatChunk struct {
+	ID      string        `json:"id"`
+	Object  string        `json:"object"`
+	Created int64         `json:"created"`
+	Model   string        `json:"model"`
+	Choices []chunkChoice `json:"choices"`
+	Usage   *wireUsage    `json:"usage,omitempty"`
+}
+
+type chunkChoice struct {
+	Index        int        `json:"index"`
+	Delta        chunkDelta `json:"delta"`
+	Logprobs     *struct{}  `json:"logprobs"`
+	FinishReason *string    `json:"finish_reason"`
+}
+
+type chunkDelta struct {
+	Role             string          `json:"role,omitempty"`
+	Content          *string         `json:"content,omitempty"`
+	ReasoningContent string          `json:"reasoning_content,omitempty"`
+	Reasoning        string          `json:"reasoning,omitempty"`
+	ToolCalls        []deltaToolCall `json:"tool_calls,omitempty"`
+}
+
+type deltaToolCall struct {
+	Index    int           `json:"index"`
+	ID       string        `json:"id,omitempty"`
+	Type     string        `json:"type,omitempty"`
+	Function deltaFunction `json:"function"`
+}
+
+type deltaFunction struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
+}
+
+type wireUsage struct {
+	PromptTokens            int                     `json:"prompt_tokens"`
+	CompletionTokens        int                     `json:"completion_tokens"`
+	TotalTokens             int                     `json:"total_tokens"`
+	PromptTokensDetails     promptTokensDetails     `json:"prompt_tokens_details"`
+	CompletionTokensDetails completionTokensDetails `json:"completion_tokens_details"`
+}
+
+type promptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+type completionTokensDetails struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
+}
+
+// handleChat answers POST /v1/chat/completions as the script says.
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	var req ChatRequest
+	decodeErr := json.Unmarshal(body, &req)
+	var chat *ChatRequest
+	if readErr == nil && decodeErr == nil {
+		chat = &req
+	}
+	// Record before validating: a test may want to see what a rejected
+	// request looked like.
+	seq := s.begin(r, body, chat)
+
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(readErr, &tooLarge):
+		s.reject(w, http.StatusRequestEntityTooLarge, "request body too large", "")
+		return
+	case readErr != nil:
+		s.reject(w, http.StatusBadRequest, "cannot read request body", "")
+		return
+	case decodeErr != nil:
+		s.reject(w, http.StatusBadRequest, "invalid JSON body: "+decodeErr.Error(), "")
+		return
+	case len(req.Messages) == 0:
+		s.reject(w, http.StatusBadRequest, "messages must not be empty", "messages")
+		return
+	}
+	conv := req.conversation()
+	turns, err := parseScript(conv.script)
+	if err != nil {
+		s.reject(w, http.StatusBadRequest, err.Error(), "messages")
+		return
+	}
+	t := currentTurn(turns, conv)
+	if t == nil {
+		t = newTurn()
+	}
+	s.log.Debug("mockllm chat request", "seq", seq, "model", req.Model, "stream", req.Stream,
+		"messages", len(req.Messages), "turn", conv.turn)
+
+	ctx := r.Context()
+	delay := s.opts.FirstByteLatency
+	if t.hasDelay {
+		delay = t.delay
+	}
+	if err := s.sleep(ctx, delay); err != nil {
+		s.waitOutcome(err)
+		return
+	}
+	if t.flakyTimes > 0 && s.attempt(body) <= t.flakyTimes {
+		s.reject(w, t.flakyStatus, scriptedMessage(t.flakyStatus, ""), "")
+		return
+	}
+	if t.failStatus != 0 {
+		s.reject(w, t.failStatus, scriptedMessage(t.failStatus, t.failMessage), "")
+		return
+	}
+	// In JSON mode there are no chunks to count, so any #stall or #cut
+	// happens before the answer.
+	if t.stall == 0 || (!req.Stream && t.stall > 0) {
+		s.waitOutcome(s.sleep(ctx, -1))
+		return
+	}
+	if !req.Stream && t.cut >= 0 {
+		s.abort()
+	}
+	if t.garbage {
+		s.writeGarbage(w, req.Stream)
+		return
+	}
+
+	rep := planReply(t, conv)
+	model := req.Model
+	if model == "" {
+		model = s.opts.Models[0]
+	}
+	latency := s.opts.Latency
+	if t.hasLatency {
+		latency = t.latency
+	}
+	head := chatChunk{
+		ID:      "chatcmpl-mock-" + strconv.Itoa(seq),
+		Object:  "chat.completion.chunk",
+		Created: s.opts.Now().Unix(),
+		Model:   model,
+	}
+	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	chunks := s.chatChunks(head, rep, includeUsage)
+	if req.Stream {
+		s.streamChat(w, r, chunks, t, latency)
+		return
+	}
+	// Take as long as the stream would have.
+	if err := s.sleep(ctx, latency*time.Duration(len(chunks)-1)); err != nil {
+		s.waitOutcome(err)
+		return
+	}
+	head.Object = "chat.completion"
+	writeJSON(w, http.StatusOK, s.chatCompletion(head, rep))
+	s.end(outcomeCompleted)
+}
+
+// reject answers an error and counts the request as failed.
+func (s *Server) reject(w http.ResponseWriter, status int, message, param string) {
+	writeError(w, status, message, param)
+	s.end(outcomeFailed)
+}
+
+func scriptedMessage(status int, message string) string {
+	if message != "" {
+		return message
+	}
+	return http.StatusText(status) + " (scripted by mockllm)"
+}
+
+// writeGarbage answers 200 with a body no client can decode.
+func (s *Server) writeGarbage(w http.ResponseWriter, stream bool) {
+	if stream {
+		sse := newSSEWriter(w)
+		_ = sse.raw([]byte("this is not json"))
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("<html>this is not json</html>"))
+	}
+	s.end(outcomeFailed)
+}
+
+// streamChat writes the chunks as SSE, applying latency and the script's
+// #cut and #stall, and counts how the stream ended.
+func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, chunks []chatChunk, t *turn, latency time.Duration) {
+	ctx := r.Context()
+	sse := newSSEWriter(w)
+	for i := 0; i <= len(chunks); i++ {
+		if i == t.cut || (i == len(chunks) && t.cut >= 0) {
+			s.abort()
+		}
+		if i == t.stall || (i == len(chunks) && t.stall >= 0) {
+			s.waitOutcome(s.sleep(ctx, -1))
+			return
+		}
+		if i == len(chunks) {
+			break
+		}
+		if i > 0 {
+			if err := s.sleep(ctx, latency); err != nil {
+				s.waitOutcome(err)
+				return
+			}
+		}
+		// The client may have gone while we were busy; that is what a
+		// real engine notices and what tests assert on.
+		if ctx.Err() != nil {
+			s.end(outcomeCancelled)
+			return
+		}
+		if err := sse.event(chunks[i]); err != nil {
+			s.end(outcomeCancelled)
+			return
+		}
+	}
+	if err := sse.done(); err != nil {
+		s.end(outcomeCancelled)
+		return
+	}
+	s.end(outcomeCompleted)
+}
+
+// chatChunks lays out a reply as stream chunks: the role, reasoning
+// pieces, content pieces, each tool call (id and name first, then argument
+// pieces), the finish reason, and optionally a usage-only chunk.
+func (s *Server) chatChunks(head chatChunk, rep reply, includeUsage bool) []chatChunk {
+	var deltas []chunkDelta
+	empty := ""
+	deltas = append(deltas, chunkDelta{Role: "assistant", Content: &empty})
+	for _, piece := range splitRunes(rep.reasoning, s.opts.ChunkSize) {
+		deltas = append(deltas, s.reasoningDelta(piece))
+	}
+	for _, piece := range splitRunes(rep.content, s.opts.ChunkSize) {
+		deltas = append(deltas, chunkDelta{Content: &piece})
+	}
+	for i, call := range rep.calls {
+		deltas = append(deltas, chunkDelta{ToolCalls: []deltaToolCall{{
+			Index: i, ID: call.id, Type: "function",
+			Function: deltaFunction{Name: call.name},
+		}}})
+		for _, piece := range splitRunes(call.arguments, s.opts.ChunkSize) {
+			deltas = append(deltas, chunkDelta{ToolCalls: []deltaToolCall{{
+				Index: i, Function: deltaFunction{Arguments: piece},
+			}}})
+		}
+	}
+	deltas = append(deltas, chunkDelta{})
+
+	chunks := make([]chatChunk, 0, len(deltas)+1)
+	for i, d := range deltas {
+		c := head
+		c.Choices = []chunkChoice{{Delta: d}}
+		if i == len(deltas)-1 {
+			finish := rep.finish
+			c.Choices[0].FinishReason = &finish
+		}
+		chunks = append(chunks, c)
+	}
+	if includeUsage {
+		c := head
+		c.Choices = []chunkChoice{}
+		u := wireUsageOf(rep.usage)
+		c.Usage = &u
+		chunks = append(chunks, c)
+	}
+	return chunks
+}
+
+func (s *Server) reasoningDelta(text string) chunkDelta {
+	if s.opts.ReasoningField == FieldReasoning {
+		return chunkDelta{Reasoning: text}
+	}
+	return chunkDelta{ReasoningContent: text}
+}
+
+// chatCompletion is the non-streaming answer.
+func (s *Server) chatCompletion(head chatChunk, rep reply) chatCompletion {
+	msg := completionMessage{Role: "assistant"}
+	// OpenAI answers content null when the model only called tools.
+	if rep.content != "" || len(rep.calls) == 0 {
+		msg.Content = &rep.content
+	}
+	if s.opts.ReasoningField == FieldReasoning {
+		msg.Reasoning = rep.reasoning
+	} else {
+		msg.ReasoningContent = rep.reasoning
+	}
+	for _, call := range rep.calls {
+		msg.ToolCalls = append(msg.ToolCalls, ToolCall{
+			ID: call.id, Type: "function",
+			Function: FunctionCall{Name: call.name, Arguments: call.arguments},
+		})
+	}
+	return chatCompletion{
+		ID:      head.ID,
+		Object:  head.Object,
+		Created: head.Created,
+		Model:   head.Model,
+		Choices: []completionChoice{{Message: msg, FinishReason: rep.finish}},
+		Usage:   wireUsageOf(rep.usage),
+	}
+}
+
+func wireUsageOf(u usage) wireUsage {
+	return wireUsage{
+		PromptTokens:            u.prompt,
+		CompletionTokens:        u.completion,
+		TotalTokens:             u.prompt + u.completion,
+		PromptTokensDetails:     promptTokensDetails{CachedTokens: u.cached},
+		CompletionTokensDetails: completionTokensDetails{ReasoningTokens: u.reasoning},
+	}
+}

@@ -1,0 +1,108 @@
+// Package mockllm is a scripted upstream inference engine. It speaks the
+// OpenAI chat-completions wire format the way vLLM, SGLang, llama.cpp and
+// Ollama do, so loom's tests, its demo and its benchmarks can run where no
+// model can. It uses only the standard library: it is an independent check
+// of the wire format, not a mirror of the client loom uses.
+//
+// # Endpoints
+//
+//   - POST /v1/chat/completions: JSON (stream false) and SSE (stream true).
+//   - GET /v1/models: the names in Options.Models.
+//
+// Anything else is a 404 with an OpenAI error body. Every request to a
+// completion endpoint is recorded (Server.Requests) and counted
+// (Server.Stats); WaitStarted, WaitCancelled and WaitDone let a test wait
+// for those counters instead of sleeping.
+//
+// # Scripts
+//
+// The answer is scripted by the text of the last user message (string
+// content, or its "text" parts joined by newlines). A line whose first
+// non-blank character is '#' followed by a letter is a directive; every
+// other line is ignored, so a script can sit inside ordinary prose. "# A
+// heading" and "#1" are not directives. An unknown directive, or a bad
+// argument, is answered with a 400 naming the line, so a typo fails loudly.
+//
+//	#say <text>          answer <text>; repeat for more lines (joined by "\n")
+//	#tokens <n>          answer "w1 w2 ... wn" (not together with #say)
+//	#reason <text>       reasoning, streamed before the answer; repeatable
+//	#call <name> [args]  call tool <name> with arguments args, kept verbatim
+//	                     (default "{}"), so malformed JSON can be scripted;
+//	                     repeat for parallel calls
+//	#callid <id> <name> [args]
+//	                     the same with an explicit call id
+//	#finish <reason>     override finish_reason (e.g. content_filter)
+//	#cached <n>          report n cached prompt tokens
+//	#delay <duration>    wait before answering (replaces FirstByteLatency)
+//	#latency <duration>  wait between chunks (replaces Latency)
+//	#fail <status> [msg] answer HTTP <status> (400-599) with an OpenAI error
+//	                     body; msg replaces the default message
+//	#flaky <n> <status>  fail the first n requests having this exact body
+//	                     with <status>, then answer normally (for retries)
+//	#cut <n>             after n stream chunks, drop the connection with no
+//	                     [DONE]; the client reads an unexpected EOF
+//	#stall [n]           stop after n stream chunks (default 0: before any
+//	                     byte) until the client goes away or Server.Close
+//	#garbage             answer 200 with a body that is not JSON (in a
+//	                     stream: one "data: this is not json" event)
+//	#then                end this turn's directives; the next ones script
+//	                     the following model turn
+//
+// Without a #say, #tokens or #call the answer is the default text: when
+// the conversation ends with tool messages, one line "tool said: <content>"
+// per result, so a test sees the round trip; otherwise DefaultAnswer.
+//
+// # Turns
+//
+// An agent loop sends the same user message several times: first alone,
+// then followed by the model's tool calls and their results. The script
+// section used is the number of model turns since the last user message,
+// counting a run of consecutive assistant messages as one turn. So
+//
+//	#call get_weather {"city": "Paris"}
+//	#then
+//	#say It is sunny in Paris.
+//
+// calls the tool, then answers once the result comes back. When the
+// sections run out the default text is answered, which ends any loop.
+//
+// # Tool calls
+//
+// Call ids are call_1, call_2, ... numbered after the tool calls already in
+// the conversation, so they stay unique across turns. The mock does not
+// check that a called tool was offered, or tool_choice: real models get
+// that wrong too, and the script is the test's explicit intent.
+//
+// # Streaming
+//
+// A stream is, in order: a chunk with delta {"role":"assistant",
+// "content":""}; reasoning pieces (in the field named by
+// Options.ReasoningField); content pieces; for each call a chunk with its
+// index, id, type "function", name and empty arguments, then argument
+// pieces with only the index; a chunk with an empty delta and the
+// finish_reason; if stream_options.include_usage, a chunk with empty
+// choices and usage; then "data: [DONE]". Pieces are Options.ChunkSize
+// runes. #cut and #stall count every data line except [DONE]. In JSON mode
+// #cut drops the connection and #stall stalls before any answer.
+//
+// # Tokens
+//
+// There is no tokenizer: one token is one whitespace-separated word.
+// prompt_tokens counts the words of every message (text, reasoning, tool
+// call names and arguments), raised to at least #cached. completion_tokens
+// counts the reasoning and answer words plus, per tool call, one for the
+// name and the words of its arguments; reasoning_tokens is the reasoning
+// part. max_completion_tokens (or else max_tokens) cuts the output in
+// generation order (reasoning, answer, calls) and sets finish_reason
+// "length".
+//
+// # Cancellation
+//
+// A request whose context ends before its answer is complete (during a
+// delay, a stall, a pause between chunks, or a failed write) counts as
+// Cancelled. With no latency a short stream may be fully written before
+// the server notices the client left, so tests of cancellation use #stall
+// or #latency.
+//
+// Options default to no latency at all, for benchmarks.
+package mockllm

@@ -1,0 +1,137 @@
+package mockllm
+
+import (
+	"context"
+	"net/http"
+)
+
+// Request is one recorded request to a completion endpoint, in arrival
+// order. Recorded values are shared: read them, do not modify them.
+type Request struct {
+	Seq    int // 1-based arrival order; also in the response id
+	Method string
+	Path   string
+	Header http.Header
+	Body   []byte       // the raw body, byte for byte
+	Chat   *ChatRequest // the decoded body; nil if it was not valid JSON
+}
+
+// Stats counts requests to the completion endpoints. Every started request
+// ends up in exactly one of the other counters once it has finished.
+type Stats struct {
+	Started int
+	// Completed requests sent their whole answer (including an answer
+	// with #say or the default text, but not an injected failure).
+	Completed int
+	// Cancelled requests lost their client (the request context ended)
+	// before the answer was complete.
+	Cancelled int
+	// Failed requests were rejected or got an injected failure: an HTTP
+	// error, a cut connection, garbage, or Close during a stall.
+	Failed int
+}
+
+type outcome int
+
+const (
+	outcomeCompleted outcome = iota
+	outcomeCancelled
+	outcomeFailed
+)
+
+// begin records a new request and returns its sequence number.
+func (s *Server) begin(r *http.Request, body []byte, chat *ChatRequest) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats.Started++
+	seq := s.stats.Started
+	s.requests = append(s.requests, Request{
+		Seq:    seq,
+		Method: r.Method,
+		Path:   r.URL.Path,
+		Header: r.Header.Clone(),
+		Body:   body,
+		Chat:   chat,
+	})
+	s.notifyLocked()
+	return seq
+}
+
+// end counts how a request finished.
+func (s *Server) end(o outcome) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch o {
+	case outcomeCompleted:
+		s.stats.Completed++
+	case outcomeCancelled:
+		s.stats.Cancelled++
+	case outcomeFailed:
+		s.stats.Failed++
+	}
+	s.notifyLocked()
+}
+
+// notifyLocked wakes every waiter; they re-check their condition.
+func (s *Server) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// Requests returns the recorded requests in arrival order.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// Stats returns the current counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Reset forgets recorded requests, counters and #flaky attempts. Call it
+// between requests, not during one.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = nil
+	s.stats = Stats{}
+	clear(s.attempts)
+	s.notifyLocked()
+}
+
+// WaitStarted waits until at least n requests have started, or ctx ends.
+func (s *Server) WaitStarted(ctx context.Context, n int) error {
+	return s.waitFor(ctx, func(st Stats) bool { return st.Started >= n })
+}
+
+// WaitCancelled waits until at least n requests have seen their client go
+// away, or ctx ends. It is how a test proves that cancelling a response in
+// loom really cancels the upstream call.
+func (s *Server) WaitCancelled(ctx context.Context, n int) error {
+	return s.waitFor(ctx, func(st Stats) bool { return st.Cancelled >= n })
+}
+
+// WaitDone waits until at least n requests have finished in any way.
+func (s *Server) WaitDone(ctx context.Context, n int) error {
+	return s.waitFor(ctx, func(st Stats) bool { return st.Completed+st.Cancelled+st.Failed >= n })
+}
+
+func (s *Server) waitFor(ctx context.Context, cond func(Stats) bool) error {
+	for {
+		s.mu.Lock()
+		ok, changed := cond(s.stats), s.changed
+		s.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

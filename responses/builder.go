@@ -1,0 +1,354 @@
+package responses
+
+import (
+	"errors"
+	"strings"
+)
+
+// Builder turns what a model writes into Responses events and output items.
+// It is the only place where sequence numbers, output indexes, content
+// indexes and item ids are assigned, and it enforces the order clients rely
+// on: response.created and response.in_progress first; for every item
+// output_item.added before any delta for it, content_part.added before the
+// part's deltas, and every part and item done before the one terminal event
+// (response.completed, response.incomplete or response.failed).
+//
+// A Builder is not safe for concurrent use. The *Event passed to the sink is
+// reused: the sink must encode or copy it before returning.
+type Builder struct {
+	resp  *Response
+	sink  func(*Event) error
+	newID func(prefix string) string
+
+	seq  int
+	ev   Event
+	open []*openItem // open items, in output index order
+
+	message   *openItem // the open assistant message, if any
+	reasoning *openItem // the open reasoning item, if any
+	calls     map[int]*openItem
+	ended     bool
+}
+
+// openItem is an output item that is still being written.
+type openItem struct {
+	index int
+	item  *Item
+	buf   strings.Builder // text or arguments so far
+}
+
+// ErrBuilderEnded is returned when events are added after the terminal event.
+var ErrBuilderEnded = errors.New("responses: event after the end of the response")
+
+// NewBuilder returns a builder for resp, whose ID, CreatedAt and echoed
+// request knobs must already be set. newID makes item ids from a prefix
+// ("msg", "rs", "fc"); sink receives each event in order and may be nil.
+func NewBuilder(resp *Response, newID func(prefix string) string, sink func(*Event) error) *Builder {
+	if sink == nil {
+		sink = func(*Event) error { return nil }
+	}
+	if resp.Output == nil {
+		resp.Output = []Item{}
+	}
+	return &Builder{resp: resp, sink: sink, newID: newID, calls: map[int]*openItem{}}
+}
+
+// Response returns the response being built.
+func (b *Builder) Response() *Response { return b.resp }
+
+// Sequence returns the sequence number the next event will get.
+func (b *Builder) Sequence() int { return b.seq }
+
+// Start emits response.created and response.in_progress.
+func (b *Builder) Start() error {
+	b.resp.Status = ResponseInProgress
+	if err := b.emit(Event{Type: EventCreated, Response: b.resp}); err != nil {
+		return err
+	}
+	return b.emit(Event{Type: EventInProgress, Response: b.resp})
+}
+
+// ReasoningDelta appends chain-of-thought text, opening a reasoning item if
+// none is open. An open assistant message is closed first: reasoning after
+// text starts a new item.
+func (b *Builder) ReasoningDelta(text string) error {
+	if text == "" {
+		return nil
+	}
+	if b.reasoning == nil {
+		if err := b.closeMessage(); err != nil {
+			return err
+		}
+		it := &Item{Type: ItemReasoning, ID: b.newID("rs"), Summary: []ContentPart{}, Content: []ContentPart{}}
+		oi, err := b.addItem(it)
+		if err != nil {
+			return err
+		}
+		b.reasoning = oi
+		if err := b.emit(Event{Type: EventContentPartAdded, ItemID: it.ID, OutputIndex: oi.index, Part: &ContentPart{Type: PartReasoningText}}); err != nil {
+			return err
+		}
+	}
+	oi := b.reasoning
+	oi.buf.WriteString(text)
+	return b.emit(Event{Type: EventReasoningTextDelta, ItemID: oi.item.ID, OutputIndex: oi.index, Delta: text})
+}
+
+// TextDelta appends assistant text, opening a message if none is open.
+func (b *Builder) TextDelta(text string) error { return b.messageDelta(text, "") }
+
+// PreambleDelta appends text the model writes before calling tools; it goes
+// into an assistant message with phase "commentary".
+func (b *Builder) PreambleDelta(text string) error { return b.messageDelta(text, "commentary") }
+
+func (b *Builder) messageDelta(text, phase string) error {
+	if text == "" {
+		return nil
+	}
+	if b.message != nil && b.message.item.Phase != phase {
+		if err := b.closeMessage(); err != nil {
+			return err
+		}
+	}
+	if b.message == nil {
+		if err := b.closeReasoning(); err != nil {
+			return err
+		}
+		it := &Item{Type: ItemMessage, ID: b.newID("msg"), Status: StatusInProgress, Role: "assistant", Content: []ContentPart{}, Phase: phase}
+		oi, err := b.addItem(it)
+		if err != nil {
+			return err
+		}
+		b.message = oi
+		part := OutputText("")
+		if err := b.emit(Event{Type: EventContentPartAdded, ItemID: it.ID, OutputIndex: oi.index, Part: &part}); err != nil {
+			return err
+		}
+	}
+	oi := b.message
+	oi.buf.WriteString(text)
+	return b.emit(Event{Type: EventOutputTextDelta, ItemID: oi.item.ID, OutputIndex: oi.index, Delta: text})
+}
+
+// ToolCallDelta adds to the function call identified by index within the
+// current turn. The first delta for an index opens a function_call item
+// with callID (a new one is made when empty) and name; arguments are
+// appended as they come.
+func (b *Builder) ToolCallDelta(index int, callID, name, arguments string) error {
+	oi := b.calls[index]
+	if oi == nil {
+		if err := b.closeReasoning(); err != nil {
+			return err
+		}
+		if err := b.closeMessage(); err != nil {
+			return err
+		}
+		if callID == "" {
+			callID = b.newID("call")
+		}
+		it := &Item{Type: ItemFunctionCall, ID: b.newID("fc"), Status: StatusInProgress, CallID: callID, Name: name}
+		var err error
+		if oi, err = b.addItem(it); err != nil {
+			return err
+		}
+		b.calls[index] = oi
+	} else if name != "" && oi.item.Name == "" {
+		oi.item.Name = name
+	}
+	if arguments == "" {
+		return nil
+	}
+	oi.buf.WriteString(arguments)
+	return b.emit(Event{Type: EventFunctionArgsDelta, ItemID: oi.item.ID, OutputIndex: oi.index, Delta: arguments})
+}
+
+// AddItem adds a finished item (output_item.added then output_item.done),
+// such as the result of a tool loop loom ran itself.
+func (b *Builder) AddItem(it Item) error {
+	if it.ID == "" {
+		it.ID = b.newID("item")
+	}
+	oi, err := b.addItem(&it)
+	if err != nil {
+		return err
+	}
+	return b.closeItem(oi, StatusCompleted)
+}
+
+// EndTurn closes every open item: a model turn is over.
+func (b *Builder) EndTurn() error { return b.closeAll(StatusCompleted) }
+
+// TurnCalls returns the function calls of the current turn, in the order
+// the model made them, and forgets them: call it after EndTurn.
+func (b *Builder) TurnCalls() []Item {
+	if len(b.calls) == 0 {
+		return nil
+	}
+	calls := make([]Item, 0, len(b.calls))
+	for _, oi := range b.calls {
+		calls = append(calls, b.resp.Output[oi.index])
+	}
+	// Order by output index, which is the order the calls were opened.
+	for i := 1; i < len(calls); i++ {
+		for j := i; j > 0 && b.indexOf(calls[j].ID) < b.indexOf(calls[j-1].ID); j-- {
+			calls[j], calls[j-1] = calls[j-1], calls[j]
+		}
+	}
+	clear(b.calls)
+	return calls
+}
+
+func (b *Builder) indexOf(id string) int {
+	for i := range b.resp.Output {
+		if b.resp.Output[i].ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// Complete closes open items and emits response.completed.
+func (b *Builder) Complete(usage *Usage, completedAt int64) error {
+	if err := b.closeAll(StatusCompleted); err != nil {
+		return err
+	}
+	b.resp.Status = ResponseCompleted
+	b.resp.Usage = usage
+	b.resp.CompletedAt = &completedAt
+	return b.finish(Event{Type: EventCompleted, Response: b.resp})
+}
+
+// Incomplete closes open items as incomplete and emits response.incomplete.
+func (b *Builder) Incomplete(reason string, usage *Usage) error {
+	if err := b.closeAll(StatusIncomplete); err != nil {
+		return err
+	}
+	b.resp.Status = ResponseIncomplete
+	b.resp.IncompleteDetails = &IncompleteDetails{Reason: reason}
+	b.resp.Usage = usage
+	return b.finish(Event{Type: EventIncomplete, Response: b.resp})
+}
+
+// Fail closes open items as incomplete, emits an error event and then
+// response.failed. status is "failed" or "cancelled".
+func (b *Builder) Fail(status string, e *ErrorPayload, usage *Usage) error {
+	if err := b.closeAll(StatusIncomplete); err != nil {
+		return err
+	}
+	if e != nil {
+		if err := b.emit(Event{Type: EventError, Error: e}); err != nil {
+			return err
+		}
+		code := e.Type
+		if e.Code != nil {
+			code = *e.Code
+		}
+		b.resp.Error = &ResponseError{Code: code, Message: e.Message}
+	}
+	b.resp.Status = status
+	b.resp.Usage = usage
+	return b.finish(Event{Type: EventFailed, Response: b.resp})
+}
+
+// Ended reports whether the terminal event has been emitted.
+func (b *Builder) Ended() bool { return b.ended }
+
+func (b *Builder) finish(ev Event) error {
+	err := b.emit(ev)
+	b.ended = true
+	return err
+}
+
+func (b *Builder) addItem(it *Item) (*openItem, error) {
+	if it.Status == "" {
+		it.Status = StatusInProgress
+	}
+	oi := &openItem{index: len(b.resp.Output), item: it}
+	b.resp.Output = append(b.resp.Output, *it)
+	b.open = append(b.open, oi)
+	// The snapshot in output_item.added is the item as it starts.
+	return oi, b.emit(Event{Type: EventOutputItemAdded, OutputIndex: oi.index, Item: it})
+}
+
+func (b *Builder) closeAll(status string) error {
+	for len(b.open) > 0 {
+		if err := b.closeItem(b.open[0], status); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *Builder) closeMessage() error {
+	if b.message == nil {
+		return nil
+	}
+	return b.closeItem(b.message, StatusCompleted)
+}
+
+func (b *Builder) closeReasoning() error {
+	if b.reasoning == nil {
+		return nil
+	}
+	return b.closeItem(b.reasoning, StatusCompleted)
+}
+
+// closeItem emits the done events of an open item and records its final
+// form in the response output.
+func (b *Builder) closeItem(oi *openItem, status string) error {
+	for i, o := range b.open {
+		if o == oi {
+			b.open = append(b.open[:i], b.open[i+1:]...)
+			break
+		}
+	}
+	it := oi.item
+	text := oi.buf.String()
+	switch it.Type {
+	case ItemMessage:
+		b.message = nil
+		part := OutputText(text)
+		if err := b.emit(Event{Type: EventOutputTextDone, ItemID: it.ID, OutputIndex: oi.index, Text: text}); err != nil {
+			return err
+		}
+		if err := b.emit(Event{Type: EventContentPartDone, ItemID: it.ID, OutputIndex: oi.index, Part: &part}); err != nil {
+			return err
+		}
+		it.Content = []ContentPart{part}
+		it.Status = status
+	case ItemReasoning:
+		b.reasoning = nil
+		part := ContentPart{Type: PartReasoningText, Text: text}
+		if err := b.emit(Event{Type: EventReasoningTextDone, ItemID: it.ID, OutputIndex: oi.index, Text: text}); err != nil {
+			return err
+		}
+		if err := b.emit(Event{Type: EventContentPartDone, ItemID: it.ID, OutputIndex: oi.index, Part: &part}); err != nil {
+			return err
+		}
+		it.Content = []ContentPart{part}
+		// Reasoning items carry no status in the OpenAI API.
+		it.Status = ""
+	case ItemFunctionCall:
+		it.Arguments = text
+		if err := b.emit(Event{Type: EventFunctionArgsDone, ItemID: it.ID, OutputIndex: oi.index, Arguments: text}); err != nil {
+			return err
+		}
+		it.Status = status
+	default:
+		if it.Status == StatusInProgress {
+			it.Status = status
+		}
+	}
+	b.resp.Output[oi.index] = *it
+	return b.emit(Event{Type: EventOutputItemDone, OutputIndex: oi.index, Item: it})
+}
+
+func (b *Builder) emit(ev Event) error {
+	if b.ended {
+		return ErrBuilderEnded
+	}
+	b.ev = ev
+	b.ev.SequenceNumber = b.seq
+	b.seq++
+	return b.sink(&b.ev)
+}

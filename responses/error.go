@@ -1,0 +1,85 @@
+package responses
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+// Error types of the API error body.
+const (
+	ErrInvalidRequest = "invalid_request_error"
+	ErrNotFound       = "not_found_error"
+	ErrRateLimit      = "rate_limit_error"
+	ErrUpstream       = "upstream_error"
+	ErrServer         = "server_error"
+)
+
+// maxMessage caps an error message: error bodies never carry more, whatever
+// produced them.
+const maxMessage = 1024
+
+// APIError is an error the API reports to a client, with its HTTP status.
+// Its JSON form is {"error":{"message","type","param","code"}}. Messages are
+// written for clients: they never carry internal details.
+type APIError struct {
+	Status  int
+	Type    string
+	Code    string
+	Param   string
+	Message string
+}
+
+func (e *APIError) Error() string {
+	if e.Param != "" {
+		return fmt.Sprintf("%d %s: %s (param %s)", e.Status, e.Type, e.Message, e.Param)
+	}
+	return fmt.Sprintf("%d %s: %s", e.Status, e.Type, e.Message)
+}
+
+// MarshalJSON writes the error body, with param and code null when unset
+// and the message capped in size.
+func (e *APIError) MarshalJSON() ([]byte, error) {
+	msg := e.Message
+	if len(msg) > maxMessage {
+		msg = msg[:maxMessage] + "…"
+	}
+	type body struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	}
+	return json.Marshal(struct {
+		Error body `json:"error"`
+	}{body{msg, e.Type, nullable(e.Param), nullable(e.Code)}})
+}
+
+// Payload returns the error as the body of an error event.
+func (e *APIError) Payload() *ErrorPayload {
+	return &ErrorPayload{Type: e.Type, Code: nullable(e.Code), Message: e.Message, Param: nullable(e.Param)}
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// BadRequest is a 400 naming the offending parameter.
+func BadRequest(param, format string, args ...any) *APIError {
+	return &APIError{Status: http.StatusBadRequest, Type: ErrInvalidRequest, Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+// Unsupported is a 400 for a parameter loom understands but cannot honour.
+func Unsupported(param, format string, args ...any) *APIError {
+	e := BadRequest(param, format, args...)
+	e.Code = "unsupported_parameter"
+	return e
+}
+
+// NotFound is a 404 naming the parameter that pointed at nothing.
+func NotFound(param, format string, args ...any) *APIError {
+	return &APIError{Status: http.StatusNotFound, Type: ErrNotFound, Code: "not_found", Param: param, Message: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,259 @@
+package responses
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// Item types loom understands. An input item of another type is rejected
+// by validation; output items are always one of these.
+const (
+	ItemMessage            = "message"
+	ItemFunctionCall       = "function_call"
+	ItemFunctionCallOutput = "function_call_output"
+	ItemReasoning          = "reasoning"
+	ItemReference          = "item_reference"
+)
+
+// Item statuses.
+const (
+	StatusInProgress = "in_progress"
+	StatusCompleted  = "completed"
+	StatusIncomplete = "incomplete"
+)
+
+// Item is one element of a conversation: a message, a reasoning step, a tool
+// call or a tool result. It is a flat union keyed by Type; which fields are
+// meaningful depends on Type. Its JSON form follows the Responses API, with
+// every key the Open Responses schema requires for that type.
+type Item struct {
+	Type   string `json:"type"`
+	ID     string `json:"id,omitempty"`
+	Status string `json:"status,omitempty"`
+
+	// message
+	Role    string        `json:"role,omitempty"`
+	Content []ContentPart `json:"content,omitempty"`
+	// Phase labels an assistant message as "commentary" (a preamble) or
+	// "final_answer".
+	Phase string `json:"phase,omitempty"`
+
+	// function_call and function_call_output
+	CallID    string `json:"call_id,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments,omitempty"`
+	// Output of a function_call_output: a JSON string or an array of
+	// content parts, kept as sent.
+	Output json.RawMessage `json:"output,omitempty"`
+
+	// reasoning
+	Summary          []ContentPart `json:"summary,omitempty"`
+	EncryptedContent *string       `json:"encrypted_content,omitempty"`
+}
+
+// ContentPart is one part of a message or reasoning item.
+type ContentPart struct {
+	Type string `json:"type"`
+	Text string `json:"text,omitempty"`
+	// Annotations of output_text; always present (possibly empty) on output.
+	Annotations []json.RawMessage `json:"annotations,omitempty"`
+	Refusal     string            `json:"refusal,omitempty"`
+	// input_image / input_file
+	ImageURL string `json:"image_url,omitempty"`
+	FileID   string `json:"file_id,omitempty"`
+	FileData string `json:"file_data,omitempty"`
+	FileURL  string `json:"file_url,omitempty"`
+	Filename string `json:"filename,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+}
+
+// Content part types.
+const (
+	PartInputText     = "input_text"
+	PartOutputText    = "output_text"
+	PartReasoningText = "reasoning_text"
+	PartSummaryText   = "summary_text"
+	PartRefusal       = "refusal"
+	PartInputImage    = "input_image"
+	PartInputFile     = "input_file"
+)
+
+// OutputText is an output_text part holding text.
+func OutputText(text string) ContentPart {
+	return ContentPart{Type: PartOutputText, Text: text, Annotations: []json.RawMessage{}}
+}
+
+// Text returns the concatenated text of the item's text-bearing content
+// parts (input_text, output_text, reasoning_text, summary_text, refusal).
+func (it *Item) Text() string {
+	if len(it.Content) == 1 {
+		return it.Content[0].text()
+	}
+	var b bytes.Buffer
+	for _, p := range it.Content {
+		b.WriteString(p.text())
+	}
+	return b.String()
+}
+
+// MarshalJSON writes "text" on every text-bearing part even when empty, as
+// the schema requires (a part announced by content_part.added starts empty).
+func (p ContentPart) MarshalJSON() ([]byte, error) {
+	type plain ContentPart
+	switch p.Type {
+	case PartInputText, PartReasoningText, PartSummaryText:
+		return json.Marshal(struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}{p.Type, p.Text})
+	case PartOutputText:
+		ann := p.Annotations
+		if ann == nil {
+			ann = []json.RawMessage{}
+		}
+		return json.Marshal(struct {
+			Type        string            `json:"type"`
+			Text        string            `json:"text"`
+			Annotations []json.RawMessage `json:"annotations"`
+			Logprobs    []json.RawMessage `json:"logprobs"`
+		}{p.Type, p.Text, ann, []json.RawMessage{}})
+	case PartRefusal:
+		return json.Marshal(struct {
+			Type    string `json:"type"`
+			Refusal string `json:"refusal"`
+		}{p.Type, p.Refusal})
+	}
+	return json.Marshal(plain(p))
+}
+
+func (p ContentPart) text() string {
+	if p.Type == PartRefusal {
+		return p.Refusal
+	}
+	return p.Text
+}
+
+// OutputString returns a function_call_output's output as text: the string
+// itself, or the concatenated text of its content parts.
+func (it *Item) OutputString() string {
+	if len(it.Output) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(it.Output, &s) == nil {
+		return s
+	}
+	var parts []ContentPart
+	if json.Unmarshal(it.Output, &parts) == nil {
+		var b bytes.Buffer
+		for _, p := range parts {
+			b.WriteString(p.text())
+		}
+		return b.String()
+	}
+	return string(it.Output)
+}
+
+// UnmarshalJSON accepts the shorthand forms clients send: a message with no
+// "type" (EasyInputMessage) and message content given as a plain string.
+func (it *Item) UnmarshalJSON(data []byte) error {
+	type plain Item
+	var raw struct {
+		plain
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	*it = Item(raw.plain)
+	if it.Type == "" && it.Role != "" {
+		it.Type = ItemMessage
+	}
+	c := bytes.TrimSpace(raw.Content)
+	switch {
+	case len(c) == 0 || bytes.Equal(c, []byte("null")):
+		it.Content = nil
+	case c[0] == '"':
+		var s string
+		if err := json.Unmarshal(c, &s); err != nil {
+			return err
+		}
+		typ := PartInputText
+		if it.Role == "assistant" {
+			typ = PartOutputText
+		}
+		it.Content = []ContentPart{{Type: typ, Text: s}}
+	case c[0] == '[':
+		if err := json.Unmarshal(c, &it.Content); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("content must be a string or an array of content parts")
+	}
+	return nil
+}
+
+// MarshalJSON writes the keys the Responses API defines for the item's
+// type, including required ones whose value is empty.
+func (it Item) MarshalJSON() ([]byte, error) {
+	switch it.Type {
+	case ItemMessage:
+		content := it.Content
+		if content == nil {
+			content = []ContentPart{}
+		}
+		return json.Marshal(struct {
+			Type    string        `json:"type"`
+			ID      string        `json:"id"`
+			Status  string        `json:"status"`
+			Role    string        `json:"role"`
+			Content []ContentPart `json:"content"`
+			Phase   string        `json:"phase,omitempty"`
+		}{it.Type, it.ID, orDefault(it.Status, StatusCompleted), it.Role, content, it.Phase})
+	case ItemFunctionCall:
+		return json.Marshal(struct {
+			Type      string `json:"type"`
+			ID        string `json:"id"`
+			CallID    string `json:"call_id"`
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+			Status    string `json:"status"`
+		}{it.Type, it.ID, it.CallID, it.Name, it.Arguments, orDefault(it.Status, StatusCompleted)})
+	case ItemFunctionCallOutput:
+		out := it.Output
+		if len(out) == 0 {
+			out = json.RawMessage(`""`)
+		}
+		return json.Marshal(struct {
+			Type   string          `json:"type"`
+			ID     string          `json:"id"`
+			CallID string          `json:"call_id"`
+			Output json.RawMessage `json:"output"`
+			Status string          `json:"status"`
+		}{it.Type, it.ID, it.CallID, out, orDefault(it.Status, StatusCompleted)})
+	case ItemReasoning:
+		summary := it.Summary
+		if summary == nil {
+			summary = []ContentPart{}
+		}
+		return json.Marshal(struct {
+			Type             string        `json:"type"`
+			ID               string        `json:"id"`
+			Status           string        `json:"status,omitempty"`
+			Summary          []ContentPart `json:"summary"`
+			Content          []ContentPart `json:"content,omitempty"`
+			EncryptedContent *string       `json:"encrypted_content,omitempty"`
+		}{it.Type, it.ID, it.Status, summary, it.Content, it.EncryptedContent})
+	default:
+		type plain Item
+		return json.Marshal(plain(it))
+	}
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

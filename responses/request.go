@@ -1,0 +1,240 @@
+package responses
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// Request is the body of POST /v1/responses. Every field of the OpenAI
+// reference is decoded; unknown fields are tolerated. Validate checks it.
+type Request struct {
+	Model              string          `json:"model"`
+	Input              Input           `json:"input"`
+	Instructions       *string         `json:"instructions"`
+	Tools              []Tool          `json:"tools"`
+	ToolChoice         *ToolChoice     `json:"tool_choice"`
+	ParallelToolCalls  *bool           `json:"parallel_tool_calls"`
+	MaxToolCalls       *int            `json:"max_tool_calls"`
+	MaxOutputTokens    *int            `json:"max_output_tokens"`
+	Temperature        *float64        `json:"temperature"`
+	TopP               *float64        `json:"top_p"`
+	TopLogprobs        *int            `json:"top_logprobs"`
+	PresencePenalty    *float64        `json:"presence_penalty"`
+	FrequencyPenalty   *float64        `json:"frequency_penalty"`
+	Text               *TextConfig     `json:"text"`
+	Reasoning          *ReasoningParam `json:"reasoning"`
+	Include            []string        `json:"include"`
+	Store              *bool           `json:"store"`
+	Background         *bool           `json:"background"`
+	PreviousResponseID *string         `json:"previous_response_id"`
+	Conversation       json.RawMessage `json:"conversation"`
+	Stream             bool            `json:"stream"`
+	StreamOptions      json.RawMessage `json:"stream_options"`
+	Truncation         *string         `json:"truncation"`
+	Metadata           map[string]any  `json:"metadata"`
+	PromptCacheKey     *string         `json:"prompt_cache_key"`
+	SafetyIdentifier   *string         `json:"safety_identifier"`
+	ServiceTier        *string         `json:"service_tier"`
+	User               *string         `json:"user"`
+	Prompt             json.RawMessage `json:"prompt"`
+}
+
+// StoreEnabled reports whether the response is to be stored (default true).
+func (r *Request) StoreEnabled() bool { return r.Store == nil || *r.Store }
+
+// ParallelCalls reports whether the model may make several tool calls in a
+// turn (default true).
+func (r *Request) ParallelCalls() bool { return r.ParallelToolCalls == nil || *r.ParallelToolCalls }
+
+// Includes reports whether include[] names what.
+func (r *Request) Includes(what string) bool {
+	for _, s := range r.Include {
+		if s == what {
+			return true
+		}
+	}
+	return false
+}
+
+// Input is a request's input: a plain string (one user message) or a list
+// of items. After decoding, Items always holds the list form.
+type Input struct {
+	Items []Item
+	// IsString records that the client sent a string.
+	IsString bool
+	// Set records that the field was present and not null.
+	Set bool
+}
+
+// UnmarshalJSON accepts a string or an array of items.
+func (in *Input) UnmarshalJSON(data []byte) error {
+	data = bytes.TrimSpace(data)
+	*in = Input{}
+	switch {
+	case bytes.Equal(data, []byte("null")):
+		return nil
+	case len(data) > 0 && data[0] == '"':
+		var s string
+		if err := json.Unmarshal(data, &s); err != nil {
+			return err
+		}
+		in.Set, in.IsString = true, true
+		in.Items = []Item{{Type: ItemMessage, Role: "user", Content: []ContentPart{{Type: PartInputText, Text: s}}}}
+		return nil
+	case len(data) > 0 && data[0] == '[':
+		in.Set = true
+		return json.Unmarshal(data, &in.Items)
+	}
+	return fmt.Errorf("input must be a string or an array of items")
+}
+
+// MarshalJSON writes the list form.
+func (in Input) MarshalJSON() ([]byte, error) {
+	if in.Items == nil {
+		return []byte("[]"), nil
+	}
+	return json.Marshal(in.Items)
+}
+
+// Tool types.
+const (
+	ToolFunction = "function"
+)
+
+// Tool is a tool offered to the model. Only function tools exist so far;
+// other types are rejected by validation until they are implemented.
+type Tool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name,omitempty"`
+	Description *string         `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      *bool           `json:"strict"`
+}
+
+// MarshalJSON writes a function tool with description, parameters and
+// strict always present (null when unset), as the schema requires.
+func (t Tool) MarshalJSON() ([]byte, error) {
+	params := t.Parameters
+	if len(params) == 0 {
+		params = json.RawMessage("null")
+	}
+	return json.Marshal(struct {
+		Type        string          `json:"type"`
+		Name        string          `json:"name"`
+		Description *string         `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+		Strict      *bool           `json:"strict"`
+	}{t.Type, t.Name, t.Description, params, t.Strict})
+}
+
+// Tool choice modes.
+const (
+	ToolChoiceNone     = "none"
+	ToolChoiceAuto     = "auto"
+	ToolChoiceRequired = "required"
+)
+
+// ToolChoice is "none", "auto", "required", a named function
+// ({"type":"function","name":...}) or an allowed-tools list
+// ({"type":"allowed_tools","mode":...,"tools":[...]}).
+type ToolChoice struct {
+	// Mode is none, auto or required. For a named function it is required.
+	Mode string
+	// Function is the name of the function the model must call.
+	Function string
+	// Allowed lists the tools the model may use (allowed_tools); nil
+	// when tool_choice is not an allowed_tools object.
+	Allowed []ToolRef
+	// Unknown holds the type of an object form loom does not know, for
+	// validation to reject.
+	Unknown string
+}
+
+// ToolRef names a tool in tool_choice.
+type ToolRef struct {
+	Type string `json:"type"`
+	Name string `json:"name,omitempty"`
+}
+
+// UnmarshalJSON decodes every tool_choice form.
+func (tc *ToolChoice) UnmarshalJSON(data []byte) error {
+	data = bytes.TrimSpace(data)
+	*tc = ToolChoice{}
+	if len(data) > 0 && data[0] == '"' {
+		return json.Unmarshal(data, &tc.Mode)
+	}
+	var obj struct {
+		Type  string    `json:"type"`
+		Name  string    `json:"name"`
+		Mode  string    `json:"mode"`
+		Tools []ToolRef `json:"tools"`
+	}
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return fmt.Errorf("tool_choice must be a string or an object")
+	}
+	switch obj.Type {
+	case "function":
+		tc.Mode, tc.Function = ToolChoiceRequired, obj.Name
+	case "allowed_tools":
+		tc.Mode, tc.Allowed = obj.Mode, obj.Tools
+		if tc.Mode == "" {
+			tc.Mode = ToolChoiceAuto
+		}
+		if tc.Allowed == nil {
+			tc.Allowed = []ToolRef{}
+		}
+	default:
+		tc.Unknown = obj.Type
+		if tc.Unknown == "" {
+			tc.Unknown = "(missing)"
+		}
+	}
+	return nil
+}
+
+// MarshalJSON writes the normalised form: a mode string, a function choice,
+// or an allowed_tools object with its mode.
+func (tc ToolChoice) MarshalJSON() ([]byte, error) {
+	switch {
+	case tc.Function != "":
+		return json.Marshal(ToolRef{Type: "function", Name: tc.Function})
+	case tc.Allowed != nil:
+		return json.Marshal(struct {
+			Type  string    `json:"type"`
+			Mode  string    `json:"mode"`
+			Tools []ToolRef `json:"tools"`
+		}{"allowed_tools", tc.Mode, tc.Allowed})
+	case tc.Mode == "":
+		return []byte(`"auto"`), nil
+	}
+	return json.Marshal(tc.Mode)
+}
+
+// TextConfig is the request's and response's "text" object.
+type TextConfig struct {
+	Format    *TextFormat `json:"format"`
+	Verbosity *string     `json:"verbosity,omitempty"`
+}
+
+// Text format types.
+const (
+	FormatText       = "text"
+	FormatJSONObject = "json_object"
+	FormatJSONSchema = "json_schema"
+)
+
+// TextFormat is text.format.
+type TextFormat struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name,omitempty"`
+	Description *string         `json:"description,omitempty"`
+	Schema      json.RawMessage `json:"schema,omitempty"`
+	Strict      *bool           `json:"strict,omitempty"`
+}
+
+// ReasoningParam is the request's and response's "reasoning" object.
+type ReasoningParam struct {
+	Effort  *string `json:"effort"`
+	Summary *string `json:"summary"`
+}

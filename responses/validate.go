@@ -1,0 +1,247 @@
+package responses
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Validate checks what can be checked from the request alone and returns a
+// 400 naming the first bad parameter. Checks that need state (the model
+// list, the stored chain, whether a call_id exists) belong to the Engine.
+//
+// Fields loom cannot honour yet are rejected here rather than ignored,
+// where ignoring them would change the result.
+func (r *Request) Validate() *APIError {
+	if strings.TrimSpace(r.Model) == "" {
+		return BadRequest("model", "model is required")
+	}
+	if !r.Input.Set && r.PreviousResponseID == nil {
+		return BadRequest("input", "input is required")
+	}
+	if r.Temperature != nil && (*r.Temperature < 0 || *r.Temperature > 2) {
+		return BadRequest("temperature", "temperature must be between 0 and 2, got %g", *r.Temperature)
+	}
+	if r.TopP != nil && (*r.TopP <= 0 || *r.TopP > 1) {
+		return BadRequest("top_p", "top_p must be greater than 0 and at most 1, got %g", *r.TopP)
+	}
+	if r.PresencePenalty != nil && (*r.PresencePenalty < -2 || *r.PresencePenalty > 2) {
+		return BadRequest("presence_penalty", "presence_penalty must be between -2 and 2")
+	}
+	if r.FrequencyPenalty != nil && (*r.FrequencyPenalty < -2 || *r.FrequencyPenalty > 2) {
+		return BadRequest("frequency_penalty", "frequency_penalty must be between -2 and 2")
+	}
+	if r.MaxOutputTokens != nil && *r.MaxOutputTokens < 1 {
+		return BadRequest("max_output_tokens", "max_output_tokens must be at least 1, got %d", *r.MaxOutputTokens)
+	}
+	if r.MaxToolCalls != nil && *r.MaxToolCalls < 1 {
+		return BadRequest("max_tool_calls", "max_tool_calls must be at least 1, got %d", *r.MaxToolCalls)
+	}
+	if r.TopLogprobs != nil && *r.TopLogprobs != 0 {
+		return Unsupported("top_logprobs", "top_logprobs is not supported by this server")
+	}
+	if r.PreviousResponseID != nil && *r.PreviousResponseID == "" {
+		return BadRequest("previous_response_id", "previous_response_id must not be empty")
+	}
+	if r.Background != nil && *r.Background {
+		return Unsupported("background", "background responses are not supported yet")
+	}
+	if len(r.Conversation) > 0 && string(r.Conversation) != "null" {
+		return Unsupported("conversation", "conversations are not supported yet")
+	}
+	if len(r.Prompt) > 0 && string(r.Prompt) != "null" {
+		return Unsupported("prompt", "prompt templates are not supported")
+	}
+	if r.Truncation != nil && *r.Truncation != "disabled" && *r.Truncation != "auto" {
+		return BadRequest("truncation", "truncation must be \"auto\" or \"disabled\"")
+	}
+	for i, inc := range r.Include {
+		if !supportedInclude[inc] {
+			return Unsupported(fmt.Sprintf("include[%d]", i), "include value %q is not supported", inc)
+		}
+	}
+	if err := r.validateText(); err != nil {
+		return err
+	}
+	if err := r.validateReasoning(); err != nil {
+		return err
+	}
+	if err := r.validateTools(); err != nil {
+		return err
+	}
+	for i := range r.Input.Items {
+		if err := r.Input.Items[i].validateInput(fmt.Sprintf("input[%d]", i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// supportedInclude lists the include[] values loom honours.
+var supportedInclude = map[string]bool{}
+
+func (r *Request) validateText() *APIError {
+	if r.Text == nil || r.Text.Format == nil {
+		return nil
+	}
+	f := r.Text.Format
+	switch f.Type {
+	case FormatText, FormatJSONObject:
+	case FormatJSONSchema:
+		if f.Name == "" {
+			return BadRequest("text.format.name", "text.format.name is required for json_schema")
+		}
+		var schema map[string]json.RawMessage
+		if len(f.Schema) == 0 || json.Unmarshal(f.Schema, &schema) != nil {
+			return BadRequest("text.format.schema", "text.format.schema must be a JSON Schema object")
+		}
+	default:
+		return BadRequest("text.format.type", "text.format.type must be text, json_object or json_schema")
+	}
+	if v := r.Text.Verbosity; v != nil && *v != "low" && *v != "medium" && *v != "high" {
+		return BadRequest("text.verbosity", "text.verbosity must be low, medium or high")
+	}
+	return nil
+}
+
+func (r *Request) validateReasoning() *APIError {
+	if r.Reasoning == nil || r.Reasoning.Effort == nil {
+		return nil
+	}
+	switch *r.Reasoning.Effort {
+	case "none", "minimal", "low", "medium", "high", "xhigh":
+		return nil
+	}
+	return BadRequest("reasoning.effort", "reasoning.effort must be one of none, minimal, low, medium, high, xhigh")
+}
+
+func (r *Request) validateTools() *APIError {
+	names := map[string]bool{}
+	for i, t := range r.Tools {
+		param := fmt.Sprintf("tools[%d]", i)
+		switch t.Type {
+		case ToolFunction:
+		case "":
+			return BadRequest(param+".type", "tool type is required")
+		default:
+			return BadRequest(param+".type", "unknown or unsupported tool type %q", t.Type)
+		}
+		if !validFunctionName(t.Name) {
+			return BadRequest(param+".name", "function name must be 1-64 letters, digits, underscores or dashes")
+		}
+		if names[t.Name] {
+			return BadRequest(param+".name", "duplicate function name %q", t.Name)
+		}
+		names[t.Name] = true
+		if len(t.Parameters) > 0 && string(t.Parameters) != "null" {
+			var obj map[string]json.RawMessage
+			if json.Unmarshal(t.Parameters, &obj) != nil {
+				return BadRequest(param+".parameters", "parameters must be a JSON Schema object")
+			}
+		}
+	}
+	tc := r.ToolChoice
+	if tc == nil {
+		return nil
+	}
+	if tc.Unknown != "" {
+		return BadRequest("tool_choice.type", "unknown tool_choice type %q", tc.Unknown)
+	}
+	switch tc.Mode {
+	case ToolChoiceNone, ToolChoiceAuto, ToolChoiceRequired:
+	default:
+		return BadRequest("tool_choice", "tool_choice must be none, auto, required, a function or allowed_tools")
+	}
+	if tc.Mode == ToolChoiceRequired && len(r.Tools) == 0 {
+		return BadRequest("tool_choice", "tool_choice requires a tool, but no tools were given")
+	}
+	if tc.Function != "" && !names[tc.Function] {
+		return BadRequest("tool_choice.name", "tool_choice names function %q, which is not in tools", tc.Function)
+	}
+	if tc.Allowed != nil {
+		if len(tc.Allowed) == 0 {
+			return BadRequest("tool_choice.tools", "allowed_tools needs at least one tool")
+		}
+		for i, ref := range tc.Allowed {
+			if ref.Type != ToolFunction || !names[ref.Name] {
+				return BadRequest(fmt.Sprintf("tool_choice.tools[%d]", i), "allowed tool %q is not in tools", ref.Name)
+			}
+		}
+	}
+	return nil
+}
+
+func validFunctionName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// validateInput checks one input item.
+func (it *Item) validateInput(param string) *APIError {
+	switch it.Type {
+	case ItemMessage:
+		switch it.Role {
+		case "user", "system", "developer":
+			for j, p := range it.Content {
+				switch p.Type {
+				case PartInputText:
+				case PartInputImage, PartInputFile:
+					return Unsupported(fmt.Sprintf("%s.content[%d].type", param, j), "%s content is not supported by this server", p.Type)
+				default:
+					return BadRequest(fmt.Sprintf("%s.content[%d].type", param, j), "content part type %q is not valid in a %s message", p.Type, it.Role)
+				}
+			}
+		case "assistant":
+			for j, p := range it.Content {
+				if p.Type != PartOutputText && p.Type != PartRefusal && p.Type != PartInputText {
+					return BadRequest(fmt.Sprintf("%s.content[%d].type", param, j), "content part type %q is not valid in an assistant message", p.Type)
+				}
+			}
+		case "":
+			return BadRequest(param+".role", "message role is required")
+		default:
+			return BadRequest(param+".role", "message role must be user, system, developer or assistant")
+		}
+		if it.Content == nil {
+			return BadRequest(param+".content", "message content is required")
+		}
+	case ItemFunctionCall:
+		if it.CallID == "" {
+			return BadRequest(param+".call_id", "function_call needs a call_id")
+		}
+		if it.Name == "" {
+			return BadRequest(param+".name", "function_call needs a name")
+		}
+	case ItemFunctionCallOutput:
+		if it.CallID == "" {
+			return BadRequest(param+".call_id", "function_call_output needs a call_id")
+		}
+		if len(it.Output) == 0 {
+			return BadRequest(param+".output", "function_call_output needs an output")
+		}
+		out := strings.TrimSpace(string(it.Output))
+		if out[0] != '"' && out[0] != '[' {
+			return BadRequest(param+".output", "output must be a string or an array of content parts")
+		}
+	case ItemReasoning:
+		for j, p := range it.Content {
+			if p.Type != PartReasoningText {
+				return BadRequest(fmt.Sprintf("%s.content[%d].type", param, j), "reasoning content must be reasoning_text")
+			}
+		}
+	case ItemReference:
+		return Unsupported(param+".type", "item_reference inputs are not supported yet; resend the item or use previous_response_id")
+	case "":
+		return BadRequest(param+".type", "input item type is required")
+	default:
+		return BadRequest(param+".type", "unknown or unsupported input item type %q", it.Type)
+	}
+	return nil
+}

@@ -1,0 +1,25 @@
+// Package server is loom's HTTP API: the Responses endpoints, served over
+// an engine.Engine, with server-sent events for streams, API errors mapped
+// to statuses, body-size limits, optional bearer-token authentication, and
+// health and readiness probes.
+//
+// Routes:
+//
+//	POST   /v1/responses                   create (JSON, or SSE with "stream": true)
+//	GET    /v1/responses/{id}              retrieve; ?stream=true&starting_after=N replays events
+//	DELETE /v1/responses/{id}              delete
+//	POST   /v1/responses/{id}/cancel       cancel (background responses only)
+//	GET    /v1/responses/{id}/input_items  list input items (after, limit, order)
+//	GET    /v1/models                      served models
+//	GET    /healthz, /readyz               liveness, readiness
+//
+// The event dialect ("openai" or "openresponses") defaults to the server's
+// and can be chosen per request with the X-Loom-Dialect header.
+//
+// A stream's headers are sent with its first event, so that a request that
+// fails validation gets a plain JSON error with its status even when it
+// asked for a stream. Streams end with "data: [DONE]". During a long
+// silence a comment line (": keep-alive") is sent. When the client goes
+// away, the request's context is cancelled, which cancels the upstream
+// call.
+package server

@@ -1,0 +1,240 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/responses"
+)
+
+// createResponse serves POST /v1/responses, as JSON or as an event stream.
+func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
+	dialect, err := s.dialect(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	req, err := s.decodeRequest(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if !req.Stream {
+		resp, err := s.engine.Run(r.Context(), req, nil)
+		switch {
+		case isAPIError(err):
+			writeError(w, err)
+		case err != nil:
+			writeError(w, engine.UpstreamAPIError(err))
+		default:
+			writeJSON(w, http.StatusOK, dialect.Response(resp))
+		}
+		return
+	}
+	sse := newSSEWriter(w, dialect, s.opts.KeepAlive)
+	defer sse.Close()
+	_, err = s.engine.Run(r.Context(), req, sse.Event)
+	if !sse.Started() {
+		// Nothing was streamed: the request never started.
+		if err == nil {
+			err = errors.New("response produced no events")
+		}
+		writeError(w, err)
+		return
+	}
+	sse.Done()
+}
+
+// decodeRequest reads and decodes a create request: 413 past the size
+// limit, 400 naming the field for a value of the wrong type.
+func (s *Server) decodeRequest(w http.ResponseWriter, r *http.Request) (*responses.Request, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, &responses.APIError{Status: http.StatusRequestEntityTooLarge, Type: responses.ErrInvalidRequest, Code: "request_too_large",
+				Message: fmt.Sprintf("request body is larger than %d bytes", s.opts.MaxBodyBytes)}
+		}
+		return nil, responses.BadRequest("", "could not read the request body")
+	}
+	var req responses.Request
+	if err := json.Unmarshal(body, &req); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field != "" {
+			return nil, responses.BadRequest(typeErr.Field, "%s has the wrong type (%s, want %s)", typeErr.Field, typeErr.Value, typeErr.Type)
+		}
+		var syntaxErr *json.SyntaxError
+		if errors.As(err, &syntaxErr) || len(body) == 0 {
+			return nil, responses.BadRequest("", "the request body is not valid JSON")
+		}
+		return nil, responses.BadRequest("", "invalid request: %v", err)
+	}
+	return &req, nil
+}
+
+// dialect returns the event dialect of the request: the header if set,
+// else the server's default.
+func (s *Server) dialect(r *http.Request) (responses.Dialect, error) {
+	h := r.Header.Get(DialectHeader)
+	if h == "" {
+		return s.opts.Dialect, nil
+	}
+	d, err := responses.ParseDialect(h)
+	if err != nil {
+		return 0, &responses.APIError{Status: http.StatusBadRequest, Type: responses.ErrInvalidRequest, Message: err.Error()}
+	}
+	return d, nil
+}
+
+// getResponse serves GET /v1/responses/{id}; with stream=true it replays
+// the stored events after starting_after.
+func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) {
+	dialect, err := s.dialect(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	id := r.PathValue("id")
+	body, err := s.engine.Get(r.Context(), id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	q := r.URL.Query()
+	if q.Get("stream") == "true" {
+		s.replay(w, r, id, dialect)
+		return
+	}
+	if dialect != responses.DialectOpenAI {
+		var resp responses.Response
+		if err := json.Unmarshal(body, &resp); err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, dialect.Response(&resp))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(body)
+}
+
+// replay streams a stored response's events.
+func (s *Server) replay(w http.ResponseWriter, r *http.Request, id string, dialect responses.Dialect) {
+	after := -1
+	if v := r.URL.Query().Get("starting_after"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeError(w, responses.BadRequest("starting_after", "starting_after must be a non-negative integer"))
+			return
+		}
+		after = n
+	}
+	events, err := s.engine.Store().Events(r.Context(), id, after)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	sse := newSSEWriter(w, dialect, s.opts.KeepAlive)
+	defer sse.Close()
+	for _, ev := range events {
+		var head struct {
+			Type string `json:"type"`
+		}
+		json.Unmarshal(ev, &head)
+		data, err := dialect.Rewrite(ev)
+		if err != nil {
+			s.log.Error("replay: stored event is not valid JSON", "id", id, "err", err)
+			return
+		}
+		if sse.Raw(head.Type, data) != nil {
+			return
+		}
+	}
+	sse.Done()
+}
+
+// deleteResponse serves DELETE /v1/responses/{id}.
+func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := s.engine.Delete(r.Context(), id); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response.deleted", "deleted": true})
+}
+
+// cancelResponse serves POST /v1/responses/{id}/cancel. Only background
+// responses can be cancelled, and loom runs none yet.
+func (s *Server) cancelResponse(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.engine.Get(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeError(w, responses.BadRequest("response_id", "only background responses can be cancelled"))
+}
+
+// listInputItems serves GET /v1/responses/{id}/input_items.
+func (s *Server) listInputItems(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	page := engine.Page{After: q.Get("after"), Limit: 20, Desc: true}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			writeError(w, responses.BadRequest("limit", "limit must be an integer from 1 to 100"))
+			return
+		}
+		page.Limit = n
+	}
+	switch q.Get("order") {
+	case "", "desc":
+	case "asc":
+		page.Desc = false
+	default:
+		writeError(w, responses.BadRequest("order", "order must be asc or desc"))
+		return
+	}
+	items, more, err := s.engine.InputItems(r.Context(), r.PathValue("id"), page)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	list := struct {
+		Object  string           `json:"object"`
+		Data    []responses.Item `json:"data"`
+		FirstID *string          `json:"first_id"`
+		LastID  *string          `json:"last_id"`
+		HasMore bool             `json:"has_more"`
+	}{Object: "list", Data: items, HasMore: more}
+	if list.Data == nil {
+		list.Data = []responses.Item{}
+	}
+	if len(items) > 0 {
+		list.FirstID, list.LastID = &items[0].ID, &items[len(items)-1].ID
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// listModels serves GET /v1/models.
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+	type modelEntry struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	data := []modelEntry{}
+	for _, m := range s.engine.Models() {
+		data = append(data, modelEntry{ID: m, Object: "model", OwnedBy: "loom"})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+func isAPIError(err error) bool {
+	var apiErr *responses.APIError
+	return errors.As(err, &apiErr)
+}

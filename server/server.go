@@ -1,0 +1,138 @@
+package server
+
+import (
+	"crypto/subtle"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/responses"
+)
+
+// DialectHeader lets a client choose the event dialect of one request,
+// overriding the server default: "openai" or "openresponses".
+const DialectHeader = "X-Loom-Dialect"
+
+// Options configure a Server. nil means the defaults.
+type Options struct {
+	Logger *slog.Logger
+	// Dialect is the default event dialect.
+	Dialect responses.Dialect
+	// MaxBodyBytes caps a request body (default 32 MiB): larger is a 413.
+	MaxBodyBytes int64
+	// KeepAlive is the longest silence on a stream before a comment line
+	// is sent (default 15s).
+	KeepAlive time.Duration
+	// APIKeys, when not empty, are the bearer tokens accepted on /v1.
+	APIKeys []string
+}
+
+// Server is loom's HTTP API: the Responses endpoints over an Engine, plus
+// models, health and readiness.
+type Server struct {
+	engine *engine.Engine
+	opts   Options
+	log    *slog.Logger
+	mux    *http.ServeMux
+	ready  atomic.Bool
+}
+
+// New returns a Server for e. It reports ready until SetReady(false).
+func New(e *engine.Engine, opts *Options) *Server {
+	s := &Server{engine: e, mux: http.NewServeMux()}
+	if opts != nil {
+		s.opts = *opts
+	}
+	if s.opts.Logger == nil {
+		s.opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if s.opts.MaxBodyBytes <= 0 {
+		s.opts.MaxBodyBytes = 32 << 20
+	}
+	if s.opts.KeepAlive <= 0 {
+		s.opts.KeepAlive = 15 * time.Second
+	}
+	s.log = s.opts.Logger
+	s.ready.Store(true)
+
+	s.mux.HandleFunc("POST /v1/responses", s.auth(s.createResponse))
+	s.mux.HandleFunc("GET /v1/responses/{id}", s.auth(s.getResponse))
+	s.mux.HandleFunc("DELETE /v1/responses/{id}", s.auth(s.deleteResponse))
+	s.mux.HandleFunc("POST /v1/responses/{id}/cancel", s.auth(s.cancelResponse))
+	s.mux.HandleFunc("GET /v1/responses/{id}/input_items", s.auth(s.listInputItems))
+	s.mux.HandleFunc("GET /v1/models", s.auth(s.listModels))
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !s.ready.Load() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	s.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &responses.APIError{Status: http.StatusNotFound, Type: responses.ErrNotFound, Code: "unknown_route",
+			Message: "no route for " + r.Method + " " + r.URL.Path})
+	})
+	return s
+}
+
+// SetReady sets what /readyz answers; cmd/loom clears it on shutdown so
+// that load balancers stop sending traffic before the listener closes.
+func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	s.mux.ServeHTTP(sw, r)
+	s.log.LogAttrs(r.Context(), slog.LevelDebug, "http",
+		slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.Int("status", sw.status), slog.Duration("elapsed", time.Since(start)))
+}
+
+// auth checks the bearer token when keys are configured.
+func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
+	if len(s.opts.APIKeys) == 0 {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if ok {
+			for _, k := range s.opts.APIKeys {
+				if subtle.ConstantTimeCompare([]byte(token), []byte(k)) == 1 {
+					h(w, r)
+					return
+				}
+			}
+		}
+		writeError(w, &responses.APIError{Status: http.StatusUnauthorized, Type: responses.ErrInvalidRequest, Code: "invalid_api_key", Message: "missing or invalid API key"})
+	}
+}
+
+// statusWriter remembers the status for the access log. It passes Flush and
+// Unwrap through so that streaming works behind it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

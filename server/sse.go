@@ -1,0 +1,147 @@
+package server
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/loomgate/loom/responses"
+)
+
+// sseWriter writes events as server-sent events. The headers go out with
+// the first event, so that a request rejected before it starts still gets
+// a plain JSON error. While the stream is silent for longer than the
+// keep-alive interval, a comment line keeps proxies from closing it.
+type sseWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	dialect responses.Dialect
+
+	mu      sync.Mutex
+	buf     []byte
+	started bool
+	last    time.Time
+	err     error
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newSSEWriter(w http.ResponseWriter, d responses.Dialect, keepAlive time.Duration) *sseWriter {
+	s := &sseWriter{
+		w:       w,
+		rc:      http.NewResponseController(w),
+		dialect: d,
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	go s.keepAlive(keepAlive)
+	return s
+}
+
+// keepAlive writes a comment when nothing was written for an interval.
+func (s *sseWriter) keepAlive(every time.Duration) {
+	defer close(s.done)
+	t := time.NewTicker(every / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			s.mu.Lock()
+			if s.started && s.err == nil && now.Sub(s.last) >= every {
+				s.write([]byte(": keep-alive\n\n"))
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+// Event writes one event and flushes it.
+func (s *sseWriter) Event(ev *responses.Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	s.start()
+	b := append(s.buf[:0], "event: "...)
+	b = append(b, s.dialect.EventType(ev.Type)...)
+	b = append(b, "\ndata: "...)
+	b, err := ev.AppendJSON(b, s.dialect)
+	if err != nil {
+		return err
+	}
+	b = append(b, "\n\n"...)
+	s.buf = b
+	return s.write(b)
+}
+
+// Raw writes a stored event (canonical JSON) in the writer's dialect.
+func (s *sseWriter) Raw(typ string, data []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	s.start()
+	b := append(s.buf[:0], "event: "...)
+	b = append(b, s.dialect.EventType(typ)...)
+	b = append(b, "\ndata: "...)
+	b = append(b, data...)
+	b = append(b, "\n\n"...)
+	s.buf = b
+	return s.write(b)
+}
+
+// Done writes the end-of-stream marker.
+func (s *sseWriter) Done() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	s.start()
+	return s.write([]byte("data: [DONE]\n\n"))
+}
+
+// Close stops the keep-alive goroutine and waits for it.
+func (s *sseWriter) Close() {
+	close(s.stop)
+	<-s.done
+}
+
+// Started reports whether the stream's headers were sent.
+func (s *sseWriter) Started() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.started
+}
+
+func (s *sseWriter) start() {
+	if s.started {
+		return
+	}
+	s.started = true
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	s.w.WriteHeader(http.StatusOK)
+}
+
+// write sends b and flushes; the caller holds mu.
+func (s *sseWriter) write(b []byte) error {
+	if _, err := s.w.Write(b); err != nil {
+		s.err = err
+		return err
+	}
+	if err := s.rc.Flush(); err != nil {
+		s.err = err
+		return err
+	}
+	s.last = time.Now()
+	return nil
+}

@@ -1,0 +1,142 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/loomgate/loom/engine"
+
+	// The pure-Go driver registers itself as "sqlite".
+	_ "modernc.org/sqlite"
+)
+
+// Memory is the path that opens a private in-memory database.
+const Memory = ":memory:"
+
+// defaultBusyTimeout is how long a connection waits for another one's lock
+// before giving up with SQLITE_BUSY. Writes here are short transactions, so
+// a few seconds only runs out when something is truly stuck.
+const defaultBusyTimeout = 5 * time.Second
+
+// Options configures a DB. The zero value, and a nil *Options, mean
+// defaults.
+type Options struct {
+	// Logger receives migration and lifecycle messages. Default
+	// slog.Default().
+	Logger *slog.Logger
+	// BusyTimeout bounds the wait for a lock held by another connection
+	// or process (file databases only). Default 5s.
+	BusyTimeout time.Duration
+}
+
+// DB is a response store backed by SQLite. It implements engine.Store.
+type DB struct {
+	db  *sql.DB
+	log *slog.Logger
+	st  statements
+}
+
+var _ engine.Store = (*DB)(nil)
+
+// Open opens (creating if needed) the database at path, or a private
+// in-memory database for ":memory:", and brings its schema up to date.
+func Open(ctx context.Context, path string, opts *Options) (*DB, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = defaultBusyTimeout
+	}
+
+	dsn, err := dataSourceName(path, o.BusyTimeout)
+	if err != nil {
+		return nil, err
+	}
+	sqldb, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	if path == Memory {
+		// Each connection to ":memory:" is its own empty database, and
+		// closing the last one discards it. One connection, never
+		// recycled, makes every call see the same data.
+		sqldb.SetMaxOpenConns(1)
+		sqldb.SetMaxIdleConns(1)
+		sqldb.SetConnMaxLifetime(0)
+		sqldb.SetConnMaxIdleTime(0)
+	}
+
+	d := &DB{db: sqldb, log: o.Logger}
+	if err := d.init(ctx, path); err != nil {
+		sqldb.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *DB) init(ctx context.Context, path string) error {
+	// Ping first so a bad path fails here, with the path in the error,
+	// rather than inside the first migration.
+	if err := d.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	applied, err := migrate(ctx, d.db, migrations)
+	if err != nil {
+		return fmt.Errorf("sqlite: migrate %s: %w", path, err)
+	}
+	if applied > 0 {
+		d.log.Info("sqlite store migrated", "path", path, "steps", applied, "version", migrations[len(migrations)-1].version)
+	}
+	if err := d.st.prepare(ctx, d.db); err != nil {
+		d.st.close()
+		return fmt.Errorf("sqlite: prepare statements: %w", err)
+	}
+	return nil
+}
+
+// Close releases the database. An in-memory database is gone afterwards.
+func (d *DB) Close() error {
+	err := d.st.close()
+	return errors.Join(err, d.db.Close())
+}
+
+// dataSourceName builds the driver DSN. Settings go in the DSN rather than
+// in statements after Open because database/sql opens connections on its
+// own, and each new one must get them too.
+func dataSourceName(path string, busy time.Duration) (string, error) {
+	if path == "" {
+		return "", errors.New("sqlite: empty path")
+	}
+	if path == Memory {
+		return Memory + "?_pragma=foreign_keys(1)&_txlock=immediate", nil
+	}
+	// The driver splits the path from its parameters at the first '?'.
+	if strings.ContainsRune(path, '?') {
+		return "", fmt.Errorf("sqlite: path %q must not contain '?'", path)
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	// WAL with synchronous=NORMAL cannot corrupt the database; at worst a
+	// power loss forgets the last commits, which for a response cache is
+	// the right trade for not syncing on every save.
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	// Writes begin IMMEDIATE: a deferred transaction that reads and then
+	// writes can find another writer got there first and fail at once
+	// with SQLITE_BUSY, which the busy timeout cannot help with.
+	// Read-only transactions stay deferred (the driver ignores _txlock
+	// for them), so readers never take the write lock.
+	q.Set("_txlock", "immediate")
+	return path + "?" + q.Encode(), nil
+}

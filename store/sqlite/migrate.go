@@ -1,0 +1,126 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// A migration is one step of the schema's history. Steps are never edited
+// once released: a change to the schema is a new step at the end, so every
+// database, however old, reaches the same schema by the same path.
+type migration struct {
+	version int
+	name    string
+	stmts   []string
+}
+
+// migrations is the schema's history, in order; versions start at 1 and
+// increase by one.
+var migrations = []migration{
+	{
+		version: 1,
+		name:    "responses, items and events",
+		stmts: []string{
+			// The columns beside response are the ones the store or a
+			// future query needs without decoding the JSON.
+			`CREATE TABLE responses (
+				id                   TEXT    NOT NULL PRIMARY KEY,
+				previous_response_id TEXT    NOT NULL DEFAULT '',
+				created_at           INTEGER NOT NULL,
+				status               TEXT    NOT NULL,
+				response             TEXT    NOT NULL
+			) STRICT`,
+			// position keeps the order the items were given in; item_id
+			// is only for cursors, so it is not unique (an item may come
+			// without an id).
+			`CREATE TABLE response_items (
+				response_id TEXT    NOT NULL REFERENCES responses (id),
+				kind        TEXT    NOT NULL CHECK (kind IN ('input', 'output')),
+				position    INTEGER NOT NULL,
+				item_id     TEXT    NOT NULL,
+				item        TEXT    NOT NULL,
+				PRIMARY KEY (response_id, kind, position)
+			) STRICT, WITHOUT ROWID`,
+			`CREATE INDEX response_items_item_id ON response_items (response_id, kind, item_id)`,
+			`CREATE TABLE response_events (
+				response_id TEXT    NOT NULL REFERENCES responses (id),
+				seq         INTEGER NOT NULL,
+				event       TEXT    NOT NULL,
+				PRIMARY KEY (response_id, seq)
+			) STRICT, WITHOUT ROWID`,
+		},
+	},
+}
+
+// migrate applies the steps of steps newer than the database's version, all
+// in one transaction, so a failed open leaves the database as it was. It
+// returns how many steps it applied.
+func migrate(ctx context.Context, db *sql.DB, steps []migration) (applied int, err error) {
+	for i, m := range steps {
+		if m.version != i+1 {
+			return 0, fmt.Errorf("migration %d (%s) is out of order", m.version, m.name)
+		}
+	}
+
+	// The transaction is a write transaction (IMMEDIATE), so two
+	// processes opening the same new file cannot both read version 0 and
+	// both try to create the tables.
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER NOT NULL PRIMARY KEY,
+		name       TEXT    NOT NULL,
+		applied_at INTEGER NOT NULL
+	) STRICT`); err != nil {
+		return 0, err
+	}
+	var current int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return 0, err
+	}
+	if current > len(steps) {
+		// Running old code against a newer schema could silently drop or
+		// misread what the newer code writes.
+		return 0, fmt.Errorf("database schema version %d is newer than this build knows (%d)", current, len(steps))
+	}
+
+	for _, m := range steps[current:] {
+		for _, s := range m.stmts {
+			if _, err := tx.ExecContext(ctx, s); err != nil {
+				return 0, fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+			m.version, m.name, time.Now().Unix()); err != nil {
+			return 0, err
+		}
+		applied++
+	}
+	if applied == 0 {
+		return 0, nil
+	}
+	// user_version mirrors the table so standard SQLite tools can tell
+	// the version without knowing loom's table.
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, len(steps))); err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, err
+	}
+	return applied, nil
+}
+
+// SchemaVersion reports the highest schema migration recorded in the
+// database, for diagnostics.
+func (d *DB) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := d.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
+	return v, err
+}
