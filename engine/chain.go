@@ -16,6 +16,7 @@ const maxChain = 1000
 // input and output items of every response in the chain, oldest first.
 func (e *Engine) history(ctx context.Context, previousID string) ([]responses.Item, error) {
 	var chain []*Record
+	cut := false
 	for id := previousID; id != ""; {
 		if len(chain) == maxChain {
 			return nil, responses.BadRequest("previous_response_id", "the response chain is longer than %d responses", maxChain)
@@ -26,6 +27,7 @@ func (e *Engine) history(ctx context.Context, previousID string) ([]responses.It
 				return nil, responses.NotFound("previous_response_id", "previous response %q not found", previousID)
 			}
 			// An earlier link was deleted: the conversation starts after it.
+			cut = true
 			break
 		}
 		if err != nil {
@@ -39,7 +41,30 @@ func (e *Engine) history(ctx context.Context, previousID string) ([]responses.It
 		items = append(items, chain[i].Input...)
 		items = append(items, chain[i].Output...)
 	}
+	if cut {
+		items = dropOrphanOutputs(items)
+	}
 	return items, nil
+}
+
+// dropOrphanOutputs removes tool results whose call is no longer in the
+// conversation (it was in a deleted response): engines reject a tool
+// message that answers no call.
+func dropOrphanOutputs(items []responses.Item) []responses.Item {
+	calls := map[string]bool{}
+	kept := items[:0:0]
+	for _, it := range items {
+		switch it.Type {
+		case responses.ItemFunctionCall:
+			calls[it.CallID] = true
+		case responses.ItemFunctionCallOutput:
+			if !calls[it.CallID] {
+				continue
+			}
+		}
+		kept = append(kept, it)
+	}
+	return kept
 }
 
 // checkCallOutputs makes sure every function_call_output in input answers a

@@ -236,6 +236,11 @@ func (r *run) turn(ctx context.Context) (turnResult, error) {
 	if err != nil {
 		return res, err
 	}
+	if res.finish == model.FinishLength || res.finish == model.FinishFilter {
+		// The turn was cut: its open items stay open so that the
+		// response's end closes them as incomplete.
+		return res, nil
+	}
 	if err := r.builder.EndTurn(); err != nil {
 		return res, err
 	}

@@ -3,22 +3,22 @@ package responses
 // Event types, as the OpenAI Responses API names them. The Open Responses
 // dialect renames some of them when an event is written (see Dialect).
 const (
-	EventCreated              = "response.created"
-	EventInProgress           = "response.in_progress"
-	EventCompleted            = "response.completed"
-	EventIncomplete           = "response.incomplete"
-	EventFailed               = "response.failed"
-	EventOutputItemAdded      = "response.output_item.added"
-	EventOutputItemDone       = "response.output_item.done"
-	EventContentPartAdded     = "response.content_part.added"
-	EventContentPartDone      = "response.content_part.done"
-	EventOutputTextDelta      = "response.output_text.delta"
-	EventOutputTextDone       = "response.output_text.done"
-	EventReasoningTextDelta   = "response.reasoning_text.delta"
-	EventReasoningTextDone    = "response.reasoning_text.done"
-	EventFunctionArgsDelta    = "response.function_call_arguments.delta"
-	EventFunctionArgsDone     = "response.function_call_arguments.done"
-	EventError                = "error"
+	EventCreated            = "response.created"
+	EventInProgress         = "response.in_progress"
+	EventCompleted          = "response.completed"
+	EventIncomplete         = "response.incomplete"
+	EventFailed             = "response.failed"
+	EventOutputItemAdded    = "response.output_item.added"
+	EventOutputItemDone     = "response.output_item.done"
+	EventContentPartAdded   = "response.content_part.added"
+	EventContentPartDone    = "response.content_part.done"
+	EventOutputTextDelta    = "response.output_text.delta"
+	EventOutputTextDone     = "response.output_text.done"
+	EventReasoningTextDelta = "response.reasoning_text.delta"
+	EventReasoningTextDone  = "response.reasoning_text.done"
+	EventFunctionArgsDelta  = "response.function_call_arguments.delta"
+	EventFunctionArgsDone   = "response.function_call_arguments.done"
+	EventError              = "error"
 )
 
 // Event is one streamed event. Which fields are meaningful depends on Type;

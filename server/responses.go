@@ -62,19 +62,11 @@ func (s *Server) decodeRequest(w http.ResponseWriter, r *http.Request) (*respons
 		}
 		return nil, responses.BadRequest("", "could not read the request body")
 	}
-	var req responses.Request
-	if err := json.Unmarshal(body, &req); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) && typeErr.Field != "" {
-			return nil, responses.BadRequest(typeErr.Field, "%s has the wrong type (%s, want %s)", typeErr.Field, typeErr.Value, typeErr.Type)
-		}
-		var syntaxErr *json.SyntaxError
-		if errors.As(err, &syntaxErr) || len(body) == 0 {
-			return nil, responses.BadRequest("", "the request body is not valid JSON")
-		}
-		return nil, responses.BadRequest("", "invalid request: %v", err)
+	req, apiErr := responses.DecodeRequest(body)
+	if apiErr != nil {
+		return nil, apiErr
 	}
-	return &req, nil
+	return req, nil
 }
 
 // dialect returns the event dialect of the request: the header if set,
@@ -105,8 +97,7 @@ func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	q := r.URL.Query()
-	if q.Get("stream") == "true" {
+	if wantsStream(r) {
 		s.replay(w, r, id, dialect)
 		return
 	}
@@ -121,6 +112,23 @@ func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(body)
+}
+
+// wantsStream reports whether a retrieve asks for the event stream: the
+// query has stream=true, or (as openai-go sends it) a small JSON body
+// {"stream": true} comes with the GET.
+func wantsStream(r *http.Request) bool {
+	if r.URL.Query().Get("stream") == "true" {
+		return true
+	}
+	if r.Body == nil || r.ContentLength == 0 {
+		return false
+	}
+	var body struct {
+		Stream bool `json:"stream"`
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, 4096))
+	return err == nil && json.Unmarshal(b, &body) == nil && body.Stream
 }
 
 // replay streams a stored response's events.

@@ -1,0 +1,227 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/model/chat"
+	"github.com/loomgate/loom/model/mockllm"
+	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/server"
+	"github.com/loomgate/loom/store/sqlite"
+)
+
+// harness is loom served in-process over the scripted upstream and a real
+// SQLite store, all on loopback. Every response body and every event loom
+// sends through it is captured and, when the test ends, validated against
+// the Open Responses schema.
+type harness struct {
+	t       testing.TB
+	Mock    *mockllm.Server
+	MockURL string // the upstream's base URL, ending in /v1
+	Store   *countingStore
+	Engine  *engine.Engine
+	Loom    *httptest.Server
+	BaseURL string // loom's base URL, ending in /v1
+
+	dialect responses.Dialect // loom's default dialect
+
+	inflight atomic.Int64 // requests whose capture has not finished
+
+	mu       sync.Mutex
+	bodies   []captured // response objects sent as JSON
+	events   []captured // data of every streamed event
+	noChecks bool
+}
+
+// captured is one body or event as loom sent it, with the dialect it was
+// written in: traffic already in the Open Responses dialect must not be
+// converted again before validation (that would vendor-prefix its
+// response.reasoning.* events and so skip their schema check).
+type captured struct {
+	data    []byte
+	dialect responses.Dialect
+}
+
+type harnessOptions struct {
+	Mock *mockllm.Options
+	// Dialect is loom's default event dialect.
+	Dialect responses.Dialect
+	// Deterministic fixes ids and clocks, for golden transcripts.
+	Deterministic bool
+	// SkipSchema turns off schema validation of captured traffic (for
+	// tests that send deliberately broken traffic through).
+	SkipSchema bool
+	// MaxBodyBytes caps request bodies (0: the server's default).
+	MaxBodyBytes int64
+	// Chat configures the upstream backend (retries, timeouts); nil: defaults.
+	Chat *chat.Options
+}
+
+// fixedTime is the clock of deterministic harnesses.
+var fixedTime = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func newHarness(t testing.TB, opts *harnessOptions) *harness {
+	t.Helper()
+	if opts == nil {
+		opts = &harnessOptions{}
+	}
+	h := &harness{t: t, noChecks: opts.SkipSchema, dialect: opts.Dialect}
+	mockOpts := mockllm.Options{}
+	if opts.Mock != nil {
+		mockOpts = *opts.Mock
+	}
+	engOpts := &engine.Options{Models: []string{mockllm.DefaultModel}}
+	if opts.Deterministic {
+		mockOpts.Now = func() time.Time { return fixedTime }
+		engOpts.Now = func() time.Time { return fixedTime }
+		engOpts.NewID = sequentialIDs()
+	}
+	// Cleanups run last-registered first: validation is registered first
+	// so it runs after the servers have closed and every body is in.
+	t.Cleanup(h.validateCaptured)
+
+	h.Mock = mockllm.New(&mockOpts)
+	mockSrv := httptest.NewServer(h.Mock)
+	t.Cleanup(mockSrv.Close)
+	t.Cleanup(h.Mock.Close)
+	h.MockURL = mockSrv.URL + "/v1"
+
+	db, err := sqlite.Open(context.Background(), ":memory:", &sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	h.Store = &countingStore{Store: db}
+
+	backend := chat.New(h.MockURL, "test-key", opts.Chat)
+	h.Engine = engine.New(backend, h.Store, engOpts)
+	srv := server.New(h.Engine, &server.Options{Dialect: opts.Dialect, MaxBodyBytes: opts.MaxBodyBytes})
+	h.Loom = httptest.NewServer(h.capture(srv))
+	t.Cleanup(h.Loom.Close)
+	h.BaseURL = h.Loom.URL + "/v1"
+	return h
+}
+
+// sequentialIDs makes ids resp_0001, msg_0002, ... in creation order.
+func sequentialIDs() func(string) string {
+	var n atomic.Int64
+	return func(prefix string) string { return fmt.Sprintf("%s_%04d", prefix, n.Add(1)) }
+}
+
+// countingStore is the real store, counting the responses saved, so a test
+// can assert that a rejected request stored nothing.
+type countingStore struct {
+	engine.Store
+	saves atomic.Int64
+}
+
+func (s *countingStore) SaveResponse(ctx context.Context, rec *engine.Record) error {
+	s.saves.Add(1)
+	return s.Store.SaveResponse(ctx, rec)
+}
+
+// capture records what loom sends for later schema validation.
+func (h *harness) capture(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.inflight.Add(1)
+		defer h.inflight.Add(-1)
+		rec := &teeWriter{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		dialect := h.dialect
+		if v := r.Header.Get(server.DialectHeader); v != "" {
+			if d, err := responses.ParseDialect(v); err == nil {
+				dialect = d
+			}
+		}
+		// A response object comes from POST /v1/responses and GET
+		// /v1/responses/{id}; not from input_items, cancel or DELETE.
+		rest, isItem := strings.CutPrefix(r.URL.Path, "/v1/responses/")
+		isResponse := (r.Method == http.MethodPost && r.URL.Path == "/v1/responses") ||
+			(r.Method == http.MethodGet && isItem && rest != "" && !strings.Contains(rest, "/"))
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		switch {
+		case strings.HasPrefix(rec.Header().Get("Content-Type"), "text/event-stream"):
+			sc := bufio.NewScanner(bytes.NewReader(rec.buf.Bytes()))
+			sc.Buffer(nil, 16<<20)
+			for sc.Scan() {
+				if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && data != "[DONE]" {
+					h.events = append(h.events, captured{[]byte(data), dialect})
+				}
+			}
+		case isResponse && rec.status == http.StatusOK:
+			h.bodies = append(h.bodies, captured{bytes.Clone(rec.buf.Bytes()), dialect})
+		}
+	})
+}
+
+func (h *harness) validateCaptured() {
+	if h.noChecks {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, b := range h.bodies {
+		validateResponseIn(h.t, b.dialect, b.data)
+	}
+	for _, e := range h.events {
+		validateEventIn(h.t, e.dialect, e.data)
+	}
+}
+
+// WaitIdle waits, up to timeout, until no request is being served or
+// captured, and reports whether that happened. A client can have read a
+// whole stream before loom's handler has returned and been captured.
+func (h *harness) WaitIdle(timeout time.Duration) bool {
+	const tick = 5 * time.Millisecond
+	for range int(timeout/tick) + 1 {
+		if h.inflight.Load() == 0 {
+			return true
+		}
+		time.Sleep(tick)
+	}
+	return false
+}
+
+// Captured returns how many bodies and events were captured so far.
+func (h *harness) Captured() (bodies, events int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.bodies), len(h.events)
+}
+
+// teeWriter copies the body written through it.
+type teeWriter struct {
+	http.ResponseWriter
+	buf    bytes.Buffer
+	status int
+}
+
+func (w *teeWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *teeWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	w.buf.Write(b)
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *teeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

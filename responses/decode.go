@@ -1,0 +1,96 @@
+package responses
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// DecodeRequest decodes a create request. A body that is not a JSON object
+// is a 400 with no param; a field of the wrong type is a 400 naming it as
+// the API does ("temperature", "input[2].call_id"), with a message that
+// says what was expected and nothing of loom's internals.
+func DecodeRequest(body []byte) (*Request, *APIError) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		var syntaxErr *json.SyntaxError
+		if errors.As(err, &syntaxErr) || len(bytes.TrimSpace(body)) == 0 {
+			return nil, BadRequest("", "the request body is not valid JSON")
+		}
+		return nil, BadRequest("", "the request body must be a JSON object")
+	}
+	var req Request
+	if err := json.Unmarshal(body, &req); err == nil {
+		return &req, nil
+	}
+	// Find the field at fault by decoding one field at a time.
+	for name, raw := range fields {
+		var probe Request
+		one, _ := json.Marshal(map[string]json.RawMessage{name: raw})
+		if err := json.Unmarshal(one, &probe); err == nil {
+			continue
+		}
+		if name == "input" {
+			return nil, inputError(raw)
+		}
+		return nil, fieldError(name, raw)
+	}
+	return nil, BadRequest("", "the request body could not be decoded")
+}
+
+// inputError names the input item at fault, and its field when it can.
+func inputError(raw json.RawMessage) *APIError {
+	var items []json.RawMessage
+	if json.Unmarshal(raw, &items) != nil {
+		return BadRequest("input", "input must be a string or an array of items")
+	}
+	for i, itemRaw := range items {
+		var it Item
+		if json.Unmarshal(itemRaw, &it) == nil {
+			continue
+		}
+		param := fmt.Sprintf("input[%d]", i)
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(itemRaw, &fields) != nil {
+			return BadRequest(param, "an input item must be a JSON object")
+		}
+		for name, v := range fields {
+			var probe Item
+			one, _ := json.Marshal(map[string]json.RawMessage{name: v})
+			if json.Unmarshal(one, &probe) != nil {
+				if name == "content" {
+					return BadRequest(param+".content", "content must be a string or an array of content parts")
+				}
+				return fieldError(param+"."+name, v)
+			}
+		}
+		return BadRequest(param, "malformed input item")
+	}
+	return BadRequest("input", "input must be a string or an array of items")
+}
+
+// fieldError describes a field whose value has the wrong type.
+func fieldError(param string, raw json.RawMessage) *APIError {
+	return BadRequest(param, "%s has the wrong type: got %s", param, jsonKind(raw))
+}
+
+func jsonKind(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case '"':
+		return "a string"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
