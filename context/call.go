@@ -1,0 +1,175 @@
+package conversation
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/loomgate/loom/tools"
+	"github.com/sourcegraph/conc/pool"
+)
+
+// Call runs the server-tool calls of one model turn and returns their
+// results in call order. The calls run concurrently, at most
+// Options.CallConcurrency at a time.
+//
+// A server's session opens the first time one of its tools is called and is
+// reused for every later call in the response. Every failure (unknown tool,
+// a session that cannot open, an error, a panic, a timeout, ctx cancelled,
+// the Context closed) comes back as a Result with IsError and Err set and
+// words for the model; Call itself never fails. Call runs Init first if it
+// has not run.
+func (c *Context) Call(ctx context.Context, calls []tools.Call) []tools.Result {
+	if len(calls) == 0 {
+		return nil
+	}
+	// Init's error is the Engine's to report; here an unlisted tool is
+	// simply unknown.
+	_ = c.Init(ctx)
+	results := make([]tools.Result, len(calls))
+	if len(calls) == 1 {
+		results[0] = c.call(ctx, calls[0])
+		return results
+	}
+	p := pool.New().WithMaxGoroutines(c.opts.CallConcurrency)
+	for i := range calls {
+		// Each task writes only its own slot, so results keep call order
+		// whatever order the calls finish in.
+		p.Go(func() { results[i] = c.call(ctx, calls[i]) })
+	}
+	p.Wait()
+	return results
+}
+
+func (c *Context) call(ctx context.Context, call tools.Call) tools.Result {
+	st := c.serverFor(call.Name)
+	if st == nil {
+		return tools.ErrorResult(call.CallID,
+			fmt.Sprintf("Tool %q is not available.", call.Name),
+			fmt.Errorf("%w: %q", tools.ErrUnknownTool, call.Name))
+	}
+	sess, err := c.session(ctx, st)
+	if err != nil {
+		return tools.ErrorResult(call.CallID,
+			fmt.Sprintf("Tool %q is unavailable: could not connect to its server %q.", call.Name, st.label), err)
+	}
+	if !c.markCalled(st, call.Name) {
+		return tools.ErrorResult(call.CallID, "The response has ended; the tool was not called.",
+			&SessionError{Op: OpCall, Server: st.label, Tools: []string{call.Name}, Outcome: Failed, Err: tools.ErrClosed})
+	}
+
+	if c.opts.CallTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.CallTimeout)
+		defer cancel()
+	}
+	res, err := guarded(ctx, func(ctx context.Context) (tools.Result, error) { return sess.Call(ctx, call) }, nil)
+	outcome := outcomeOf(err)
+	c.observe(OpCall, st.label, outcome)
+	if err == nil {
+		res.CallID = call.CallID
+		return res
+	}
+	e := &SessionError{Op: OpCall, Server: st.label, Tools: []string{call.Name}, Outcome: outcome, Err: err}
+	if outcome == TimedOut {
+		e.Timeout = c.opts.CallTimeout
+	}
+	c.logFailure(ctx, e)
+	return tools.ErrorResult(call.CallID, modelMessage(call.Name, outcome, err), e)
+}
+
+// modelMessage says why a call failed in words for the model. Panics and
+// timeouts are described, not quoted: their details are loom's, not the
+// model's. A tool's own error is quoted, as tools.Session asks it to be fit
+// for that.
+func modelMessage(name string, o Outcome, err error) string {
+	switch o {
+	case Panicked:
+		return fmt.Sprintf("Tool %q failed with an internal error.", name)
+	case TimedOut:
+		return fmt.Sprintf("Tool %q timed out.", name)
+	case Canceled:
+		return fmt.Sprintf("The call to tool %q was cancelled.", name)
+	}
+	return fmt.Sprintf("Tool %q failed: %v", name, err)
+}
+
+// session returns st's session, opening it on first use. Concurrent first
+// calls share one Open.
+func (c *Context) session(ctx context.Context, st *serverState) (tools.Session, error) {
+	st.openMu.Lock()
+	defer st.openMu.Unlock()
+	if st.tried {
+		return st.session, st.openErr
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		// Not remembered: this is not the server's fault.
+		return nil, &SessionError{Op: OpOpen, Server: st.label, Outcome: Failed, Err: tools.ErrClosed}
+	}
+
+	// If ctx ends before a slow Open returns, the session it may still
+	// produce is closed as soon as it exists.
+	sess, err := guarded(ctx, st.server.Open, func(s tools.Session) { c.closeLate(st, s) })
+	outcome := outcomeOf(err)
+	c.observe(OpOpen, st.label, outcome)
+	if err != nil {
+		e := &SessionError{Op: OpOpen, Server: st.label, Outcome: outcome, Err: err}
+		c.logFailure(ctx, e)
+		if outcome != Canceled {
+			st.tried, st.openErr = true, e
+		}
+		return nil, e
+	}
+
+	c.mu.Lock()
+	if c.closed {
+		// Close has already taken its list of sessions: it will never see
+		// this one, so it is closed here rather than leaked.
+		c.mu.Unlock()
+		c.closeLate(st, sess)
+		return nil, &SessionError{Op: OpOpen, Server: st.label, Outcome: Failed, Err: tools.ErrClosed}
+	}
+	// st.session is set before the lock is released so that Close, which
+	// reads opened under the same lock, always finds it.
+	st.tried, st.session = true, sess
+	c.opened = append(c.opened, st)
+	c.mu.Unlock()
+	return sess, nil
+}
+
+// markCalled records that name is about to be called on st's session,
+// which makes the session due a cleanup. It reports false once Close has
+// begun: Close's list of sessions to clean up is already taken.
+func (c *Context) markCalled(st *serverState, name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	if !contains(st.called, name) {
+		st.called = append(st.called, name)
+	}
+	if !contains(c.called, name) {
+		c.called = append(c.called, name)
+	}
+	return true
+}
+
+// closeLate closes a session that opened after its owner stopped waiting.
+// It was never called, so it gets no cleanup.
+func (c *Context) closeLate(st *serverState, s tools.Session) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.CloseTimeout)
+	defer cancel()
+	c.closeSession(ctx, st, s)
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

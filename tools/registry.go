@@ -1,0 +1,97 @@
+package tools
+
+import "errors"
+
+// Registry is what one request may use: the client's function tools and the
+// servers whose tools loom executes. The Engine builds one per request from
+// the configured servers and the request's tools, then hands it to the
+// conversation context, which lists the servers only if there are any.
+//
+// Building a Registry does no I/O. The zero value is an empty registry. A
+// Registry is not safe for concurrent mutation; once built it is only read.
+type Registry struct {
+	functions []Definition
+	servers   []Server
+	labels    map[string]Server
+}
+
+// NewRegistry returns a registry holding servers, in order.
+func NewRegistry(servers ...Server) (*Registry, error) {
+	r := new(Registry)
+	for _, s := range servers {
+		if err := r.AddServer(s); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// AddServer registers a server under its Name, which must be non-empty and
+// not already registered.
+func (r *Registry) AddServer(s Server) error {
+	if s == nil {
+		return errors.New("tools: nil server")
+	}
+	name := s.Name()
+	if name == "" {
+		return errors.New("tools: server with an empty name")
+	}
+	if _, dup := r.labels[name]; dup {
+		return &DuplicateError{Kind: "server", Name: name}
+	}
+	if r.labels == nil {
+		r.labels = make(map[string]Server)
+	}
+	r.labels[name] = s
+	r.servers = append(r.servers, s)
+	return nil
+}
+
+// AddFunction registers a client-executed function tool. Its Server field
+// is cleared: loom never executes it.
+func (r *Registry) AddFunction(d Definition) error {
+	if d.Name == "" {
+		return errors.New("tools: function tool with an empty name")
+	}
+	for _, f := range r.functions {
+		if f.Name == d.Name {
+			return &DuplicateError{Kind: "function", Name: d.Name}
+		}
+	}
+	d.Server = ""
+	r.functions = append(r.functions, d)
+	return nil
+}
+
+// Server returns the server registered under name.
+func (r *Registry) Server(name string) (Server, bool) {
+	if r == nil {
+		return nil, false
+	}
+	s, ok := r.labels[name]
+	return s, ok
+}
+
+// Servers returns the servers in registration order. The slice must not
+// be modified.
+func (r *Registry) Servers() []Server {
+	if r == nil {
+		return nil
+	}
+	return r.servers
+}
+
+// Functions returns the function tools in registration order. The slice
+// must not be modified.
+func (r *Registry) Functions() []Definition {
+	if r == nil {
+		return nil
+	}
+	return r.functions
+}
+
+// Empty reports whether the registry holds no tool and no server: the
+// request does no tool work at all.
+func (r *Registry) Empty() bool {
+	return r == nil || len(r.functions) == 0 && len(r.servers) == 0
+}
