@@ -10,8 +10,10 @@ import (
 	"slices"
 	"time"
 
+	conversation "github.com/loomgate/loom/context"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/tools"
 )
 
 // Options configure an Engine. The zero value, and a nil *Options, mean
@@ -30,6 +32,15 @@ type Options struct {
 	Now func() time.Time
 	// NewID makes ids (tests make them deterministic).
 	NewID func(prefix string) string
+	// ToolProviders resolve the request's non-function tools (MCP servers,
+	// local tools) into servers loom runs itself.
+	ToolProviders []ToolProvider
+	// Conversation configures each response's conversation context: call
+	// concurrency and the bounds of the end-of-response cleanup.
+	Conversation conversation.Options
+	// MaxTurns caps the model turns of one response when loom runs tools
+	// itself (default 16): past it the response ends incomplete.
+	MaxTurns int
 }
 
 // Engine runs responses: it resolves the conversation, drives the model
@@ -63,6 +74,9 @@ func New(backend model.Backend, store Store, opts *Options) *Engine {
 	if e.opts.NewID == nil {
 		e.opts.NewID = NewID
 	}
+	if e.opts.MaxTurns <= 0 {
+		e.opts.MaxTurns = 16
+	}
 	e.log = e.opts.Logger
 	return e
 }
@@ -82,7 +96,7 @@ func (e *Engine) Store() Store { return e.store }
 // the *model.Error so that a non-streaming caller can answer with its
 // status.
 func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*responses.Event) error) (*responses.Response, error) {
-	if err := req.Validate(); err != nil {
+	if err := req.Validate(e.serverToolType); err != nil {
 		return nil, err
 	}
 	if len(e.opts.Models) > 0 && !slices.Contains(e.opts.Models, req.Model) {
@@ -105,6 +119,10 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 			input[i].ID = e.opts.NewID(itemPrefix(input[i].Type))
 		}
 	}
+	reg, err := e.registry(ctx, req)
+	if err != nil {
+		return nil, err
+	}
 
 	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
 	defer cancel()
@@ -113,9 +131,14 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 		req:   req,
 		resp:  e.newResponse(req),
 		input: input,
-		items: append(history, input...),
+		reg:   reg,
 		sink:  sink,
 	}
+	r.cc = e.newConversation(reg, modelItems(append(history, input...)), r.resp.ID)
+	// Close runs the single cleanup pass over the tools that were called,
+	// then closes the sessions, on every path out of here. It uses a
+	// context of its own: ctx may be cancelled by then.
+	defer r.cc.Close(ctx)
 	r.builder = responses.NewBuilder(r.resp, e.opts.NewID, r.record)
 	upstreamErr := r.loop(ctx)
 	e.save(ctx, r, upstreamErr)
@@ -132,8 +155,10 @@ type run struct {
 	resp    *responses.Response
 	builder *responses.Builder
 	input   []responses.Item // this request's input, with ids
-	items   []responses.Item // the conversation the model sees
+	reg     *tools.Registry
+	cc      *conversation.Context // the conversation the model sees, and its tools
 	sink    func(*responses.Event) error
+	calls   int // tool calls accepted so far
 	events  []json.RawMessage
 	usage   responses.Usage
 	sinkErr error // the client went away
@@ -165,47 +190,67 @@ func (r *run) loop(ctx context.Context) error {
 	if err := r.builder.Start(); err != nil {
 		return err
 	}
-	turn, err := r.turn(ctx)
-	switch {
-	case err == nil:
-	case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
-		apiErr := &responses.APIError{Status: http.StatusGatewayTimeout, Type: responses.ErrUpstream, Code: "timeout", Message: "the response took longer than the server allows"}
-		r.builder.Fail(responses.ResponseFailed, apiErr.Payload(), r.usagePtr())
-		return &model.Error{Status: http.StatusGatewayTimeout, Message: apiErr.Message, Err: err}
-	case ctx.Err() != nil:
-		r.builder.Fail(responses.ResponseCancelled, nil, r.usagePtr())
-		return ctx.Err()
-	default:
-		var me *model.Error
-		if !errors.As(err, &me) {
-			me = &model.Error{Status: http.StatusBadGateway, Message: "the upstream model failed", Err: err}
+	if err := r.cc.Init(ctx); err != nil {
+		// A server that cannot be listed is left out; the response goes
+		// on with the tools that could be listed.
+		r.e.log.Warn("tool listing failed", "response", r.resp.ID, "err", err)
+	}
+	for turn := 0; ; turn++ {
+		res, err := r.turn(ctx)
+		if err == nil && ctx.Err() == nil {
+			err = r.runServerCalls(ctx, res.calls)
 		}
-		apiErr := upstreamAPIError(me)
-		r.builder.Fail(responses.ResponseFailed, apiErr.Payload(), r.usagePtr())
-		return me
+		switch {
+		case err == nil:
+		case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
+			apiErr := &responses.APIError{Status: http.StatusGatewayTimeout, Type: responses.ErrUpstream, Code: "timeout", Message: "the response took longer than the server allows"}
+			r.builder.Fail(responses.ResponseFailed, apiErr.Payload(), r.usagePtr())
+			return &model.Error{Status: http.StatusGatewayTimeout, Message: apiErr.Message, Err: err}
+		case ctx.Err() != nil:
+			r.builder.Fail(responses.ResponseCancelled, nil, r.usagePtr())
+			return ctx.Err()
+		default:
+			var me *model.Error
+			if !errors.As(err, &me) {
+				me = &model.Error{Status: http.StatusBadGateway, Message: "the upstream model failed", Err: err}
+			}
+			apiErr := upstreamAPIError(me)
+			r.builder.Fail(responses.ResponseFailed, apiErr.Payload(), r.usagePtr())
+			return me
+		}
+		switch {
+		case res.finish == model.FinishLength:
+			return r.builder.Incomplete(responses.ReasonMaxOutputTokens, r.usagePtr())
+		case res.finish == model.FinishFilter:
+			return r.builder.Incomplete(responses.ReasonContentFilter, r.usagePtr())
+		case !res.serverCalls || res.clientCalls:
+			// Nothing left for loom to run: the answer is final, or the
+			// client must run its function calls and come back.
+			return r.builder.Complete(r.usagePtr(), r.e.opts.Now().Unix())
+		case turn+1 >= r.e.opts.MaxTurns:
+			return r.builder.Incomplete("max_turns", r.usagePtr())
+		}
 	}
-	if turn.finish == model.FinishLength {
-		return r.builder.Incomplete(responses.ReasonMaxOutputTokens, r.usagePtr())
-	}
-	if turn.finish == model.FinishFilter {
-		return r.builder.Incomplete(responses.ReasonContentFilter, r.usagePtr())
-	}
-	return r.builder.Complete(r.usagePtr(), r.e.opts.Now().Unix())
 }
 
 // turnResult is what one model turn ended with.
 type turnResult struct {
-	finish string
-	calls  []responses.Item
+	finish      string
+	calls       []*turnCall
+	serverCalls bool
+	clientCalls bool
 }
 
-// turn runs one model turn, streaming its deltas into the builder.
+// turn runs one model turn, streaming its deltas into the builder, and
+// adds what the model wrote to the conversation.
 func (r *run) turn(ctx context.Context) (turnResult, error) {
 	mreq := r.modelRequest()
 	var res turnResult
-	// Tool-call indexes the engine accepted this turn: parallel_tool_calls
-	// false admits one call, max_tool_calls caps the total.
-	accepted := map[int]bool{}
+	start := len(r.resp.Output)
+	// Tool calls the engine accepted this turn, by upstream index:
+	// parallel_tool_calls false admits one call, max_tool_calls caps the
+	// total over the response, and a tool that was not offered is dropped.
+	byIndex := map[int]*turnCall{}
 	maxCalls := -1
 	if r.req.MaxToolCalls != nil {
 		maxCalls = *r.req.MaxToolCalls
@@ -219,13 +264,27 @@ func (r *run) turn(ctx context.Context) (turnResult, error) {
 		case model.DeltaPreamble:
 			return r.builder.PreambleDelta(d.Text)
 		case model.DeltaToolCall:
-			if !accepted[d.ToolIndex] {
-				if len(mreq.Tools) == 0 || (!mreq.ParallelToolCalls && len(accepted) > 0) || (maxCalls >= 0 && len(accepted) >= maxCalls) {
+			c := byIndex[d.ToolIndex]
+			if c == nil {
+				if len(mreq.Tools) == 0 || !offers(mreq.Tools, d.ToolName) ||
+					(!mreq.ParallelToolCalls && len(byIndex) > 0) || (maxCalls >= 0 && r.calls >= maxCalls) {
 					return nil
 				}
-				accepted[d.ToolIndex] = true
+				c = &turnCall{index: d.ToolIndex, callID: d.ToolCallID, name: d.ToolName}
+				if r.cc.IsServerTool(d.ToolName) {
+					c.server = r.serverOf(d.ToolName)
+				}
+				if c.callID == "" {
+					c.callID = r.e.opts.NewID("call")
+				}
+				byIndex[d.ToolIndex] = c
+				res.calls = append(res.calls, c)
+				r.calls++
 			}
-			return r.builder.ToolCallDelta(d.ToolIndex, d.ToolCallID, d.ToolName, d.ToolArguments)
+			if c.server != "" {
+				return r.builder.ServerCallDelta(d.ToolIndex, itemTypeOf(r.reg, c.server), c.name, c.server, d.ToolArguments)
+			}
+			return r.builder.ToolCallDelta(d.ToolIndex, c.callID, c.name, d.ToolArguments)
 		case model.DeltaUsage:
 			r.usage.Add(d.Usage)
 		case model.DeltaFinish:
@@ -238,14 +297,49 @@ func (r *run) turn(ctx context.Context) (turnResult, error) {
 	}
 	if res.finish == model.FinishLength || res.finish == model.FinishFilter {
 		// The turn was cut: its open items stay open so that the
-		// response's end closes them as incomplete.
+		// response's end closes them as incomplete, and no call runs.
+		res.calls = nil
 		return res, nil
 	}
 	if err := r.builder.EndTurn(); err != nil {
 		return res, err
 	}
-	res.calls = r.builder.TurnCalls()
+	turnItems := r.builder.TurnCalls()
+	for i, c := range res.calls {
+		c.item = turnItems[i]
+		if c.server != "" {
+			res.serverCalls = true
+		} else {
+			res.clientCalls = true
+		}
+	}
+	// The model's own words of this turn join the conversation before the
+	// results of the calls it made.
+	for _, it := range r.resp.Output[start:] {
+		if it.Type == responses.ItemMessage || it.Type == responses.ItemReasoning {
+			r.cc.Append(it)
+		}
+	}
 	return res, nil
+}
+
+// serverOf returns the label of the server offering a tool.
+func (r *run) serverOf(name string) string {
+	for _, d := range r.cc.Offered() {
+		if d.Name == name {
+			return d.Server
+		}
+	}
+	return ""
+}
+
+func offers(tools []responses.Tool, name string) bool {
+	for _, t := range tools {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *run) usagePtr() *responses.Usage {
@@ -260,7 +354,7 @@ func (r *run) modelRequest() *model.Request {
 	req := r.req
 	m := &model.Request{
 		Model:             req.Model,
-		Items:             r.items,
+		Items:             r.cc.Items(),
 		ParallelToolCalls: req.ParallelCalls(),
 		Temperature:       req.Temperature,
 		TopP:              req.TopP,
@@ -284,40 +378,48 @@ func (r *run) modelRequest() *model.Request {
 	} else if req.SafetyIdentifier != nil {
 		m.User = *req.SafetyIdentifier
 	}
-	m.Tools, m.ToolChoice, m.ToolChoiceFunction = offeredTools(req)
+	m.Tools, m.ToolChoice, m.ToolChoiceFunction = offeredTools(req, r.cc.Offered())
+	if req.MaxToolCalls != nil && r.calls >= *req.MaxToolCalls {
+		// The call budget is spent: the model can only answer.
+		m.Tools, m.ToolChoice, m.ToolChoiceFunction = nil, "", ""
+	}
 	return m
 }
 
-// offeredTools applies tool_choice to the request's tools: none offers
-// nothing, allowed_tools narrows the list, a named function requires it.
-// An empty list offers nothing whatever the choice (a model offered an
-// empty list under "auto" has been seen to invent calls).
-func offeredTools(req *responses.Request) ([]responses.Tool, string, string) {
-	if len(req.Tools) == 0 {
+// offeredTools applies tool_choice to the tools the conversation offers:
+// none offers nothing, allowed_tools narrows the list, a named function
+// requires it. An empty list offers nothing whatever the choice (a model
+// offered an empty list under "auto" has been seen to invent calls).
+func offeredTools(req *responses.Request, defs []tools.Definition) ([]responses.Tool, string, string) {
+	if len(defs) == 0 {
 		return nil, "", ""
+	}
+	all := make([]responses.Tool, len(defs))
+	for i, d := range defs {
+		all[i] = d.ResponsesTool()
 	}
 	tc := req.ToolChoice
 	if tc == nil {
-		return req.Tools, responses.ToolChoiceAuto, ""
+		return all, responses.ToolChoiceAuto, ""
 	}
 	switch {
 	case tc.Mode == responses.ToolChoiceNone:
 		return nil, "", ""
 	case tc.Function != "":
-		return req.Tools, responses.ToolChoiceRequired, tc.Function
+		return all, responses.ToolChoiceRequired, tc.Function
 	case tc.Allowed != nil:
-		var tools []responses.Tool
-		for _, t := range req.Tools {
+		var allowed []responses.Tool
+		for _, t := range all {
 			for _, a := range tc.Allowed {
 				if a.Name == t.Name {
-					tools = append(tools, t)
+					allowed = append(allowed, t)
 					break
 				}
 			}
 		}
-		return tools, tc.Mode, ""
+		return allowed, tc.Mode, ""
 	}
-	return req.Tools, tc.Mode, ""
+	return all, tc.Mode, ""
 }
 
 // newResponse builds the response object, echoing the request's knobs.

@@ -1,7 +1,10 @@
 package responses
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -35,6 +38,10 @@ type openItem struct {
 	index int
 	item  *Item
 	buf   strings.Builder // text or arguments so far
+	// server is set for a call loom executes itself; such an item stays
+	// open after the model's turn until its result is in.
+	server   *serverCallEvents
+	argsDone bool
 }
 
 // ErrBuilderEnded is returned when events are added after the terminal event.
@@ -135,6 +142,21 @@ func (b *Builder) messageDelta(text, phase string) error {
 // with callID (a new one is made when empty) and name; arguments are
 // appended as they come.
 func (b *Builder) ToolCallDelta(index int, callID, name, arguments string) error {
+	return b.callDelta(index, ItemFunctionCall, callID, name, "", arguments)
+}
+
+// ServerCallDelta adds to a call that loom executes itself, reported as an
+// item of itemType (ItemMCPCall or ItemCodeInterpreterCall) rather than a
+// function_call for the client. The item stays open after EndTurn until
+// FinishServerCall reports the result.
+func (b *Builder) ServerCallDelta(index int, itemType, name, serverLabel, arguments string) error {
+	if _, ok := serverCalls[itemType]; !ok {
+		return fmt.Errorf("responses: %q is not a server call item type", itemType)
+	}
+	return b.callDelta(index, itemType, "", name, serverLabel, arguments)
+}
+
+func (b *Builder) callDelta(index int, itemType, callID, name, serverLabel, arguments string) error {
 	oi := b.calls[index]
 	if oi == nil {
 		if err := b.closeReasoning(); err != nil {
@@ -143,23 +165,108 @@ func (b *Builder) ToolCallDelta(index int, callID, name, arguments string) error
 		if err := b.closeMessage(); err != nil {
 			return err
 		}
-		if callID == "" {
-			callID = b.newID("call")
-		}
-		it := &Item{Type: ItemFunctionCall, ID: b.newID("fc"), Status: StatusInProgress, CallID: callID, Name: name}
-		var err error
-		if oi, err = b.addItem(it); err != nil {
-			return err
+		var it *Item
+		if ev, ok := serverCalls[itemType]; ok {
+			it = &Item{Type: itemType, ID: b.newID(ev.idPrefix), Status: StatusInProgress, Name: name, ServerLabel: serverLabel}
+			if itemType == ItemCodeInterpreterCall {
+				it.Name, it.Code = "", new(string)
+			}
+			var err error
+			if oi, err = b.addItem(it); err != nil {
+				return err
+			}
+			oi.server = &ev
+			if err := b.emit(Event{Type: ev.inProgress, ItemID: it.ID, OutputIndex: oi.index}); err != nil {
+				return err
+			}
+		} else {
+			if callID == "" {
+				callID = b.newID("call")
+			}
+			it = &Item{Type: ItemFunctionCall, ID: b.newID("fc"), Status: StatusInProgress, CallID: callID, Name: name}
+			var err error
+			if oi, err = b.addItem(it); err != nil {
+				return err
+			}
 		}
 		b.calls[index] = oi
-	} else if name != "" && oi.item.Name == "" {
+	} else if name != "" && oi.item.Name == "" && oi.item.Type != ItemCodeInterpreterCall {
 		oi.item.Name = name
 	}
 	if arguments == "" {
 		return nil
 	}
 	oi.buf.WriteString(arguments)
-	return b.emit(Event{Type: EventFunctionArgsDelta, ItemID: oi.item.ID, OutputIndex: oi.index, Delta: arguments})
+	typ := EventFunctionArgsDelta
+	if oi.server != nil {
+		typ = oi.server.argsDelta
+	}
+	return b.emit(Event{Type: typ, ItemID: oi.item.ID, OutputIndex: oi.index, Delta: arguments})
+}
+
+// FinishServerCall reports the result of a server call opened with
+// ServerCallDelta: output (for an mcp_call a string, for a
+// code_interpreter_call its outputs array, as JSON) or errMsg when the
+// call failed. It emits the call's completed or failed event and
+// output_item.done.
+func (b *Builder) FinishServerCall(itemID string, output json.RawMessage, errMsg string) error {
+	for _, oi := range b.open {
+		if oi.item.ID != itemID || oi.server == nil {
+			continue
+		}
+		if err := b.serverArgsDone(oi); err != nil {
+			return err
+		}
+		it := oi.item
+		status, typ := StatusCompleted, oi.server.completed
+		if errMsg != "" {
+			status = "failed"
+			if oi.server.failed != "" {
+				typ = oi.server.failed
+			}
+		}
+		switch it.Type {
+		case ItemMCPCall:
+			if errMsg != "" {
+				it.Error = &errMsg
+			} else {
+				it.Output = output
+			}
+		case ItemCodeInterpreterCall:
+			it.Outputs = output
+		}
+		if err := b.emit(Event{Type: typ, ItemID: it.ID, OutputIndex: oi.index}); err != nil {
+			return err
+		}
+		return b.closeItem(oi, status)
+	}
+	return fmt.Errorf("responses: no open server call %q", itemID)
+}
+
+// serverArgsDone emits the end of a server call's arguments (and, for the
+// code interpreter, that it is now running), once.
+func (b *Builder) serverArgsDone(oi *openItem) error {
+	if oi.argsDone {
+		return nil
+	}
+	oi.argsDone = true
+	text := oi.buf.String()
+	ev := Event{Type: oi.server.argsDone, ItemID: oi.item.ID, OutputIndex: oi.index}
+	if oi.item.Type == ItemCodeInterpreterCall {
+		oi.item.Code = &text
+		ev.Text = text
+	} else {
+		oi.item.Arguments = text
+		ev.Arguments = text
+	}
+	b.resp.Output[oi.index] = *oi.item
+	if err := b.emit(ev); err != nil {
+		return err
+	}
+	if oi.server.working != "" {
+		return b.emit(Event{Type: oi.server.working, ItemID: oi.item.ID, OutputIndex: oi.index})
+	}
+	return nil
 }
 
 // AddItem adds a finished item (output_item.added then output_item.done),
@@ -175,8 +282,22 @@ func (b *Builder) AddItem(it Item) error {
 	return b.closeItem(oi, StatusCompleted)
 }
 
-// EndTurn closes every open item: a model turn is over.
-func (b *Builder) EndTurn() error { return b.closeAll(StatusCompleted) }
+// EndTurn closes every open item of the model's turn. Server calls stay
+// open, their arguments complete, until FinishServerCall.
+func (b *Builder) EndTurn() error {
+	for _, oi := range slices.Clone(b.open) {
+		var err error
+		if oi.server != nil {
+			err = b.serverArgsDone(oi)
+		} else {
+			err = b.closeItem(oi, StatusCompleted)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // TurnCalls returns the function calls of the current turn, in the order
 // the model made them, and forgets them: call it after EndTurn.
@@ -335,9 +456,16 @@ func (b *Builder) closeItem(oi *openItem, status string) error {
 		}
 		it.Status = status
 	default:
-		if it.Status == StatusInProgress {
-			it.Status = status
+		if oi.server != nil && !oi.argsDone {
+			if err := b.serverArgsDone(oi); err != nil {
+				return err
+			}
 		}
+		if status == StatusIncomplete && oi.server != nil {
+			// A server call cut off by the end of the response never ran.
+			status = "failed"
+		}
+		it.Status = status
 	}
 	b.resp.Output[oi.index] = *it
 	return b.emit(Event{Type: EventOutputItemDone, OutputIndex: oi.index, Item: it})

@@ -30,14 +30,18 @@ func (e *Event) AppendJSON(dst []byte, d Dialect) ([]byte, error) {
 		if e.Type == EventOutputTextDone {
 			dst = append(dst, `,"logprobs":[]`...)
 		}
-	case EventFunctionArgsDelta:
+	case EventFunctionArgsDelta, EventMCPCallArgsDelta, EventCodeInterpreterCodeDelta:
 		dst = e.appendLocation(dst, false)
 		dst = append(dst, `,"delta":`...)
 		dst = appendString(dst, e.Delta)
-	case EventFunctionArgsDone:
+	case EventFunctionArgsDone, EventMCPCallArgsDone:
 		dst = e.appendLocation(dst, false)
 		dst = append(dst, `,"arguments":`...)
 		dst = appendString(dst, e.Arguments)
+	case EventCodeInterpreterCodeDone:
+		dst = e.appendLocation(dst, false)
+		dst = append(dst, `,"code":`...)
+		dst = appendString(dst, e.Text)
 	case EventContentPartAdded, EventContentPartDone:
 		dst = e.appendLocation(dst, true)
 		dst = append(dst, `,"part":`...)

@@ -14,6 +14,10 @@ const (
 	ItemFunctionCallOutput = "function_call_output"
 	ItemReasoning          = "reasoning"
 	ItemReference          = "item_reference"
+	// Server-executed tool calls: loom runs the tool and reports the call
+	// and its result in one item.
+	ItemMCPCall             = "mcp_call"
+	ItemCodeInterpreterCall = "code_interpreter_call"
 )
 
 // Item statuses.
@@ -50,6 +54,16 @@ type Item struct {
 	// reasoning
 	Summary          []ContentPart `json:"summary,omitempty"`
 	EncryptedContent *string       `json:"encrypted_content,omitempty"`
+
+	// Server-executed calls (mcp_call, code_interpreter_call). An mcp_call
+	// uses Name, Arguments, Output (a JSON string) and Error; a
+	// code_interpreter_call uses Code and Outputs.
+	ServerLabel       string          `json:"server_label,omitempty"`
+	Error             *string         `json:"error,omitempty"`
+	ApprovalRequestID *string         `json:"approval_request_id,omitempty"`
+	Code              *string         `json:"code,omitempty"`
+	ContainerID       string          `json:"container_id,omitempty"`
+	Outputs           json.RawMessage `json:"outputs,omitempty"`
 }
 
 // ContentPart is one part of a message or reasoning item.
@@ -245,6 +259,35 @@ func (it Item) MarshalJSON() ([]byte, error) {
 			Content          []ContentPart `json:"content,omitempty"`
 			EncryptedContent *string       `json:"encrypted_content,omitempty"`
 		}{it.Type, it.ID, it.Status, summary, it.Content, it.EncryptedContent})
+	case ItemMCPCall:
+		var out *json.RawMessage
+		if len(it.Output) > 0 {
+			out = &it.Output
+		}
+		return json.Marshal(struct {
+			Type              string           `json:"type"`
+			ID                string           `json:"id"`
+			ServerLabel       string           `json:"server_label"`
+			Name              string           `json:"name"`
+			Arguments         string           `json:"arguments"`
+			Output            *json.RawMessage `json:"output"`
+			Error             *string          `json:"error"`
+			Status            string           `json:"status"`
+			ApprovalRequestID *string          `json:"approval_request_id"`
+		}{it.Type, it.ID, it.ServerLabel, it.Name, it.Arguments, out, it.Error, orDefault(it.Status, StatusCompleted), it.ApprovalRequestID})
+	case ItemCodeInterpreterCall:
+		outputs := it.Outputs
+		if len(outputs) == 0 {
+			outputs = json.RawMessage("[]")
+		}
+		return json.Marshal(struct {
+			Type        string          `json:"type"`
+			ID          string          `json:"id"`
+			Code        *string         `json:"code"`
+			ContainerID string          `json:"container_id"`
+			Outputs     json.RawMessage `json:"outputs"`
+			Status      string          `json:"status"`
+		}{it.Type, it.ID, it.Code, it.ContainerID, outputs, orDefault(it.Status, StatusCompleted)})
 	default:
 		type plain Item
 		return json.Marshal(plain(it))

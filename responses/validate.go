@@ -12,7 +12,10 @@ import (
 //
 // Fields loom cannot honour yet are rejected here rather than ignored,
 // where ignoring them would change the result.
-func (r *Request) Validate() *APIError {
+//
+// serverTool, when not nil, reports which non-function tool types the
+// caller runs itself (MCP, local tools); other types are rejected.
+func (r *Request) Validate(serverTool func(toolType string) bool) *APIError {
 	if strings.TrimSpace(r.Model) == "" {
 		return BadRequest("model", "model is required")
 	}
@@ -66,7 +69,7 @@ func (r *Request) Validate() *APIError {
 	if err := r.validateReasoning(); err != nil {
 		return err
 	}
-	if err := r.validateTools(); err != nil {
+	if err := r.validateTools(serverTool); err != nil {
 		return err
 	}
 	for i := range r.Input.Items {
@@ -115,14 +118,17 @@ func (r *Request) validateReasoning() *APIError {
 	return BadRequest("reasoning.effort", "reasoning.effort must be one of none, minimal, low, medium, high, xhigh")
 }
 
-func (r *Request) validateTools() *APIError {
+func (r *Request) validateTools(serverTool func(string) bool) *APIError {
 	names := map[string]bool{}
 	for i, t := range r.Tools {
 		param := fmt.Sprintf("tools[%d]", i)
-		switch t.Type {
-		case ToolFunction:
-		case "":
+		switch {
+		case t.Type == ToolFunction:
+		case t.Type == "":
 			return BadRequest(param+".type", "tool type is required")
+		case serverTool != nil && serverTool(t.Type):
+			// Checked by whoever runs it.
+			continue
 		default:
 			return BadRequest(param+".type", "unknown or unsupported tool type %q", t.Type)
 		}

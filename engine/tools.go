@@ -1,0 +1,198 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	conversation "github.com/loomgate/loom/context"
+	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/tools"
+)
+
+// ToolProvider turns the request's tools of the types it handles (for
+// example "mcp" or "code_interpreter") into tool servers that loom runs
+// itself. Function tools need no provider: the client runs them.
+type ToolProvider interface {
+	// Handles reports whether the provider serves tools of this type.
+	Handles(toolType string) bool
+	// Servers returns the servers for the request's tools it handles, in
+	// the order given. An *responses.APIError refuses the request (400).
+	Servers(ctx context.Context, req *responses.Request) ([]tools.Server, error)
+}
+
+// ItemTyper is implemented by servers whose calls are reported as an item
+// type other than mcp_call (the local Python interpreter reports
+// code_interpreter_call).
+type ItemTyper interface {
+	ItemType() string
+}
+
+// serverToolType reports whether some provider handles a tool type.
+func (e *Engine) serverToolType(typ string) bool {
+	for _, p := range e.opts.ToolProviders {
+		if p.Handles(typ) {
+			return true
+		}
+	}
+	return false
+}
+
+// registry builds the tools a request may use: its function tools, and
+// the servers its other tools resolve to. A request with no tools gets an
+// empty registry, and so no tool work at all.
+func (e *Engine) registry(ctx context.Context, req *responses.Request) (*tools.Registry, error) {
+	reg, err := tools.NewRegistry()
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Tools) == 0 {
+		return reg, nil
+	}
+	for i, t := range req.Tools {
+		if t.Type != responses.ToolFunction {
+			continue
+		}
+		if err := reg.AddFunction(tools.FunctionDefinition(t)); err != nil {
+			return nil, responses.BadRequest(fmt.Sprintf("tools[%d].name", i), "%v", err)
+		}
+	}
+	for _, p := range e.opts.ToolProviders {
+		servers, err := p.Servers(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range servers {
+			if err := reg.AddServer(s); err != nil {
+				return nil, responses.BadRequest("tools", "%v", err)
+			}
+		}
+	}
+	return reg, nil
+}
+
+// newConversation creates the response's conversation context.
+func (e *Engine) newConversation(reg *tools.Registry, history []responses.Item, responseID string) *conversation.Context {
+	opts := e.opts.Conversation
+	opts.ResponseID = responseID
+	if opts.Logger == nil {
+		opts.Logger = e.log
+	}
+	return conversation.New(reg, history, &opts)
+}
+
+// itemTypeOf returns the item type that reports calls to a server.
+func itemTypeOf(reg *tools.Registry, label string) string {
+	if s, ok := reg.Server(label); ok {
+		if t, ok := s.(ItemTyper); ok {
+			return t.ItemType()
+		}
+	}
+	return responses.ItemMCPCall
+}
+
+// turnCall is a call the model made in a turn, as the engine tracks it.
+type turnCall struct {
+	index  int    // the upstream's tool-call index
+	callID string // the model's call id, for the model-facing history
+	name   string
+	server string // the server label; "" for a client function call
+	item   responses.Item
+}
+
+// runServerCalls executes the turn's server calls through the conversation
+// context and reports each result in its item.
+func (r *run) runServerCalls(ctx context.Context, calls []*turnCall) error {
+	var batch []tools.Call
+	var owners []*turnCall
+	for _, c := range calls {
+		if c.server == "" {
+			continue
+		}
+		batch = append(batch, tools.Call{CallID: c.callID, Name: c.name, Arguments: modelArguments(c)})
+		owners = append(owners, c)
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	results := r.cc.Call(ctx, batch)
+	for i, res := range results {
+		c := owners[i]
+		text := res.Text()
+		var output json.RawMessage
+		errMsg := ""
+		switch c.item.Type {
+		case responses.ItemCodeInterpreterCall:
+			output, _ = json.Marshal([]map[string]string{{"type": "logs", "logs": text}})
+		default:
+			if res.IsError {
+				errMsg = text
+				if errMsg == "" {
+					errMsg = "the tool failed"
+				}
+			} else {
+				output, _ = json.Marshal(text)
+			}
+		}
+		if err := r.builder.FinishServerCall(c.item.ID, output, errMsg); err != nil {
+			return err
+		}
+		if res.Err != nil {
+			r.e.log.Warn("tool call failed", "response", r.resp.ID, "tool", c.name, "server", c.server, "err", res.Err)
+		}
+		// The model sees the call and its result as a function call and
+		// its output, whatever the client sees.
+		out, _ := json.Marshal(text)
+		r.cc.Append(
+			responses.Item{Type: responses.ItemFunctionCall, ID: c.item.ID, CallID: c.callID, Name: c.name, Arguments: modelArguments(c), Status: responses.StatusCompleted},
+			responses.Item{Type: responses.ItemFunctionCallOutput, CallID: c.callID, Output: out, Status: responses.StatusCompleted},
+		)
+	}
+	return ctx.Err()
+}
+
+// modelArguments returns the arguments of a call as the model wrote them.
+func modelArguments(c *turnCall) string {
+	if c.item.Type == responses.ItemCodeInterpreterCall && c.item.Code != nil {
+		return *c.item.Code
+	}
+	return c.item.Arguments
+}
+
+// modelItems converts stored output items to what the model sees: server
+// calls become a function call and its output.
+func modelItems(items []responses.Item) []responses.Item {
+	var out []responses.Item
+	for _, it := range items {
+		switch it.Type {
+		case responses.ItemMCPCall:
+			result := it.Output
+			if it.Error != nil {
+				result, _ = json.Marshal("error: " + *it.Error)
+			}
+			out = append(out,
+				responses.Item{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.ID, Name: it.Name, Arguments: it.Arguments},
+				responses.Item{Type: responses.ItemFunctionCallOutput, CallID: it.ID, Output: result})
+		case responses.ItemCodeInterpreterCall:
+			code := ""
+			if it.Code != nil {
+				code = *it.Code
+			}
+			var logs []struct {
+				Logs string `json:"logs"`
+			}
+			json.Unmarshal(it.Outputs, &logs)
+			text := ""
+			for _, l := range logs {
+				text += l.Logs
+			}
+			result, _ := json.Marshal(text)
+			out = append(out,
+				responses.Item{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.ID, Name: "python", Arguments: code},
+				responses.Item{Type: responses.ItemFunctionCallOutput, CallID: it.ID, Output: result})
+		default:
+			out = append(out, it)
+		}
+	}
+	return out
+}
