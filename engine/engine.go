@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	conversation "github.com/loomgate/loom/context"
@@ -41,6 +42,9 @@ type Options struct {
 	// MaxTurns caps the model turns of one response when loom runs tools
 	// itself (default 16): past it the response ends incomplete.
 	MaxTurns int
+	// Sealer seals reasoning for include ["reasoning.encrypted_content"]
+	// and opens it when it comes back. Nil: such requests are refused.
+	Sealer *Sealer
 }
 
 // Engine runs responses: it resolves the conversation, drives the model
@@ -114,6 +118,12 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 	if err := checkCallOutputs(history, input); err != nil {
 		return nil, err
 	}
+	if err := e.openReasoning(input); err != nil {
+		return nil, err
+	}
+	if req.Includes(IncludeEncryptedReasoning) && e.opts.Sealer == nil {
+		return nil, responses.Unsupported("include", "this server has no reasoning key configured, so it cannot return reasoning.encrypted_content")
+	}
 	for i := range input {
 		if input[i].ID == "" {
 			input[i].ID = e.opts.NewID(itemPrefix(input[i].Type))
@@ -140,6 +150,9 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 	// context of its own: ctx may be cancelled by then.
 	defer r.cc.Close(ctx)
 	r.builder = responses.NewBuilder(r.resp, e.opts.NewID, r.record)
+	if req.Includes(IncludeEncryptedReasoning) {
+		r.builder.SealReasoning = e.opts.Sealer.Seal
+	}
 	upstreamErr := r.loop(ctx)
 	e.save(ctx, r, upstreamErr)
 	e.log.LogAttrs(ctx, slog.LevelInfo, "response",
@@ -265,6 +278,17 @@ func (r *run) turn(ctx context.Context) (turnResult, error) {
 			return r.builder.PreambleDelta(d.Text)
 		case model.DeltaToolCall:
 			c := byIndex[d.ToolIndex]
+			if c == nil && d.ToolName != "" && isBuiltin(d.ToolName) && !offers(mreq.Tools, d.ToolName) {
+				// gpt-oss calls its built-in tools even when none is
+				// configured: it gets told so, and the turn goes on.
+				c = &turnCall{index: d.ToolIndex, callID: r.e.opts.NewID("call"), name: d.ToolName, unconfigured: true}
+				byIndex[d.ToolIndex] = c
+				res.calls = append(res.calls, c)
+			}
+			if c != nil && c.unconfigured {
+				c.item.Arguments += d.ToolArguments
+				return nil
+			}
 			if c == nil {
 				if len(mreq.Tools) == 0 || !offers(mreq.Tools, d.ToolName) ||
 					(!mreq.ParallelToolCalls && len(byIndex) > 0) || (maxCalls >= 0 && r.calls >= maxCalls) {
@@ -305,13 +329,17 @@ func (r *run) turn(ctx context.Context) (turnResult, error) {
 		return res, err
 	}
 	turnItems := r.builder.TurnCalls()
-	for i, c := range res.calls {
-		c.item = turnItems[i]
-		if c.server != "" {
+	for _, c := range res.calls {
+		switch {
+		case c.unconfigured:
 			res.serverCalls = true
-		} else {
+			continue
+		case c.server != "":
+			res.serverCalls = true
+		default:
 			res.clientCalls = true
 		}
+		c.item, turnItems = turnItems[0], turnItems[1:]
 	}
 	// The model's own words of this turn join the conversation before the
 	// results of the calls it made.
@@ -331,6 +359,12 @@ func (r *run) serverOf(name string) string {
 		}
 	}
 	return ""
+}
+
+// isBuiltin reports whether a tool name is one of gpt-oss's built-in
+// namespaces, which the model may call without being offered them.
+func isBuiltin(name string) bool {
+	return name == "python" || strings.HasPrefix(name, "browser.")
 }
 
 func offers(tools []responses.Tool, name string) bool {

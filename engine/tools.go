@@ -98,6 +98,9 @@ type turnCall struct {
 	name   string
 	server string // the server label; "" for a client function call
 	item   responses.Item
+	// unconfigured marks a call to a built-in tool this server does not
+	// run: the model is told, the client sees nothing of it.
+	unconfigured bool
 }
 
 // runServerCalls executes the turn's server calls through the conversation
@@ -106,6 +109,14 @@ func (r *run) runServerCalls(ctx context.Context, calls []*turnCall) error {
 	var batch []tools.Call
 	var owners []*turnCall
 	for _, c := range calls {
+		if c.unconfigured {
+			out, _ := json.Marshal(fmt.Sprintf("error: the tool %s is not configured on this server", c.name))
+			r.cc.Append(
+				responses.Item{Type: responses.ItemFunctionCall, CallID: c.callID, Name: c.name, Arguments: c.item.Arguments, Status: responses.StatusCompleted},
+				responses.Item{Type: responses.ItemFunctionCallOutput, CallID: c.callID, Output: out, Status: responses.StatusCompleted},
+			)
+			continue
+		}
 		if c.server == "" {
 			continue
 		}

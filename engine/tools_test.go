@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -15,97 +14,8 @@ import (
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/store/sqlite"
 	"github.com/loomgate/loom/tools"
+	"github.com/loomgate/loom/tools/toolstest"
 )
-
-// eventLog records what tool servers were asked to do, in order.
-type eventLog struct {
-	mu     sync.Mutex
-	events []string
-}
-
-func (l *eventLog) add(e string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.events = append(l.events, e)
-}
-
-func (l *eventLog) all() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.events)
-}
-
-func (l *eventLog) count(prefix string) int {
-	n := 0
-	for _, e := range l.all() {
-		if strings.HasPrefix(e, prefix) {
-			n++
-		}
-	}
-	return n
-}
-
-// fakeServer is a tools.Server whose behaviour is set by function fields.
-type fakeServer struct {
-	label   string
-	tools   []string
-	log     *eventLog
-	openErr error
-	call    func(ctx context.Context, c tools.Call) (tools.Result, error)
-}
-
-func (s *fakeServer) Name() string { return s.label }
-
-func (s *fakeServer) Tools(ctx context.Context) ([]tools.Definition, error) {
-	s.log.add("list:" + s.label)
-	var defs []tools.Definition
-	for _, name := range s.tools {
-		defs = append(defs, tools.Definition{Name: name, Description: "a tool of " + s.label, Parameters: json.RawMessage(`{"type":"object"}`)})
-	}
-	return defs, nil
-}
-
-func (s *fakeServer) Open(ctx context.Context) (tools.Session, error) {
-	s.log.add("open:" + s.label)
-	if s.openErr != nil {
-		return nil, s.openErr
-	}
-	return &fakeSession{s: s}, nil
-}
-
-type fakeSession struct{ s *fakeServer }
-
-func (f *fakeSession) Call(ctx context.Context, c tools.Call) (tools.Result, error) {
-	f.s.log.add("call:" + f.s.label + ":" + c.Name)
-	if f.s.call != nil {
-		return f.s.call(ctx, c)
-	}
-	return tools.Result{CallID: c.CallID, Content: []tools.Content{tools.Text(c.Name + " ran with " + c.Arguments)}}, nil
-}
-
-func (f *fakeSession) Cleanup(ctx context.Context) error {
-	f.s.log.add("cleanup:" + f.s.label)
-	return nil
-}
-
-func (f *fakeSession) Close() error {
-	f.s.log.add("close:" + f.s.label)
-	return nil
-}
-
-// fakeProvider hands the engine its servers for tools of type "fake", and
-// counts how often it was asked.
-type fakeProvider struct {
-	servers []tools.Server
-	asked   int
-}
-
-func (p *fakeProvider) Handles(typ string) bool { return typ == "fake" }
-
-func (p *fakeProvider) Servers(ctx context.Context, req *responses.Request) ([]tools.Server, error) {
-	p.asked++
-	return p.servers, nil
-}
 
 // scriptedTurns answers each model turn from a list of delta scripts; past
 // the list it answers "done".
@@ -130,7 +40,7 @@ func scriptedTurns(turns ...[]model.Delta) *fakeBackend {
 	}}
 }
 
-func newToolEngine(t *testing.T, b model.Backend, p *fakeProvider) *engine.Engine {
+func newToolEngine(t *testing.T, b model.Backend, p *toolstest.Provider) *engine.Engine {
 	t.Helper()
 	db, err := sqlite.Open(context.Background(), ":memory:", nil)
 	if err != nil {
@@ -141,15 +51,15 @@ func newToolEngine(t *testing.T, b model.Backend, p *fakeProvider) *engine.Engin
 }
 
 func TestServerToolsLazyOpenOneCleanupReverseClose(t *testing.T) {
-	log := &eventLog{}
-	a := &fakeServer{label: "A", tools: []string{"a1", "a2"}, log: log}
-	b := &fakeServer{label: "B", tools: []string{"b1"}, log: log}
-	c := &fakeServer{label: "C", tools: []string{"c1"}, log: log}
+	log := &toolstest.Log{}
+	a := &toolstest.Server{Label: "A", ToolNames: []string{"a1", "a2"}, Log: log}
+	b := &toolstest.Server{Label: "B", ToolNames: []string{"b1"}, Log: log}
+	c := &toolstest.Server{Label: "C", ToolNames: []string{"c1"}, Log: log}
 	backend := scriptedTurns(
 		[]model.Delta{call(0, "a1"), call(1, "c1")},
 		[]model.Delta{call(0, "a2")},
 	)
-	e := newToolEngine(t, backend, &fakeProvider{servers: []tools.Server{a, b, c}})
+	e := newToolEngine(t, backend, &toolstest.Provider{Type: "fake", List: []tools.Server{a, b, c}})
 	req := decodeRequest(t, `{"model":"m","input":"x","tools":[{"type":"fake"}]}`)
 	resp, err := e.Run(context.Background(), req, nil)
 	if err != nil {
@@ -158,43 +68,9 @@ func TestServerToolsLazyOpenOneCleanupReverseClose(t *testing.T) {
 	if resp.Status != responses.ResponseCompleted {
 		t.Fatalf("status %s", resp.Status)
 	}
-	ev := log.all()
-	// B was offered (listed) but never called: never opened, cleaned or closed.
-	for _, e := range ev {
-		if strings.HasSuffix(e, ":B") && e != "list:B" {
-			t.Errorf("uncalled server B saw %q", e)
-		}
-	}
-	// A is opened once though called in two turns; each called server gets
-	// exactly one cleanup, all cleanups come before any close, and closes
-	// run in reverse order of opening.
-	if n := log.count("open:A"); n != 1 {
-		t.Errorf("A opened %d times", n)
-	}
-	for _, s := range []string{"A", "C"} {
-		if n := log.count("cleanup:" + s); n != 1 {
-			t.Errorf("%s cleaned up %d times", s, n)
-		}
-	}
-	var opens, closes []string
-	lastCleanup, firstClose := -1, len(ev)
-	for i, e := range ev {
-		switch {
-		case strings.HasPrefix(e, "open:"):
-			opens = append(opens, strings.TrimPrefix(e, "open:"))
-		case strings.HasPrefix(e, "cleanup:"):
-			lastCleanup = i
-		case strings.HasPrefix(e, "close:"):
-			closes = append(closes, strings.TrimPrefix(e, "close:"))
-			firstClose = min(firstClose, i)
-		}
-	}
-	if lastCleanup > firstClose {
-		t.Errorf("a cleanup ran after a close: %v", ev)
-	}
-	slices.Reverse(opens)
-	if !slices.Equal(closes, opens) {
-		t.Errorf("closed %v, want reverse of opening %v", closes, opens)
+	// A is called in two turns but opened once; B is offered, never called.
+	for _, problem := range toolstest.CheckLifecycle(log, []string{"A", "C"}) {
+		t.Error(problem)
 	}
 	// The client sees mcp_call items with outputs; the model saw the
 	// results as tool outputs in the next turn.
@@ -224,21 +100,21 @@ func TestServerToolsLazyOpenOneCleanupReverseClose(t *testing.T) {
 }
 
 func TestServerToolOpenFailureReachesTheModel(t *testing.T) {
-	log := &eventLog{}
-	a := &fakeServer{label: "A", tools: []string{"a1"}, log: log}
-	b := &fakeServer{label: "B", tools: []string{"b1"}, log: log, openErr: errors.New("connection refused by 10.1.2.3")}
-	never := &fakeServer{label: "N", tools: []string{"n1"}, log: log}
+	log := &toolstest.Log{}
+	a := &toolstest.Server{Label: "A", ToolNames: []string{"a1"}, Log: log}
+	b := &toolstest.Server{Label: "B", ToolNames: []string{"b1"}, Log: log, OpenErr: errors.New("connection refused by 10.1.2.3")}
+	never := &toolstest.Server{Label: "N", ToolNames: []string{"n1"}, Log: log}
 	backend := scriptedTurns([]model.Delta{call(0, "a1")}, []model.Delta{call(0, "b1")})
-	e := newToolEngine(t, backend, &fakeProvider{servers: []tools.Server{a, b, never}})
+	e := newToolEngine(t, backend, &toolstest.Provider{Type: "fake", List: []tools.Server{a, b, never}})
 	resp, err := e.Run(context.Background(), decodeRequest(t, `{"model":"m","input":"x","tools":[{"type":"fake"}]}`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if log.count("close:A") != 1 || log.count("cleanup:A") != 1 {
-		t.Errorf("A not cleaned and closed once: %v", log.all())
+	if log.Count("close:A") != 1 || log.Count("cleanup:A") != 1 {
+		t.Errorf("A not cleaned and closed once: %v", log.Events())
 	}
-	if log.count("cleanup:B")+log.count("close:B")+log.count("open:N") != 0 {
-		t.Errorf("a failed or uncalled server was touched: %v", log.all())
+	if log.Count("cleanup:B")+log.Count("close:B")+log.Count("open:N") != 0 {
+		t.Errorf("a failed or uncalled server was touched: %v", log.Events())
 	}
 	var failed *responses.Item
 	for i := range resp.Output {
@@ -260,15 +136,15 @@ func TestServerToolOpenFailureReachesTheModel(t *testing.T) {
 }
 
 func TestNoToolsNoToolWork(t *testing.T) {
-	log := &eventLog{}
-	p := &fakeProvider{servers: []tools.Server{&fakeServer{label: "A", tools: []string{"a1"}, log: log}}}
+	log := &toolstest.Log{}
+	p := &toolstest.Provider{Type: "fake", List: []tools.Server{&toolstest.Server{Label: "A", ToolNames: []string{"a1"}, Log: log}}}
 	backend := scriptedTurns([]model.Delta{{Kind: model.DeltaText, Text: "hi"}})
 	e := newToolEngine(t, backend, p)
 	if _, err := e.Run(context.Background(), decodeRequest(t, `{"model":"m","input":"x"}`), nil); err != nil {
 		t.Fatal(err)
 	}
-	if p.asked != 0 || len(log.all()) != 0 {
-		t.Errorf("a request without tools did tool work: provider asked %d, log %v", p.asked, log.all())
+	if p.Asked() != 0 || len(log.Events()) != 0 {
+		t.Errorf("a request without tools did tool work: provider asked %d, log %v", p.Asked(), log.Events())
 	}
 	if len(backend.requests[0].Tools) != 0 {
 		t.Errorf("tools offered to the model: %v", backend.requests[0].Tools)
@@ -276,14 +152,14 @@ func TestNoToolsNoToolWork(t *testing.T) {
 }
 
 func TestCancelDuringToolCallStillCleansUp(t *testing.T) {
-	log := &eventLog{}
+	log := &toolstest.Log{}
 	started := make(chan struct{})
-	a := &fakeServer{label: "A", tools: []string{"slow"}, log: log, call: func(ctx context.Context, c tools.Call) (tools.Result, error) {
+	a := &toolstest.Server{Label: "A", ToolNames: []string{"slow"}, Log: log, CallFunc: func(ctx context.Context, c tools.Call) (tools.Result, error) {
 		close(started)
 		<-ctx.Done()
 		return tools.Result{}, ctx.Err()
 	}}
-	e := newToolEngine(t, scriptedTurns([]model.Delta{call(0, "slow")}), &fakeProvider{servers: []tools.Server{a}})
+	e := newToolEngine(t, scriptedTurns([]model.Delta{call(0, "slow")}), &toolstest.Provider{Type: "fake", List: []tools.Server{a}})
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		select {
@@ -296,7 +172,7 @@ func TestCancelDuringToolCallStillCleansUp(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || resp.Status != responses.ResponseCancelled {
 		t.Fatalf("status %s err %v", resp.Status, err)
 	}
-	if log.count("cleanup:A") != 1 || log.count("close:A") != 1 {
-		t.Errorf("after cancel: %v", log.all())
+	if log.Count("cleanup:A") != 1 || log.Count("close:A") != 1 {
+		t.Errorf("after cancel: %v", log.Events())
 	}
 }

@@ -1,7 +1,9 @@
 // Package model defines the upstream Backend that the Engine drives: one
 // model turn in Responses terms (Request) streamed back as Deltas.
 //
-// Subpackages implement it: model/chat over an OpenAI chat-completions
-// endpoint, and model/mockllm is a scripted upstream that speaks those wire
-// formats for tests, the demo and benchmarks.
+// Subpackages implement it over the wire formats engines speak:
+// model/chat over an OpenAI chat-completions endpoint (any engine), and
+// model/completions over a completions endpoint with the prompt rendered as
+// harmony token ids (gpt-oss at full fidelity). model/mockllm is a scripted
+// upstream that speaks both formats, for tests, the demo and benchmarks.
 package model

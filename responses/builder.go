@@ -31,6 +31,10 @@ type Builder struct {
 	reasoning *openItem // the open reasoning item, if any
 	calls     map[int]*openItem
 	ended     bool
+
+	// SealReasoning, when set, seals the text of every reasoning item into
+	// its encrypted_content as the item is done.
+	SealReasoning func(text string) string
 }
 
 // openItem is an output item that is still being written.
@@ -447,6 +451,10 @@ func (b *Builder) closeItem(oi *openItem, status string) error {
 			return err
 		}
 		it.Content = []ContentPart{part}
+		if b.SealReasoning != nil {
+			sealed := b.SealReasoning(text)
+			it.EncryptedContent = &sealed
+		}
 		// Reasoning items carry no status in the OpenAI API.
 		it.Status = ""
 	case ItemFunctionCall:

@@ -132,8 +132,21 @@ func (d Dialect) Rewrite(event []byte) ([]byte, error) {
 					out[i] = d.rewriteItem(out[i])
 				}
 				resp["output"], _ = json.Marshal(out)
-				fields["response"], _ = json.Marshal(resp)
 			}
+			var tools []json.RawMessage
+			if json.Unmarshal(resp["tools"], &tools) == nil {
+				kept := []json.RawMessage{}
+				for _, t := range tools {
+					var head struct {
+						Type string `json:"type"`
+					}
+					if json.Unmarshal(t, &head) == nil && head.Type == ToolFunction {
+						kept = append(kept, t)
+					}
+				}
+				resp["tools"], _ = json.Marshal(kept)
+			}
+			fields["response"], _ = json.Marshal(resp)
 		}
 	}
 	return json.Marshal(fields)

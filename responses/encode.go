@@ -98,8 +98,18 @@ func (d Dialect) item(it *Item) *Item {
 }
 
 // Response returns r with its output items renamed for the dialect (a copy
-// only when something is renamed).
+// only when something changes). The Open Responses schema knows only
+// function tools, so the tools echoed there are the function tools.
 func (d Dialect) Response(r *Response) *Response {
+	if d == DialectOpenResponses {
+		for _, t := range r.Tools {
+			if t.Type != ToolFunction {
+				c := *r
+				c.Tools = functionTools(r.Tools)
+				return d.Response(&c)
+			}
+		}
+	}
 	for i := range r.Output {
 		if d.ItemType(r.Output[i].Type) != r.Output[i].Type {
 			c := *r
@@ -172,4 +182,14 @@ func appendString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+func functionTools(tools []Tool) []Tool {
+	out := []Tool{}
+	for _, t := range tools {
+		if t.Type == ToolFunction {
+			out = append(out, t)
+		}
+	}
+	return out
 }

@@ -110,11 +110,44 @@ type Tool struct {
 	Description *string         `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
 	Strict      *bool           `json:"strict"`
+	// Raw is the tool as sent, for types other than function: whoever
+	// runs them (MCP, local tools) decodes their own fields from it.
+	Raw json.RawMessage `json:"-"`
 }
 
+// UnmarshalJSON decodes a tool and keeps the raw form of every type but
+// function.
+func (t *Tool) UnmarshalJSON(data []byte) error {
+	type plain Tool
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	*t = Tool(p)
+	if t.Type != ToolFunction {
+		t.Raw = append(json.RawMessage(nil), data...)
+	}
+	return nil
+}
+
+// secretToolFields are fields of a tool that carry credentials: they are
+// never echoed back in a response.
+var secretToolFields = []string{"authorization", "headers"}
+
 // MarshalJSON writes a function tool with description, parameters and
-// strict always present (null when unset), as the schema requires.
+// strict always present (null when unset), as the schema requires; other
+// tools are echoed as sent, without their credentials.
 func (t Tool) MarshalJSON() ([]byte, error) {
+	if t.Type != ToolFunction && len(t.Raw) > 0 {
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(t.Raw, &fields); err != nil {
+			return nil, err
+		}
+		for _, k := range secretToolFields {
+			delete(fields, k)
+		}
+		return json.Marshal(fields)
+	}
 	params := t.Parameters
 	if len(params) == 0 {
 		params = json.RawMessage("null")

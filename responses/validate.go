@@ -81,7 +81,9 @@ func (r *Request) Validate(serverTool func(toolType string) bool) *APIError {
 }
 
 // supportedInclude lists the include[] values loom honours.
-var supportedInclude = map[string]bool{}
+var supportedInclude = map[string]bool{
+	"reasoning.encrypted_content": true,
+}
 
 func (r *Request) validateText() *APIError {
 	if r.Text == nil || r.Text.Format == nil {

@@ -24,6 +24,8 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	RequestTimeout  time.Duration
 	MaxBodyBytes    int64
+	UpstreamEngine  string
+	ReasoningKey    string
 }
 
 // parseServeFlags reads the serve subcommand's flags from args and env.
@@ -33,7 +35,9 @@ func parseServeFlags(args []string, getenv func(string) string) (*Config, error)
 	var models, apiKeys string
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&cfg.UpstreamURL, "upstream-url", "", "OpenAI-compatible base URL of the inference engine, ending in /v1 (required)")
-	fs.StringVar(&cfg.UpstreamAPI, "upstream-api", "chat", "upstream API: chat (chat completions)")
+	fs.StringVar(&cfg.UpstreamAPI, "upstream-api", "chat", "upstream API: chat (chat completions, any engine) or completions (harmony token ids, gpt-oss)")
+	fs.StringVar(&cfg.UpstreamEngine, "upstream-engine", "vllm", "with --upstream-api completions: the engine's dialect of the completions endpoint: vllm, sglang or llamacpp")
+	fs.StringVar(&cfg.ReasoningKey, "reasoning-key", "", "secret that seals reasoning for include [\"reasoning.encrypted_content\"]; replicas must share it (empty: a random key per process)")
 	fs.StringVar(&cfg.UpstreamKey, "upstream-key", "", "API key sent to the upstream")
 	fs.StringVar(&models, "model", "", "comma-separated model names served; a request for another model is a 404 (empty: any)")
 	fs.StringVar(&cfg.Store, "store", "./loom.db", "SQLite database file, or :memory:")
@@ -73,8 +77,16 @@ func (c *Config) validate() error {
 	if c.UpstreamURL == "" {
 		return fmt.Errorf("--upstream-url is required (for example http://127.0.0.1:8000/v1); try `loom demo` to run without a model")
 	}
-	if c.UpstreamAPI != "chat" {
-		return fmt.Errorf("--upstream-api %q is not supported (want chat)", c.UpstreamAPI)
+	switch c.UpstreamAPI {
+	case "chat":
+	case "completions":
+		switch c.UpstreamEngine {
+		case "vllm", "sglang", "llamacpp":
+		default:
+			return fmt.Errorf("--upstream-engine must be vllm, sglang or llamacpp")
+		}
+	default:
+		return fmt.Errorf("--upstream-api %q is not supported (want chat or completions)", c.UpstreamAPI)
 	}
 	switch c.LogFormat {
 	case "text", "json":

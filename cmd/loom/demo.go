@@ -53,6 +53,7 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer) error {
 		ShutdownTimeout: 5 * time.Second,
 		RequestTimeout:  time.Minute,
 		MaxBodyBytes:    1 << 20,
+		ReasoningKey:    "loom demo",
 	}
 	m := NewMain(cfg, newLogger(stderr, "text", "warn"))
 	if err := m.Open(ctx); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/model/chat"
+	"github.com/loomgate/loom/model/completions"
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/server"
 	"github.com/loomgate/loom/store/sqlite"
@@ -46,8 +49,13 @@ func (m *Main) Open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("open store %s: %w", m.cfg.Store, err)
 	}
-	backend := chat.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &chat.Options{Logger: m.log})
-	eng := engine.New(backend, m.store, &engine.Options{Logger: m.log, Models: m.cfg.Models, Timeout: m.cfg.RequestTimeout})
+	sealer, err := m.sealer()
+	if err != nil {
+		return err
+	}
+	eng := engine.New(m.backend(), m.store, &engine.Options{
+		Logger: m.log, Models: m.cfg.Models, Timeout: m.cfg.RequestTimeout, Sealer: sealer,
+	})
 	m.server = server.New(eng, &server.Options{Logger: m.log, Dialect: dialect, APIKeys: m.cfg.APIKeys, MaxBodyBytes: m.cfg.MaxBodyBytes})
 	m.listener, err = net.Listen("tcp", m.cfg.Addr)
 	if err != nil {
@@ -60,6 +68,26 @@ func (m *Main) Open(ctx context.Context) error {
 		BaseContext:       func(net.Listener) context.Context { return m.base },
 	}
 	return nil
+}
+
+// backend returns the upstream backend the configuration names.
+func (m *Main) backend() model.Backend {
+	if m.cfg.UpstreamAPI == "completions" {
+		return completions.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &completions.Options{Logger: m.log, Engine: m.cfg.UpstreamEngine})
+	}
+	return chat.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &chat.Options{Logger: m.log})
+}
+
+// sealer returns the reasoning sealer: from the configured key, or from a
+// random one, which works for one process but not across replicas.
+func (m *Main) sealer() (*engine.Sealer, error) {
+	key := []byte(m.cfg.ReasoningKey)
+	if len(key) == 0 {
+		key = make([]byte, 32)
+		rand.Read(key)
+		m.log.Warn("no --reasoning-key: encrypted reasoning is sealed under a random key, so other replicas and restarts cannot open it")
+	}
+	return engine.NewSealer(key)
 }
 
 // Addr is the address the server listens on.

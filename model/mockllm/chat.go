@@ -103,7 +103,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	// Record before validating: a test may want to see what a rejected
 	// request looked like.
-	seq := s.begin(r, body, chat)
+	seq := s.begin(r, Request{Body: body, Chat: chat})
 
 	var tooLarge *http.MaxBytesError
 	switch {
@@ -182,7 +182,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	chunks := s.chatChunks(head, rep, includeUsage)
 	if req.Stream {
-		s.streamChat(w, r, chunks, t, latency)
+		streamEvents(s, w, r, chunks, t, latency)
 		return
 	}
 	// Take as long as the stream would have.
@@ -219,46 +219,6 @@ func (s *Server) writeGarbage(w http.ResponseWriter, stream bool) {
 		_, _ = w.Write([]byte("<html>this is not json</html>"))
 	}
 	s.end(outcomeFailed)
-}
-
-// streamChat writes the chunks as SSE, applying latency and the script's
-// #cut and #stall, and counts how the stream ended.
-func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, chunks []chatChunk, t *turn, latency time.Duration) {
-	ctx := r.Context()
-	sse := newSSEWriter(w)
-	for i := 0; i <= len(chunks); i++ {
-		if i == t.cut || (i == len(chunks) && t.cut >= 0) {
-			s.abort()
-		}
-		if i == t.stall || (i == len(chunks) && t.stall >= 0) {
-			s.waitOutcome(s.sleep(ctx, -1))
-			return
-		}
-		if i == len(chunks) {
-			break
-		}
-		if i > 0 {
-			if err := s.sleep(ctx, latency); err != nil {
-				s.waitOutcome(err)
-				return
-			}
-		}
-		// The client may have gone while we were busy; that is what a
-		// real engine notices and what tests assert on.
-		if ctx.Err() != nil {
-			s.end(outcomeCancelled)
-			return
-		}
-		if err := sse.event(chunks[i]); err != nil {
-			s.end(outcomeCancelled)
-			return
-		}
-	}
-	if err := sse.done(); err != nil {
-		s.end(outcomeCancelled)
-		return
-	}
-	s.end(outcomeCompleted)
 }
 
 // chatChunks lays out a reply as stream chunks: the role, reasoning

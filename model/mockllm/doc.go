@@ -1,12 +1,16 @@
 // Package mockllm is a scripted upstream inference engine. It speaks the
 // OpenAI chat-completions wire format the way vLLM, SGLang, llama.cpp and
-// Ollama do, so loom's tests, its demo and its benchmarks can run where no
-// model can. It uses only the standard library: it is an independent check
-// of the wire format, not a mirror of the client loom uses.
+// Ollama do, and a completions endpoint that answers harmony token ids the
+// way vLLM serves gpt-oss, so loom's tests, its demo and its benchmarks can
+// run where no model can. The wire formats are written here from the
+// standard library, as an independent check of the clients loom uses; only
+// the harmony mode borrows loom's harmony package, for the o200k tokenizer
+// and to decode the prompt it is given.
 //
 // # Endpoints
 //
 //   - POST /v1/chat/completions: JSON (stream false) and SSE (stream true).
+//   - POST /v1/completions: harmony mode (see below), JSON and SSE.
 //   - GET /v1/models: the names in Options.Models.
 //
 // Anything else is a 404 with an OpenAI error body. Every request to a
@@ -48,6 +52,19 @@
 //	#then                end this turn's directives; the next ones script
 //	                     the following model turn
 //
+// Harmony mode only (in chat mode #preamble is ignored and the calls below
+// are ordinary tool calls with the given name):
+//
+//	#preamble <text>     a commentary message before the calls or answer;
+//	                     repeatable
+//	#callon <channel> <name> [args]
+//	                     call function <name> on the analysis or
+//	                     commentary channel
+//	#builtin python <code>
+//	#builtin browser.<tool> <json>
+//	                     call a built-in tool (recipient "python",
+//	                     "browser.search", ...) on the analysis channel
+//
 // Without a #say, #tokens or #call the answer is the default text: when
 // the conversation ends with tool messages, one line "tool said: <content>"
 // per result, so a test sees the round trip; otherwise DefaultAnswer.
@@ -73,7 +90,7 @@
 // check that a called tool was offered, or tool_choice: real models get
 // that wrong too, and the script is the test's explicit intent.
 //
-// # Streaming
+// # Streaming (chat mode)
 //
 // A stream is, in order: a chunk with delta {"role":"assistant",
 // "content":""}; reasoning pieces (in the field named by
@@ -87,7 +104,7 @@
 //
 // # Tokens
 //
-// There is no tokenizer: one token is one whitespace-separated word.
+// In chat mode there is no tokenizer: one token is one whitespace-separated word.
 // prompt_tokens counts the words of every message (text, reasoning, tool
 // call names and arguments), raised to at least #cached. completion_tokens
 // counts the reasoning and answer words plus, per tool call, one for the
@@ -103,6 +120,46 @@
 // Cancelled. With no latency a short stream may be fully written before
 // the server notices the client left, so tests of cancellation use #stall
 // or #latency.
+//
+// # Harmony mode
+//
+// POST /v1/completions takes "prompt" as one array of harmony token ids
+// (or, for convenience, one string, encoded with its special tokens as an
+// engine would). The ids are decoded and parsed into harmony messages; the
+// script is the text of the last user message, and the turn is counted as
+// in chat mode (runs of assistant messages since it, so a tool message
+// ends a turn). Request.Completion records the body with PromptIDs,
+// PromptText and PromptMessages, so a test can assert exactly what the
+// model saw: that analysis was kept or dropped, that a user's literal
+// "<|end|>" arrived as ordinary text.
+//
+// The answer is written as gpt-oss writes it, continuing the
+// "<|start|>assistant" the prompt ends with: the #reason lines on the
+// analysis channel; each #preamble on commentary; then either the calls,
+// each "assistant to=functions.NAME<|channel|>commentary
+// <|constrain|>json<|message|>ARGS<|call|>" (on analysis for #callon
+// analysis; "to=python" or "to=browser.*" with content type "code" on
+// analysis for #builtin), or the answer on the final channel ending in
+// <|return|>. The first message puts its recipient after the channel, as
+// the model does when its header starts in the prompt. A #say in a turn
+// with calls becomes one more preamble (a harmony turn that calls tools has
+// no final message). A real engine stops at the first <|call|>; the mock
+// writes every scripted call so parallel-call scripts work on both
+// endpoints.
+//
+// The stream has one token per chunk, like vLLM: "text" is the token's
+// text, with a character split across tokens held back until complete;
+// special tokens are written only with "skip_special_tokens": false, and
+// the final stop token only with "include_stop_str_in_output" (or SGLang's
+// "no_stop_trim"), as the engines do, so a client that forgets them sees
+// what it would see in production. "token_ids" is added with
+// "return_token_ids": true. The last token's chunk has finish_reason
+// "stop" and stop_reason the stop token id (or "length" when max_tokens
+// cut the output); with stream_options.include_usage a usage chunk
+// follows: prompt_tokens is the number of prompt ids, completion_tokens
+// the number of ids written, prompt_tokens_details.cached_tokens is
+// #cached. #tokens, #fail, #flaky, #cut, #stall, #garbage, #delay and
+// #latency work as in chat mode, counting these chunks.
 //
 // Options default to no latency at all, for benchmarks.
 package mockllm

@@ -13,7 +13,10 @@ type Request struct {
 	Path   string
 	Header http.Header
 	Body   []byte       // the raw body, byte for byte
-	Chat   *ChatRequest // the decoded body; nil if it was not valid JSON
+	Chat   *ChatRequest // the decoded chat body; nil if not valid JSON or not chat
+	// Completion is the decoded /v1/completions body with its prompt
+	// decoded from harmony; nil if not valid JSON or not completions.
+	Completion *CompletionRequest
 }
 
 // Stats counts requests to the completion endpoints. Every started request
@@ -39,20 +42,18 @@ const (
 	outcomeFailed
 )
 
-// begin records a new request and returns its sequence number.
-func (s *Server) begin(r *http.Request, body []byte, chat *ChatRequest) int {
+// begin records a new request and returns its sequence number. rec holds
+// the body and its decoded form; begin fills in the rest.
+func (s *Server) begin(r *http.Request, rec Request) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats.Started++
 	seq := s.stats.Started
-	s.requests = append(s.requests, Request{
-		Seq:    seq,
-		Method: r.Method,
-		Path:   r.URL.Path,
-		Header: r.Header.Clone(),
-		Body:   body,
-		Chat:   chat,
-	})
+	rec.Seq = seq
+	rec.Method = r.Method
+	rec.Path = r.URL.Path
+	rec.Header = r.Header.Clone()
+	s.requests = append(s.requests, rec)
 	s.notifyLocked()
 	return seq
 }

@@ -14,6 +14,7 @@ type turn struct {
 	say       []string
 	hasSay    bool
 	reason    []string
+	preamble  []string // harmony mode only: commentary before the calls
 	tokens    int
 	hasTokens bool
 	calls     []callSpec
@@ -35,8 +36,13 @@ type turn struct {
 }
 
 // callSpec is one scripted tool call. id is empty unless #callid set it.
+// channel and builtin matter only in harmony mode: the channel the call
+// is made on ("" for commentary), and whether name is a built-in
+// recipient ("python", "browser.search") rather than a function.
 type callSpec struct {
 	id, name, arguments string
+	channel             string
+	builtin             bool
 }
 
 // parseScript reads the directives in text and splits them into turns at
@@ -112,6 +118,23 @@ func (t *turn) apply(name, arg string) error {
 		c.name, c.arguments = splitCall(arg)
 		if c.id == "" || c.name == "" {
 			return fmt.Errorf("want: #callid <id> <name> [json-arguments]")
+		}
+		t.calls = append(t.calls, c)
+	case "preamble":
+		t.preamble = append(t.preamble, arg)
+	case "callon":
+		var c callSpec
+		c.channel, arg, _ = strings.Cut(arg, " ")
+		c.name, c.arguments = splitCall(arg)
+		if (c.channel != "analysis" && c.channel != "commentary") || c.name == "" {
+			return fmt.Errorf("want: #callon analysis|commentary <name> [json-arguments]")
+		}
+		t.calls = append(t.calls, c)
+	case "builtin":
+		c := callSpec{channel: "analysis", builtin: true}
+		c.name, c.arguments = splitCall(arg)
+		if c.name != "python" && !strings.HasPrefix(c.name, "browser.") {
+			return fmt.Errorf("want: #builtin python <code> or #builtin browser.<tool> <json>")
 		}
 		t.calls = append(t.calls, c)
 	case "finish":

@@ -39,9 +39,9 @@ func New(opts *Options) *Server {
 		changed:  make(chan struct{}),
 		attempts: make(map[[sha256.Size]byte]int),
 	}
-	// One handler per endpoint, each in its own file; a completions
-	// endpoint for harmony token ids will sit next to chat.
+	// One handler per endpoint, each in its own file.
 	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	s.mux.HandleFunc("POST /v1/completions", s.handleCompletions)
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "mockllm: no route for "+r.Method+" "+r.URL.Path, "")

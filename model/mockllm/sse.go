@@ -3,6 +3,7 @@ package mockllm
 import (
 	"encoding/json"
 	"net/http"
+	"time"
 )
 
 // sseWriter writes server-sent events the way OpenAI-compatible engines
@@ -42,3 +43,45 @@ func (s *sseWriter) raw(data []byte) error {
 }
 
 func (s *sseWriter) done() error { return s.raw([]byte("[DONE]")) }
+
+// streamEvents writes the chunks as SSE, applying latency and the
+// script's #cut and #stall, and counts how the stream ended. Every
+// endpoint streams through it, so the failure directives mean the same
+// everywhere.
+func streamEvents[T any](s *Server, w http.ResponseWriter, r *http.Request, chunks []T, t *turn, latency time.Duration) {
+	ctx := r.Context()
+	sse := newSSEWriter(w)
+	for i := 0; i <= len(chunks); i++ {
+		if i == t.cut || (i == len(chunks) && t.cut >= 0) {
+			s.abort()
+		}
+		if i == t.stall || (i == len(chunks) && t.stall >= 0) {
+			s.waitOutcome(s.sleep(ctx, -1))
+			return
+		}
+		if i == len(chunks) {
+			break
+		}
+		if i > 0 {
+			if err := s.sleep(ctx, latency); err != nil {
+				s.waitOutcome(err)
+				return
+			}
+		}
+		// The client may have gone while we were busy; that is what a
+		// real engine notices and what tests assert on.
+		if ctx.Err() != nil {
+			s.end(outcomeCancelled)
+			return
+		}
+		if err := sse.event(chunks[i]); err != nil {
+			s.end(outcomeCancelled)
+			return
+		}
+	}
+	if err := sse.done(); err != nil {
+		s.end(outcomeCancelled)
+		return
+	}
+	s.end(outcomeCompleted)
+}

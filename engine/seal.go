@@ -1,0 +1,95 @@
+package engine
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+
+	"github.com/loomgate/loom/responses"
+)
+
+// IncludeEncryptedReasoning is the include[] value that asks for reasoning
+// items to carry encrypted_content, so that a client keeping the history
+// itself (store false, as Codex does) can hand the reasoning back.
+const IncludeEncryptedReasoning = "reasoning.encrypted_content"
+
+// sealAAD binds a sealed blob to its purpose: a blob sealed for something
+// else under the same key does not open as reasoning.
+var sealAAD = []byte("loom reasoning v1")
+
+// ErrUnsealable is returned for an encrypted_content that loom did not
+// seal under its key, or that was altered.
+var ErrUnsealable = errors.New("encrypted_content cannot be opened: it was altered or sealed under another key")
+
+// Sealer seals reasoning text with authenticated encryption (AES-256-GCM)
+// under a key from configuration, so that any replica holding the key can
+// open what another sealed, and nobody without it can read or forge it.
+type Sealer struct {
+	aead cipher.AEAD
+}
+
+// NewSealer derives a sealing key from secret (any length; it is hashed).
+func NewSealer(secret []byte) (*Sealer, error) {
+	if len(secret) == 0 {
+		return nil, errors.New("reasoning key is empty")
+	}
+	key := sha256.Sum256(secret)
+	block, err := aes.NewCipher(key[:])
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	return &Sealer{aead: aead}, nil
+}
+
+// Seal returns text sealed as URL-safe base64 of nonce || ciphertext.
+func (s *Sealer) Seal(text string) string {
+	nonce := make([]byte, s.aead.NonceSize(), s.aead.NonceSize()+len(text)+s.aead.Overhead())
+	rand.Read(nonce)
+	return base64.RawURLEncoding.EncodeToString(s.aead.Seal(nonce, nonce, []byte(text), sealAAD))
+}
+
+// Open returns the text of a sealed blob, or ErrUnsealable.
+func (s *Sealer) Open(blob string) (string, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(blob)
+	if err != nil || len(raw) < s.aead.NonceSize() {
+		return "", ErrUnsealable
+	}
+	n := s.aead.NonceSize()
+	text, err := s.aead.Open(nil, raw[:n], raw[n:], sealAAD)
+	if err != nil {
+		return "", ErrUnsealable
+	}
+	return string(text), nil
+}
+
+// openReasoning restores the text of reasoning input items that carry only
+// encrypted_content, so the model sees its earlier reasoning again. A blob
+// that does not open is a 400 naming the item.
+func (e *Engine) openReasoning(input []responses.Item) error {
+	for i := range input {
+		it := &input[i]
+		if it.Type != responses.ItemReasoning || it.EncryptedContent == nil || *it.EncryptedContent == "" {
+			continue
+		}
+		param := fmt.Sprintf("input[%d].encrypted_content", i)
+		if e.opts.Sealer == nil {
+			return responses.BadRequest(param, "this server has no reasoning key, so it cannot open encrypted_content")
+		}
+		text, err := e.opts.Sealer.Open(*it.EncryptedContent)
+		if err != nil {
+			return responses.BadRequest(param, "%v", err)
+		}
+		if len(it.Content) == 0 {
+			it.Content = []responses.ContentPart{{Type: responses.PartReasoningText, Text: text}}
+		}
+	}
+	return nil
+}

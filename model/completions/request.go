@@ -1,0 +1,117 @@
+package completions
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+
+	"github.com/loomgate/loom/harmony"
+	"github.com/loomgate/loom/model"
+)
+
+// wireRequest is the completions body. Engine-specific fields are
+// pointers so each dialect sends only its own (vLLM logs a warning for
+// every field it does not know).
+type wireRequest struct {
+	Model         string        `json:"model"`
+	Prompt        []uint32      `json:"prompt"`
+	Stream        bool          `json:"stream"`
+	StreamOptions streamOptions `json:"stream_options"`
+	// MaxTokens is never omitted: completions endpoints default to 16.
+	// nil is written as null ("up to the context length").
+	MaxTokens        *int     `json:"max_tokens"`
+	Temperature      *float64 `json:"temperature,omitempty"`
+	TopP             *float64 `json:"top_p,omitempty"`
+	PresencePenalty  *float64 `json:"presence_penalty,omitempty"`
+	FrequencyPenalty *float64 `json:"frequency_penalty,omitempty"`
+	User             string   `json:"user,omitempty"`
+
+	// vLLM and SGLang.
+	StopTokenIDs               []uint32 `json:"stop_token_ids,omitempty"`
+	SkipSpecialTokens          *bool    `json:"skip_special_tokens,omitempty"`
+	SpacesBetweenSpecialTokens *bool    `json:"spaces_between_special_tokens,omitempty"`
+	// vLLM only.
+	IncludeStopStrInOutput *bool `json:"include_stop_str_in_output,omitempty"`
+	ReturnTokenIDs         *bool `json:"return_token_ids,omitempty"`
+	// SGLang only: its name for include_stop_str_in_output.
+	NoStopTrim *bool `json:"no_stop_trim,omitempty"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// protectedKeys are body keys Request.Extra may not replace: the parser
+// depends on them (special tokens in the output, a stream, usage).
+var protectedKeys = map[string]bool{
+	"model": true, "prompt": true, "stream": true, "stream_options": true,
+	"skip_special_tokens": true,
+}
+
+// encodeRequest builds the JSON body for a rendered prompt.
+func encodeRequest(req *model.Request, prompt []uint32, o *Options) ([]byte, error) {
+	w := wireRequest{
+		Model:            req.Model,
+		Prompt:           prompt,
+		Stream:           true,
+		StreamOptions:    streamOptions{IncludeUsage: true},
+		Temperature:      req.Temperature,
+		TopP:             req.TopP,
+		PresencePenalty:  req.PresencePenalty,
+		FrequencyPenalty: req.FrequencyPenalty,
+		User:             req.User,
+	}
+	switch {
+	case req.MaxOutputTokens > 0:
+		w.MaxTokens = new(req.MaxOutputTokens)
+	case o.DefaultMaxTokens > 0:
+		w.MaxTokens = new(o.DefaultMaxTokens)
+	}
+
+	yes, no := new(true), new(false)
+	switch o.Engine {
+	case EngineVLLM:
+		w.StopTokenIDs = harmony.StopTokens()
+		w.SkipSpecialTokens = no
+		w.SpacesBetweenSpecialTokens = no
+		w.IncludeStopStrInOutput = yes
+		w.ReturnTokenIDs = yes
+	case EngineSGLang:
+		w.StopTokenIDs = harmony.StopTokens()
+		w.SkipSpecialTokens = no
+		w.SpacesBetweenSpecialTokens = no
+		w.NoStopTrim = yes
+	case EngineLlamaCpp:
+		// llama.cpp stops at the model's end-of-generation tokens, which
+		// for gpt-oss include <|return|> and <|call|>; whether special
+		// tokens appear in the text is the server's --special flag.
+	}
+
+	b, err := json.Marshal(&w)
+	if err != nil || len(req.Extra) == 0 {
+		if err != nil {
+			return nil, &model.Error{Status: http.StatusBadRequest, Message: "cannot encode the request for the upstream model server", Err: err}
+		}
+		return b, nil
+	}
+	return mergeExtra(b, req.Extra)
+}
+
+// mergeExtra adds Request.Extra's keys to the body (top_k, guided
+// decoding, ...), overriding sampling ones but never a protected key.
+func mergeExtra(b []byte, extra map[string]json.RawMessage) ([]byte, error) {
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(b, &body); err != nil {
+		return nil, err
+	}
+	for k, v := range extra {
+		if !protectedKeys[k] {
+			body[k] = v
+		}
+	}
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(body); err != nil {
+		return nil, &model.Error{Status: http.StatusBadRequest, Message: "cannot encode the request for the upstream model server", Err: err}
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,287 @@
+package mockllm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/loomgate/loom/harmony"
+)
+
+// CompletionRequest is a decoded /v1/completions body, as recorded, with
+// its prompt decoded from harmony token ids. Request.Body has every byte.
+type CompletionRequest struct {
+	Model         string          `json:"model"`
+	Prompt        json.RawMessage `json:"prompt"`
+	Stream        bool            `json:"stream,omitempty"`
+	StreamOptions *StreamOptions  `json:"stream_options,omitempty"`
+	MaxTokens     *int            `json:"max_tokens,omitempty"`
+	Temperature   *float64        `json:"temperature,omitempty"`
+	TopP          *float64        `json:"top_p,omitempty"`
+	User          string          `json:"user,omitempty"`
+
+	// Engine parameters the harmony path depends on (vLLM's names, and
+	// SGLang's no_stop_trim).
+	StopTokenIDs           []uint32 `json:"stop_token_ids,omitempty"`
+	SkipSpecialTokens      *bool    `json:"skip_special_tokens,omitempty"`
+	IncludeStopStrInOutput *bool    `json:"include_stop_str_in_output,omitempty"`
+	NoStopTrim             *bool    `json:"no_stop_trim,omitempty"`
+	ReturnTokenIDs         bool     `json:"return_token_ids,omitempty"`
+
+	// What the model saw, decoded by the mock: the prompt's token ids
+	// (a string prompt is encoded with its special tokens, as an engine
+	// would), their text with special tokens written literally, and the
+	// harmony messages they hold (the trailing "<|start|>assistant" is
+	// not a message).
+	PromptIDs      []uint32          `json:"-"`
+	PromptText     string            `json:"-"`
+	PromptMessages []harmony.Message `json:"-"`
+}
+
+// decodePrompt fills PromptIDs, PromptText and PromptMessages.
+func (req *CompletionRequest) decodePrompt() error {
+	var ids []uint32
+	var text string
+	switch {
+	case json.Unmarshal(req.Prompt, &ids) == nil && ids != nil:
+		if len(ids) == 0 {
+			return errors.New("prompt must not be empty")
+		}
+		var err error
+		if text, err = harmony.Decode(ids); err != nil {
+			return fmt.Errorf("prompt: %w", err)
+		}
+	case json.Unmarshal(req.Prompt, &text) == nil:
+		var err error
+		if ids, err = harmony.EncodeWithSpecial(text); err != nil {
+			return fmt.Errorf("prompt: %w", err)
+		}
+	default:
+		return errors.New("prompt must be one array of token ids or one string")
+	}
+	p := harmony.NewParser(nil)
+	for _, id := range ids {
+		if err := p.Process(id); err != nil {
+			return fmt.Errorf("prompt is not harmony: %w", err)
+		}
+	}
+	req.PromptIDs, req.PromptText, req.PromptMessages = ids, text, p.Messages()
+	return nil
+}
+
+// conversation extracts what the script needs from the harmony messages:
+// the last user message, the model turns since (runs of assistant
+// messages, as in chat mode: a tool message ends a run) and the tool
+// results the prompt ends with.
+func (req *CompletionRequest) conversation() conversation {
+	c := conversation{promptTokens: len(req.PromptIDs)}
+	msgs := req.PromptMessages
+	lastUser := -1
+	for i, m := range msgs {
+		if m.Author.Role == harmony.RoleUser {
+			lastUser = i
+		}
+	}
+	if lastUser >= 0 {
+		c.script = msgs[lastUser].Text()
+	}
+	prevAssistant := false
+	for _, m := range msgs[lastUser+1:] {
+		isAssistant := m.Author.Role == harmony.RoleAssistant
+		if isAssistant && !prevAssistant {
+			c.turn++
+		}
+		prevAssistant = isAssistant
+	}
+	for i := len(msgs) - 1; i > lastUser && msgs[i].Author.Role == harmony.RoleTool; i-- {
+		c.toolOutputs = append([]string{msgs[i].Text()}, c.toolOutputs...)
+	}
+	if req.MaxTokens != nil {
+		c.maxTokens = *req.MaxTokens
+	}
+	return c
+}
+
+// Completions response shapes, as vLLM writes them.
+
+type completionChunk struct {
+	ID      string                  `json:"id"`
+	Object  string                  `json:"object"`
+	Created int64                   `json:"created"`
+	Model   string                  `json:"model"`
+	Choices []completionChunkChoice `json:"choices"`
+	Usage   *completionUsage        `json:"usage,omitempty"`
+}
+
+type completionChunkChoice struct {
+	Index        int       `json:"index"`
+	Text         string    `json:"text"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason *string   `json:"finish_reason"`
+	StopReason   *uint32   `json:"stop_reason"`
+	TokenIDs     []uint32  `json:"token_ids,omitempty"`
+}
+
+type completionUsage struct {
+	PromptTokens        int                  `json:"prompt_tokens"`
+	CompletionTokens    int                  `json:"completion_tokens"`
+	TotalTokens         int                  `json:"total_tokens"`
+	PromptTokensDetails *promptTokensDetails `json:"prompt_tokens_details"`
+}
+
+// handleCompletions answers POST /v1/completions in harmony, as the
+// script in the prompt's last user message says.
+func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	var req CompletionRequest
+	decodeErr := json.Unmarshal(body, &req)
+	var promptErr error
+	var rec *CompletionRequest
+	if readErr == nil && decodeErr == nil {
+		promptErr = req.decodePrompt()
+		rec = &req
+	}
+	// Record before validating, so a test can see a rejected request.
+	seq := s.begin(r, Request{Body: body, Completion: rec})
+
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(readErr, &tooLarge):
+		s.reject(w, http.StatusRequestEntityTooLarge, "request body too large", "")
+		return
+	case readErr != nil:
+		s.reject(w, http.StatusBadRequest, "cannot read request body", "")
+		return
+	case decodeErr != nil:
+		s.reject(w, http.StatusBadRequest, "invalid JSON body: "+decodeErr.Error(), "")
+		return
+	case promptErr != nil:
+		s.reject(w, http.StatusBadRequest, promptErr.Error(), "prompt")
+		return
+	}
+	conv := req.conversation()
+	turns, err := parseScript(conv.script)
+	if err != nil {
+		s.reject(w, http.StatusBadRequest, err.Error(), "prompt")
+		return
+	}
+	t := currentTurn(turns, conv)
+	if t == nil {
+		t = newTurn()
+	}
+	s.log.Debug("mockllm completions request", "seq", seq, "model", req.Model, "stream", req.Stream,
+		"prompt_tokens", len(req.PromptIDs), "turn", conv.turn)
+
+	ctx := r.Context()
+	delay := s.opts.FirstByteLatency
+	if t.hasDelay {
+		delay = t.delay
+	}
+	if err := s.sleep(ctx, delay); err != nil {
+		s.waitOutcome(err)
+		return
+	}
+	if t.flakyTimes > 0 && s.attempt(body) <= t.flakyTimes {
+		s.reject(w, t.flakyStatus, scriptedMessage(t.flakyStatus, ""), "")
+		return
+	}
+	if t.failStatus != 0 {
+		s.reject(w, t.failStatus, scriptedMessage(t.failStatus, t.failMessage), "")
+		return
+	}
+	if t.stall == 0 || (!req.Stream && t.stall > 0) {
+		s.waitOutcome(s.sleep(ctx, -1))
+		return
+	}
+	if !req.Stream && t.cut >= 0 {
+		s.abort()
+	}
+	if t.garbage {
+		s.writeGarbage(w, req.Stream)
+		return
+	}
+
+	rep, err := planHarmony(t, conv)
+	if err != nil {
+		s.reject(w, http.StatusBadRequest, err.Error(), "prompt")
+		return
+	}
+	model := req.Model
+	if model == "" {
+		model = s.opts.Models[0]
+	}
+	latency := s.opts.Latency
+	if t.hasLatency {
+		latency = t.latency
+	}
+	head := completionChunk{
+		ID:      "cmpl-mock-" + strconv.Itoa(seq),
+		Object:  "text_completion",
+		Created: s.opts.Now().Unix(),
+		Model:   model,
+	}
+	chunks := completionChunks(head, rep, &req)
+	if req.Stream {
+		streamEvents(s, w, r, chunks, t, latency)
+		return
+	}
+	if err := s.sleep(ctx, latency*time.Duration(len(chunks)-1)); err != nil {
+		s.waitOutcome(err)
+		return
+	}
+	writeJSON(w, http.StatusOK, completionResponse(head, rep, &req))
+	s.end(outcomeCompleted)
+}
+
+// completionChunks streams the reply one token per chunk, as vLLM does
+// with stream_interval 1. The last token's chunk carries the finish
+// reason; with include_usage a usage-only chunk follows.
+func completionChunks(head completionChunk, rep harmonyReply, req *CompletionRequest) []completionChunk {
+	pieces := tokenTexts(rep.ids, req)
+	chunks := make([]completionChunk, 0, len(rep.ids)+2)
+	for i, id := range rep.ids {
+		c := head
+		ch := completionChunkChoice{Text: pieces[i]}
+		if req.ReturnTokenIDs {
+			ch.TokenIDs = []uint32{id}
+		}
+		c.Choices = []completionChunkChoice{ch}
+		chunks = append(chunks, c)
+	}
+	if len(chunks) == 0 {
+		c := head
+		c.Choices = []completionChunkChoice{{}}
+		chunks = append(chunks, c)
+	}
+	last := &chunks[len(chunks)-1].Choices[0]
+	last.FinishReason = &rep.finish
+	last.StopReason = rep.stopReason
+	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+		c := head
+		c.Choices = []completionChunkChoice{}
+		u := rep.wireUsage()
+		c.Usage = &u
+		chunks = append(chunks, c)
+	}
+	return chunks
+}
+
+// completionResponse is the non-streaming answer.
+func completionResponse(head completionChunk, rep harmonyReply, req *CompletionRequest) completionChunk {
+	var text string
+	for _, p := range tokenTexts(rep.ids, req) {
+		text += p
+	}
+	ch := completionChunkChoice{Text: text, FinishReason: &rep.finish, StopReason: rep.stopReason}
+	if req.ReturnTokenIDs {
+		ch.TokenIDs = rep.ids
+	}
+	u := rep.wireUsage()
+	head.Choices = []completionChunkChoice{ch}
+	head.Usage = &u
+	return head
+}
