@@ -54,11 +54,43 @@ func lastChatRequest(t *testing.T, h *harness) *mockllm.ChatRequest {
 	return last.Chat
 }
 
+// lastCompletion returns the last harmony completions request the
+// scripted upstream received, with its prompt decoded.
+func lastCompletion(t *testing.T, h *harness) *mockllm.CompletionRequest {
+	t.Helper()
+	reqs := h.Mock.Requests()
+	if len(reqs) == 0 {
+		t.Fatal("the upstream received no request")
+	}
+	last := reqs[len(reqs)-1]
+	if last.Completion == nil {
+		t.Fatalf("the upstream's last request is not a completions request: %s", last.Body)
+	}
+	return last.Completion
+}
+
+// isCompletions reports whether the upstream's last request came over the
+// harmony completions endpoint (else it was chat completions).
+func isCompletions(t *testing.T, h *harness) bool {
+	t.Helper()
+	reqs := h.Mock.Requests()
+	if len(reqs) == 0 {
+		t.Fatal("the upstream received no request")
+	}
+	return reqs[len(reqs)-1].Completion != nil
+}
+
 // requireToolRoundTrip checks that the upstream's last request carried the
 // function call back as an assistant tool call and its result as a tool
-// message answering that call, in that order.
+// message answering that call, in that order. Over the harmony upstream,
+// which has no call ids, the call is an assistant message to
+// functions.NAME and the result a tool message from functions.NAME.
 func requireToolRoundTrip(t *testing.T, h *harness, callID, name, args, output string) {
 	t.Helper()
+	if isCompletions(t, h) {
+		requireHarmonyRoundTrip(t, lastCompletion(t, h).PromptMessages, name, args, output)
+		return
+	}
 	msgs := lastChatRequest(t, h).Messages
 	called := slices.IndexFunc(msgs, func(m mockllm.Message) bool {
 		return m.Role == "assistant" && slices.ContainsFunc(m.ToolCalls, func(tc mockllm.ToolCall) bool {

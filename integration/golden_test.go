@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +46,9 @@ func TestGoldenStreams(t *testing.T) {
 		// terminal is the type of the last event before [DONE].
 		terminal string
 		check    func(t *testing.T, events []sseEvent)
+		// only names the one upstream the case applies to; empty: every
+		// upstream, the completions one in <name>_completions.txtar.
+		only string
 	}{
 		{
 			name:     "plain_text",
@@ -140,6 +145,35 @@ func TestGoldenStreams(t *testing.T) {
 			},
 		},
 		{
+			// Harmony only: a preamble on the commentary channel, then the
+			// call. The preamble is an assistant message with phase
+			// "commentary", announced as such, before the function_call.
+			name:     "preamble_then_call",
+			only:     "completions",
+			request:  `{"model":"mock-model","stream":true,"tools":` + weatherTools + `,"input":"#preamble Checking the weather.\n#call get_weather {\"city\": \"Paris\"}"}`,
+			terminal: "response.completed",
+			check: func(t *testing.T, events []sseEvent) {
+				var got []string
+				for _, ev := range events {
+					if ev.Type != "response.output_item.added" && ev.Type != "response.output_item.done" {
+						continue
+					}
+					var d struct {
+						Item struct{ Type, Phase, Name string } `json:"item"`
+					}
+					json.Unmarshal(ev.Data, &d)
+					got = append(got, ev.Type[len("response.output_item."):]+" "+d.Item.Type+" "+d.Item.Phase+d.Item.Name)
+				}
+				want := []string{"added message commentary", "done message commentary", "added function_call get_weather", "done function_call get_weather"}
+				if strings.Join(got, "|") != strings.Join(want, "|") {
+					t.Errorf("items %q, want %q", got, want)
+				}
+				if got := outputText(events); got != "Checking the weather." {
+					t.Errorf("streamed text %q", got)
+				}
+			},
+		},
+		{
 			name:     "upstream_cut_failed",
 			request:  `{"model":"mock-model","stream":true,"input":"#say This answer will never be finished by the model.\n#cut 3"}`,
 			terminal: "response.failed",
@@ -150,43 +184,76 @@ func TestGoldenStreams(t *testing.T) {
 			},
 		},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, &harnessOptions{Deterministic: true, Mock: &mockllm.Options{ChunkSize: goldenChunkSize}})
-			hdr := http.Header{}
-			if tc.dialect != "" {
-				hdr.Set(server.DialectHeader, tc.dialect)
+	for _, up := range upstreams {
+		for _, tc := range cases {
+			if tc.only != "" && tc.only != up.name {
+				continue
 			}
-			status, stream := postStream(t, h.BaseURL+"/responses", tc.request, hdr)
-			if status != http.StatusOK {
-				t.Fatalf("status %d: %s", status, stream)
+			name := tc.name
+			if up.name != "chat" {
+				name += "_" + up.name
 			}
+			t.Run(name, func(t *testing.T) {
+				opts := &harnessOptions{Deterministic: true, Mock: &mockllm.Options{ChunkSize: goldenChunkSize}}
+				up.opts(opts)
+				h := newHarness(t, opts)
+				hdr := http.Header{}
+				if tc.dialect != "" {
+					hdr.Set(server.DialectHeader, tc.dialect)
+				}
+				status, stream := postStream(t, h.BaseURL+"/responses", tc.request, hdr)
+				if status != http.StatusOK {
+					t.Fatalf("status %d: %s", status, stream)
+				}
+				if opts.Completions != nil {
+					stream = normalizeCallIDs(stream)
+				}
 
-			events := parseSSE(t, stream)
-			if len(events) == 0 {
-				t.Fatal("no events")
-			}
-			if got := events[len(events)-1].Type; got != tc.terminal {
-				t.Errorf("last event %q, want %q", got, tc.terminal)
-			}
-			if !bytes.HasSuffix(stream, []byte("\ndata: [DONE]\n\n")) {
-				t.Errorf("stream does not end with data: [DONE]")
-			}
-			if tc.check != nil {
-				tc.check(t, events)
-			}
+				events := parseSSE(t, stream)
+				if len(events) == 0 {
+					t.Fatal("no events")
+				}
+				if got := events[len(events)-1].Type; got != tc.terminal {
+					t.Errorf("last event %q, want %q", got, tc.terminal)
+				}
+				if !bytes.HasSuffix(stream, []byte("\ndata: [DONE]\n\n")) {
+					t.Errorf("stream does not end with data: [DONE]")
+				}
+				if tc.check != nil {
+					tc.check(t, events)
+				}
 
-			comment := "POST /v1/responses\n"
-			if tc.dialect != "" {
-				comment += server.DialectHeader + ": " + tc.dialect + "\n"
-			}
-			got := &txtar.Archive{Comment: []byte(comment), Files: []txtar.File{
-				{Name: "request.json", Data: []byte(tc.request + "\n")},
-				{Name: "stream.sse", Data: stream},
-			}}
-			compareGolden(t, filepath.Join("testdata", "golden", tc.name+".txtar"), got)
-		})
+				comment := "POST /v1/responses\n"
+				if tc.dialect != "" {
+					comment += server.DialectHeader + ": " + tc.dialect + "\n"
+				}
+				got := &txtar.Archive{Comment: []byte(comment), Files: []txtar.File{
+					{Name: "request.json", Data: []byte(tc.request + "\n")},
+					{Name: "stream.sse", Data: stream},
+				}}
+				compareGolden(t, filepath.Join("testdata", "golden", name+".txtar"), got)
+			})
+		}
 	}
+}
+
+// harmonyCallID matches the call ids the completions backend makes up
+// ("call_" and 26 random base32 characters): harmony has no call ids.
+var harmonyCallID = regexp.MustCompile(`call_[A-Z2-7]{26}\b`)
+
+// normalizeCallIDs replaces each distinct generated call id by call_hN, in
+// order of first appearance, so that a transcript is deterministic and
+// still shows which events share a call.
+func normalizeCallIDs(stream []byte) []byte {
+	seen := map[string]string{}
+	return harmonyCallID.ReplaceAllFunc(stream, func(id []byte) []byte {
+		n, ok := seen[string(id)]
+		if !ok {
+			n = fmt.Sprintf("call_h%d", len(seen)+1)
+			seen[string(id)] = n
+		}
+		return []byte(n)
+	})
 }
 
 // compareGolden checks got against the archive at path, or writes it there

@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/model/chat"
+	"github.com/loomgate/loom/model/completions"
 	"github.com/loomgate/loom/model/mockllm"
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/server"
@@ -30,6 +32,8 @@ type harness struct {
 	t       testing.TB
 	Mock    *mockllm.Server
 	MockURL string // the upstream's base URL, ending in /v1
+	// Upstream carries loom's requests to the scripted upstream.
+	Upstream *http.Transport
 	Store   *countingStore
 	Engine  *engine.Engine
 	Loom    *httptest.Server
@@ -67,6 +71,13 @@ type harnessOptions struct {
 	MaxBodyBytes int64
 	// Chat configures the upstream backend (retries, timeouts); nil: defaults.
 	Chat *chat.Options
+	// Completions, when set, makes loom speak harmony token ids to the
+	// mock's completions endpoint instead of chat completions.
+	Completions *completions.Options
+	// ToolProviders are passed to the engine (servers loom runs itself).
+	ToolProviders []engine.ToolProvider
+	// Sealer seals encrypted reasoning; nil: a fixed test key.
+	Sealer *engine.Sealer
 }
 
 // fixedTime is the clock of deterministic harnesses.
@@ -82,11 +93,24 @@ func newHarness(t testing.TB, opts *harnessOptions) *harness {
 	if opts.Mock != nil {
 		mockOpts = *opts.Mock
 	}
-	engOpts := &engine.Options{Models: []string{mockllm.DefaultModel}}
+	engOpts := &engine.Options{Models: []string{mockllm.DefaultModel}, ToolProviders: opts.ToolProviders, Sealer: opts.Sealer}
+	if engOpts.Sealer == nil {
+		engOpts.Sealer, _ = engine.NewSealer([]byte("integration test key"))
+	}
+	// A copy: the harness fills in fields of its own.
+	var completionsOpts *completions.Options
+	if opts.Completions != nil {
+		o := *opts.Completions
+		completionsOpts = &o
+	}
 	if opts.Deterministic {
 		mockOpts.Now = func() time.Time { return fixedTime }
 		engOpts.Now = func() time.Time { return fixedTime }
 		engOpts.NewID = sequentialIDs()
+		if completionsOpts != nil && completionsOpts.Now == nil {
+			// The harmony prompt carries today's date: fix it too.
+			completionsOpts.Now = func() time.Time { return fixedTime }
+		}
 	}
 	// Cleanups run last-registered first: validation is registered first
 	// so it runs after the servers have closed and every body is in.
@@ -105,7 +129,25 @@ func newHarness(t testing.TB, opts *harnessOptions) *harness {
 	t.Cleanup(func() { db.Close() })
 	h.Store = &countingStore{Store: db}
 
-	backend := chat.New(h.MockURL, "test-key", opts.Chat)
+	// loom's connections to the upstream go through a transport of the
+	// harness's, so that a leak check can close the idle ones first.
+	h.Upstream = &http.Transport{}
+	t.Cleanup(h.Upstream.CloseIdleConnections)
+	upstreamClient := &http.Client{Transport: h.Upstream}
+	chatOpts := chat.Options{}
+	if opts.Chat != nil {
+		chatOpts = *opts.Chat
+	}
+	if chatOpts.HTTPClient == nil {
+		chatOpts.HTTPClient = upstreamClient
+	}
+	var backend model.Backend = chat.New(h.MockURL, "test-key", &chatOpts)
+	if completionsOpts != nil {
+		if completionsOpts.HTTPClient == nil {
+			completionsOpts.HTTPClient = upstreamClient
+		}
+		backend = completions.New(h.MockURL, "test-key", completionsOpts)
+	}
 	h.Engine = engine.New(backend, h.Store, engOpts)
 	srv := server.New(h.Engine, &server.Options{Dialect: opts.Dialect, MaxBodyBytes: opts.MaxBodyBytes})
 	h.Loom = httptest.NewServer(h.capture(srv))

@@ -36,6 +36,8 @@ type nodeStream struct {
 	Output     []struct {
 		Type      string `json:"type"`
 		ID        string `json:"id"`
+		Role      string `json:"role"`
+		Phase     string `json:"phase"`
 		CallID    string `json:"call_id"`
 		Name      string `json:"name"`
 		Arguments string `json:"arguments"`
@@ -119,9 +121,10 @@ func checkNodeStream(t *testing.T, s *nodeStream) {
 func TestNodeResponsesStream(t *testing.T) {
 	cases := []struct {
 		name  string
+		only  string // the one upstream the case applies to; empty: all
 		check func(t *testing.T, h *harness, first, second *nodeStream)
 	}{
-		{"text", func(t *testing.T, h *harness, first, second *nodeStream) {
+		{"text", "", func(t *testing.T, h *harness, first, second *nodeStream) {
 			if first.Text != "Hello from the node client." || !slices.Equal(first.outputTypes(), []string{"message"}) {
 				t.Errorf("text %q, output %v", first.Text, first.outputTypes())
 			}
@@ -131,7 +134,7 @@ func TestNodeResponsesStream(t *testing.T) {
 				t.Errorf("item events %v, want %v", got, want)
 			}
 		}},
-		{"reasoning", func(t *testing.T, h *harness, first, second *nodeStream) {
+		{"reasoning", "", func(t *testing.T, h *harness, first, second *nodeStream) {
 			const reasoning = "First think, then answer."
 			if first.Reasoning != reasoning || first.Text != "Thought about it." {
 				t.Errorf("reasoning %q, text %q", first.Reasoning, first.Text)
@@ -147,7 +150,7 @@ func TestNodeResponsesStream(t *testing.T) {
 				t.Errorf("no response.reasoning_text.done in %v", first.Types)
 			}
 		}},
-		{"function", func(t *testing.T, h *harness, first, second *nodeStream) {
+		{"function", "", func(t *testing.T, h *harness, first, second *nodeStream) {
 			if !slices.Equal(first.outputTypes(), []string{"function_call"}) {
 				t.Fatalf("output %v, want one function_call", first.outputTypes())
 			}
@@ -164,16 +167,50 @@ func TestNodeResponsesStream(t *testing.T) {
 			}
 			requireToolRoundTrip(t, h, call.CallID, call.Name, call.Arguments, `{"sky": "sunny"}`)
 		}},
+		{"preamble", "completions", func(t *testing.T, h *harness, first, second *nodeStream) {
+			if !slices.Equal(first.outputTypes(), []string{"message", "function_call"}) {
+				t.Fatalf("output %v, want the preamble message then the function_call", first.outputTypes())
+			}
+			if pre := first.Output[0]; pre.Role != "assistant" || pre.Phase != "commentary" || first.Text != "Let me check." {
+				t.Errorf("preamble %+v (streamed text %q), want an assistant message with phase commentary", pre, first.Text)
+			}
+			if second == nil {
+				t.Fatal("no follow-up response")
+			}
+			checkNodeStream(t, second)
+			if want := `tool said: {"sky": "sunny"}`; second.Text != want {
+				t.Errorf("follow-up text %q, want %q", second.Text, want)
+			}
+			call := first.Output[1]
+			requireToolRoundTrip(t, h, call.CallID, call.Name, call.Arguments, `{"sky": "sunny"}`)
+		}},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel() // node's startup dominates; overlap it
-			h := newHarness(t, nil)
-			first, second := runNode(t, h, tc.name)
-			checkNodeStream(t, first)
-			tc.check(t, h, first, second)
-			requireCaptured(t, h, 0, len(first.Types))
-		})
+	for _, up := range upstreams {
+		for _, tc := range cases {
+			if tc.only != "" && tc.only != up.name {
+				continue
+			}
+			t.Run(up.name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel() // node's startup dominates; overlap it
+				opts := &harnessOptions{}
+				up.opts(opts)
+				h := newHarness(t, opts)
+				first, second := runNode(t, h, tc.name)
+				checkNodeStream(t, first)
+				tc.check(t, h, first, second)
+				if isCompletions(t, h) {
+					// Harmony usage is exact: the last prompt's ids.
+					last := first
+					if second != nil {
+						last = second
+					}
+					if want := len(lastCompletion(t, h).PromptIDs); last.Usage.InputTokens != want {
+						t.Errorf("usage input_tokens %d, want %d, the prompt's length", last.Usage.InputTokens, want)
+					}
+				}
+				requireCaptured(t, h, 0, len(first.Types))
+			})
+		}
 	}
 }
 

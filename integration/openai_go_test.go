@@ -13,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/loomgate/loom/harmony"
 	"github.com/loomgate/loom/model/mockllm"
 	loomresponses "github.com/loomgate/loom/responses"
 )
@@ -45,9 +46,13 @@ var weatherTool = responses.ToolUnionParam{OfFunction: &responses.FunctionToolPa
 // words counts tokens the way the scripted upstream does.
 func words(s string) int64 { return int64(len(strings.Fields(s))) }
 
-// checkUsage asserts usage is reported and adds up. The scripted upstream
-// counts one token per word, so the output and reasoning counts are exact.
-func checkUsage(t *testing.T, u responses.ResponseUsage, reasoning, answer string) {
+// checkUsage asserts usage is reported and adds up. Over chat, the
+// scripted upstream counts one token per word, so the output and reasoning
+// counts are exact. Over harmony, input is the length of the prompt the
+// upstream received, output the o200k tokens of what the model wrote
+// (headers and stop tokens included) and reasoning those of the analysis
+// message (see harmonyOutputTokens).
+func checkUsage(t *testing.T, h *harness, u responses.ResponseUsage, reasoning, answer string) {
 	t.Helper()
 	if u.InputTokens <= 0 || u.OutputTokens <= 0 {
 		t.Errorf("usage input %d, output %d: want both > 0", u.InputTokens, u.OutputTokens)
@@ -55,11 +60,18 @@ func checkUsage(t *testing.T, u responses.ResponseUsage, reasoning, answer strin
 	if u.TotalTokens != u.InputTokens+u.OutputTokens {
 		t.Errorf("usage total %d != input %d + output %d", u.TotalTokens, u.InputTokens, u.OutputTokens)
 	}
-	if want := words(reasoning) + words(answer); u.OutputTokens != want {
-		t.Errorf("usage output %d, want %d", u.OutputTokens, want)
+	wantOutput, wantReasoning := words(reasoning)+words(answer), words(reasoning)
+	if isCompletions(t, h) {
+		wantOutput, wantReasoning = harmonyOutputTokens(t, reasoning, answer)
+		if want := int64(len(lastCompletion(t, h).PromptIDs)); u.InputTokens != want {
+			t.Errorf("usage input %d, want %d (the prompt's token ids)", u.InputTokens, want)
+		}
 	}
-	if want := words(reasoning); u.OutputTokensDetails.ReasoningTokens != want {
-		t.Errorf("usage reasoning tokens %d, want %d", u.OutputTokensDetails.ReasoningTokens, want)
+	if u.OutputTokens != wantOutput {
+		t.Errorf("usage output %d, want %d", u.OutputTokens, wantOutput)
+	}
+	if u.OutputTokensDetails.ReasoningTokens != wantReasoning {
+		t.Errorf("usage reasoning tokens %d, want %d", u.OutputTokensDetails.ReasoningTokens, wantReasoning)
 	}
 }
 
@@ -93,47 +105,51 @@ func TestOpenAIGoCreate(t *testing.T) {
 		{name: "reasoning", reasoning: "The user wants a greeting.", answer: "Hi there!"},
 		{name: "cached", answer: "Cached prompt.", cached: 3},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, nil)
-			client := newOpenAIGo(h)
-			script := "#say " + tc.answer
-			if tc.reasoning != "" {
-				script = "#reason " + tc.reasoning + "\n" + script
-			}
-			if tc.cached > 0 {
-				script += fmt.Sprintf("\n#cached %d", tc.cached)
-			}
-			resp, err := client.Responses.New(clientCtx(t), responses.ResponseNewParams{
-				Model:        mockllm.DefaultModel,
-				Input:        textInput(script),
-				Instructions: openai.String("Be brief."),
-				Metadata:     map[string]string{"case": tc.name},
+	for _, up := range upstreams {
+		for _, tc := range cases {
+			t.Run(up.name+"/"+tc.name, func(t *testing.T) {
+				opts := &harnessOptions{}
+				up.opts(opts)
+				h := newHarness(t, opts)
+				client := newOpenAIGo(h)
+				script := "#say " + tc.answer
+				if tc.reasoning != "" {
+					script = "#reason " + tc.reasoning + "\n" + script
+				}
+				if tc.cached > 0 {
+					script += fmt.Sprintf("\n#cached %d", tc.cached)
+				}
+				resp, err := client.Responses.New(clientCtx(t), responses.ResponseNewParams{
+					Model:        mockllm.DefaultModel,
+					Input:        textInput(script),
+					Instructions: openai.String("Be brief."),
+					Metadata:     map[string]string{"case": tc.name},
+				})
+				if err != nil {
+					t.Fatalf("create: %v", err)
+				}
+				if !strings.HasPrefix(resp.ID, "resp_") || resp.Status != responses.ResponseStatusCompleted || resp.Model != mockllm.DefaultModel {
+					t.Errorf("id %q, status %q, model %q", resp.ID, resp.Status, resp.Model)
+				}
+				if got := resp.OutputText(); got != tc.answer {
+					t.Errorf("output text %q, want %q", got, tc.answer)
+				}
+				if got := resp.Instructions.OfString; got != "Be brief." {
+					t.Errorf("instructions echoed as %q", got)
+				}
+				if resp.Metadata["case"] != tc.name {
+					t.Errorf("metadata echoed as %v", resp.Metadata)
+				}
+				if got := reasoningText(t, resp); got != tc.reasoning {
+					t.Errorf("reasoning text %q, want %q", got, tc.reasoning)
+				}
+				checkUsage(t, h, resp.Usage, tc.reasoning, tc.answer)
+				if got := resp.Usage.InputTokensDetails.CachedTokens; got != tc.cached {
+					t.Errorf("cached tokens %d, want %d", got, tc.cached)
+				}
+				requireCaptured(t, h, 1, 0)
 			})
-			if err != nil {
-				t.Fatalf("create: %v", err)
-			}
-			if !strings.HasPrefix(resp.ID, "resp_") || resp.Status != responses.ResponseStatusCompleted || resp.Model != mockllm.DefaultModel {
-				t.Errorf("id %q, status %q, model %q", resp.ID, resp.Status, resp.Model)
-			}
-			if got := resp.OutputText(); got != tc.answer {
-				t.Errorf("output text %q, want %q", got, tc.answer)
-			}
-			if got := resp.Instructions.OfString; got != "Be brief." {
-				t.Errorf("instructions echoed as %q", got)
-			}
-			if resp.Metadata["case"] != tc.name {
-				t.Errorf("metadata echoed as %v", resp.Metadata)
-			}
-			if got := reasoningText(t, resp); got != tc.reasoning {
-				t.Errorf("reasoning text %q, want %q", got, tc.reasoning)
-			}
-			checkUsage(t, resp.Usage, tc.reasoning, tc.answer)
-			if got := resp.Usage.InputTokensDetails.CachedTokens; got != tc.cached {
-				t.Errorf("cached tokens %d, want %d", got, tc.cached)
-			}
-			requireCaptured(t, h, 1, 0)
-		})
+		}
 	}
 }
 
@@ -149,52 +165,56 @@ func TestOpenAIGoStream(t *testing.T) {
 		// the Open Responses dialect live, and the harness validates it.
 		{"openresponses", loomresponses.DialectOpenResponses, "response.reasoning.delta"},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, &harnessOptions{Dialect: tc.dialect})
-			client := newOpenAIGo(h)
-			stream := client.Responses.NewStreaming(clientCtx(t), responses.ResponseNewParams{
-				Model: mockllm.DefaultModel,
-				Input: textInput("#reason " + reasoning + "\n#say " + answer),
-			})
-			var raws []json.RawMessage
-			for stream.Next() {
-				raws = append(raws, json.RawMessage(stream.Current().RawJSON()))
-			}
-			if err := stream.Err(); err != nil {
-				t.Fatalf("stream: %v", err)
-			}
-			stream.Close()
+	for _, up := range upstreams {
+		for _, tc := range cases {
+			t.Run(up.name+"/"+tc.name, func(t *testing.T) {
+				opts := &harnessOptions{Dialect: tc.dialect}
+				up.opts(opts)
+				h := newHarness(t, opts)
+				client := newOpenAIGo(h)
+				stream := client.Responses.NewStreaming(clientCtx(t), responses.ResponseNewParams{
+					Model: mockllm.DefaultModel,
+					Input: textInput("#reason " + reasoning + "\n#say " + answer),
+				})
+				var raws []json.RawMessage
+				for stream.Next() {
+					raws = append(raws, json.RawMessage(stream.Current().RawJSON()))
+				}
+				if err := stream.Err(); err != nil {
+					t.Fatalf("stream: %v", err)
+				}
+				stream.Close()
 
-			sum := checkEventStream(t, raws)
-			if sum.Text != answer || sum.Reasoning != reasoning {
-				t.Errorf("streamed text %q and reasoning %q, want %q and %q", sum.Text, sum.Reasoning, answer, reasoning)
-			}
-			n := countTypes(sum.Types)
-			if n[tc.reasoningDelta] == 0 || n["response.output_text.delta"] < 2 || n["response.completed"] != 1 {
-				t.Errorf("event types %v: want %s and several text deltas", sum.Types, tc.reasoningDelta)
-			}
-			var final responses.Response
-			if err := json.Unmarshal(sum.Final, &final); err != nil {
-				t.Fatal(err)
-			}
-			if final.Status != responses.ResponseStatusCompleted || final.OutputText() != sum.Text {
-				t.Errorf("final response %s with text %q, want completed with the streamed text %q", final.Status, final.OutputText(), sum.Text)
-			}
-			if got := reasoningText(t, &final); got != reasoning {
-				t.Errorf("final reasoning %q, want %q", got, reasoning)
-			}
-			checkUsage(t, final.Usage, reasoning, answer)
-			// The stored response is the one the stream ended with.
-			got, err := client.Responses.Get(clientCtx(t), final.ID, responses.ResponseGetParams{})
-			if err != nil {
-				t.Fatalf("get: %v", err)
-			}
-			if got.OutputText() != answer || len(got.Output) != len(final.Output) {
-				t.Errorf("stored response has text %q and %d items, want %q and %d", got.OutputText(), len(got.Output), answer, len(final.Output))
-			}
-			requireCaptured(t, h, 1, len(raws))
-		})
+				sum := checkEventStream(t, raws)
+				if sum.Text != answer || sum.Reasoning != reasoning {
+					t.Errorf("streamed text %q and reasoning %q, want %q and %q", sum.Text, sum.Reasoning, answer, reasoning)
+				}
+				n := countTypes(sum.Types)
+				if n[tc.reasoningDelta] == 0 || n["response.output_text.delta"] < 2 || n["response.completed"] != 1 {
+					t.Errorf("event types %v: want %s and several text deltas", sum.Types, tc.reasoningDelta)
+				}
+				var final responses.Response
+				if err := json.Unmarshal(sum.Final, &final); err != nil {
+					t.Fatal(err)
+				}
+				if final.Status != responses.ResponseStatusCompleted || final.OutputText() != sum.Text {
+					t.Errorf("final response %s with text %q, want completed with the streamed text %q", final.Status, final.OutputText(), sum.Text)
+				}
+				if got := reasoningText(t, &final); got != reasoning {
+					t.Errorf("final reasoning %q, want %q", got, reasoning)
+				}
+				checkUsage(t, h, final.Usage, reasoning, answer)
+				// The stored response is the one the stream ended with.
+				got, err := client.Responses.Get(clientCtx(t), final.ID, responses.ResponseGetParams{})
+				if err != nil {
+					t.Fatalf("get: %v", err)
+				}
+				if got.OutputText() != answer || len(got.Output) != len(final.Output) {
+					t.Errorf("stored response has text %q and %d items, want %q and %d", got.OutputText(), len(got.Output), answer, len(final.Output))
+				}
+				requireCaptured(t, h, 1, len(raws))
+			})
+		}
 	}
 }
 
@@ -355,7 +375,16 @@ const (
 )
 
 func TestOpenAIGoFunctionCallByPreviousResponse(t *testing.T) {
-	h := newHarness(t, nil)
+	for _, up := range upstreams {
+		t.Run(up.name, func(t *testing.T) {
+			opts := &harnessOptions{}
+			up.opts(opts)
+			testOpenAIGoFunctionCallByPreviousResponse(t, newHarness(t, opts))
+		})
+	}
+}
+
+func testOpenAIGoFunctionCallByPreviousResponse(t *testing.T, h *harness) {
 	client := newOpenAIGo(h)
 	ctx := clientCtx(t)
 
@@ -412,7 +441,16 @@ func TestOpenAIGoFunctionCallByPreviousResponse(t *testing.T) {
 // the client resends the first input, every output item of the first
 // response (here a reasoning item and the call) and the call's output.
 func TestOpenAIGoFunctionCallByFullHistory(t *testing.T) {
-	h := newHarness(t, nil)
+	for _, up := range upstreams {
+		t.Run(up.name, func(t *testing.T) {
+			opts := &harnessOptions{}
+			up.opts(opts)
+			testOpenAIGoFunctionCallByFullHistory(t, newHarness(t, opts))
+		})
+	}
+}
+
+func testOpenAIGoFunctionCallByFullHistory(t *testing.T, h *harness) {
 	client := newOpenAIGo(h)
 	ctx := clientCtx(t)
 	user := responses.ResponseInputItemParamOfMessage("#reason I need the weather tool.\n"+weatherScript, responses.EasyInputMessageRoleUser)
@@ -451,13 +489,19 @@ func TestOpenAIGoFunctionCallByFullHistory(t *testing.T) {
 		t.Errorf("answer %q, want %q", got, want)
 	}
 	requireToolRoundTrip(t, h, call.CallID, call.Name, call.Arguments, weatherResult)
-	// The resent reasoning reaches the upstream with the assistant turn.
-	var reasoningSent bool
-	for _, m := range lastChatRequest(t, h).Messages {
-		reasoningSent = reasoningSent || m.ReasoningContent+m.Reasoning == "I need the weather tool."
-	}
-	if !reasoningSent {
-		t.Errorf("the resent reasoning item did not reach the upstream: %s", h.Mock.Requests()[1].Body)
+	// The resent reasoning reaches the upstream with the assistant turn:
+	// over chat as the assistant message's reasoning, over harmony as an
+	// analysis message before the call (the tool loop is still going).
+	if isCompletions(t, h) {
+		requireHarmonyAnalysisBeforeCall(t, lastCompletion(t, h), "I need the weather tool.", "get_weather")
+	} else {
+		var reasoningSent bool
+		for _, m := range lastChatRequest(t, h).Messages {
+			reasoningSent = reasoningSent || m.ReasoningContent+m.Reasoning == "I need the weather tool."
+		}
+		if !reasoningSent {
+			t.Errorf("the resent reasoning item did not reach the upstream: %s", h.Mock.Requests()[1].Body)
+		}
 	}
 
 	// A third turn resends the second's message too, as the next user
@@ -473,9 +517,21 @@ func TestOpenAIGoFunctionCallByFullHistory(t *testing.T) {
 	if err != nil {
 		t.Fatalf("third turn: %v", err)
 	}
-	msgs := lastChatRequest(t, h).Messages
-	if third.OutputText() != "Thanks." || len(msgs) < 2 || msgs[len(msgs)-2].Role != "assistant" || msgs[len(msgs)-2].Text() != second.OutputText() {
-		t.Errorf("third turn: answer %q; upstream got %s", third.OutputText(), h.Mock.Requests()[2].Body)
+	if third.OutputText() != "Thanks." {
+		t.Errorf("third turn: answer %q", third.OutputText())
+	}
+	if isCompletions(t, h) {
+		// The answer went back as a final message, just before the new
+		// user message.
+		msgs := lastCompletion(t, h).PromptMessages
+		if n := len(msgs); n < 2 || msgs[n-2].Author.Role != harmony.RoleAssistant || msgs[n-2].Channel != "final" || msgs[n-2].Text() != second.OutputText() {
+			t.Errorf("third turn: upstream prompt\n%s", lastCompletion(t, h).PromptText)
+		}
+	} else {
+		msgs := lastChatRequest(t, h).Messages
+		if len(msgs) < 2 || msgs[len(msgs)-2].Role != "assistant" || msgs[len(msgs)-2].Text() != second.OutputText() {
+			t.Errorf("third turn: upstream got %s", h.Mock.Requests()[2].Body)
+		}
 	}
 	for _, id := range []string{first.ID, second.ID, third.ID} {
 		_, err := client.Responses.Get(ctx, id, responses.ResponseGetParams{})

@@ -28,6 +28,13 @@ const cases = {
     tools: [weatherTool],
     toolOutput: '{"sky": "sunny"}',
   },
+  // Harmony only: a preamble (an assistant message with phase
+  // "commentary") before the call, then the round trip.
+  preamble: {
+    input: '#preamble Let me check.\n#call get_weather {"city": "Paris"}\n#then',
+    tools: [weatherTool],
+    toolOutput: '{"sky": "sunny"}',
+  },
 };
 
 // run streams one response and summarises it.
