@@ -266,6 +266,24 @@ type TextFormat struct {
 	Strict      *bool           `json:"strict,omitempty"`
 }
 
+// MarshalJSON writes a json_schema format with every key the schema
+// requires (description and strict null or false when unset).
+func (f TextFormat) MarshalJSON() ([]byte, error) {
+	if f.Type != FormatJSONSchema {
+		return json.Marshal(struct {
+			Type string `json:"type"`
+		}{f.Type})
+	}
+	strict := f.Strict != nil && *f.Strict
+	return json.Marshal(struct {
+		Type        string          `json:"type"`
+		Name        string          `json:"name"`
+		Description *string         `json:"description"`
+		Schema      json.RawMessage `json:"schema"`
+		Strict      bool            `json:"strict"`
+	}{f.Type, f.Name, f.Description, f.Schema, strict})
+}
+
 // ReasoningParam is the request's and response's "reasoning" object.
 type ReasoningParam struct {
 	Effort  *string `json:"effort"`
