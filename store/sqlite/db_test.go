@@ -142,9 +142,22 @@ func TestConcurrent(t *testing.T) {
 							errs <- fmt.Errorf("reader %d: list returned %d items", rd, len(items))
 							return
 						}
-						if _, err := d.Events(ctx, id, 0); err != nil {
+						evs, err := d.Events(ctx, id, -1)
+						if err != nil {
 							errs <- fmt.Errorf("reader %d: events: %w", rd, err)
 							return
+						}
+						// Whole events of one save: 1..9 of them,
+						// numbered from 0 without a gap.
+						if len(evs) < 1 || len(evs) > 9 {
+							errs <- fmt.Errorf("reader %d: torn read: %d events", rd, len(evs))
+							return
+						}
+						for seq, ev := range evs {
+							if want := fmt.Sprintf(`{"type":"response.in_progress","sequence_number":%d}`, seq); string(ev) != want {
+								errs <- fmt.Errorf("reader %d: torn read: event %d is %s", rd, seq, ev)
+								return
+							}
 						}
 					}
 				})

@@ -2,14 +2,22 @@
 // engine.Store on SQLite, through the pure-Go driver modernc.org/sqlite, so
 // a single loom binary can keep responses without any outside service.
 //
-// A stored response is three things: one row in responses holding the
-// response object as JSON plus the columns the store itself needs to look
-// at (id, previous_response_id, created_at, status); its input and output
-// items in response_items, one row per item in the order they were given;
-// and its streamed events in response_events, keyed by sequence number, so
-// a client can resume a stream with starting_after. Items and events are
-// kept as the JSON the responses package writes, so the store never has to
-// understand an item type to keep it.
+// A stored response is two things: one row in responses holding the
+// response object as JSON, its streamed events, and the columns the store
+// itself needs to look at (id, previous_response_id, created_at, status);
+// and its input and output items in response_items, one row per item in
+// the order they were given, so that input items can be paged by cursor.
+// The events are one column, each event one line of JSON in sequence
+// order, so a client can resume a stream with starting_after: Events reads
+// the row and skips the lines up to the one asked for. Items and events
+// are kept as the JSON the responses package writes, so the store never
+// has to understand an item type to keep it.
+//
+// Saving is on the path of every stored response (it happens before the
+// response's last bytes go out), so it is kept to a fixed number of
+// statements: the response row with its events, a delete of the items of
+// an earlier save, and one multi-row INSERT of the items (one per 32
+// items). A row per event would cost a statement per streamed event.
 //
 // A response is saved again each time it changes state (in progress,
 // completed, cancelled), so SaveResponse replaces the whole record in one

@@ -20,17 +20,27 @@ type migration struct {
 // increase by one.
 var migrations = []migration{
 	{
+		// Step 1 was rewritten before the schema's first release: events
+		// used to be one row each in a response_events table; they are
+		// now one column of the response's row (see doc.go). No released
+		// database has the old step 1, so it is changed in place rather
+		// than followed by a step 2. From the first release on, steps are
+		// only ever added.
 		version: 1,
 		name:    "responses, items and events",
 		stmts: []string{
 			// The columns beside response are the ones the store or a
-			// future query needs without decoding the JSON.
+			// future query needs without decoding the JSON. events holds
+			// the streamed events, each one line of JSON ending in '\n',
+			// in sequence order ('' for none); it comes last so that
+			// reading the other columns does not walk its overflow pages.
 			`CREATE TABLE responses (
 				id                   TEXT    NOT NULL PRIMARY KEY,
 				previous_response_id TEXT    NOT NULL DEFAULT '',
 				created_at           INTEGER NOT NULL,
 				status               TEXT    NOT NULL,
-				response             TEXT    NOT NULL
+				response             TEXT    NOT NULL,
+				events               TEXT    NOT NULL DEFAULT ''
 			) STRICT`,
 			// position keeps the order the items were given in; item_id
 			// is only for cursors, so it is not unique (an item may come
@@ -44,12 +54,6 @@ var migrations = []migration{
 				PRIMARY KEY (response_id, kind, position)
 			) STRICT, WITHOUT ROWID`,
 			`CREATE INDEX response_items_item_id ON response_items (response_id, kind, item_id)`,
-			`CREATE TABLE response_events (
-				response_id TEXT    NOT NULL REFERENCES responses (id),
-				seq         INTEGER NOT NULL,
-				event       TEXT    NOT NULL,
-				PRIMARY KEY (response_id, seq)
-			) STRICT, WITHOUT ROWID`,
 		},
 	},
 }

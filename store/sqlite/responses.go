@@ -19,19 +19,27 @@ const (
 
 // SaveResponse writes rec with its items and events in one transaction,
 // replacing whatever was stored under rec.ID before.
+//
+// However many events there are, the save is three statements (for up to
+// maxItemBatch items): the response row, which carries the events as one
+// column; the delete of any earlier items; one INSERT of all the items.
 func (d *DB) SaveResponse(ctx context.Context, rec *engine.Record) error {
 	if rec == nil || rec.ID == "" {
 		return errors.New("sqlite: save: record has no id")
 	}
-	// Encode before the transaction opens, so the write lock is held only
-	// for the database work.
-	input, err := encodeItems(rec.Input)
+	// Encode, and prepare the item insert, before the transaction opens,
+	// so the write lock is held only for the database work.
+	args, err := encodeItems(rec.ID, rec.Input, rec.Output)
 	if err != nil {
-		return fmt.Errorf("sqlite: save %s: input: %w", rec.ID, err)
+		return fmt.Errorf("sqlite: save %s: %w", rec.ID, err)
 	}
-	output, err := encodeItems(rec.Output)
+	events, err := joinEvents(rec.Events)
 	if err != nil {
-		return fmt.Errorf("sqlite: save %s: output: %w", rec.ID, err)
+		return fmt.Errorf("sqlite: save %s: %w", rec.ID, err)
+	}
+	inserts, err := d.itemInserts(ctx, (len(args)-1)/itemArgs)
+	if err != nil {
+		return fmt.Errorf("sqlite: save %s: %w", rec.ID, err)
 	}
 
 	tx, err := d.db.BeginTx(ctx, nil)
@@ -41,33 +49,23 @@ func (d *DB) SaveResponse(ctx context.Context, rec *engine.Record) error {
 	defer tx.Rollback()
 
 	if _, err := tx.StmtContext(ctx, d.st.upsertResponse).ExecContext(ctx,
-		rec.ID, rec.PreviousResponseID, rec.CreatedAt, rec.Status, string(rec.Response)); err != nil {
+		rec.ID, rec.PreviousResponseID, rec.CreatedAt, rec.Status, string(rec.Response), events); err != nil {
 		return fmt.Errorf("sqlite: save %s: %w", rec.ID, err)
 	}
-	// A re-save may have fewer items or events than the last one, so the
-	// old rows go rather than being overwritten position by position.
+	// A re-save may have fewer items than the last one, so the old rows
+	// go rather than being overwritten position by position.
 	if _, err := tx.StmtContext(ctx, d.st.deleteItems).ExecContext(ctx, rec.ID); err != nil {
 		return fmt.Errorf("sqlite: save %s: %w", rec.ID, err)
 	}
-	if _, err := tx.StmtContext(ctx, d.st.deleteEvents).ExecContext(ctx, rec.ID); err != nil {
-		return fmt.Errorf("sqlite: save %s: %w", rec.ID, err)
-	}
-
-	insertItem := tx.StmtContext(ctx, d.st.insertItem)
-	for _, g := range []struct {
-		kind  string
-		items []encodedItem
-	}{{kindInput, input}, {kindOutput, output}} {
-		for pos, it := range g.items {
-			if _, err := insertItem.ExecContext(ctx, rec.ID, g.kind, pos, it.id, it.json); err != nil {
-				return fmt.Errorf("sqlite: save %s: %s item %d: %w", rec.ID, g.kind, pos, err)
-			}
+	for _, ins := range inserts {
+		batch := args
+		if len(inserts) > 1 {
+			batch = make([]any, 0, 1+ins.n*itemArgs)
+			batch = append(batch, rec.ID)
+			batch = append(batch, args[1+ins.first*itemArgs:1+(ins.first+ins.n)*itemArgs]...)
 		}
-	}
-	insertEvent := tx.StmtContext(ctx, d.st.insertEvent)
-	for seq, ev := range rec.Events {
-		if _, err := insertEvent.ExecContext(ctx, rec.ID, seq, string(ev)); err != nil {
-			return fmt.Errorf("sqlite: save %s: event %d: %w", rec.ID, seq, err)
+		if _, err := tx.StmtContext(ctx, ins.stmt).ExecContext(ctx, batch...); err != nil {
+			return fmt.Errorf("sqlite: save %s: items %d..%d: %w", rec.ID, ins.first, ins.first+ins.n-1, err)
 		}
 	}
 
@@ -75,6 +73,26 @@ func (d *DB) SaveResponse(ctx context.Context, rec *engine.Record) error {
 		return fmt.Errorf("sqlite: save %s: %w", rec.ID, err)
 	}
 	return nil
+}
+
+// itemInsert is one multi-row INSERT of a save: n items from the first.
+type itemInsert struct {
+	stmt     *sql.Stmt
+	first, n int
+}
+
+// itemInserts returns the INSERTs that write n items.
+func (d *DB) itemInserts(ctx context.Context, n int) ([]itemInsert, error) {
+	var out []itemInsert
+	for first := 0; first < n; first += maxItemBatch {
+		size := min(n-first, maxItemBatch)
+		st, err := d.st.insertItemsStmt(ctx, d.db, size)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, itemInsert{stmt: st, first: first, n: size})
+	}
+	return out, nil
 }
 
 // GetResponse returns the record stored under id, with its input and
@@ -138,11 +156,9 @@ func (d *DB) DeleteResponse(ctx context.Context, id string) error {
 	}
 	defer tx.Rollback()
 
-	// Children first: the foreign keys refuse to orphan them.
+	// Items first: the foreign keys refuse to orphan them. The events
+	// go with the response's row.
 	if _, err := tx.StmtContext(ctx, d.st.deleteItems).ExecContext(ctx, id); err != nil {
-		return fmt.Errorf("sqlite: delete %s: %w", id, err)
-	}
-	if _, err := tx.StmtContext(ctx, d.st.deleteEvents).ExecContext(ctx, id); err != nil {
 		return fmt.Errorf("sqlite: delete %s: %w", id, err)
 	}
 	res, err := tx.StmtContext(ctx, d.st.deleteResponse).ExecContext(ctx, id)
@@ -159,20 +175,28 @@ func (d *DB) DeleteResponse(ctx context.Context, id string) error {
 	return tx.Commit()
 }
 
-// encodedItem is an item ready to insert.
-type encodedItem struct {
-	id   string
-	json string
-}
+// itemArgs is the number of parameters of one item row, after the
+// response id every row shares.
+const itemArgs = 4
 
-func encodeItems(items []responses.Item) ([]encodedItem, error) {
-	out := make([]encodedItem, len(items))
-	for i := range items {
-		b, err := json.Marshal(items[i])
-		if err != nil {
-			return nil, fmt.Errorf("item %d (%s): %w", i, items[i].Type, err)
+// encodeItems returns the parameters of an INSERT of all the items of
+// response id: the id, then itemArgs per row (kind, position, item_id,
+// item), input items then output items.
+func encodeItems(id string, input, output []responses.Item) ([]any, error) {
+	args := make([]any, 1, 1+(len(input)+len(output))*itemArgs)
+	args[0] = id
+	for _, g := range []struct {
+		kind  string
+		items []responses.Item
+	}{{kindInput, input}, {kindOutput, output}} {
+		for pos := range g.items {
+			it := &g.items[pos]
+			b, err := json.Marshal(it)
+			if err != nil {
+				return nil, fmt.Errorf("%s item %d (%s): %w", g.kind, pos, it.Type, err)
+			}
+			args = append(args, g.kind, pos, it.ID, string(b))
 		}
-		out[i] = encodedItem{id: items[i].ID, json: string(b)}
 	}
-	return out, nil
+	return args, nil
 }

@@ -69,6 +69,7 @@ func TestSaveReplaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	wantEvents := second.Events
 	second.Events = nil
 	if !reflect.DeepEqual(got, second) {
 		t.Fatalf("after re-save got %+v, want %+v", got, second)
@@ -78,13 +79,16 @@ func TestSaveReplaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(evs) != 3 {
-		t.Errorf("Events after re-save: %d, want 3", len(evs))
+		t.Errorf("Events after re-save: %d, want 3 (old ones left behind)", len(evs))
+	} else {
+		for i, ev := range evs {
+			if string(ev) != string(wantEvents[i]) {
+				t.Errorf("event %d after re-save = %s, want %s", i, ev, wantEvents[i])
+			}
+		}
 	}
 	if n := countRows(t, d, "response_items", "response_id", "resp_1"); n != 2 {
 		t.Errorf("response_items rows for resp_1: %d, want 2 (old ones left behind)", n)
-	}
-	if n := countRows(t, d, "response_events", "response_id", "resp_1"); n != 3 {
-		t.Errorf("response_events rows for resp_1: %d, want 3", n)
 	}
 
 	// The other response is untouched.
@@ -92,9 +96,13 @@ func TestSaveReplaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	otherEvents := other.Events
 	other.Events = nil
 	if !reflect.DeepEqual(gotOther, other) {
 		t.Errorf("unrelated record changed by re-save")
+	}
+	if evs, err := d.Events(ctx, "resp_other", -1); err != nil || !reflect.DeepEqual(evs, otherEvents) {
+		t.Errorf("unrelated record's events = %s, %v; want %s", evs, err, otherEvents)
 	}
 }
 
@@ -110,7 +118,7 @@ func TestDelete(t *testing.T) {
 		t.Fatalf("DeleteResponse: %v", err)
 	}
 	for _, table := range []struct{ name, column string }{
-		{"responses", "id"}, {"response_items", "response_id"}, {"response_events", "response_id"},
+		{"responses", "id"}, {"response_items", "response_id"},
 	} {
 		if n := countRows(t, d, table.name, table.column, "resp_1"); n != 0 {
 			t.Errorf("%s still has %d rows of the deleted response", table.name, n)

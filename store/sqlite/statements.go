@@ -4,24 +4,33 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
+	"sync"
 )
 
-// statements are the queries of the hot paths, prepared once at open so a
-// save or a read does not parse SQL again on every call.
+// maxItemBatch is the most item rows one INSERT writes; a record with more
+// items takes several statements.
+const maxItemBatch = 32
+
+// statements are the queries of the hot paths, prepared once so a save or a
+// read does not parse SQL again on every call.
 type statements struct {
 	upsertResponse *sql.Stmt
 	deleteResponse *sql.Stmt
 	deleteItems    *sql.Stmt
-	deleteEvents   *sql.Stmt
-	insertItem     *sql.Stmt
-	insertEvent    *sql.Stmt
 	getResponse    *sql.Stmt
 	getItems       *sql.Stmt
+	getEvents      *sql.Stmt
 	responseExists *sql.Stmt
 	cursorPosition *sql.Stmt
 	inputPageAsc   *sql.Stmt
 	inputPageDesc  *sql.Stmt
-	eventsAfter    *sql.Stmt
+
+	// insertItems[n] inserts n item rows in one statement. They are
+	// prepared on first use (a record has few items, so few sizes are
+	// ever needed), under mu.
+	mu          sync.Mutex
+	insertItems [maxItemBatch + 1]*sql.Stmt
 }
 
 func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
@@ -31,21 +40,20 @@ func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
 	}{
 		// An upsert rather than INSERT OR REPLACE: REPLACE deletes the
 		// row first, which the foreign keys of the old items forbid.
-		{&s.upsertResponse, `INSERT INTO responses (id, previous_response_id, created_at, status, response)
-			VALUES (?, ?, ?, ?, ?)
+		{&s.upsertResponse, `INSERT INTO responses (id, previous_response_id, created_at, status, response, events)
+			VALUES (?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET
 				previous_response_id = excluded.previous_response_id,
 				created_at = excluded.created_at,
 				status = excluded.status,
-				response = excluded.response`},
+				response = excluded.response,
+				events = excluded.events`},
 		{&s.deleteResponse, `DELETE FROM responses WHERE id = ?`},
 		{&s.deleteItems, `DELETE FROM response_items WHERE response_id = ?`},
-		{&s.deleteEvents, `DELETE FROM response_events WHERE response_id = ?`},
-		{&s.insertItem, `INSERT INTO response_items (response_id, kind, position, item_id, item) VALUES (?, ?, ?, ?, ?)`},
-		{&s.insertEvent, `INSERT INTO response_events (response_id, seq, event) VALUES (?, ?, ?)`},
 		{&s.getResponse, `SELECT previous_response_id, created_at, status, response FROM responses WHERE id = ?`},
 		// 'input' sorts before 'output', so inputs come first.
 		{&s.getItems, `SELECT kind, item FROM response_items WHERE response_id = ? ORDER BY kind, position`},
+		{&s.getEvents, `SELECT events FROM responses WHERE id = ?`},
 		{&s.responseExists, `SELECT 1 FROM responses WHERE id = ?`},
 		// Should an id appear twice, the cursor is its first occurrence.
 		{&s.cursorPosition, `SELECT position FROM response_items
@@ -57,7 +65,6 @@ func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
 		{&s.inputPageDesc, `SELECT item FROM response_items
 			WHERE response_id = ? AND kind = 'input' AND position < ?
 			ORDER BY position DESC LIMIT ?`},
-		{&s.eventsAfter, `SELECT event FROM response_events WHERE response_id = ? AND seq > ? ORDER BY seq`},
 	} {
 		st, err := db.PrepareContext(ctx, p.query)
 		if err != nil {
@@ -68,14 +75,51 @@ func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
+// insertItemsStmt returns the statement that inserts n (1..maxItemBatch)
+// item rows, preparing it on first use. It must not be called inside a
+// transaction: an in-memory database has one connection, which the
+// transaction holds.
+func (s *statements) insertItemsStmt(ctx context.Context, db *sql.DB, n int) (*sql.Stmt, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.insertItems[n]; st != nil {
+		return st, nil
+	}
+	st, err := db.PrepareContext(ctx, insertItemsQuery(n))
+	if err != nil {
+		return nil, err
+	}
+	s.insertItems[n] = st
+	return st, nil
+}
+
+// insertItemsQuery is an INSERT of n item rows. ?1 is the response id,
+// shared by every row; each row then takes the next four parameters (kind,
+// position, item_id, item): a bare ? is numbered one past the largest
+// number used so far.
+func insertItemsQuery(n int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO response_items (response_id, kind, position, item_id, item) VALUES `)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?1, ?, ?, ?, ?)")
+	}
+	return b.String()
+}
+
 func (s *statements) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{
-		s.upsertResponse, s.deleteResponse, s.deleteItems, s.deleteEvents,
-		s.insertItem, s.insertEvent, s.getResponse, s.getItems,
-		s.responseExists, s.cursorPosition, s.inputPageAsc, s.inputPageDesc,
-		s.eventsAfter,
-	} {
+	sts := []*sql.Stmt{
+		s.upsertResponse, s.deleteResponse, s.deleteItems, s.getResponse,
+		s.getItems, s.getEvents, s.responseExists, s.cursorPosition,
+		s.inputPageAsc, s.inputPageDesc,
+	}
+	s.mu.Lock()
+	sts = append(sts, s.insertItems[:]...)
+	s.mu.Unlock()
+	for _, st := range sts {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
