@@ -297,6 +297,9 @@ func (r *run) turn(ctx context.Context) (turnResult, error) {
 				c = &turnCall{index: d.ToolIndex, callID: d.ToolCallID, name: d.ToolName}
 				if r.cc.IsServerTool(d.ToolName) {
 					c.server = r.serverOf(d.ToolName)
+					// Shell calls are reported as a call item and an
+					// output item once they ran, not streamed.
+					c.deferred = itemTypeOf(r.reg, c.server) == itemShellCall
 				}
 				if c.callID == "" {
 					c.callID = r.e.opts.NewID("call")
@@ -304,6 +307,10 @@ func (r *run) turn(ctx context.Context) (turnResult, error) {
 				byIndex[d.ToolIndex] = c
 				res.calls = append(res.calls, c)
 				r.calls++
+			}
+			if c.server != "" && c.deferred {
+				c.item.Arguments += d.ToolArguments
+				return nil
 			}
 			if c.server != "" {
 				return r.builder.ServerCallDelta(d.ToolIndex, itemTypeOf(r.reg, c.server), c.name, c.server, d.ToolArguments)
@@ -331,7 +338,7 @@ func (r *run) turn(ctx context.Context) (turnResult, error) {
 	turnItems := r.builder.TurnCalls()
 	for _, c := range res.calls {
 		switch {
-		case c.unconfigured:
+		case c.unconfigured || c.deferred:
 			res.serverCalls = true
 			continue
 		case c.server != "":
@@ -413,6 +420,11 @@ func (r *run) modelRequest() *model.Request {
 		m.User = *req.SafetyIdentifier
 	}
 	m.Tools, m.ToolChoice, m.ToolChoiceFunction = offeredTools(req, r.cc.Offered())
+	for _, t := range m.Tools {
+		if isBuiltin(t.Name) {
+			m.Builtins = append(m.Builtins, t.Name)
+		}
+	}
 	if req.MaxToolCalls != nil && r.calls >= *req.MaxToolCalls {
 		// The call budget is spent: the model can only answer.
 		m.Tools, m.ToolChoice, m.ToolChoiceFunction = nil, "", ""

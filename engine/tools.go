@@ -101,7 +101,12 @@ type turnCall struct {
 	// unconfigured marks a call to a built-in tool this server does not
 	// run: the model is told, the client sees nothing of it.
 	unconfigured bool
+	// deferred marks a server call reported only once it ran (shell).
+	deferred bool
 }
+
+// itemShellCall is the item type of a server-executed shell call.
+const itemShellCall = "shell_call"
 
 // runServerCalls executes the turn's server calls through the conversation
 // context and reports each result in its item.
@@ -130,6 +135,13 @@ func (r *run) runServerCalls(ctx context.Context, calls []*turnCall) error {
 	for i, res := range results {
 		c := owners[i]
 		text := res.Text()
+		if c.deferred {
+			if err := r.addShellItems(c, res); err != nil {
+				return err
+			}
+			r.appendModelPair(c, c.item.Arguments, text)
+			continue
+		}
 		var output json.RawMessage
 		errMsg := ""
 		switch c.item.Type {
@@ -151,15 +163,45 @@ func (r *run) runServerCalls(ctx context.Context, calls []*turnCall) error {
 		if res.Err != nil {
 			r.e.log.Warn("tool call failed", "response", r.resp.ID, "tool", c.name, "server", c.server, "err", res.Err)
 		}
-		// The model sees the call and its result as a function call and
-		// its output, whatever the client sees.
-		out, _ := json.Marshal(text)
-		r.cc.Append(
-			responses.Item{Type: responses.ItemFunctionCall, ID: c.item.ID, CallID: c.callID, Name: c.name, Arguments: modelArguments(c), Status: responses.StatusCompleted},
-			responses.Item{Type: responses.ItemFunctionCallOutput, CallID: c.callID, Output: out, Status: responses.StatusCompleted},
-		)
+		r.appendModelPair(c, modelArguments(c), text)
 	}
 	return ctx.Err()
+}
+
+// appendModelPair adds a call and its result to the conversation as the
+// model sees them, a function call and its output, whatever the client
+// sees.
+func (r *run) appendModelPair(c *turnCall, arguments, result string) {
+	out, _ := json.Marshal(result)
+	r.cc.Append(
+		responses.Item{Type: responses.ItemFunctionCall, ID: c.item.ID, CallID: c.callID, Name: c.name, Arguments: arguments, Status: responses.StatusCompleted},
+		responses.Item{Type: responses.ItemFunctionCallOutput, CallID: c.callID, Output: out, Status: responses.StatusCompleted},
+	)
+}
+
+// addShellItems reports a shell call that ran: a shell_call item with the
+// action, then a shell_call_output item with what each command printed.
+func (r *run) addShellItems(c *turnCall, res tools.Result) error {
+	action := json.RawMessage(c.item.Arguments)
+	if !json.Valid(action) {
+		action, _ = json.Marshal(map[string]string{"invalid_arguments": c.item.Arguments})
+	}
+	call := responses.Item{Type: itemShellCall, ID: r.e.opts.NewID("sh"), CallID: c.callID, Action: action, Status: responses.StatusCompleted}
+	if err := r.builder.AddItem(call); err != nil {
+		return err
+	}
+	c.item = call
+	var body struct {
+		Output          json.RawMessage `json:"output"`
+		MaxOutputLength *int            `json:"max_output_length"`
+	}
+	if json.Unmarshal(res.Structured, &body) != nil || len(body.Output) == 0 {
+		// Bad arguments: no command ran; the output says why.
+		body.Output, _ = json.Marshal([]map[string]any{{"stdout": "", "stderr": res.Text(), "outcome": map[string]any{"type": "exit", "exit_code": 2}}})
+	}
+	status := responses.StatusCompleted
+	return r.builder.AddItem(responses.Item{Type: "shell_call_output", ID: r.e.opts.NewID("sho"), CallID: c.callID,
+		Output: body.Output, MaxOutputLength: body.MaxOutputLength, Status: status})
 }
 
 // modelArguments returns the arguments of a call as the model wrote them.
@@ -201,6 +243,11 @@ func modelItems(items []responses.Item) []responses.Item {
 			out = append(out,
 				responses.Item{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.ID, Name: "python", Arguments: code},
 				responses.Item{Type: responses.ItemFunctionCallOutput, CallID: it.ID, Output: result})
+		case itemShellCall:
+			out = append(out, responses.Item{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.CallID, Name: "shell", Arguments: string(it.Action)})
+		case "shell_call_output":
+			result, _ := json.Marshal(string(it.Output))
+			out = append(out, responses.Item{Type: responses.ItemFunctionCallOutput, CallID: it.CallID, Output: result})
 		default:
 			out = append(out, it)
 		}

@@ -33,6 +33,11 @@ type Request struct {
 	ToolChoice         string
 	ToolChoiceFunction string
 	ParallelToolCalls  bool
+	// Builtins names the offered tools that are gpt-oss built-ins
+	// ("python"). They are in Tools too: a chat backend offers them as
+	// functions, a harmony backend declares them as built-in namespaces
+	// in the system message instead.
+	Builtins []string
 
 	MaxOutputTokens  int // 0: no limit
 	Temperature      *float64

@@ -64,6 +64,11 @@ type Item struct {
 	Code              *string         `json:"code,omitempty"`
 	ContainerID       string          `json:"container_id,omitempty"`
 	Outputs           json.RawMessage `json:"outputs,omitempty"`
+
+	// shell_call and shell_call_output: the action the model asked for,
+	// and the cap its output ran under.
+	Action          json.RawMessage `json:"action,omitempty"`
+	MaxOutputLength *int            `json:"max_output_length,omitempty"`
 }
 
 // ContentPart is one part of a message or reasoning item.

@@ -26,6 +26,15 @@ type Config struct {
 	MaxBodyBytes    int64
 	UpstreamEngine  string
 	ReasoningKey    string
+
+	EnablePython     bool
+	EnableShell      bool
+	AllowUnsandboxed bool
+	ToolTimeout      time.Duration
+	ToolCPUSeconds   int
+	ToolMemoryBytes  int64
+	ToolMaxProcesses int
+	ToolMaxOutput    int
 }
 
 // parseServeFlags reads the serve subcommand's flags from args and env.
@@ -48,6 +57,14 @@ func parseServeFlags(args []string, getenv func(string) string) (*Config, error)
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight responses may run after SIGINT/SIGTERM before they are cancelled")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", 10*time.Minute, "the longest one response may take")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 32<<20, "largest request body accepted")
+	fs.BoolVar(&cfg.EnablePython, "enable-python", false, "run model-written Python (code_interpreter, gpt-oss python) in a bubblewrap sandbox")
+	fs.BoolVar(&cfg.EnableShell, "enable-shell", false, "run model-written shell commands (the shell tool) in a bubblewrap sandbox")
+	fs.BoolVar(&cfg.AllowUnsandboxed, "allow-unsandboxed", false, "run the local tools WITHOUT a sandbox when bubblewrap is missing (dangerous)")
+	fs.DurationVar(&cfg.ToolTimeout, "tool-timeout", 30*time.Second, "wall time limit of one local tool call")
+	fs.IntVar(&cfg.ToolCPUSeconds, "tool-cpu-seconds", 120, "CPU seconds limit of a local tool process")
+	fs.Int64Var(&cfg.ToolMemoryBytes, "tool-memory-bytes", 512<<20, "address-space limit of a local tool process")
+	fs.IntVar(&cfg.ToolMaxProcesses, "tool-max-processes", 64, "process limit of a local tool session")
+	fs.IntVar(&cfg.ToolMaxOutput, "tool-max-output", 64<<10, "output bytes a local tool call may return (the rest is cut with a marker)")
 
 	// Environment first, so that flags given on the command line win.
 	var envErr error

@@ -17,6 +17,10 @@ import (
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/server"
 	"github.com/loomgate/loom/store/sqlite"
+	"github.com/loomgate/loom/tools/local"
+	"github.com/loomgate/loom/tools/python"
+	"github.com/loomgate/loom/tools/sandbox"
+	"github.com/loomgate/loom/tools/shell"
 )
 
 // Main is a running loom server: Open wires it, Run serves until ctx ends,
@@ -53,8 +57,13 @@ func (m *Main) Open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	local, err := m.localTools()
+	if err != nil {
+		return err
+	}
 	eng := engine.New(m.backend(), m.store, &engine.Options{
 		Logger: m.log, Models: m.cfg.Models, Timeout: m.cfg.RequestTimeout, Sealer: sealer,
+		ToolProviders: []engine.ToolProvider{local},
 	})
 	m.server = server.New(eng, &server.Options{Logger: m.log, Dialect: dialect, APIKeys: m.cfg.APIKeys, MaxBodyBytes: m.cfg.MaxBodyBytes})
 	m.listener, err = net.Listen("tcp", m.cfg.Addr)
@@ -76,6 +85,38 @@ func (m *Main) backend() model.Backend {
 		return completions.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &completions.Options{Logger: m.log, Engine: m.cfg.UpstreamEngine})
 	}
 	return chat.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &chat.Options{Logger: m.log})
+}
+
+// localTools returns the provider of the local tools, with those the
+// operator enabled. Enabling one needs a working sandbox: loom refuses to
+// start without one unless --allow-unsandboxed says otherwise.
+func (m *Main) localTools() (*local.Provider, error) {
+	p := &local.Provider{}
+	if !m.cfg.EnablePython && !m.cfg.EnableShell {
+		return p, nil
+	}
+	sb, err := sandbox.New(&sandbox.Options{
+		AllowUnsandboxed: m.cfg.AllowUnsandboxed,
+		CPUSeconds:       m.cfg.ToolCPUSeconds,
+		MemoryBytes:      m.cfg.ToolMemoryBytes,
+		MaxProcesses:     m.cfg.ToolMaxProcesses,
+		Logger:           m.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("local tools: %w", err)
+	}
+	if m.cfg.EnablePython {
+		if p.Python, err = python.New(sb, &python.Options{CallTimeout: m.cfg.ToolTimeout, MaxOutputBytes: m.cfg.ToolMaxOutput, Logger: m.log}); err != nil {
+			return nil, fmt.Errorf("python tool: %w", err)
+		}
+	}
+	if m.cfg.EnableShell {
+		if p.Shell, err = shell.New(sb, &shell.Options{CallTimeout: m.cfg.ToolTimeout, MaxOutputBytes: m.cfg.ToolMaxOutput, Logger: m.log}); err != nil {
+			return nil, fmt.Errorf("shell tool: %w", err)
+		}
+	}
+	m.log.Info("local tools enabled", "python", m.cfg.EnablePython, "shell", m.cfg.EnableShell, "sandboxed", sb.Sandboxed())
+	return p, nil
 }
 
 // sealer returns the reasoning sealer: from the configured key, or from a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -88,6 +89,9 @@ func systemContent(req *model.Request, o *Options, functions bool) (*harmony.Sys
 	sys.ConversationStartDate = o.Now().UTC().Format(time.DateOnly)
 	sys.ReasoningEffort = effort
 	sys.Tools = o.BuiltinTools
+	if slices.Contains(req.Builtins, "python") && !hasNamespace(sys.Tools, "python") && req.ToolChoice != responses.ToolChoiceNone {
+		sys.Tools = append(slices.Clip(sys.Tools), harmony.PythonNamespace())
+	}
 	channels := []string{channelAnalysis, channelFinal}
 	if functions {
 		channels = []string{channelAnalysis, channelCommentary, channelFinal}
@@ -123,6 +127,10 @@ func functionTools(req *model.Request) ([]harmony.ToolDescription, error) {
 	}
 	out := make([]harmony.ToolDescription, 0, len(req.Tools))
 	for _, t := range req.Tools {
+		if slices.Contains(req.Builtins, t.Name) {
+			// Declared as a built-in namespace in the system message.
+			continue
+		}
 		if t.Type != responses.ToolFunction {
 			return nil, badRequest(fmt.Sprintf("tool type %q is not supported by the completions backend", t.Type))
 		}
@@ -308,4 +316,13 @@ func reasoningText(it *responses.Item) string {
 		parts = append(parts, p.Text)
 	}
 	return strings.Join(parts, "\n\n")
+}
+
+func hasNamespace(namespaces []harmony.ToolNamespace, name string) bool {
+	for _, ns := range namespaces {
+		if ns.Name == name {
+			return true
+		}
+	}
+	return false
 }

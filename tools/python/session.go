@@ -1,0 +1,222 @@
+package python
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/loomgate/loom/tools"
+	"github.com/loomgate/loom/tools/sandbox"
+)
+
+// TimeoutError is the Err of a call's result when the call overran
+// Options.CallTimeout and the interpreter was killed.
+type TimeoutError struct{ Timeout time.Duration }
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("python: execution timed out after %s; the interpreter was killed", e.Timeout)
+}
+
+// Session is one response's interpreter: a work directory from the start,
+// and a Python process from the first call until Cleanup, Close or a
+// timeout.
+type Session struct {
+	srv *Server
+	box *sandbox.Box
+	// turn lets one cell run at a time: the interpreter is one process
+	// with one state, as a notebook kernel is.
+	turn chan struct{}
+
+	mu       sync.Mutex
+	interp   *interpreter
+	shutdown bool // Cleanup or Close has begun
+	closed   bool
+
+	once    sync.Once
+	stopped chan struct{}
+	stopErr error
+}
+
+var _ tools.Session = (*Session)(nil)
+
+// Call implements tools.Session. It runs the code of call.Arguments (see
+// Code) and returns its output. An exception in the code is a result with
+// IsError set and the traceback in the output. A timeout or the
+// interpreter's death is a result with IsError and Err set, telling the
+// model that the state was reset. The error return is for ctx ending
+// (the interpreter is then killed, as the cell's fate is unknown) and for
+// a closed session.
+func (s *Session) Call(ctx context.Context, call tools.Call) (tools.Result, error) {
+	code := Code(call.Arguments)
+	select {
+	case s.turn <- struct{}{}:
+	case <-ctx.Done():
+		return tools.Result{}, ctx.Err()
+	}
+	defer func() { <-s.turn }()
+
+	it, err := s.interpreter()
+	if err != nil {
+		return tools.Result{}, err
+	}
+	timeout := s.srv.opts.CallTimeout
+	callCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := it.run(callCtx, request{Code: code, MaxOutput: s.srv.opts.MaxOutputBytes})
+	if err == nil {
+		return s.result(call.CallID, resp), nil
+	}
+
+	// The interpreter is dead or in an unknown state: it goes, and the
+	// next call starts a fresh one.
+	s.reset(it)
+	switch {
+	case s.isShutdown():
+		return tools.Result{}, tools.ErrClosed
+	case ctx.Err() != nil:
+		return tools.Result{}, ctx.Err()
+	case callCtx.Err() != nil:
+		return tools.ErrorResult(call.CallID,
+			fmt.Sprintf("execution timed out after %s; the interpreter state was reset", timeout),
+			&TimeoutError{Timeout: timeout}), nil
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		msg := fmt.Sprintf("the Python interpreter exited unexpectedly (status %d", ee.Exit.Code)
+		if ee.Exit.Code == 128+24 { // SIGXCPU
+			msg += ", CPU time limit reached"
+		}
+		return tools.ErrorResult(call.CallID, msg+"); the interpreter state was reset", err), nil
+	}
+	return tools.ErrorResult(call.CallID, "the Python interpreter stopped responding and was restarted; the interpreter state was reset", err), nil
+}
+
+// result turns the driver's response into the model's result.
+func (s *Session) result(callID string, r response) tools.Result {
+	limit := s.srv.opts.MaxOutputBytes
+	out := r.Output
+	truncated := r.OutputBytes > int64(limit)
+	if len(out) > limit {
+		// The driver is inside the sandbox and not trusted to respect it.
+		out, truncated = sandbox.ValidUTF8([]byte(out[:limit]), true), true
+	}
+	if truncated {
+		out += sandbox.TruncationNotice(limit)
+	}
+	if r.Note != "" {
+		note := r.Note
+		if len(note) > 4096 {
+			note = sandbox.ValidUTF8([]byte(note[:4096]), true)
+		}
+		out += "\n" + note
+	}
+	return tools.Result{CallID: callID, Content: []tools.Content{tools.Text(out)}, IsError: r.Error}
+}
+
+// interpreter returns the running interpreter, starting one if needed.
+func (s *Session) interpreter() (*interpreter, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shutdown {
+		return nil, tools.ErrClosed
+	}
+	if s.interp != nil {
+		return s.interp, nil
+	}
+	it, err := startInterpreter(s.box, s.srv.opts.Python, s.srv.opts.MaxOutputBytes)
+	if errors.Is(err, sandbox.ErrClosed) {
+		return nil, tools.ErrClosed
+	}
+	if err != nil {
+		return nil, fmt.Errorf("python: starting the interpreter: %w", err)
+	}
+	s.interp = it
+	return it, nil
+}
+
+// reset kills it and forgets it, if it is still the current interpreter.
+func (s *Session) reset(it *interpreter) {
+	if err := it.stop(); err != nil {
+		s.srv.opts.Logger.Warn("python: killing the interpreter", "error", err)
+	}
+	s.mu.Lock()
+	if s.interp == it {
+		s.interp = nil
+	}
+	s.mu.Unlock()
+}
+
+func (s *Session) isShutdown() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shutdown
+}
+
+// Cleanup implements tools.Session: it kills the interpreter and
+// everything it started and removes the work directory. It returns when
+// that is done or ctx ends (the work then finishes in the background, and
+// Close waits for it).
+func (s *Session) Cleanup(ctx context.Context) error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return tools.ErrClosed
+	}
+	done := s.stop()
+	select {
+	case <-done:
+		return s.stopErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close implements tools.Session: what Cleanup does, if it has not been
+// done. It does not wait for a running call, which the kill ends; it does
+// wait (a few seconds at most) until no process of the session is left.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	<-s.stop()
+	return s.stopErr
+}
+
+// stop starts the one shutdown of the session and returns a channel
+// closed when it is over.
+func (s *Session) stop() <-chan struct{} {
+	s.once.Do(func() {
+		s.stopped = make(chan struct{})
+		s.mu.Lock()
+		s.shutdown = true
+		it := s.interp
+		s.interp = nil
+		s.mu.Unlock()
+		go func() {
+			defer close(s.stopped)
+			var errs []error
+			if it != nil {
+				errs = append(errs, it.stop())
+			}
+			// Box.Close also finds what escaped the interpreter's
+			// namespace or process group.
+			errs = append(errs, s.box.Close())
+			s.stopErr = errors.Join(errs...)
+			if s.stopErr != nil {
+				s.srv.opts.Logger.Error("python: cleaning up a session", "error", s.stopErr, "work_dir", s.box.Dir())
+			}
+		}()
+	})
+	return s.stopped
+}
+
+// Box is the session's sandbox box, for the engine's diagnostics and for
+// tests.
+func (s *Session) Box() *sandbox.Box { return s.box }

@@ -1,0 +1,174 @@
+package shell
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/loomgate/loom/tools"
+	"github.com/loomgate/loom/tools/sandbox"
+)
+
+// Name is the server label and the tool name.
+const Name = "shell"
+
+// Defaults for a nil Options or a zero field.
+const (
+	DefaultCallTimeout    = 30 * time.Second
+	DefaultMaxOutputBytes = 64 << 10
+	DefaultShell          = "bash"
+)
+
+// Options configure a Server. A nil *Options, or a zero field, means the
+// default. The sandbox's own limits are in sandbox.Options.
+type Options struct {
+	// CallTimeout bounds the wall time of one call, all its commands
+	// together. The model's timeout_ms can lower it, not raise it.
+	// Default 30s.
+	CallTimeout time.Duration
+	// MaxOutputBytes caps the stdout and stderr kept for each command,
+	// together. The model's max_output_length can lower it, not raise it.
+	// Default 64 KiB.
+	MaxOutputBytes int
+	// Shell runs each command as Shell -c command. Default bash.
+	Shell string
+	// Logger receives failures to clean up. Default the sandbox's.
+	Logger *slog.Logger
+}
+
+// Server offers the shell tool. It is safe for concurrent use.
+type Server struct {
+	sb   *sandbox.Sandbox
+	opts Options
+	def  tools.Definition
+}
+
+var _ tools.Server = (*Server)(nil)
+
+// New returns a Server that runs commands in sb.
+func New(sb *sandbox.Sandbox, opts *Options) (*Server, error) {
+	if sb == nil {
+		return nil, errors.New("shell: nil sandbox")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = DefaultCallTimeout
+	}
+	if o.MaxOutputBytes <= 0 {
+		o.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if o.Shell == "" {
+		o.Shell = DefaultShell
+	}
+	if o.Logger == nil {
+		o.Logger = sb.Logger()
+	}
+	s := &Server{sb: sb, opts: o}
+	s.def = tools.Definition{
+		Name:        Name,
+		Description: s.description(),
+		Parameters:  s.parameters(),
+	}
+	return s, nil
+}
+
+func (s *Server) description() string {
+	where := fmt.Sprintf("a sandboxed Linux environment without network access. The working directory is %s; "+
+		"its files persist across calls for the rest of this conversation turn. Everything else is read-only, except /tmp.",
+		s.sb.MountPoint())
+	if !s.sb.Sandboxed() {
+		where = "the server's environment. The working directory's files persist across calls for the rest of this conversation turn."
+	}
+	return "Runs shell commands in " + where +
+		fmt.Sprintf(" The commands run one after another, each with `%s -c` in a new process (no shell state carries over). ", s.opts.Shell) +
+		fmt.Sprintf("All of them together must finish within %s. ", s.opts.CallTimeout) +
+		"The result is JSON: for each command run, its stdout, stderr and outcome " +
+		`({"type":"exit","exit_code":N} or {"type":"timeout"}).`
+}
+
+func (s *Server) parameters() json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{`+
+		`"commands":{"type":"array","items":{"type":"string"},"description":"Shell commands to run, in order."},`+
+		`"timeout_ms":{"type":"integer","description":"Wall-clock limit for all the commands, in milliseconds (at most %d)."},`+
+		`"max_output_length":{"type":"integer","description":"Maximum bytes of stdout and stderr kept for each command (at most %d)."}},`+
+		`"required":["commands"]}`, s.opts.CallTimeout.Milliseconds(), s.opts.MaxOutputBytes))
+}
+
+// Name implements tools.Server.
+func (s *Server) Name() string { return Name }
+
+// Definition is the shell tool as offered to the model.
+func (s *Server) Definition() tools.Definition { return s.def }
+
+// Tools implements tools.Server: the one shell tool.
+func (s *Server) Tools(context.Context) ([]tools.Definition, error) {
+	return []tools.Definition{s.def}, nil
+}
+
+// Open implements tools.Server: it creates the session's work directory.
+func (s *Server) Open(context.Context) (tools.Session, error) {
+	box, err := s.sb.NewBox()
+	if err != nil {
+		return nil, err
+	}
+	return &Session{srv: s, box: box}, nil
+}
+
+// Action is what the model asks to run: the action of a shell_call item.
+type Action struct {
+	Commands []string `json:"commands"`
+	// TimeoutMs and MaxOutputLength are the model's, if it gave them.
+	TimeoutMs       *int64 `json:"timeout_ms,omitempty"`
+	MaxOutputLength *int64 `json:"max_output_length,omitempty"`
+}
+
+// ArgumentError reports arguments the tool cannot run.
+type ArgumentError struct{ Reason string }
+
+func (e *ArgumentError) Error() string { return "shell: " + e.Reason }
+
+// ParseAction reads a call's arguments: {"commands": [...], "timeout_ms":
+// N, "max_output_length": N}, as the Responses shell tool's action. A
+// single {"command": "..."} string is accepted too.
+func ParseAction(arguments string) (Action, error) {
+	var raw struct {
+		Action
+		Command *string `json:"command"`
+	}
+	if err := json.Unmarshal([]byte(arguments), &raw); err != nil {
+		return Action{}, &ArgumentError{Reason: `arguments must be a JSON object {"commands": ["..."]}: ` + err.Error()}
+	}
+	a := raw.Action
+	if len(a.Commands) == 0 && raw.Command != nil {
+		a.Commands = []string{*raw.Command}
+	}
+	if len(a.Commands) == 0 {
+		return Action{}, &ArgumentError{Reason: `"commands" must list at least one command`}
+	}
+	for _, c := range a.Commands {
+		if strings.TrimSpace(c) == "" {
+			return Action{}, &ArgumentError{Reason: "a command is empty"}
+		}
+	}
+	return a, nil
+}
+
+// Limits returns the time limit and per-command output cap for a: the
+// model's values, never above the server's.
+func (s *Server) Limits(a Action) (time.Duration, int) {
+	timeout, maxOut := s.opts.CallTimeout, s.opts.MaxOutputBytes
+	if a.TimeoutMs != nil && *a.TimeoutMs > 0 && time.Duration(*a.TimeoutMs)*time.Millisecond < timeout {
+		timeout = time.Duration(*a.TimeoutMs) * time.Millisecond
+	}
+	if a.MaxOutputLength != nil && *a.MaxOutputLength > 0 && *a.MaxOutputLength < int64(maxOut) {
+		maxOut = int(*a.MaxOutputLength)
+	}
+	return timeout, maxOut
+}
