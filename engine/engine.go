@@ -121,6 +121,10 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 	if err := e.openReasoning(input); err != nil {
 		return nil, err
 	}
+	approvals, err := checkApprovals(append(slices.Clip(history), req.Input.Items...), input)
+	if err != nil {
+		return nil, err
+	}
 	if req.Includes(IncludeEncryptedReasoning) && e.opts.Sealer == nil {
 		return nil, responses.Unsupported("include", "this server has no reasoning key configured, so it cannot return reasoning.encrypted_content")
 	}
@@ -137,12 +141,14 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
 	defer cancel()
 	r := &run{
-		e:     e,
-		req:   req,
-		resp:  e.newResponse(req),
-		input: input,
-		reg:   reg,
-		sink:  sink,
+		e:         e,
+		req:       req,
+		resp:      e.newResponse(req),
+		input:     input,
+		history:   history,
+		approvals: approvals,
+		reg:       reg,
+		sink:      sink,
 	}
 	r.cc = e.newConversation(reg, modelItems(append(history, input...)), r.resp.ID)
 	// Close runs the single cleanup pass over the tools that were called,
@@ -168,13 +174,20 @@ type run struct {
 	resp    *responses.Response
 	builder *responses.Builder
 	input   []responses.Item // this request's input, with ids
+	history []responses.Item // the stored conversation it continues
 	reg     *tools.Registry
 	cc      *conversation.Context // the conversation the model sees, and its tools
 	sink    func(*responses.Event) error
 	calls   int // tool calls accepted so far
-	events  []json.RawMessage
-	usage   responses.Usage
-	sinkErr error // the client went away
+	// waiting is set when the response must end to wait for the client:
+	// an approval or input it has to give.
+	waiting bool
+	// approvals are the client's answers to approval requests, from the
+	// request's input, checked against the conversation.
+	approvals []approval
+	events    []json.RawMessage
+	usage     responses.Usage
+	sinkErr   error // the client went away
 }
 
 // record keeps the event for the store and passes it to the sink.
@@ -203,40 +216,37 @@ func (r *run) loop(ctx context.Context) error {
 	if err := r.builder.Start(); err != nil {
 		return err
 	}
-	if err := r.cc.Init(ctx); err != nil {
+	listErr := r.cc.Init(ctx)
+	if listErr != nil {
 		// A server that cannot be listed is left out; the response goes
 		// on with the tools that could be listed.
-		r.e.log.Warn("tool listing failed", "response", r.resp.ID, "err", err)
+		r.e.log.Warn("tool listing failed", "response", r.resp.ID, "err", listErr)
+	}
+	if err := r.listItems(listErr); err != nil {
+		return err
+	}
+	// Calls the client approved, or gave input for, in this request run
+	// before the model's first turn.
+	if err := r.runApprovals(ctx); err != nil {
+		return r.fail(ctx, err)
+	}
+	if err := r.resumeInputs(ctx); err != nil {
+		return r.fail(ctx, err)
 	}
 	for turn := 0; ; turn++ {
 		res, err := r.turn(ctx)
 		if err == nil && ctx.Err() == nil {
 			err = r.runServerCalls(ctx, res.calls)
 		}
-		switch {
-		case err == nil:
-		case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
-			apiErr := &responses.APIError{Status: http.StatusGatewayTimeout, Type: responses.ErrUpstream, Code: "timeout", Message: "the response took longer than the server allows"}
-			r.builder.Fail(responses.ResponseFailed, apiErr.Payload(), r.usagePtr())
-			return &model.Error{Status: http.StatusGatewayTimeout, Message: apiErr.Message, Err: err}
-		case ctx.Err() != nil:
-			r.builder.Fail(responses.ResponseCancelled, nil, r.usagePtr())
-			return ctx.Err()
-		default:
-			var me *model.Error
-			if !errors.As(err, &me) {
-				me = &model.Error{Status: http.StatusBadGateway, Message: "the upstream model failed", Err: err}
-			}
-			apiErr := upstreamAPIError(me)
-			r.builder.Fail(responses.ResponseFailed, apiErr.Payload(), r.usagePtr())
-			return me
+		if err != nil {
+			return r.fail(ctx, err)
 		}
 		switch {
 		case res.finish == model.FinishLength:
 			return r.builder.Incomplete(responses.ReasonMaxOutputTokens, r.usagePtr())
 		case res.finish == model.FinishFilter:
 			return r.builder.Incomplete(responses.ReasonContentFilter, r.usagePtr())
-		case !res.serverCalls || res.clientCalls:
+		case !res.serverCalls || res.clientCalls || r.waiting:
 			// Nothing left for loom to run: the answer is final, or the
 			// client must run its function calls and come back.
 			return r.builder.Complete(r.usagePtr(), r.e.opts.Now().Unix())
@@ -244,6 +254,27 @@ func (r *run) loop(ctx context.Context) error {
 			return r.builder.Incomplete("max_turns", r.usagePtr())
 		}
 	}
+}
+
+// fail ends the response after an error: a timeout, a cancellation, or an
+// upstream failure. It returns the error for a non-streaming caller.
+func (r *run) fail(ctx context.Context, err error) error {
+	switch {
+	case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
+		apiErr := &responses.APIError{Status: http.StatusGatewayTimeout, Type: responses.ErrUpstream, Code: "timeout", Message: "the response took longer than the server allows"}
+		r.builder.Fail(responses.ResponseFailed, apiErr.Payload(), r.usagePtr())
+		return &model.Error{Status: http.StatusGatewayTimeout, Message: apiErr.Message, Err: err}
+	case ctx.Err() != nil:
+		r.builder.Fail(responses.ResponseCancelled, nil, r.usagePtr())
+		return ctx.Err()
+	}
+	var me *model.Error
+	if !errors.As(err, &me) {
+		me = &model.Error{Status: http.StatusBadGateway, Message: "the upstream model failed", Err: err}
+	}
+	apiErr := upstreamAPIError(me)
+	r.builder.Fail(responses.ResponseFailed, apiErr.Payload(), r.usagePtr())
+	return me
 }
 
 // turnResult is what one model turn ended with.
@@ -300,6 +331,8 @@ func (r *run) turn(ctx context.Context) (turnResult, error) {
 					// Shell calls are reported as a call item and an
 					// output item once they ran, not streamed.
 					c.deferred = itemTypeOf(r.reg, c.server) == itemShellCall
+					c.approval = needsApproval(r.reg, c.server, d.ToolName)
+					c.deferred = c.deferred || c.approval
 				}
 				if c.callID == "" {
 					c.callID = r.e.opts.NewID("call")
@@ -313,7 +346,17 @@ func (r *run) turn(ctx context.Context) (turnResult, error) {
 				return nil
 			}
 			if c.server != "" {
-				return r.builder.ServerCallDelta(d.ToolIndex, itemTypeOf(r.reg, c.server), c.name, c.server, d.ToolArguments)
+				itemType := itemTypeOf(r.reg, c.server)
+				args := d.ToolArguments
+				if itemType == responses.ItemCodeInterpreterCall {
+					// The client sees the code, not the model's
+					// arguments ({"code": ...} on the chat path).
+					if c.code == nil {
+						c.code = &codeArgs{}
+					}
+					args = c.code.delta(args)
+				}
+				return r.builder.ServerCallDelta(d.ToolIndex, itemType, toolName(r.reg, c.server, c.name), c.server, args)
 			}
 			return r.builder.ToolCallDelta(d.ToolIndex, c.callID, c.name, d.ToolArguments)
 		case model.DeltaUsage:
@@ -332,12 +375,32 @@ func (r *run) turn(ctx context.Context) (turnResult, error) {
 		res.calls = nil
 		return res, nil
 	}
+	for _, c := range res.calls {
+		if c.code == nil {
+			continue
+		}
+		if rest := c.code.flush(); rest != "" {
+			if err := r.builder.ServerCallDelta(c.index, responses.ItemCodeInterpreterCall, c.name, c.server, rest); err != nil {
+				return res, err
+			}
+		}
+	}
 	if err := r.builder.EndTurn(); err != nil {
 		return res, err
 	}
 	turnItems := r.builder.TurnCalls()
 	for _, c := range res.calls {
 		switch {
+		case c.approval:
+			// The client must approve the call first: it gets an
+			// approval request, and the response ends.
+			req := responses.Item{Type: responses.ItemMCPApprovalRequest, ID: r.e.opts.NewID("mcpr"), ServerLabel: c.server,
+				Name: toolName(r.reg, c.server, c.name), Arguments: c.item.Arguments}
+			if err := r.builder.AddItem(req); err != nil {
+				return res, err
+			}
+			r.waiting = true
+			continue
 		case c.unconfigured || c.deferred:
 			res.serverCalls = true
 			continue

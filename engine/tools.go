@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	conversation "github.com/loomgate/loom/context"
 	"github.com/loomgate/loom/responses"
@@ -101,8 +102,79 @@ type turnCall struct {
 	// unconfigured marks a call to a built-in tool this server does not
 	// run: the model is told, the client sees nothing of it.
 	unconfigured bool
-	// deferred marks a server call reported only once it ran (shell).
+	// deferred marks a server call reported only once it ran (shell) or
+	// not run at all in this response (approval).
 	deferred bool
+	// approval marks a call that waits for the client's approval.
+	approval bool
+	// code, for a code_interpreter_call, turns the model's arguments
+	// into the code the client sees.
+	code *codeArgs
+}
+
+// codeArgs follows the arguments of a python call as they stream and
+// yields its code: the arguments themselves when they are raw code (the
+// harmony built-in), else the "code" string of a JSON object (the chat
+// path's function {"code": ...}), which is held back until the arguments
+// are complete.
+type codeArgs struct {
+	args string // the model's arguments so far
+	mode int
+}
+
+const (
+	codeUndecided = iota // only blanks so far
+	codeRaw              // raw code: streamed as it comes
+	codeHeld             // a JSON object: decoded at the end
+	codeFlushed
+)
+
+// delta adds the model's next piece of arguments and returns the code to
+// stream now.
+func (a *codeArgs) delta(piece string) string {
+	a.args += piece
+	switch a.mode {
+	case codeRaw:
+		return piece
+	case codeHeld, codeFlushed:
+		return ""
+	}
+	trimmed := strings.TrimLeft(a.args, " \t\r\n")
+	switch {
+	case trimmed == "":
+		return ""
+	case trimmed[0] == '{':
+		a.mode = codeHeld
+		return ""
+	}
+	a.mode = codeRaw
+	return a.args
+}
+
+// flush returns the code not streamed yet, once the arguments are complete.
+func (a *codeArgs) flush() string {
+	mode := a.mode
+	a.mode = codeFlushed
+	switch mode {
+	case codeUndecided:
+		return a.args
+	case codeHeld:
+		return codeOf(a.args)
+	}
+	return ""
+}
+
+// codeOf is the code of complete python arguments: the "code" string of a
+// JSON object, or else the arguments themselves (as tools/python reads
+// them).
+func codeOf(arguments string) string {
+	var args struct {
+		Code *string `json:"code"`
+	}
+	if json.Unmarshal([]byte(arguments), &args) == nil && args.Code != nil {
+		return *args.Code
+	}
+	return arguments
 }
 
 // itemShellCall is the item type of a server-executed shell call.
@@ -114,6 +186,9 @@ func (r *run) runServerCalls(ctx context.Context, calls []*turnCall) error {
 	var batch []tools.Call
 	var owners []*turnCall
 	for _, c := range calls {
+		if c.approval {
+			continue
+		}
 		if c.unconfigured {
 			out, _ := json.Marshal(fmt.Sprintf("error: the tool %s is not configured on this server", c.name))
 			r.cc.Append(
@@ -132,6 +207,11 @@ func (r *run) runServerCalls(ctx context.Context, calls []*turnCall) error {
 		return nil
 	}
 	results := r.cc.Call(ctx, batch)
+	for i := range results {
+		if results[i].InputRequired != nil {
+			results[i] = r.resolveInput(ctx, batch[i], owners[i].server, results[i])
+		}
+	}
 	for i, res := range results {
 		c := owners[i]
 		text := res.Text()
@@ -206,6 +286,9 @@ func (r *run) addShellItems(c *turnCall, res tools.Result) error {
 
 // modelArguments returns the arguments of a call as the model wrote them.
 func modelArguments(c *turnCall) string {
+	if c.code != nil {
+		return c.code.args
+	}
 	if c.item.Type == responses.ItemCodeInterpreterCall && c.item.Code != nil {
 		return *c.item.Code
 	}
@@ -240,9 +323,15 @@ func modelItems(items []responses.Item) []responses.Item {
 				text += l.Logs
 			}
 			result, _ := json.Marshal(text)
+			// The call in the form of the chat path's python function; a
+			// harmony backend renders its code to the built-in python.
+			args, _ := json.Marshal(map[string]string{"code": code})
 			out = append(out,
-				responses.Item{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.ID, Name: "python", Arguments: code},
+				responses.Item{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.ID, Name: "python", Arguments: string(args)},
 				responses.Item{Type: responses.ItemFunctionCallOutput, CallID: it.ID, Output: result})
+		case responses.ItemMCPListTools, responses.ItemMCPApprovalRequest, responses.ItemMCPApprovalResponse:
+			// Bookkeeping between loom and the client: an approved call
+			// reaches the model when it runs.
 		case itemShellCall:
 			out = append(out, responses.Item{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.CallID, Name: "shell", Arguments: string(it.Action)})
 		case "shell_call_output":

@@ -34,10 +34,10 @@ type harness struct {
 	MockURL string // the upstream's base URL, ending in /v1
 	// Upstream carries loom's requests to the scripted upstream.
 	Upstream *http.Transport
-	Store   *countingStore
-	Engine  *engine.Engine
-	Loom    *httptest.Server
-	BaseURL string // loom's base URL, ending in /v1
+	Store    *countingStore
+	Engine   *engine.Engine
+	Loom     *httptest.Server
+	BaseURL  string // loom's base URL, ending in /v1
 
 	dialect responses.Dialect // loom's default dialect
 

@@ -286,6 +286,25 @@ func (b *Builder) AddItem(it Item) error {
 	return b.closeItem(oi, StatusCompleted)
 }
 
+// AddItemEvents adds a finished item like AddItem, with the given events
+// (such as response.mcp_list_tools.in_progress and .completed) between its
+// output_item.added and output_item.done.
+func (b *Builder) AddItemEvents(it Item, events ...string) error {
+	if it.ID == "" {
+		it.ID = b.newID("item")
+	}
+	oi, err := b.addItem(&it)
+	if err != nil {
+		return err
+	}
+	for _, typ := range events {
+		if err := b.emit(Event{Type: typ, ItemID: it.ID, OutputIndex: oi.index}); err != nil {
+			return err
+		}
+	}
+	return b.closeItem(oi, StatusCompleted)
+}
+
 // EndTurn closes every open item of the model's turn. Server calls stay
 // open, their arguments complete, until FinishServerCall.
 func (b *Builder) EndTurn() error {

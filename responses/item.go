@@ -69,6 +69,12 @@ type Item struct {
 	// and the cap its output ran under.
 	Action          json.RawMessage `json:"action,omitempty"`
 	MaxOutputLength *int            `json:"max_output_length,omitempty"`
+
+	// mcp_list_tools: the tools a server offers. mcp_approval_response:
+	// the client's answer (ApprovalRequestID, Approve, Reason).
+	Tools   json.RawMessage `json:"tools,omitempty"`
+	Approve *bool           `json:"approve,omitempty"`
+	Reason  *string         `json:"reason,omitempty"`
 }
 
 // ContentPart is one part of a message or reasoning item.
@@ -280,6 +286,26 @@ func (it Item) MarshalJSON() ([]byte, error) {
 			Status            string           `json:"status"`
 			ApprovalRequestID *string          `json:"approval_request_id"`
 		}{it.Type, it.ID, it.ServerLabel, it.Name, it.Arguments, out, it.Error, orDefault(it.Status, StatusCompleted), it.ApprovalRequestID})
+	case ItemMCPListTools:
+		list := it.Tools
+		if len(list) == 0 {
+			list = json.RawMessage("[]")
+		}
+		return json.Marshal(struct {
+			Type        string          `json:"type"`
+			ID          string          `json:"id"`
+			ServerLabel string          `json:"server_label"`
+			Tools       json.RawMessage `json:"tools"`
+			Error       *string         `json:"error"`
+		}{it.Type, it.ID, it.ServerLabel, list, it.Error})
+	case ItemMCPApprovalRequest:
+		return json.Marshal(struct {
+			Type        string `json:"type"`
+			ID          string `json:"id"`
+			ServerLabel string `json:"server_label"`
+			Name        string `json:"name"`
+			Arguments   string `json:"arguments"`
+		}{it.Type, it.ID, it.ServerLabel, it.Name, it.Arguments})
 	case ItemCodeInterpreterCall:
 		outputs := it.Outputs
 		if len(outputs) == 0 {

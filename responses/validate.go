@@ -244,6 +244,15 @@ func (it *Item) validateInput(param string) *APIError {
 				return BadRequest(fmt.Sprintf("%s.content[%d].type", param, j), "reasoning content must be reasoning_text")
 			}
 		}
+	case ItemMCPApprovalResponse:
+		if it.ApprovalRequestID == nil || *it.ApprovalRequestID == "" {
+			return BadRequest(param+".approval_request_id", "mcp_approval_response needs an approval_request_id")
+		}
+		if it.Approve == nil {
+			return BadRequest(param+".approve", "mcp_approval_response needs approve (true or false)")
+		}
+	case ItemMCPCall, ItemMCPListTools, ItemMCPApprovalRequest, ItemCodeInterpreterCall:
+		// Output items a client resends with the history.
 	case ItemReference:
 		return Unsupported(param+".type", "item_reference inputs are not supported yet; resend the item or use previous_response_id")
 	case "":

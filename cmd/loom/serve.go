@@ -102,6 +102,9 @@ func (m *Main) localTools() (*local.Provider, error) {
 		MaxProcesses:     m.cfg.ToolMaxProcesses,
 		Logger:           m.log,
 	})
+	if errors.Is(err, sandbox.ErrUnavailable) {
+		return nil, fmt.Errorf("local tools: %w (--allow-unsandboxed runs them without a sandbox)", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("local tools: %w", err)
 	}

@@ -90,7 +90,15 @@ func systemContent(req *model.Request, o *Options, functions bool) (*harmony.Sys
 	sys.ReasoningEffort = effort
 	sys.Tools = o.BuiltinTools
 	if slices.Contains(req.Builtins, "python") && !hasNamespace(sys.Tools, "python") && req.ToolChoice != responses.ToolChoiceNone {
-		sys.Tools = append(slices.Clip(sys.Tools), harmony.PythonNamespace())
+		ns := harmony.PythonNamespace()
+		// The python tool's own description states its real limits
+		// (time out, drive, network); the canonical text's are examples.
+		for _, t := range req.Tools {
+			if t.Name == "python" && t.Description != nil && *t.Description != "" {
+				ns.Description = *t.Description
+			}
+		}
+		sys.Tools = append(slices.Clip(sys.Tools), ns)
 	}
 	channels := []string{channelAnalysis, channelFinal}
 	if functions {
@@ -214,7 +222,12 @@ func appendHistory(msgs []harmony.Message, req *model.Request) ([]harmony.Messag
 	calls := make(map[string]string)
 	declared := make(map[string]bool, len(req.Tools))
 	for _, t := range req.Tools {
-		declared[t.Name] = true
+		// A built-in is offered in Tools too (see model.Request.Builtins)
+		// but declared as a namespace, not as a function: its calls are
+		// rendered as built-in calls.
+		if !slices.Contains(req.Builtins, t.Name) {
+			declared[t.Name] = true
+		}
 	}
 	assistant := harmony.Author{Role: harmony.RoleAssistant}
 
@@ -242,6 +255,9 @@ func appendHistory(msgs []harmony.Message, req *model.Request) ([]harmony.Messag
 			m := harmony.Message{Author: assistant, Content: []harmony.Content{harmony.Text(it.Arguments)}}
 			if isBuiltin(it.Name, declared) {
 				m.Recipient, m.Channel, m.ContentType = it.Name, channelAnalysis, contentTypeCode
+				if it.Name == "python" {
+					m.Content = []harmony.Content{harmony.Text(pythonCode(it.Arguments))}
+				}
 			} else {
 				m.Recipient, m.Channel, m.ContentType = functionsPrefix+it.Name, channelCommentary, contentTypeJSON
 			}
@@ -294,6 +310,22 @@ func historyMessage(it *responses.Item) (harmony.Message, error) {
 			Content: []harmony.Content{harmony.Text(text)}}, nil
 	}
 	return harmony.Message{}, badRequest(fmt.Sprintf("message role %q is not supported by the completions backend", it.Role))
+}
+
+// pythonCode is the code of a python call: raw code as the model writes
+// it to the built-in, or a call stored in the chat path's function form,
+// {"code": ...}, unwrapped.
+func pythonCode(arguments string) string {
+	if !strings.HasPrefix(strings.TrimSpace(arguments), "{") {
+		return arguments
+	}
+	var args struct {
+		Code *string `json:"code"`
+	}
+	if json.Unmarshal([]byte(arguments), &args) == nil && args.Code != nil {
+		return *args.Code
+	}
+	return arguments
 }
 
 // isBuiltin reports whether a call named name went to a built-in tool

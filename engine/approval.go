@@ -1,0 +1,223 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	conversation "github.com/loomgate/loom/context"
+	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/tools"
+)
+
+// Approver is implemented by servers whose calls may need the client's
+// approval (an MCP tool's require_approval). Names are the server's own.
+type Approver interface {
+	NeedsApproval(tool string) bool
+}
+
+// ToolNamer is implemented by servers that offer their tools under other
+// names than their own (MCP tools carry their server's prefix): items show
+// the server's name.
+type ToolNamer interface {
+	ToolName(offered string) string
+}
+
+// Events of mcp_list_tools items.
+const (
+	eventListInProgress = "response.mcp_list_tools.in_progress"
+	eventListCompleted  = "response.mcp_list_tools.completed"
+	eventListFailed     = "response.mcp_list_tools.failed"
+)
+
+// approval is the client's answer to an approval request of the chain.
+type approval struct {
+	request responses.Item // the mcp_approval_request it answers
+	approve bool
+	reason  string
+}
+
+// checkApprovals matches the input's mcp_approval_response items to the
+// approval requests of the conversation. An answer to no request, or to a
+// request already answered, is a 400: an approval is bound to the one call
+// (server, tool and arguments) it was asked for, and is used once.
+func checkApprovals(history, input []responses.Item) ([]approval, error) {
+	requests := map[string]responses.Item{}
+	answered := map[string]bool{}
+	for _, it := range history {
+		switch it.Type {
+		case responses.ItemMCPApprovalRequest:
+			requests[it.ID] = it
+		case responses.ItemMCPApprovalResponse:
+			if it.ApprovalRequestID != nil {
+				answered[*it.ApprovalRequestID] = true
+			}
+		}
+	}
+	var out []approval
+	for i, it := range input {
+		if it.Type != responses.ItemMCPApprovalResponse {
+			continue
+		}
+		param := fmt.Sprintf("input[%d].approval_request_id", i)
+		id := *it.ApprovalRequestID
+		req, ok := requests[id]
+		switch {
+		case !ok:
+			return nil, responses.BadRequest(param, "no approval request %q in this conversation", id)
+		case answered[id]:
+			return nil, responses.BadRequest(param, "approval request %q was already answered", id)
+		}
+		answered[id] = true
+		a := approval{request: req, approve: *it.Approve}
+		if it.Reason != nil {
+			a.reason = *it.Reason
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// listItems reports, once per conversation, the tools of each MCP server
+// as an mcp_list_tools item; a server that could not be listed gets an item
+// carrying the error, and the response goes on without its tools.
+func (r *run) listItems(listErr error) error {
+	listed := map[string]bool{}
+	for _, it := range r.history {
+		if it.Type == responses.ItemMCPListTools {
+			listed[it.ServerLabel] = true
+		}
+	}
+	failed := map[string]string{}
+	var se *conversation.SessionError
+	for _, err := range unjoin(listErr) {
+		if errors.As(err, &se) {
+			failed[se.Server] = "the server's tools could not be listed"
+		}
+	}
+	for _, s := range r.reg.Servers() {
+		label := s.Name()
+		if itemTypeOf(r.reg, label) != responses.ItemMCPCall || listed[label] {
+			continue
+		}
+		item := responses.Item{Type: responses.ItemMCPListTools, ID: r.e.opts.NewID("mcpl"), ServerLabel: label}
+		if msg, ok := failed[label]; ok {
+			item.Error = &msg
+			if err := r.builder.AddItemEvents(item, eventListInProgress, eventListFailed); err != nil {
+				return err
+			}
+			continue
+		}
+		type listed struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description,omitempty"`
+			InputSchema json.RawMessage `json:"input_schema"`
+			Annotations json.RawMessage `json:"annotations"`
+		}
+		list := []listed{}
+		for _, d := range r.cc.Offered() {
+			if d.Server != label {
+				continue
+			}
+			schema, ann := d.Parameters, d.Annotations
+			if len(schema) == 0 {
+				schema = json.RawMessage(`{"type":"object"}`)
+			}
+			if len(ann) == 0 {
+				ann = json.RawMessage("null")
+			}
+			list = append(list, listed{toolName(r.reg, label, d.Name), d.Description, schema, ann})
+		}
+		item.Tools, _ = json.Marshal(list)
+		if err := r.builder.AddItemEvents(item, eventListInProgress, eventListCompleted); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// toolName is the server's own name of a tool offered as offered.
+func toolName(reg *tools.Registry, label, offered string) string {
+	if s, ok := reg.Server(label); ok {
+		if n, ok := s.(ToolNamer); ok {
+			return n.ToolName(offered)
+		}
+	}
+	return offered
+}
+
+// needsApproval reports whether a call to an offered tool must wait for
+// the client's approval.
+func needsApproval(reg *tools.Registry, label, offered string) bool {
+	if s, ok := reg.Server(label); ok {
+		if a, ok := s.(Approver); ok {
+			return a.NeedsApproval(toolName(reg, label, offered))
+		}
+	}
+	return false
+}
+
+// runApprovals runs the calls the client approved in this request and
+// tells the model of those it denied, before the model's first turn.
+func (r *run) runApprovals(ctx context.Context) error {
+	for _, a := range r.approvals {
+		req := a.request
+		offered := r.offeredName(req.ServerLabel, req.Name)
+		callID := req.ID
+		if offered == "" {
+			return responses.BadRequest("tools", "the approved call is to server %q, which this request does not offer; send its mcp tool again", req.ServerLabel)
+		}
+		result := "the user denied this call"
+		if a.reason != "" {
+			result += ": " + a.reason
+		}
+		if a.approve {
+			res := r.cc.Call(ctx, []tools.Call{{CallID: callID, Name: offered, Arguments: req.Arguments}})[0]
+			if res.InputRequired != nil {
+				res = r.resolveInput(ctx, tools.Call{CallID: callID, Name: offered, Arguments: req.Arguments}, req.ServerLabel, res)
+			}
+			result = res.Text()
+			item := responses.Item{Type: responses.ItemMCPCall, ID: r.e.opts.NewID("mcp"), ServerLabel: req.ServerLabel,
+				Name: req.Name, Arguments: req.Arguments, ApprovalRequestID: &req.ID, Status: responses.StatusCompleted}
+			if res.IsError {
+				msg := result
+				item.Error, item.Status = &msg, "failed"
+			} else {
+				item.Output, _ = json.Marshal(result)
+			}
+			if err := r.builder.AddItem(item); err != nil {
+				return err
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		out, _ := json.Marshal(result)
+		r.cc.Append(
+			responses.Item{Type: responses.ItemFunctionCall, CallID: callID, Name: offered, Arguments: req.Arguments, Status: responses.StatusCompleted},
+			responses.Item{Type: responses.ItemFunctionCallOutput, CallID: callID, Output: out, Status: responses.StatusCompleted},
+		)
+	}
+	return nil
+}
+
+// offeredName is the name under which a server offers its tool, or "".
+func (r *run) offeredName(label, tool string) string {
+	for _, d := range r.cc.Offered() {
+		if d.Server == label && toolName(r.reg, label, d.Name) == tool {
+			return d.Name
+		}
+	}
+	return ""
+}

@@ -1,0 +1,111 @@
+package mcp
+
+import (
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// ClientOptions configures a Client. Nil means defaults.
+type ClientOptions struct {
+	// Policy is the SSRF policy for request-supplied server URLs; nil
+	// means NewPolicy(nil): no allowlist, every private address refused.
+	Policy *Policy
+	// Cache is the tool-list cache; nil means NewCache(nil).
+	Cache *Cache
+	// Transport is the base HTTP transport. Nil means a pooled transport
+	// that dials through Policy.DialContext. A custom transport must dial
+	// through the policy itself, or the dial-time check is lost.
+	Transport http.RoundTripper
+	// Retry bounds the retries of each HTTP request.
+	Retry RetryOptions
+	// Logger receives loom's own MCP logs and the SDK's; nil discards.
+	// Nothing logged carries a credential.
+	Logger *slog.Logger
+	// Name and Version identify loom to servers (clientInfo); defaults
+	// "loom" and "dev".
+	Name, Version string
+	// EraTTL is how long loom remembers that a server URL only speaks the
+	// session-based protocol, so later connections skip the
+	// server/discover probe (the spec's "remember era per origin");
+	// default 10 minutes.
+	EraTTL time.Duration
+}
+
+// Client is what every MCP server loom talks to shares: one HTTP client
+// (one connection pool) whose dialer enforces the Policy, the tool-list
+// Cache, and what loom learned about servers' protocol eras. It is built
+// once, at startup; Servers are cheap and built per request, from the
+// request's (or the operator's) description of a server. A Client is safe
+// for concurrent use.
+type Client struct {
+	policy *Policy
+	cache  *Cache
+	http   *http.Client
+	logger *slog.Logger
+	name   string
+	ver    string
+	eraTTL time.Duration
+
+	eras sync.Map // server URL -> time.Time until which it is known legacy
+}
+
+// NewClient returns a Client.
+func NewClient(opts *ClientOptions) *Client {
+	var o ClientOptions
+	if opts != nil {
+		o = *opts
+	}
+	c := &Client{policy: o.Policy, cache: o.Cache, logger: o.Logger, name: o.Name, ver: o.Version, eraTTL: o.EraTTL}
+	if c.policy == nil {
+		c.policy, _ = NewPolicy(nil) // an empty allowlist cannot fail to parse
+	}
+	if c.cache == nil {
+		c.cache = NewCache(nil)
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	if c.name == "" {
+		c.name = "loom"
+	}
+	if c.ver == "" {
+		c.ver = "dev"
+	}
+	if c.eraTTL <= 0 {
+		c.eraTTL = 10 * time.Minute
+	}
+	base := o.Transport
+	if base == nil {
+		base = newBaseTransport(c.policy)
+	}
+	c.http = newHTTPClient(base, o.Retry)
+	return c
+}
+
+// Policy returns the client's SSRF policy.
+func (c *Client) Policy() *Policy { return c.policy }
+
+// Cache returns the client's tool-list cache.
+func (c *Client) Cache() *Cache { return c.cache }
+
+func (c *Client) knownLegacy(url string) bool {
+	v, ok := c.eras.Load(url)
+	if !ok {
+		return false
+	}
+	if time.Now().After(v.(time.Time)) {
+		c.eras.CompareAndDelete(url, v)
+		return false
+	}
+	return true
+}
+
+func (c *Client) rememberEra(url string, legacy bool) {
+	if legacy {
+		c.eras.Store(url, time.Now().Add(c.eraTTL))
+	} else {
+		c.eras.Delete(url)
+	}
+}

@@ -1,0 +1,177 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/tools"
+)
+
+// Elicitation policies: who answers the input an MCP server asks for.
+const (
+	ElicitClient  = "client"  // the Responses client, in a follow-up request
+	ElicitModel   = "model"   // the model, filling the requested schema
+	ElicitDecline = "decline" // nobody: the request is declined
+)
+
+// Provider turns a request's {"type": "mcp"} tools into servers for the
+// engine (it is an engine.ToolProvider). It is built once and shared.
+type Provider struct {
+	Client *Client
+	// Elicitation is the default policy (--mcp-elicitation); a request's
+	// mcp tool may choose another with loom's "elicitation" field.
+	Elicitation string
+	// Roots answers roots/list for every server (none by default).
+	Roots []Root
+}
+
+// Handles reports whether typ is "mcp".
+func (p *Provider) Handles(typ string) bool { return typ == responses.ToolMCP }
+
+// Servers returns one server per mcp tool of the request. A refused URL or
+// header, or a malformed tool, is a 400 naming the field.
+func (p *Provider) Servers(ctx context.Context, req *responses.Request) ([]tools.Server, error) {
+	var out []tools.Server
+	labels := map[string]bool{}
+	for i, t := range req.Tools {
+		if t.Type != responses.ToolMCP {
+			continue
+		}
+		param := fmt.Sprintf("tools[%d]", i)
+		m, apiErr := responses.ParseMCPTool(t, i)
+		if apiErr != nil {
+			return nil, apiErr
+		}
+		if m.ServerURL == "" {
+			return nil, responses.BadRequest(param+".server_url", "server_url is required (no server named %q is configured)", m.ServerLabel)
+		}
+		if labels[m.ServerLabel] {
+			return nil, responses.BadRequest(param+".server_label", "server_label %q is used twice", m.ServerLabel)
+		}
+		labels[m.ServerLabel] = true
+		policy := m.Elicitation
+		if policy == "" {
+			policy = p.Elicitation
+		}
+		if policy == "" {
+			policy = ElicitClient
+		}
+		cfg := &ServerConfig{
+			Label:         m.ServerLabel,
+			URL:           m.ServerURL,
+			Headers:       m.Headers,
+			Authorization: m.Authorization,
+			Capabilities: Capabilities{
+				Sampling:    true,
+				Elicitation: policy != ElicitDecline,
+				Roots:       len(p.Roots) > 0,
+			},
+			Roots: p.Roots,
+		}
+		if m.AllowedTools != nil && !m.AllowedTools.ReadOnly {
+			cfg.AllowedTools = m.AllowedTools.Names
+			if cfg.AllowedTools == nil {
+				cfg.AllowedTools = []string{}
+			}
+		}
+		srv, err := p.Client.NewServer(ctx, cfg)
+		var policyErr *PolicyError
+		var headerErr *HeaderError
+		switch {
+		case errors.As(err, &policyErr):
+			return nil, responses.BadRequest(param+".server_url", "server_url is not allowed: %s", policyErr.Reason)
+		case errors.As(err, &headerErr):
+			field := ".headers"
+			if strings.EqualFold(headerErr.Name, "Authorization") {
+				field = ".authorization"
+			}
+			return nil, responses.BadRequest(param+field, "%v", headerErr)
+		case err != nil:
+			return nil, responses.BadRequest(param, "%v", err)
+		}
+		out = append(out, &requestServer{Server: srv, tool: m, prefix: toolPrefix(m.ServerLabel), elicitation: policy})
+	}
+	return out, nil
+}
+
+// requestServer is an MCP server as one request configured it: its tools
+// are offered under the server's prefix, so that tools of different
+// servers never collide, and it carries the request's approval and
+// elicitation policies.
+type requestServer struct {
+	*Server
+	tool        *responses.MCPTool
+	prefix      string
+	elicitation string
+}
+
+// toolPrefix makes a function-name-safe prefix from a server label.
+func toolPrefix(label string) string {
+	var b strings.Builder
+	for _, c := range label {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
+			b.WriteRune(c)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String() + "__"
+}
+
+// Tools lists the server's tools under their offered names, filtered by
+// the request's allowed_tools (read_only needs the tools' annotations).
+func (s *requestServer) Tools(ctx context.Context) ([]tools.Definition, error) {
+	defs, err := s.Server.Tools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := defs[:0:0]
+	for _, d := range defs {
+		if !s.tool.AllowedTools.Allows(d.Name, readOnly(d)) {
+			continue
+		}
+		d.Name = s.prefix + d.Name
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func readOnly(d tools.Definition) bool {
+	return strings.Contains(strings.ReplaceAll(string(d.Annotations), " ", ""), `"readOnlyHint":true`)
+}
+
+// Open opens a session that calls tools by their MCP names.
+func (s *requestServer) Open(ctx context.Context) (tools.Session, error) {
+	sess, err := s.Server.Open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &requestSession{Session: sess, prefix: s.prefix}, nil
+}
+
+// ToolName returns the MCP name of an offered tool name.
+func (s *requestServer) ToolName(offered string) string {
+	return strings.TrimPrefix(offered, s.prefix)
+}
+
+// NeedsApproval reports whether a call to the (MCP-named) tool needs the
+// client's approval, by the request's require_approval.
+func (s *requestServer) NeedsApproval(tool string) bool {
+	return s.tool.RequireApproval.Needs(tool)
+}
+
+// ElicitationPolicy is who answers the server's elicitations.
+func (s *requestServer) ElicitationPolicy() string { return s.elicitation }
+
+type requestSession struct {
+	tools.Session
+	prefix string
+}
+
+func (s *requestSession) Call(ctx context.Context, c tools.Call) (tools.Result, error) {
+	c.Name = strings.TrimPrefix(c.Name, s.prefix)
+	return s.Session.Call(ctx, c)
+}
