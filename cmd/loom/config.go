@@ -27,6 +27,9 @@ type Config struct {
 	UpstreamEngine  string
 	ReasoningKey    string
 
+	MCPAllow       string
+	MCPElicitation string
+
 	EnablePython     bool
 	EnableShell      bool
 	AllowUnsandboxed bool
@@ -57,6 +60,8 @@ func parseServeFlags(args []string, getenv func(string) string) (*Config, error)
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight responses may run after SIGINT/SIGTERM before they are cancelled")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", 10*time.Minute, "the longest one response may take")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 32<<20, "largest request body accepted")
+	fs.StringVar(&cfg.MCPAllow, "mcp-allow", "", "comma-separated hosts or CIDRs that request-supplied MCP server_urls may reach although private or loopback (e.g. 127.0.0.1,::1)")
+	fs.StringVar(&cfg.MCPElicitation, "mcp-elicitation", "client", "who answers an MCP server's elicitation by default: client, model or decline")
 	fs.BoolVar(&cfg.EnablePython, "enable-python", false, "run model-written Python (code_interpreter, gpt-oss python) in a bubblewrap sandbox")
 	fs.BoolVar(&cfg.EnableShell, "enable-shell", false, "run model-written shell commands (the shell tool) in a bubblewrap sandbox")
 	fs.BoolVar(&cfg.AllowUnsandboxed, "allow-unsandboxed", false, "run the local tools WITHOUT a sandbox when bubblewrap is missing (dangerous)")
@@ -104,6 +109,11 @@ func (c *Config) validate() error {
 		}
 	default:
 		return fmt.Errorf("--upstream-api %q is not supported (want chat or completions)", c.UpstreamAPI)
+	}
+	switch c.MCPElicitation {
+	case "client", "model", "decline":
+	default:
+		return fmt.Errorf("--mcp-elicitation must be client, model or decline")
 	}
 	switch c.LogFormat {
 	case "text", "json":

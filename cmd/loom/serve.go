@@ -18,6 +18,7 @@ import (
 	"github.com/loomgate/loom/server"
 	"github.com/loomgate/loom/store/sqlite"
 	"github.com/loomgate/loom/tools/local"
+	"github.com/loomgate/loom/tools/mcp"
 	"github.com/loomgate/loom/tools/python"
 	"github.com/loomgate/loom/tools/sandbox"
 	"github.com/loomgate/loom/tools/shell"
@@ -61,9 +62,17 @@ func (m *Main) Open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	policy, err := mcp.NewPolicy(&mcp.PolicyOptions{Allow: m.cfg.MCPAllow})
+	if err != nil {
+		return fmt.Errorf("--mcp-allow: %w", err)
+	}
+	mcpTools := &mcp.Provider{
+		Client:      mcp.NewClient(&mcp.ClientOptions{Policy: policy, Logger: m.log}),
+		Elicitation: m.cfg.MCPElicitation,
+	}
 	eng := engine.New(m.backend(), m.store, &engine.Options{
 		Logger: m.log, Models: m.cfg.Models, Timeout: m.cfg.RequestTimeout, Sealer: sealer,
-		ToolProviders: []engine.ToolProvider{local},
+		ToolProviders: []engine.ToolProvider{local, mcpTools},
 	})
 	m.server = server.New(eng, &server.Options{Logger: m.log, Dialect: dialect, APIKeys: m.cfg.APIKeys, MaxBodyBytes: m.cfg.MaxBodyBytes})
 	m.listener, err = net.Listen("tcp", m.cfg.Addr)

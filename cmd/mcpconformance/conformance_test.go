@@ -30,7 +30,7 @@ var scenarios = []string{
 //
 //	npm ci --prefix cmd/mcpconformance/testdata
 //
-// and is skipped without it. The suite's mock servers listen on localhost.
+// and fails without it. The suite's mock servers listen on localhost.
 func TestConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the npm conformance suite")
@@ -43,7 +43,7 @@ func TestConformance(t *testing.T) {
 	suite := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
 	for _, p := range []string{node, suite} {
 		if _, err := os.Stat(p); err != nil {
-			t.Skipf("conformance suite not installed (%v): run npm ci --prefix cmd/mcpconformance/testdata", err)
+			t.Fatalf("conformance suite not installed (%v): run npm ci --prefix cmd/mcpconformance/testdata (scripts/test does)", err)
 		}
 	}
 

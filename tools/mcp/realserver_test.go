@@ -277,11 +277,11 @@ func TestLegacyServerEverything(t *testing.T) {
 	dir, _ := filepath.Abs(filepath.Join("testdata", "node"))
 	entry := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 	if _, err := os.Stat(entry); err != nil {
-		t.Skipf("server-everything not installed (%v): run npm ci --prefix tools/mcp/testdata/node", err)
+		t.Fatalf("server-everything not installed (%v): run npm ci --prefix tools/mcp/testdata/node (scripts/test does)", err)
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("no node")
+		t.Fatal("node is not on PATH")
 	}
 	preload := filepath.Join(t.TempDir(), "loopback.cjs")
 	if err := os.WriteFile(preload, []byte(loopbackPreload), 0o644); err != nil {
