@@ -4,6 +4,9 @@
 // Subpackages implement it over the wire formats engines speak:
 // model/chat over an OpenAI chat-completions endpoint (any engine), and
 // model/completions over a completions endpoint with the prompt rendered as
-// harmony token ids (gpt-oss at full fidelity). model/mockllm is a scripted
+// harmony token ids (gpt-oss at full fidelity). Both send their requests
+// through model/internal/upstream, which owns the HTTP side they share
+// (retries, timeouts, SSE framing, error mapping), so a fix there holds for
+// every engine; each keeps only its wire format. model/mockllm is a scripted
 // upstream that speaks both formats, for tests, the demo and benchmarks.
 package model

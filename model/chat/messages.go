@@ -6,6 +6,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/loomgate/loom/model/internal/upstream"
 	"github.com/loomgate/loom/responses"
 )
 
@@ -100,7 +101,7 @@ func convertItems(instructions string, items []responses.Item) ([]wireMessage, e
 		default:
 			// item_reference is resolved by the Engine before a turn;
 			// anything else has no chat form.
-			return nil, badRequest(fmt.Sprintf("input item type %q is not supported by the chat completions backend", it.Type))
+			return nil, upstream.BadRequest(fmt.Sprintf("input item type %q is not supported by the chat completions backend", it.Type))
 		}
 	}
 	return msgs, nil
@@ -118,7 +119,7 @@ func convertMessage(it *responses.Item) (wireMessage, error) {
 	case "assistant":
 		role = openai.ChatMessageRoleAssistant
 	default:
-		return wireMessage{}, badRequest(fmt.Sprintf("message role %q is not supported by the chat completions backend", it.Role))
+		return wireMessage{}, upstream.BadRequest(fmt.Sprintf("message role %q is not supported by the chat completions backend", it.Role))
 	}
 
 	hasImage := false
@@ -126,11 +127,11 @@ func convertMessage(it *responses.Item) (wireMessage, error) {
 		switch p.Type {
 		case responses.PartInputImage:
 			if p.ImageURL == "" {
-				return wireMessage{}, badRequest("input_image by file_id is not supported by the chat completions backend")
+				return wireMessage{}, upstream.BadRequest("input_image by file_id is not supported by the chat completions backend")
 			}
 			hasImage = true
 		case responses.PartInputFile:
-			return wireMessage{}, badRequest("input_file is not supported by the chat completions backend")
+			return wireMessage{}, upstream.BadRequest("input_file is not supported by the chat completions backend")
 		}
 	}
 	if !hasImage {

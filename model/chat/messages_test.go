@@ -15,19 +15,6 @@ func assistantMsg(text string) responses.Item {
 	return responses.Item{Type: responses.ItemMessage, Role: "assistant", Content: []responses.ContentPart{responses.OutputText(text)}}
 }
 
-func reasoningItem(text string) responses.Item {
-	return responses.Item{Type: responses.ItemReasoning, Content: []responses.ContentPart{{Type: responses.PartReasoningText, Text: text}}}
-}
-
-func callItem(id, name, args string) responses.Item {
-	return responses.Item{Type: responses.ItemFunctionCall, CallID: id, Name: name, Arguments: args}
-}
-
-func outputItem(id, output string) responses.Item {
-	raw, _ := json.Marshal(output)
-	return responses.Item{Type: responses.ItemFunctionCallOutput, CallID: id, Output: raw}
-}
-
 // TestMessages checks the messages array the upstream receives, as exact
 // JSON, for each conversation shape.
 func TestMessages(t *testing.T) {

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/http"
 
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/model/internal/upstream"
 	"github.com/loomgate/loom/responses"
 )
 
@@ -67,7 +67,7 @@ func buildRequest(req *model.Request) (*wireRequest, error) {
 		w.Tools = make([]openai.Tool, 0, len(req.Tools))
 		for _, t := range req.Tools {
 			if t.Type != responses.ToolFunction {
-				return nil, badRequest(fmt.Sprintf("tool type %q is not supported by the chat completions backend", t.Type))
+				return nil, upstream.BadRequest(fmt.Sprintf("tool type %q is not supported by the chat completions backend", t.Type))
 			}
 			params := t.Parameters
 			if len(bytes.TrimSpace(params)) == 0 || bytes.Equal(bytes.TrimSpace(params), []byte("null")) {
@@ -146,8 +146,4 @@ func marshalRequest(buf *bytes.Buffer, w *wireRequest, extra map[string]json.Raw
 		body[k] = v
 	}
 	return enc.Encode(body)
-}
-
-func badRequest(msg string) error {
-	return &model.Error{Status: http.StatusBadRequest, Message: msg}
 }

@@ -1,9 +1,7 @@
 package chat
 
 import (
-	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"reflect"
 	"testing"
 
@@ -204,31 +202,5 @@ func TestRequestBody(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestRequestHTTP checks the endpoint path and the auth header.
-func TestRequestHTTP(t *testing.T) {
-	rec := &bodyRecorder{}
-	srv := httptest.NewServer(rec)
-	defer srv.Close()
-
-	for _, tc := range []struct{ base, key, wantAuth string }{
-		{srv.URL + "/v1", "sk-test", "Bearer sk-test"},
-		{srv.URL + "/v1/", "", ""},
-	} {
-		b := New(tc.base, tc.key, testOptions())
-		if _, err := collect(context.Background(), b, userReq("hi")); err != nil {
-			t.Fatal(err)
-		}
-		rec.mu.Lock()
-		path, auth := rec.paths[len(rec.paths)-1], rec.auth[len(rec.auth)-1]
-		rec.mu.Unlock()
-		if path != "/v1/chat/completions" {
-			t.Errorf("base %q: path %q, want /v1/chat/completions", tc.base, path)
-		}
-		if auth != tc.wantAuth {
-			t.Errorf("base %q: Authorization %q, want %q", tc.base, auth, tc.wantAuth)
-		}
 	}
 }

@@ -1,25 +1,17 @@
 package chat
 
 import (
-	"bufio"
-	"bytes"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
 
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/model/internal/upstream"
 	"github.com/loomgate/loom/responses"
 )
-
-// maxLineBytes caps one SSE line. Engines that do not stream tool
-// arguments send a whole call in one chunk, so this is far above a normal
-// token delta, but it bounds what a broken upstream can make us buffer.
-const maxLineBytes = 16 << 20
 
 // chunk is one chat.completion.chunk. It reuses go-openai's types except
 // for the delta, which needs one field go-openai lacks.
@@ -50,14 +42,6 @@ type chunkDelta struct {
 	Reasoning string `json:"reasoning"`
 }
 
-// errEmit wraps an error returned by the caller's emit function, so that
-// Stream can return it unchanged instead of mapping it as an upstream
-// failure.
-type errEmit struct{ err error }
-
-func (e *errEmit) Error() string { return e.err.Error() }
-func (e *errEmit) Unwrap() error { return e.err }
-
 // decoder turns chunk payloads into deltas. It holds the per-turn state
 // that spans chunks: which tool calls were seen, the finish reason and
 // the latest usage.
@@ -78,71 +62,12 @@ type toolCall struct {
 }
 
 // readStream reads an SSE body to [DONE], emitting deltas. It returns nil
-// after the final DeltaFinish, an *errEmit when emit failed, a
+// after the final DeltaFinish, emit's error when emit failed, a
 // *model.Error for an upstream error or malformed stream, and the raw
 // read error otherwise.
 func readStream(r io.Reader, emit func(model.Delta) error) error {
 	d := &decoder{emit: emit}
-	br := bufio.NewReaderSize(r, 4096)
-	var long []byte
-	for {
-		line, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// A line longer than the buffer: gather it in a side buffer.
-			long = append(long[:0], line...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = br.ReadSlice('\n')
-				long = append(long, line...)
-				if len(long) > maxLineBytes {
-					return malformed(fmt.Errorf("SSE line longer than %d bytes", maxLineBytes))
-				}
-			}
-			line = long
-		}
-		if len(line) > 0 {
-			done, perr := d.line(line)
-			if perr != nil || done {
-				return perr
-			}
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return &model.Error{Status: http.StatusBadGateway, Message: msgStreamCut, Err: io.ErrUnexpectedEOF}
-			}
-			return err
-		}
-	}
-}
-
-var (
-	prefixData  = []byte("data:")
-	prefixError = []byte("error:")
-	doneMarker  = []byte("[DONE]")
-)
-
-// line handles one SSE line. It reports done after [DONE].
-func (d *decoder) line(line []byte) (done bool, err error) {
-	line = bytes.TrimRight(line, "\r\n")
-	switch {
-	case len(line) == 0, line[0] == ':':
-		// Event separator or comment (keep-alive).
-		return false, nil
-	case bytes.HasPrefix(line, prefixData):
-		payload := bytes.TrimLeft(line[len(prefixData):], " ")
-		if bytes.Equal(payload, doneMarker) {
-			return true, d.done()
-		}
-		return false, d.data(payload)
-	case bytes.HasPrefix(line, prefixError):
-		// llama.cpp reports a failure mid-stream as an "error:" line.
-		return false, upstreamStreamError(bytes.TrimSpace(line[len(prefixError):]))
-	case bytes.HasPrefix(line, []byte("event:")), bytes.HasPrefix(line, []byte("id:")), bytes.HasPrefix(line, []byte("retry:")):
-		return false, nil
-	default:
-		// Not SSE at all: an HTML error page from a proxy, a plain JSON
-		// body from an engine that ignored stream=true, noise.
-		return false, malformed(fmt.Errorf("unexpected line in SSE stream: %q", truncate(line, 128)))
-	}
+	return upstream.ReadSSE(r, d.data, d.done)
 }
 
 // data decodes one chunk and emits its deltas.
@@ -153,14 +78,11 @@ func (d *decoder) data(payload []byte) error {
 	clear(choices)
 	d.chunk = chunk{Choices: choices[:0]}
 	if err := json.Unmarshal(payload, &d.chunk); err != nil {
-		return malformed(fmt.Errorf("decoding chunk: %w", err))
+		return upstream.Malformed(fmt.Errorf("decoding chunk: %w", err))
 	}
 	c := &d.chunk
-	if len(c.Error) > 0 && !bytes.Equal(c.Error, []byte("null")) {
-		return upstreamStreamError(payload)
-	}
-	if c.Object == "error" {
-		return upstreamStreamError(payload)
+	if upstream.IsErrorObject(c.Error, c.Object) {
+		return upstream.StreamError(payload)
 	}
 	for i := range c.Choices {
 		if err := d.choice(&c.Choices[i]); err != nil {
@@ -206,15 +128,12 @@ func (d *decoder) choice(ch *chunkChoice) error {
 		}
 	}
 	if ch.FinishReason != "" && ch.FinishReason != openai.FinishReasonNull {
-		switch reason := string(ch.FinishReason); reason {
-		case "abort", "error":
-			// vLLM ends a request it had to drop this way; the output is
-			// incomplete, so it is an upstream failure, not a finish.
-			return &model.Error{Status: http.StatusBadGateway, Message: msgUpstreamError,
-				Err: fmt.Errorf("upstream finished with reason %q", reason)}
-		default:
-			d.finish = reason
+		// vLLM ends a request it had to drop with "abort" or "error".
+		reason := string(ch.FinishReason)
+		if err := upstream.FinishReasonError(reason); err != nil {
+			return err
 		}
+		d.finish = reason
 	}
 	return nil
 }
@@ -230,11 +149,11 @@ func (d *decoder) toolCall(tc *openai.ToolCall) error {
 			// Some engines omit ids; the Responses call_id must exist.
 			id = "call_" + rand.Text()
 		}
-		upstream := -1
+		upstreamIndex := -1
 		if tc.Index != nil {
-			upstream = *tc.Index
+			upstreamIndex = *tc.Index
 		}
-		d.calls = append(d.calls, toolCall{upstream: upstream, id: id})
+		d.calls = append(d.calls, toolCall{upstream: upstreamIndex, id: id})
 		return d.send(model.Delta{
 			Kind:          model.DeltaToolCall,
 			ToolIndex:     len(d.calls) - 1,
@@ -297,10 +216,7 @@ func (d *decoder) finishReason() string {
 }
 
 func (d *decoder) send(delta model.Delta) error {
-	if err := d.emit(delta); err != nil {
-		return &errEmit{err: err}
-	}
-	return nil
+	return d.emit(delta)
 }
 
 func convertUsage(u *openai.Usage) responses.Usage {
@@ -319,11 +235,4 @@ func convertUsage(u *openai.Usage) responses.Usage {
 		out.OutputTokensDetails.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
 	}
 	return out
-}
-
-func truncate(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[:n]
-	}
-	return b
 }

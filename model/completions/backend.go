@@ -2,18 +2,15 @@ package completions
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"time"
 
-	"github.com/hashicorp/go-retryablehttp"
-
 	"github.com/loomgate/loom/harmony"
 	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/model/internal/upstream"
 )
 
 // Engines whose completions dialect the Backend speaks. They differ in the
@@ -27,11 +24,11 @@ const (
 
 // Defaults used when Options (or one of its fields) is left zero.
 const (
-	DefaultRetries          = 2
-	DefaultRetryWaitMin     = 100 * time.Millisecond
-	DefaultRetryWaitMax     = 1 * time.Second
-	DefaultConnectTimeout   = 10 * time.Second
-	DefaultFirstByteTimeout = 120 * time.Second
+	DefaultRetries          = upstream.DefaultRetries
+	DefaultRetryWaitMin     = upstream.DefaultRetryWaitMin
+	DefaultRetryWaitMax     = upstream.DefaultRetryWaitMax
+	DefaultConnectTimeout   = upstream.DefaultConnectTimeout
+	DefaultFirstByteTimeout = upstream.DefaultFirstByteTimeout
 )
 
 // Options configures a Backend and the prompt it renders. The zero value
@@ -89,7 +86,8 @@ type Options struct {
 	FirstByteTimeout time.Duration
 }
 
-// resolved returns a copy of opts with every default filled in.
+// resolved returns a copy of opts with the render defaults filled in; the
+// HTTP fields are resolved by the upstream client.
 func (opts *Options) resolved() Options {
 	var o Options
 	if opts != nil {
@@ -107,28 +105,6 @@ func (opts *Options) resolved() Options {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	switch {
-	case o.Retries == 0:
-		o.Retries = DefaultRetries
-	case o.Retries < 0:
-		o.Retries = 0
-	}
-	if o.RetryWaitMin <= 0 {
-		o.RetryWaitMin = DefaultRetryWaitMin
-	}
-	if o.RetryWaitMax <= 0 {
-		o.RetryWaitMax = DefaultRetryWaitMax
-	}
-	o.RetryWaitMax = max(o.RetryWaitMax, o.RetryWaitMin)
-	if o.ConnectTimeout <= 0 {
-		o.ConnectTimeout = DefaultConnectTimeout
-	}
-	if o.FirstByteTimeout <= 0 {
-		o.FirstByteTimeout = DefaultFirstByteTimeout
-	}
 	return o
 }
 
@@ -136,13 +112,17 @@ func (opts *Options) resolved() Options {
 // endpoint, speaking harmony token ids to a gpt-oss model. It is safe for
 // concurrent use.
 type Backend struct {
-	url    string
-	apiKey string
 	opts   Options
-	client *retryablehttp.Client
+	client *upstream.Client
 }
 
 var _ model.Backend = (*Backend)(nil)
+
+// UpstreamError is what the engine said when it failed: the HTTP status (0
+// for an error inside the stream) and its message. It is the Err of a
+// model.Error, for logs; it is never shown to clients. It is the same type
+// in both backends.
+type UpstreamError = upstream.UpstreamError
 
 // New returns a Backend for the engine at baseURL, which ends in /v1 (for
 // example http://localhost:8000/v1). apiKey may be empty; when set it is
@@ -155,65 +135,18 @@ func New(baseURL, apiKey string, opts *Options) *Backend {
 	default:
 		panic("completions: unknown Options.Engine " + o.Engine)
 	}
-	httpClient := o.HTTPClient
-	if httpClient == nil {
-		httpClient = pooledClient(o.ConnectTimeout)
-	}
-	logger := o.Logger
-	rc := &retryablehttp.Client{
-		HTTPClient:   httpClient,
-		Logger:       nil, // the hook below logs retries without URLs or keys
-		RetryWaitMin: o.RetryWaitMin,
-		RetryWaitMax: o.RetryWaitMax,
-		RetryMax:     o.Retries,
-		CheckRetry:   shouldRetry,
-		Backoff: func(lo, hi time.Duration, attempt int, resp *http.Response) time.Duration {
-			// A long Retry-After is better reported to the client as a
-			// 429 than waited out while it waits.
-			return min(retryablehttp.DefaultBackoff(lo, hi, attempt, resp), hi)
-		},
-		// The last 429 or 5xx comes back as a response, so it maps to
-		// its own status rather than to a generic failure.
-		ErrorHandler: retryablehttp.PassthroughErrorHandler,
-		RequestLogHook: func(_ retryablehttp.Logger, _ *http.Request, attempt int) {
-			if attempt > 0 {
-				logger.Warn("retrying upstream completions request", "attempt", attempt+1)
-			}
-		},
-	}
-	return &Backend{
-		url:    strings.TrimSuffix(baseURL, "/") + "/completions",
-		apiKey: apiKey,
-		opts:   o,
-		client: rc,
-	}
+	url := strings.TrimSuffix(baseURL, "/") + "/completions"
+	return &Backend{opts: o, client: upstream.NewClient(url, apiKey, upstream.Config{
+		Name:             "completions",
+		HTTPClient:       o.HTTPClient,
+		Logger:           o.Logger,
+		Retries:          o.Retries,
+		RetryWaitMin:     o.RetryWaitMin,
+		RetryWaitMax:     o.RetryWaitMax,
+		ConnectTimeout:   o.ConnectTimeout,
+		FirstByteTimeout: o.FirstByteTimeout,
+	})}
 }
-
-func pooledClient(connect time.Duration) *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
-	t.TLSHandshakeTimeout = connect
-	t.MaxIdleConnsPerHost = 64 // many concurrent streams go to one engine
-	return &http.Client{Transport: t}
-}
-
-// shouldRetry retries connection errors, 429 and 5xx other than 501. It
-// runs only before Do returns, so a stream being read is never retried.
-func shouldRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
-	if ctx.Err() != nil {
-		return false, context.Cause(ctx)
-	}
-	if err != nil {
-		// No response arrived; the body is plain bytes, safe to resend.
-		return true, nil
-	}
-	code := resp.StatusCode
-	return code == http.StatusTooManyRequests || (code >= 500 && code != http.StatusNotImplemented), nil
-}
-
-// errFirstByteTimeout is the cancel cause when the upstream sent nothing
-// within FirstByteTimeout.
-var errFirstByteTimeout = errors.New("no response from upstream within the first-byte timeout")
 
 // Stream renders req to harmony token ids, sends them upstream and emits
 // the routed deltas in order. See model.Backend.
@@ -227,66 +160,7 @@ func (b *Backend) Stream(ctx context.Context, req *model.Request, emit func(mode
 		return err
 	}
 
-	// Cancelling this context aborts the HTTP request and closes its
-	// connection, which is how the engine learns to stop generating. The
-	// first-byte timer cancels it with its own cause.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(context.Canceled)
-	timer := time.AfterFunc(b.opts.FirstByteTimeout, func() { cancel(errFirstByteTimeout) })
-	defer timer.Stop()
-
-	hreq, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, b.url, body)
-	if err != nil {
-		return &model.Error{Status: http.StatusBadGateway, Message: msgUnavailable, Err: err}
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
-	if b.apiKey != "" {
-		hreq.Header.Set("Authorization", "Bearer "+b.apiKey)
-	}
-
-	resp, err := b.client.Do(hreq)
-	if err != nil {
-		return transportError(ctx, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return statusError(resp)
-	}
-
-	err = readStream(&firstByteReader{r: resp.Body, timer: timer}, newRouter(len(prompt), emit))
-	var emitErr *emitError
-	var merr *model.Error
-	switch {
-	case err == nil:
-		// Drain what is left after [DONE] so the connection is reused.
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-		return nil
-	case errors.As(err, &emitErr):
-		// The caller's own error, unchanged; closing the body drops the
-		// connection so the engine stops.
-		return emitErr.err
-	case ctx.Err() != nil:
-		return transportError(ctx, err)
-	case errors.As(err, &merr):
-		return merr
-	default:
-		return &model.Error{Status: http.StatusBadGateway, Message: msgStreamCut, Err: err}
-	}
-}
-
-// firstByteReader stops the first-byte timer when the body yields data.
-type firstByteReader struct {
-	r       io.Reader
-	timer   *time.Timer
-	started bool
-}
-
-func (f *firstByteReader) Read(p []byte) (int, error) {
-	n, err := f.r.Read(p)
-	if n > 0 && !f.started {
-		f.started = true
-		f.timer.Stop()
-	}
-	return n, err
+	return b.client.Stream(ctx, body, emit, func(body io.Reader, emit func(model.Delta) error) error {
+		return readStream(body, newRouter(len(prompt), emit))
+	})
 }

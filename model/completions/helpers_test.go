@@ -4,17 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/loomgate/loom/harmony"
 	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/model/internal/upstream/upstreamtest"
 	"github.com/loomgate/loom/responses"
 )
 
@@ -32,39 +30,20 @@ func testOptions() *Options {
 	}
 }
 
-// collect runs one turn and returns every delta emitted, also on error.
-func collect(ctx context.Context, b *Backend, req *model.Request) ([]model.Delta, error) {
-	var out []model.Delta
-	err := b.Stream(ctx, req, func(d model.Delta) error {
-		out = append(out, d)
-		return nil
-	})
-	return out, err
-}
+// Shared helpers, under the names these tests use.
+var (
+	collect   = upstreamtest.Collect
+	userReq   = upstreamtest.UserReq
+	userMsg   = upstreamtest.UserMsg
+	sseServer = upstreamtest.SSEServer
 
-func userReq(text string) *model.Request {
-	return &model.Request{Model: "openai/gpt-oss-20b", Items: []responses.Item{userMsg(text)}}
-}
-
-func userMsg(text string) responses.Item {
-	return responses.Item{Type: responses.ItemMessage, Role: "user", Content: []responses.ContentPart{{Type: responses.PartInputText, Text: text}}}
-}
+	reasoningItem = upstreamtest.ReasoningItem
+	callItem      = upstreamtest.CallItem
+	outputItem    = upstreamtest.OutputItem
+)
 
 func assistantMsg(text, phase string) responses.Item {
 	return responses.Item{Type: responses.ItemMessage, Role: "assistant", Phase: phase, Content: []responses.ContentPart{responses.OutputText(text)}}
-}
-
-func reasoningItem(text string) responses.Item {
-	return responses.Item{Type: responses.ItemReasoning, Content: []responses.ContentPart{{Type: responses.PartReasoningText, Text: text}}}
-}
-
-func callItem(id, name, args string) responses.Item {
-	return responses.Item{Type: responses.ItemFunctionCall, CallID: id, Name: name, Arguments: args}
-}
-
-func outputItem(id, output string) responses.Item {
-	raw, _ := json.Marshal(output)
-	return responses.Item{Type: responses.ItemFunctionCallOutput, CallID: id, Output: raw}
 }
 
 func weatherTool() responses.Tool {
@@ -126,56 +105,25 @@ func (c completion) stream(t testing.TB) string {
 	return b.String()
 }
 
-// sseServer answers every request with body as an SSE stream.
-func sseServer(t *testing.T, body string) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, body)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
-
-// bodyRecorder keeps request bodies and answers a minimal final answer.
-type bodyRecorder struct {
-	mu     sync.Mutex
-	bodies [][]byte
-	paths  []string
-	auth   []string
-}
-
+// okStream is a minimal final answer.
 const okStream = "data: {\"choices\":[{\"index\":0,\"text\":\"<|channel|>final<|message|>ok<|return|>\",\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"
-
-func (rec *bodyRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b, _ := io.ReadAll(r.Body)
-	rec.mu.Lock()
-	rec.bodies = append(rec.bodies, b)
-	rec.paths = append(rec.paths, r.URL.Path)
-	rec.auth = append(rec.auth, r.Header.Get("Authorization"))
-	rec.mu.Unlock()
-	w.Header().Set("Content-Type", "text/event-stream")
-	_, _ = io.WriteString(w, okStream)
-}
 
 // sentBody runs req through a Backend with opts and returns the decoded
 // JSON body the upstream received.
 func sentBody(t *testing.T, req *model.Request, opts *Options) map[string]any {
 	t.Helper()
-	rec := &bodyRecorder{}
+	rec := &upstreamtest.Recorder{Stream: okStream}
 	srv := httptest.NewServer(rec)
 	defer srv.Close()
 	if _, err := collect(context.Background(), New(srv.URL+"/v1", "", opts), req); err != nil {
 		t.Fatalf("Stream: %v", err)
 	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if len(rec.bodies) != 1 {
-		t.Fatalf("upstream got %d requests, want 1", len(rec.bodies))
+	reqs := rec.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("upstream got %d requests, want 1", len(reqs))
 	}
 	var m map[string]any
-	if err := json.Unmarshal(rec.bodies[0], &m); err != nil {
+	if err := json.Unmarshal(reqs[0].Body, &m); err != nil {
 		t.Fatalf("invalid JSON body: %v", err)
 	}
 	return m

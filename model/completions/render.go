@@ -10,6 +10,7 @@ import (
 
 	"github.com/loomgate/loom/harmony"
 	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/model/internal/upstream"
 	"github.com/loomgate/loom/responses"
 )
 
@@ -40,7 +41,7 @@ func Render(req *model.Request, opts *Options) ([]uint32, error) {
 	}
 	ids, err := harmony.RenderForCompletion(msgs, harmony.RoleAssistant, &harmony.RenderOptions{Analysis: o.Analysis})
 	if err != nil {
-		return nil, badRequest("cannot render the conversation for the model: " + err.Error())
+		return nil, upstream.BadRequest("cannot render the conversation for the model: " + err.Error())
 	}
 	return ids, nil
 }
@@ -121,7 +122,7 @@ func reasoningEffort(effort string) (harmony.ReasoningEffort, error) {
 	case "high", "xhigh":
 		return harmony.ReasoningHigh, nil
 	}
-	return "", badRequest(fmt.Sprintf("reasoning effort %q is not supported", effort))
+	return "", upstream.BadRequest(fmt.Sprintf("reasoning effort %q is not supported", effort))
 }
 
 // functionTools declares the request's function tools, or none when
@@ -140,7 +141,7 @@ func functionTools(req *model.Request) ([]harmony.ToolDescription, error) {
 			continue
 		}
 		if t.Type != responses.ToolFunction {
-			return nil, badRequest(fmt.Sprintf("tool type %q is not supported by the completions backend", t.Type))
+			return nil, upstream.BadRequest(fmt.Sprintf("tool type %q is not supported by the completions backend", t.Type))
 		}
 		d := harmony.ToolDescription{Name: t.Name, Parameters: t.Parameters}
 		if t.Description != nil {
@@ -194,7 +195,7 @@ func responseFormat(tf *responses.TextFormat) (string, error) {
 	}
 	var schema bytes.Buffer
 	if err := json.Compact(&schema, tf.Schema); err != nil {
-		return "", badRequest("text.format.schema is not valid JSON")
+		return "", upstream.BadRequest("text.format.schema is not valid JSON")
 	}
 	name := tf.Name
 	if name == "" {
@@ -266,7 +267,7 @@ func appendHistory(msgs []harmony.Message, req *model.Request) ([]harmony.Messag
 		case responses.ItemFunctionCallOutput:
 			name, ok := calls[it.CallID]
 			if !ok {
-				return nil, badRequest(fmt.Sprintf("no function_call found for function_call_output with call_id %q", it.CallID))
+				return nil, upstream.BadRequest(fmt.Sprintf("no function_call found for function_call_output with call_id %q", it.CallID))
 			}
 			m := harmony.Message{Recipient: "assistant", Content: []harmony.Content{harmony.Text(it.OutputString())}}
 			if isBuiltin(name, declared) {
@@ -277,7 +278,7 @@ func appendHistory(msgs []harmony.Message, req *model.Request) ([]harmony.Messag
 			msgs = append(msgs, m)
 
 		default:
-			return nil, badRequest(fmt.Sprintf("input item type %q is not supported by the completions backend", it.Type))
+			return nil, upstream.BadRequest(fmt.Sprintf("input item type %q is not supported by the completions backend", it.Type))
 		}
 	}
 	return msgs, nil
@@ -291,7 +292,7 @@ func historyMessage(it *responses.Item) (harmony.Message, error) {
 	for _, p := range it.Content {
 		switch p.Type {
 		case responses.PartInputImage, responses.PartInputFile:
-			return harmony.Message{}, badRequest(fmt.Sprintf("%s is not supported by the completions backend (gpt-oss reads text only)", p.Type))
+			return harmony.Message{}, upstream.BadRequest(fmt.Sprintf("%s is not supported by the completions backend (gpt-oss reads text only)", p.Type))
 		}
 	}
 	text := it.Text()
@@ -309,7 +310,7 @@ func historyMessage(it *responses.Item) (harmony.Message, error) {
 		return harmony.Message{Author: harmony.Author{Role: harmony.RoleAssistant}, Channel: channel,
 			Content: []harmony.Content{harmony.Text(text)}}, nil
 	}
-	return harmony.Message{}, badRequest(fmt.Sprintf("message role %q is not supported by the completions backend", it.Role))
+	return harmony.Message{}, upstream.BadRequest(fmt.Sprintf("message role %q is not supported by the completions backend", it.Role))
 }
 
 // pythonCode is the code of a python call: raw code as the model writes

@@ -2,12 +2,11 @@ package completions
 
 import (
 	"crypto/rand"
-	"fmt"
-	"net/http"
 	"strings"
 
 	"github.com/loomgate/loom/harmony"
 	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/model/internal/upstream"
 	"github.com/loomgate/loom/responses"
 )
 
@@ -77,15 +76,11 @@ func (r *router) chunk(c *chunk) error {
 			return err
 		}
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
-			switch reason := *ch.FinishReason; reason {
-			case "abort", "error":
-				// vLLM ends a request it had to drop this way: the
-				// output is incomplete, an upstream failure.
-				return &model.Error{Status: http.StatusBadGateway, Message: msgUpstreamError,
-					Err: fmt.Errorf("upstream finished with reason %q", reason)}
-			default:
-				r.engineFinish = reason
+			// vLLM ends a request it had to drop with "abort" or "error".
+			if err := upstream.FinishReasonError(*ch.FinishReason); err != nil {
+				return err
 			}
+			r.engineFinish = *ch.FinishReason
 		}
 	}
 	if c.Usage != nil {
@@ -100,7 +95,7 @@ func (r *router) chunk(c *chunk) error {
 func (r *router) token(id uint32) error {
 	r.msgTokens++
 	if err := r.parser.Process(id); err != nil {
-		return malformed(err)
+		return upstream.Malformed(err)
 	}
 	return r.step()
 }
@@ -109,7 +104,7 @@ func (r *router) text(s string) error {
 	for len(s) > 0 {
 		n, err := r.parser.ProcessText(s)
 		if err != nil {
-			return malformed(err)
+			return upstream.Malformed(err)
 		}
 		r.msgText = append(r.msgText, s[:n]...)
 		s = s[n:]
@@ -241,7 +236,7 @@ func (r *router) finish() error {
 		// Output cut inside a header is expected when the token budget
 		// ran out there; otherwise the model wrote something broken.
 		if r.engineFinish != "length" {
-			return malformed(err)
+			return upstream.Malformed(err)
 		}
 	} else if err := r.step(); err != nil {
 		return err
@@ -288,8 +283,5 @@ func (r *router) finishReason() string {
 }
 
 func (r *router) send(d model.Delta) error {
-	if err := r.emit(d); err != nil {
-		return &emitError{err: err}
-	}
-	return nil
+	return r.emit(d)
 }

@@ -1,20 +1,12 @@
 package completions
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
 
-	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/model/internal/upstream"
 )
-
-// maxLineBytes caps one SSE line: far above a token's chunk, but it bounds
-// what a broken upstream can make us buffer.
-const maxLineBytes = 16 << 20
 
 // chunk is one text_completion stream chunk.
 type chunk struct {
@@ -22,7 +14,7 @@ type chunk struct {
 	Usage   *wireUsage    `json:"usage"`
 
 	// An engine failing mid-stream sends {"error":{...}} or, in older
-	// vLLM, {"object":"error","message":...}.
+	// vLLM, {"object":"error","message":...} (upstream.IsErrorObject).
 	Error  json.RawMessage `json:"error"`
 	Object string          `json:"object"`
 }
@@ -44,46 +36,17 @@ type wireUsage struct {
 }
 
 // readStream reads an SSE body to [DONE], feeding each chunk to r. It
-// returns nil after r has finished the turn, an *emitError when emit
+// returns nil after r has finished the turn, emit's error when emit
 // failed, a *model.Error for an upstream error or malformed stream, and
 // the raw read error otherwise.
 func readStream(body io.Reader, r *router) error {
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 4096), maxLineBytes)
 	var c chunk
-	for sc.Scan() {
-		line := bytes.TrimSuffix(sc.Bytes(), []byte("\r"))
-		switch {
-		case len(line) == 0, line[0] == ':':
-			// Event separator or keep-alive comment.
-		case bytes.HasPrefix(line, []byte("data:")):
-			payload := bytes.TrimLeft(line[len("data:"):], " ")
-			if bytes.Equal(payload, []byte("[DONE]")) {
-				return r.finish()
-			}
-			if err := decodeChunk(payload, &c); err != nil {
-				return err
-			}
-			if err := r.chunk(&c); err != nil {
-				return err
-			}
-		case bytes.HasPrefix(line, []byte("error:")):
-			// llama.cpp reports a failure mid-stream as an "error:" line.
-			return streamError(bytes.TrimSpace(line[len("error:"):]))
-		case bytes.HasPrefix(line, []byte("event:")), bytes.HasPrefix(line, []byte("id:")), bytes.HasPrefix(line, []byte("retry:")):
-		default:
-			// Not SSE: a proxy's HTML page, a JSON body from an engine
-			// that ignored stream=true, noise.
-			return malformed(fmt.Errorf("unexpected line in SSE stream: %q", line[:min(len(line), 128)]))
+	return upstream.ReadSSE(body, func(payload []byte) error {
+		if err := decodeChunk(payload, &c); err != nil {
+			return err
 		}
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return malformed(fmt.Errorf("SSE line longer than %d bytes", maxLineBytes))
-		}
-		return err
-	}
-	return &model.Error{Status: http.StatusBadGateway, Message: msgStreamCut, Err: io.ErrUnexpectedEOF}
+		return r.chunk(&c)
+	}, r.finish)
 }
 
 // decodeChunk decodes payload into c, reusing c's slices: json.Unmarshal
@@ -96,10 +59,10 @@ func decodeChunk(payload []byte, c *chunk) error {
 	}
 	*c = chunk{Choices: choices[:0]}
 	if err := json.Unmarshal(payload, c); err != nil {
-		return malformed(fmt.Errorf("decoding chunk: %w", err))
+		return upstream.Malformed(fmt.Errorf("decoding chunk: %w", err))
 	}
-	if (len(c.Error) > 0 && !bytes.Equal(c.Error, []byte("null"))) || c.Object == "error" {
-		return streamError(payload)
+	if upstream.IsErrorObject(c.Error, c.Object) {
+		return upstream.StreamError(payload)
 	}
 	return nil
 }

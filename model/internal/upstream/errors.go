@@ -1,4 +1,4 @@
-package chat
+package upstream
 
 import (
 	"context"
@@ -48,12 +48,12 @@ func (e *UpstreamError) Error() string {
 func statusError(resp *http.Response) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	uerr := &UpstreamError{StatusCode: resp.StatusCode, Message: errorMessage(body)}
-	switch {
-	case resp.StatusCode == http.StatusTooManyRequests:
+	switch code := resp.StatusCode; {
+	case code == http.StatusTooManyRequests:
 		return &model.Error{Status: http.StatusTooManyRequests, Message: msgRateLimited, Err: uerr}
-	case resp.StatusCode >= 500:
+	case code >= 500:
 		return &model.Error{Status: http.StatusBadGateway, Message: msgUnavailable, Err: uerr}
-	case resp.StatusCode >= 400:
+	case code >= 400:
 		// A 4xx means loom built a request the engine refused (an unknown
 		// model, a context-length overflow, a parameter it lacks). The
 		// client cannot fix that with the engine's words, which may name
@@ -89,15 +89,34 @@ func errorMessage(body []byte) string {
 	return strings.ToValidUTF8(string(truncate(body, 512)), "")
 }
 
-// upstreamStreamError is an error object the engine sent inside the stream.
-func upstreamStreamError(payload []byte) error {
+// StreamError is an error object the engine sent inside the stream (a
+// data line's payload, or what follows llama.cpp's "error:").
+func StreamError(payload []byte) error {
 	return &model.Error{Status: http.StatusBadGateway, Message: msgUpstreamError,
 		Err: &UpstreamError{Message: errorMessage(payload)}}
 }
 
-// malformed is a stream we cannot parse.
-func malformed(err error) error {
+// Malformed is a stream we cannot parse.
+func Malformed(err error) error {
 	return &model.Error{Status: http.StatusBadGateway, Message: msgBadResponse, Err: err}
+}
+
+// FinishReasonError checks a finish reason: "abort" and "error" are how
+// vLLM ends a request it had to drop, so the output is incomplete and the
+// turn an upstream failure, not a finish. It returns nil for the others.
+func FinishReasonError(reason string) error {
+	switch reason {
+	case "abort", "error":
+		return &model.Error{Status: http.StatusBadGateway, Message: msgUpstreamError,
+			Err: fmt.Errorf("upstream finished with reason %q", reason)}
+	}
+	return nil
+}
+
+// BadRequest is a request loom cannot translate for the upstream: the
+// client's to fix, so msg is shown to it.
+func BadRequest(msg string) error {
+	return &model.Error{Status: http.StatusBadRequest, Message: msg}
 }
 
 // transportError maps a failure to get or read the response. ctx is the
@@ -118,4 +137,8 @@ func transportError(ctx context.Context, err error) error {
 		return &model.Error{Status: http.StatusGatewayTimeout, Message: msgTimeout, Err: err}
 	}
 	return &model.Error{Status: http.StatusBadGateway, Message: msgUnavailable, Err: err}
+}
+
+func truncate(b []byte, n int) []byte {
+	return b[:min(len(b), n)]
 }

@@ -1,0 +1,240 @@
+// Package upstream is the HTTP plumbing the model backends share: a
+// retrying client that retries only before the first byte of a response,
+// a first-byte timeout, the SSE line reader, and the mapping of every
+// failure to a *model.Error with a message safe for clients. Each backend
+// keeps only its wire format: the request body, the chunk decoding and
+// what it makes of the chunks.
+//
+// It is internal: the backends' public Options and constants stay theirs
+// (their Default* constants are these), so it can change with them.
+package upstream
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/loomgate/loom/model"
+)
+
+// Defaults used when a Config field is left zero.
+const (
+	DefaultRetries          = 2
+	DefaultRetryWaitMin     = 100 * time.Millisecond
+	DefaultRetryWaitMax     = 1 * time.Second
+	DefaultConnectTimeout   = 10 * time.Second
+	DefaultFirstByteTimeout = 120 * time.Second
+)
+
+// Config is the HTTP part of a backend's Options, with the same fields
+// and the same meaning (the backends document them to their users; each
+// zero field means its default, a negative Retries none). Name says which
+// request a retry notice is about ("chat completions"); the notice never
+// carries the URL or the key.
+type Config struct {
+	Name             string
+	HTTPClient       *http.Client // its Timeout must be zero
+	Logger           *slog.Logger
+	Retries          int
+	RetryWaitMin     time.Duration
+	RetryWaitMax     time.Duration // also caps a Retry-After wait
+	ConnectTimeout   time.Duration // default client only
+	FirstByteTimeout time.Duration // from sending, retries included
+}
+
+func (c Config) resolved() Config {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	switch {
+	case c.Retries == 0:
+		c.Retries = DefaultRetries
+	case c.Retries < 0:
+		c.Retries = 0
+	}
+	if c.RetryWaitMin <= 0 {
+		c.RetryWaitMin = DefaultRetryWaitMin
+	}
+	if c.RetryWaitMax <= 0 {
+		c.RetryWaitMax = DefaultRetryWaitMax
+	}
+	c.RetryWaitMax = max(c.RetryWaitMax, c.RetryWaitMin)
+	if c.ConnectTimeout <= 0 {
+		c.ConnectTimeout = DefaultConnectTimeout
+	}
+	if c.FirstByteTimeout <= 0 {
+		c.FirstByteTimeout = DefaultFirstByteTimeout
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = pooledClient(c.ConnectTimeout)
+	}
+	return c
+}
+
+// Client posts JSON bodies to one streaming endpoint. It is safe for
+// concurrent use.
+type Client struct {
+	url              string
+	apiKey           string
+	client           *retryablehttp.Client
+	firstByteTimeout time.Duration
+}
+
+// NewClient returns a Client posting to url. apiKey may be empty; when set
+// it is sent as a bearer token and never logged.
+func NewClient(url, apiKey string, cfg Config) *Client {
+	c := cfg.resolved()
+	logger, notice := c.Logger, "retrying upstream "+c.Name+" request"
+	rc := &retryablehttp.Client{
+		HTTPClient:   c.HTTPClient,
+		Logger:       nil, // retries are logged by the hook below, without URLs in query strings or keys
+		RetryWaitMin: c.RetryWaitMin,
+		RetryWaitMax: c.RetryWaitMax,
+		RetryMax:     c.Retries,
+		CheckRetry:   retryPolicy,
+		Backoff:      cappedBackoff,
+		// Hand the last response (or error) back as is, so that a final
+		// 429 or 5xx maps to its own status instead of a generic failure.
+		ErrorHandler: retryablehttp.PassthroughErrorHandler,
+		RequestLogHook: func(_ retryablehttp.Logger, _ *http.Request, attempt int) {
+			if attempt > 0 {
+				logger.Warn(notice, "attempt", attempt+1)
+			}
+		},
+	}
+	return &Client{url: url, apiKey: apiKey, client: rc, firstByteTimeout: c.FirstByteTimeout}
+}
+
+func pooledClient(connect time.Duration) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
+	t.TLSHandshakeTimeout = connect
+	// Many concurrent streams go to the same engine.
+	t.MaxIdleConnsPerHost = 64
+	return &http.Client{Transport: t}
+}
+
+// retryPolicy retries connection errors, 429 and 5xx (except 501, which
+// will not change). It is consulted only before Do returns, i.e. before a
+// byte of the body was read, so a stream in progress is never retried.
+func retryPolicy(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	if ctx.Err() != nil {
+		return false, context.Cause(ctx)
+	}
+	if err != nil {
+		// Every transport error here happened before a response arrived
+		// (dial, TLS, reset, EOF on a stale keep-alive connection); the
+		// body is bytes, so sending it again is safe.
+		return true, nil
+	}
+	code := resp.StatusCode
+	return code == http.StatusTooManyRequests || (code >= 500 && code != http.StatusNotImplemented), nil
+}
+
+// cappedBackoff is retryablehttp's exponential backoff, except that a
+// Retry-After header never makes us wait longer than max: the client is
+// waiting, and a long Retry-After is better reported as a 429.
+func cappedBackoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) time.Duration {
+	return min(retryablehttp.DefaultBackoff(minWait, maxWait, attempt, resp), maxWait)
+}
+
+// errFirstByteTimeout is the cancel cause when the upstream sent nothing
+// within FirstByteTimeout.
+var errFirstByteTimeout = errors.New("no response from upstream within the first-byte timeout")
+
+// ReadFunc reads a 200 response body to the end of the turn, passing its
+// deltas to emit. It returns nil when the turn finished, the error emit
+// returned (unchanged) when emit failed, a *model.Error for an upstream
+// error or a malformed stream, and the raw read error otherwise.
+type ReadFunc func(body io.Reader, emit func(model.Delta) error) error
+
+// Stream posts body and hands the response body to read. Every failure
+// comes back as a *model.Error, except emit's own error, which is
+// returned unchanged, and ctx.Err() when the caller went away.
+func (c *Client) Stream(ctx context.Context, body []byte, emit func(model.Delta) error, read ReadFunc) error {
+	// Cancelling this context aborts the HTTP request and closes its
+	// connection, so the engine sees the client go away and stops
+	// generating. The first-byte timer cancels it with its own cause.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(context.Canceled)
+	timer := time.AfterFunc(c.firstByteTimeout, func() { cancel(errFirstByteTimeout) })
+	defer timer.Stop()
+
+	hreq, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, c.url, body)
+	if err != nil {
+		return &model.Error{Status: http.StatusBadGateway, Message: msgUnavailable, Err: err}
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	if c.apiKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+c.apiKey)
+	}
+
+	resp, err := c.client.Do(hreq)
+	if err != nil {
+		return transportError(ctx, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return statusError(resp)
+	}
+
+	err = read(&firstByteReader{r: resp.Body, timer: timer}, func(d model.Delta) error {
+		if err := emit(d); err != nil {
+			return &emitError{err: err}
+		}
+		return nil
+	})
+	var emitErr *emitError
+	var merr *model.Error
+	switch {
+	case err == nil:
+		// Let the connection go back to the pool: after [DONE] only the
+		// end of the chunked body is left.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		return nil
+	case errors.As(err, &emitErr):
+		// The caller's own error, returned as it gave it; the deferred
+		// Close drops the connection so the engine stops generating.
+		return emitErr.err
+	case ctx.Err() != nil:
+		// The read failed because the request was cancelled: say why.
+		return transportError(ctx, err)
+	case errors.As(err, &merr):
+		return merr
+	default:
+		return &model.Error{Status: http.StatusBadGateway, Message: msgStreamCut, Err: err}
+	}
+}
+
+// emitError wraps an error returned by the caller's emit function, so
+// that Stream can return it unchanged instead of mapping it as an
+// upstream failure.
+type emitError struct{ err error }
+
+func (e *emitError) Error() string { return e.err.Error() }
+func (e *emitError) Unwrap() error { return e.err }
+
+// firstByteReader stops the first-byte timer once the body yields data.
+// If the timer fires at the same moment, the request is cancelled anyway
+// and the read that follows reports the timeout.
+type firstByteReader struct {
+	r       io.Reader
+	timer   *time.Timer
+	started bool
+}
+
+func (f *firstByteReader) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if n > 0 && !f.started {
+		f.started = true
+		f.timer.Stop()
+	}
+	return n, err
+}

@@ -1,0 +1,452 @@
+package upstreamtest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/model/internal/upstream"
+)
+
+// internalURL appears in upstream error bodies; it must never reach a
+// client-facing message.
+const internalURL = "http://10.20.30.40:8000/v1/chat/completions"
+
+// Run runs every shared case against the backend w describes, each as a
+// subtest.
+func Run(t *testing.T, w Wire) {
+	t.Run("Errors", func(t *testing.T) { testErrors(t, w) })
+	t.Run("UpstreamErrorDetails", func(t *testing.T) { testUpstreamErrorDetails(t, w) })
+	t.Run("ConnectionRefused", func(t *testing.T) { testConnectionRefused(t, w) })
+	t.Run("ConnectionErrorRetried", func(t *testing.T) { testConnectionErrorRetried(t, w) })
+	t.Run("Deadline504", func(t *testing.T) { testDeadline504(t, w) })
+	t.Run("CancelAbortsUpstream", func(t *testing.T) { testCancelAbortsUpstream(t, w) })
+	t.Run("EmitErrorReturned", func(t *testing.T) { testEmitErrorReturned(t, w) })
+	t.Run("RequestErrorNotSent", func(t *testing.T) { testRequestErrorNotSent(t, w) })
+	t.Run("PathAndAuth", func(t *testing.T) { testPathAndAuth(t, w) })
+}
+
+type errorCase struct {
+	name string
+	// handler gets the attempt number, from 1.
+	handler      func(w http.ResponseWriter, r *http.Request, attempt int)
+	opts         Options
+	wantStatus   int    // 0: success
+	wantAttempts int32  // requests the upstream saw
+	wantDeltas   int    // deltas emitted before the error (or in total)
+	wantErrText  string // in the Err chain (for logs)
+}
+
+func errorCases(wire Wire) []errorCase {
+	return []errorCase{
+		{
+			name: "429 retried, then reported as 429",
+			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
+				w.Header().Set("Retry-After", "60") // capped by RetryWaitMax
+				http.Error(w, `{"error":{"message":"too many requests to `+internalURL+`","type":"RateLimitError","code":429}}`, http.StatusTooManyRequests)
+			},
+			wantStatus: 429, wantAttempts: 3, wantErrText: "too many requests",
+		},
+		{
+			name: "500 retried, then 502",
+			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
+				http.Error(w, `{"object":"error","message":"EngineCore died at `+internalURL+`","type":"InternalServerError","param":null,"code":500}`, 500)
+			},
+			wantStatus: 502, wantAttempts: 3, wantErrText: "EngineCore died",
+		},
+		{
+			name: "503 twice then success",
+			handler: func(w http.ResponseWriter, _ *http.Request, attempt int) {
+				if attempt <= 2 {
+					http.Error(w, "loading model", http.StatusServiceUnavailable)
+					return
+				}
+				_, _ = io.WriteString(w, wire.OK)
+			},
+			wantStatus: 0, wantAttempts: 3, wantDeltas: wire.OKDeltas,
+		},
+		{
+			name: "retries disabled",
+			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
+				http.Error(w, "busy", http.StatusServiceUnavailable)
+			},
+			opts:       Options{Retries: -1},
+			wantStatus: 502, wantAttempts: 1, wantErrText: "busy",
+		},
+		{
+			name: "400 is not retried, 502 with a safe message",
+			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = io.WriteString(w, `{"error":{"message":"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens (`+internalURL+`)","type":"BadRequestError","param":null,"code":400}}`)
+			},
+			wantStatus: 502, wantAttempts: 1, wantErrText: "maximum context length",
+		},
+		{
+			name: "404 unknown model",
+			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
+				http.Error(w, `{"error":{"message":"The model `+"`nope`"+` does not exist.","type":"NotFoundError","param":"model","code":404}}`, http.StatusNotFound)
+			},
+			wantStatus: 502, wantAttempts: 1, wantErrText: "does not exist",
+		},
+		{
+			name: "garbage body with 200",
+			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
+				w.Header().Set("Content-Type", "text/html")
+				_, _ = io.WriteString(w, "<html><body>Bad Gateway from "+internalURL+"</body></html>\n")
+			},
+			wantStatus: 502, wantAttempts: 1, wantErrText: "unexpected line",
+		},
+		{
+			name: "non-JSON data line",
+			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
+				_, _ = io.WriteString(w, wire.First+"data: {not json\n\n")
+			},
+			wantStatus: 502, wantAttempts: 1, wantDeltas: 1, wantErrText: "decoding chunk",
+		},
+		{
+			name: "stream ends without [DONE]: deltas, then 502, no retry",
+			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
+				_, _ = io.WriteString(w, wire.Unfinished)
+			},
+			wantStatus: 502, wantAttempts: 1, wantDeltas: wire.UnfinishedDeltas, wantErrText: "unexpected EOF",
+		},
+		{
+			name: "connection cut mid-stream",
+			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
+				_, _ = io.WriteString(w, wire.First)
+				w.(http.Flusher).Flush()
+				conn, _, err := http.NewResponseController(w).Hijack()
+				if err == nil {
+					// Half a chunk, then the connection drops.
+					_, _ = io.WriteString(conn, "20\r\ndata: {\"choi")
+					_ = conn.Close()
+				}
+			},
+			wantStatus: 502, wantAttempts: 1, wantDeltas: 1,
+		},
+		{
+			name: "vLLM error object inside the stream",
+			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
+				_, _ = io.WriteString(w, wire.First+
+					"data: {\"error\": {\"message\": \"CUDA out of memory\", \"type\": \"InternalServerError\", \"param\": null, \"code\": 500}}\n\n"+
+					"data: [DONE]\n\n")
+			},
+			wantStatus: 502, wantAttempts: 1, wantDeltas: 1, wantErrText: "CUDA out of memory",
+		},
+		{
+			name: "older vLLM error object inside the stream",
+			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
+				_, _ = io.WriteString(w, wire.First+
+					"data: {\"object\": \"error\", \"message\": \"engine dead\", \"type\": \"InternalServerError\", \"code\": 500}\n\n"+
+					"data: [DONE]\n\n")
+			},
+			wantStatus: 502, wantAttempts: 1, wantDeltas: 1, wantErrText: "engine dead",
+		},
+		{
+			name: "llama.cpp error line inside the stream",
+			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
+				_, _ = io.WriteString(w, "error: {\"code\":500,\"message\":\"failed to parse tool call\",\"type\":\"server_error\"}\n\n")
+			},
+			wantStatus: 502, wantAttempts: 1, wantErrText: "failed to parse tool call",
+		},
+		{
+			name: "finish_reason abort",
+			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
+				_, _ = io.WriteString(w, wire.Finished("abort"))
+			},
+			wantStatus: 502, wantAttempts: 1, wantDeltas: 1, wantErrText: "abort",
+		},
+		{
+			name: "finish_reason error",
+			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
+				_, _ = io.WriteString(w, wire.Finished("error"))
+			},
+			wantStatus: 502, wantAttempts: 1, wantDeltas: 1, wantErrText: `reason "error"`,
+		},
+		{
+			name: "slow first byte: 504",
+			handler: func(w http.ResponseWriter, r *http.Request, _ int) {
+				select {
+				case <-r.Context().Done():
+				case <-time.After(5 * time.Second):
+				}
+			},
+			opts:       Options{FirstByteTimeout: 100 * time.Millisecond},
+			wantStatus: 504, wantAttempts: 1, wantErrText: "first-byte timeout",
+		},
+		{
+			name: "headers at once, body slow: still 504",
+			handler: func(w http.ResponseWriter, r *http.Request, _ int) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.WriteHeader(http.StatusOK)
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+				case <-time.After(5 * time.Second):
+				}
+			},
+			opts:       Options{FirstByteTimeout: 100 * time.Millisecond},
+			wantStatus: 504, wantAttempts: 1, wantErrText: "first-byte timeout",
+		},
+		{
+			name: "first byte in time, slow tokens after it: fine",
+			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
+				_, _ = io.WriteString(w, ": ping\n\n")
+				w.(http.Flusher).Flush()
+				time.Sleep(400 * time.Millisecond) // twice the first-byte timeout
+				_, _ = io.WriteString(w, wire.OK)
+			},
+			opts:       Options{FirstByteTimeout: 200 * time.Millisecond},
+			wantStatus: 0, wantAttempts: 1, wantDeltas: wire.OKDeltas,
+		},
+	}
+}
+
+func testErrors(t *testing.T, wire Wire) {
+	for _, tt := range errorCases(wire) {
+		t.Run(tt.name, func(t *testing.T) {
+			var attempts atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				tt.handler(w, r, int(attempts.Add(1)))
+			}))
+			defer srv.Close()
+			b := wire.New(srv.URL+"/v1", "", tt.opts)
+
+			start := time.Now()
+			deltas, err := Collect(context.Background(), b, UserReq("hi"))
+			if elapsed := time.Since(start); elapsed > 3*time.Second {
+				t.Errorf("took %v", elapsed)
+			}
+			if got := attempts.Load(); got != tt.wantAttempts {
+				t.Errorf("upstream saw %d requests, want %d", got, tt.wantAttempts)
+			}
+			if len(deltas) != tt.wantDeltas {
+				t.Errorf("emitted %d deltas (%+v), want %d", len(deltas), deltas, tt.wantDeltas)
+			}
+			if tt.wantStatus == 0 {
+				if err != nil {
+					t.Fatalf("Stream: %v", err)
+				}
+				return
+			}
+			var merr *model.Error
+			if !errors.As(err, &merr) {
+				t.Fatalf("err = %v (%T), want *model.Error", err, err)
+			}
+			if merr.Status != tt.wantStatus {
+				t.Errorf("status %d, want %d (%v)", merr.Status, tt.wantStatus, err)
+			}
+			if strings.Contains(merr.Message, "10.20.30.40") || strings.Contains(merr.Message, srv.Listener.Addr().String()) ||
+				strings.Contains(merr.Message, "{") {
+				t.Errorf("client message leaks upstream details: %q", merr.Message)
+			}
+			if merr.Message == "" {
+				t.Error("empty client message")
+			}
+			if tt.wantErrText != "" && (merr.Err == nil || !strings.Contains(merr.Err.Error(), tt.wantErrText)) {
+				t.Errorf("Err = %v, want it to mention %q", merr.Err, tt.wantErrText)
+			}
+		})
+	}
+}
+
+// testUpstreamErrorDetails checks what callers can read from Err.
+func testUpstreamErrorDetails(t *testing.T, wire Wire) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error":{"message":"context too long","code":400}}`, http.StatusBadRequest)
+	}))
+	defer srv.Close()
+	_, err := Collect(context.Background(), wire.New(srv.URL+"/v1", "", Options{}), UserReq("hi"))
+	var uerr *upstream.UpstreamError
+	if !errors.As(err, &uerr) || uerr.StatusCode != 400 || uerr.Message != "context too long" {
+		t.Fatalf("err = %v, want an *UpstreamError{400, context too long}", err)
+	}
+}
+
+func testConnectionRefused(t *testing.T, wire Wire) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+
+	_, err = Collect(context.Background(), wire.New("http://"+addr+"/v1", "", Options{}), UserReq("hi"))
+	var merr *model.Error
+	if !errors.As(err, &merr) || merr.Status != http.StatusBadGateway {
+		t.Fatalf("err = %v, want a 502 *model.Error", err)
+	}
+	if strings.Contains(merr.Message, addr) {
+		t.Errorf("message leaks the address: %q", merr.Message)
+	}
+}
+
+// testConnectionErrorRetried: the first connection is dropped before any
+// response; the retry succeeds.
+func testConnectionErrorRetried(t *testing.T, wire Wire) {
+	var attempts atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if attempts.Add(1) == 1 {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		_, _ = io.WriteString(w, wire.OK)
+	}))
+	defer srv.Close()
+	deltas, err := Collect(context.Background(), wire.New(srv.URL+"/v1", "", Options{}), UserReq("hi"))
+	if err != nil || len(deltas) != wire.OKDeltas || attempts.Load() != 2 {
+		t.Fatalf("err=%v deltas=%d attempts=%d, want success after 2 attempts", err, len(deltas), attempts.Load())
+	}
+}
+
+func testDeadline504(t *testing.T, wire Wire) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Reading the body lets the server notice the client leaving.
+		_, _ = io.Copy(io.Discard, r.Body)
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := Collect(ctx, wire.New(srv.URL+"/v1", "", Options{}), UserReq("hi"))
+	var merr *model.Error
+	if !errors.As(err, &merr) || merr.Status != http.StatusGatewayTimeout || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want a 504 *model.Error wrapping DeadlineExceeded", err)
+	}
+}
+
+// testCancelAbortsUpstream: cancelling ctx mid-stream returns at once and
+// the upstream handler sees its request context end (the connection was
+// closed), which is how an engine learns to stop generating.
+func testCancelAbortsUpstream(t *testing.T, wire Wire) {
+	handlerDone := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(handlerDone)
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, wire.First)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+			t.Error("handler: request context not cancelled")
+		}
+	}))
+	defer srv.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	b := wire.New(srv.URL+"/v1", "", Options{})
+	errc := make(chan error, 1)
+	go func() {
+		errc <- b.Stream(ctx, UserReq("hi"), func(d model.Delta) error {
+			if d.Kind == model.DeltaText {
+				cancel() // the client went away after the first token
+			}
+			return nil
+		})
+	}()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Stream err = %v, want context.Canceled", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Stream did not return after cancel")
+	}
+	select {
+	case <-handlerDone:
+	case <-time.After(3 * time.Second):
+		t.Fatal("upstream handler never saw the request end")
+	}
+}
+
+// testEmitErrorReturned: emit's error comes back unchanged, and an
+// upstream request still streaming is dropped.
+func testEmitErrorReturned(t *testing.T, wire Wire) {
+	sentinel := errors.New("client write failed")
+	failEmit := func(model.Delta) error { return sentinel }
+
+	t.Run("whole turn sent", func(t *testing.T) {
+		srv := SSEServer(t, wire.OK)
+		err := wire.New(srv.URL+"/v1", "", Options{}).Stream(context.Background(), UserReq("hi"), failEmit)
+		if err != sentinel {
+			t.Fatalf("err = %v, want the emit error itself", err)
+		}
+	})
+	t.Run("upstream still streaming", func(t *testing.T) {
+		handlerDone := make(chan struct{})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer close(handlerDone)
+			_, _ = io.Copy(io.Discard, r.Body)
+			_, _ = io.WriteString(w, wire.First)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}))
+		defer srv.Close()
+		err := wire.New(srv.URL+"/v1", "", Options{}).Stream(context.Background(), UserReq("hi"), failEmit)
+		if err != sentinel {
+			t.Fatalf("err = %v, want the emit error itself", err)
+		}
+		select {
+		case <-handlerDone:
+		case <-time.After(3 * time.Second):
+			t.Fatal("upstream handler never saw the request end")
+		}
+	})
+}
+
+// testRequestErrorNotSent: a request that cannot be translated fails with
+// a 400 and never reaches the upstream.
+func testRequestErrorNotSent(t *testing.T, wire Wire) {
+	var attempts atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { attempts.Add(1) }))
+	defer srv.Close()
+	req := UserReq("hi")
+	req.Items[0].Role = "critic"
+	_, err := Collect(context.Background(), wire.New(srv.URL+"/v1", "", Options{}), req)
+	var merr *model.Error
+	if !errors.As(err, &merr) || merr.Status != http.StatusBadRequest || attempts.Load() != 0 {
+		t.Fatalf("err = %v, attempts %d; want a 400 and no request", err, attempts.Load())
+	}
+}
+
+// testPathAndAuth checks the endpoint path, with or without a trailing
+// slash on the base URL, and the auth header.
+func testPathAndAuth(t *testing.T, wire Wire) {
+	rec := &Recorder{Stream: wire.OK}
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+
+	for _, tc := range []struct{ base, key, wantAuth string }{
+		{srv.URL + "/v1", "sk-test", "Bearer sk-test"},
+		{srv.URL + "/v1/", "", ""},
+		{srv.URL + "/v1/", "sk-test", "Bearer sk-test"},
+	} {
+		if _, err := Collect(context.Background(), wire.New(tc.base, tc.key, Options{}), UserReq("hi")); err != nil {
+			t.Fatal(err)
+		}
+		reqs := rec.Requests()
+		got := reqs[len(reqs)-1]
+		if got.Path != wire.Path {
+			t.Errorf("base %q: path %q, want %s", tc.base, got.Path, wire.Path)
+		}
+		if got.Auth != tc.wantAuth {
+			t.Errorf("base %q: Authorization %q, want %q", tc.base, got.Auth, tc.wantAuth)
+		}
+	}
+}
