@@ -39,20 +39,46 @@ type approval struct {
 }
 
 // checkApprovals matches the input's mcp_approval_response items to the
-// approval requests of the conversation. An answer to no request, or to a
-// request already answered, is a 400: an approval is bound to the one call
-// (server, tool and arguments) it was asked for, and is used once.
+// approval requests of the conversation: history is the stored chain that
+// previous_response_id continues, input this request's items. An answer to
+// no request, or to a request already answered, is a 400: an approval is
+// bound to the one call (server, tool and arguments) it was asked for, and
+// is used once.
+//
+// When the request continues a stored chain, only the approval requests
+// loom stored in it count: an mcp_approval_request the client sends along
+// must be one of them, unchanged, or the request is refused, so that a
+// client cannot restate a request with other arguments (or make one up)
+// and approve that. Without a chain, the client sends the whole
+// conversation, and its mcp_approval_request items are all there is.
 func checkApprovals(history, input []responses.Item) ([]approval, error) {
 	requests := map[string]responses.Item{}
 	answered := map[string]bool{}
 	for _, it := range history {
 		switch it.Type {
 		case responses.ItemMCPApprovalRequest:
-			requests[it.ID] = it
+			if _, dup := requests[it.ID]; !dup {
+				requests[it.ID] = it
+			}
 		case responses.ItemMCPApprovalResponse:
 			if it.ApprovalRequestID != nil {
 				answered[*it.ApprovalRequestID] = true
 			}
+		}
+	}
+	chained := len(history) > 0
+	for i, it := range input {
+		if it.Type != responses.ItemMCPApprovalRequest {
+			continue
+		}
+		known, ok := requests[it.ID]
+		switch {
+		case ok && (known.ServerLabel != it.ServerLabel || known.Name != it.Name || known.Arguments != it.Arguments):
+			return nil, responses.BadRequest(fmt.Sprintf("input[%d]", i), "mcp_approval_request %q differs from the request this server made", it.ID)
+		case !ok && chained:
+			return nil, responses.BadRequest(fmt.Sprintf("input[%d].id", i), "no approval request %q was made in this conversation", it.ID)
+		case !ok:
+			requests[it.ID] = it
 		}
 	}
 	var out []approval
@@ -185,7 +211,14 @@ func (r *run) runApprovals(ctx context.Context) error {
 		if a.approve {
 			res := r.cc.Call(ctx, []tools.Call{{CallID: callID, Name: offered, Arguments: req.Arguments}})[0]
 			if res.InputRequired != nil {
-				res = r.resolveInput(ctx, tools.Call{CallID: callID, Name: offered, Arguments: req.Arguments}, req.ServerLabel, res)
+				res = r.resolveInputAfterApproval(ctx, tools.Call{CallID: callID, Name: offered, Arguments: req.Arguments}, req.ServerLabel, req.ID, res)
+			}
+			if res.InputRequired != nil {
+				// The approved call waits for the client's input.
+				if err := r.askClient(callID, ""); err != nil {
+					return err
+				}
+				continue
 			}
 			result = res.Text()
 			item := responses.Item{Type: responses.ItemMCPCall, ID: r.e.opts.NewID("mcp"), ServerLabel: req.ServerLabel,

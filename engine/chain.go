@@ -13,38 +13,52 @@ import (
 const maxChain = 1000
 
 // history loads the conversation that previous_response_id continues: the
-// input and output items of every response in the chain, oldest first.
-func (e *Engine) history(ctx context.Context, previousID string) ([]responses.Item, error) {
+// input and output items of every response in the chain, oldest first,
+// and the calls of the chain waiting for the client's input, by the id of
+// the mcp_input_request that asks.
+func (e *Engine) history(ctx context.Context, previousID string) ([]responses.Item, map[string]*pendingCall, error) {
 	var chain []*Record
 	cut := false
 	for id := previousID; id != ""; {
 		if len(chain) == maxChain {
-			return nil, responses.BadRequest("previous_response_id", "the response chain is longer than %d responses", maxChain)
+			return nil, nil, responses.BadRequest("previous_response_id", "the response chain is longer than %d responses", maxChain)
 		}
 		rec, err := e.store.GetResponse(ctx, id)
 		if errors.Is(err, ErrNotFound) {
 			if id == previousID {
-				return nil, responses.NotFound("previous_response_id", "previous response %q not found", previousID)
+				return nil, nil, responses.NotFound("previous_response_id", "previous response %q not found", previousID)
 			}
 			// An earlier link was deleted: the conversation starts after it.
 			cut = true
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("load response %s: %w", id, err)
+			return nil, nil, fmt.Errorf("load response %s: %w", id, err)
 		}
 		chain = append(chain, rec)
 		id = rec.PreviousResponseID
 	}
 	var items []responses.Item
+	var pending map[string]*pendingCall
 	for i := len(chain) - 1; i >= 0; i-- {
 		items = append(items, chain[i].Input...)
 		items = append(items, chain[i].Output...)
+		calls, err := decodePending(chain[i].Pending)
+		if err != nil {
+			// Its calls cannot be resumed; the rest of the chain can.
+			e.log.Warn("stored pending input state unreadable", "response", chain[i].ID, "err", err)
+		}
+		for _, p := range calls {
+			if pending == nil {
+				pending = map[string]*pendingCall{}
+			}
+			pending[p.RequestID] = p
+		}
 	}
 	if cut {
 		items = dropOrphanOutputs(items)
 	}
-	return items, nil
+	return items, pending, nil
 }
 
 // dropOrphanOutputs removes tool results whose call is no longer in the

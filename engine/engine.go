@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	conversation "github.com/loomgate/loom/context"
@@ -42,6 +43,9 @@ type Options struct {
 	// MaxTurns caps the model turns of one response when loom runs tools
 	// itself (default 16): past it the response ends incomplete.
 	MaxTurns int
+	// MaxInputRounds bounds the input rounds (MRTR) of one MCP call
+	// (default 5): past it the call fails and the model is told why.
+	MaxInputRounds int
 	// Sealer seals reasoning for include ["reasoning.encrypted_content"]
 	// and opens it when it comes back. Nil: such requests are refused.
 	Sealer *Sealer
@@ -81,6 +85,9 @@ func New(backend model.Backend, store Store, opts *Options) *Engine {
 	if e.opts.MaxTurns <= 0 {
 		e.opts.MaxTurns = 16
 	}
+	if e.opts.MaxInputRounds <= 0 {
+		e.opts.MaxInputRounds = defaultMaxInputRounds
+	}
 	e.log = e.opts.Logger
 	return e
 }
@@ -107,12 +114,13 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 		return nil, responses.NotFound("model", "model %q does not exist", req.Model)
 	}
 	var history []responses.Item
+	var pending map[string]*pendingCall
 	if req.PreviousResponseID != nil {
-		h, err := e.history(ctx, *req.PreviousResponseID)
+		h, p, err := e.history(ctx, *req.PreviousResponseID)
 		if err != nil {
 			return nil, err
 		}
-		history = h
+		history, pending = h, p
 	}
 	input := slices.Clone(req.Input.Items)
 	if err := checkCallOutputs(history, input); err != nil {
@@ -121,7 +129,11 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 	if err := e.openReasoning(input); err != nil {
 		return nil, err
 	}
-	approvals, err := checkApprovals(append(slices.Clip(history), req.Input.Items...), input)
+	approvals, err := checkApprovals(history, input)
+	if err != nil {
+		return nil, err
+	}
+	inputAnswers, err := checkInputResponses(history, input, pending)
 	if err != nil {
 		return nil, err
 	}
@@ -137,19 +149,24 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 	if err != nil {
 		return nil, err
 	}
+	if err := checkInputServers(reg, inputAnswers); err != nil {
+		return nil, err
+	}
 
 	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
 	defer cancel()
 	r := &run{
-		e:         e,
-		req:       req,
-		resp:      e.newResponse(req),
-		input:     input,
-		history:   history,
-		approvals: approvals,
-		reg:       reg,
-		sink:      sink,
+		e:            e,
+		req:          req,
+		resp:         e.newResponse(req),
+		input:        input,
+		history:      history,
+		approvals:    approvals,
+		inputAnswers: inputAnswers,
+		reg:          reg,
+		sink:         sink,
 	}
+	r.setInputHandlers()
 	r.cc = e.newConversation(reg, modelItems(append(history, input...)), r.resp.ID)
 	// Close runs the single cleanup pass over the tools that were called,
 	// then closes the sessions, on every path out of here. It uses a
@@ -185,9 +202,20 @@ type run struct {
 	// approvals are the client's answers to approval requests, from the
 	// request's input, checked against the conversation.
 	approvals []approval
-	events    []json.RawMessage
-	usage     responses.Usage
-	sinkErr   error // the client went away
+	// inputAnswers are the client's answers to input requests (MRTR
+	// elicitations), checked against the calls they resume.
+	inputAnswers []inputAnswer
+	// suspended are calls of this response waiting for the client's
+	// input, until askClient reports them; pendingOut the ones reported,
+	// stored with the response.
+	suspended  map[string]*pendingCall
+	pendingOut []*pendingCall
+	// usageMu guards usage while tool calls run: the model answers a
+	// server's sampling from the call's goroutine.
+	usageMu sync.Mutex
+	events  []json.RawMessage
+	usage   responses.Usage
+	sinkErr error // the client went away
 }
 
 // record keeps the event for the store and passes it to the sink.
@@ -232,6 +260,11 @@ func (r *run) loop(ctx context.Context) error {
 	}
 	if err := r.resumeInputs(ctx); err != nil {
 		return r.fail(ctx, err)
+	}
+	if r.waiting {
+		// A resumed call waits for the client again: nothing for the
+		// model to do until it answers.
+		return r.builder.Complete(r.usagePtr(), r.e.opts.Now().Unix())
 	}
 	for turn := 0; ; turn++ {
 		res, err := r.turn(ctx)
@@ -620,6 +653,7 @@ func (e *Engine) save(ctx context.Context, r *run, upstreamErr error) {
 		Input:     r.input,
 		Output:    r.resp.Output,
 		Events:    r.events,
+		Pending:   encodePending(r.pendingOut),
 	}
 	if r.req.PreviousResponseID != nil {
 		rec.PreviousResponseID = *r.req.PreviousResponseID

@@ -1,10 +1,248 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/tools"
 )
+
+// Multi-round requests (MRTR, SEP-2322). A server call may answer
+// input_required: the server needs input (a sampling, an elicitation, the
+// roots) before it can finish. The engine answers and retries the call
+// with the answers under the server's keys and its requestState byte for
+// byte, round after round, within Options.MaxInputRounds:
+//
+//   - sampling/createMessage is answered by the upstream model (the
+//     request's messages, system prompt and token limit; no tools);
+//   - roots/list by the server's configured roots (RootsLister);
+//   - elicitation/create by the server's policy (ElicitationPolicer):
+//     "model" fills the requested schema from the conversation, the
+//     answer validated against it, else declined; "decline" declines;
+//     "client" ends the response with an mcp_input_request item that the
+//     client answers in a follow-up request (previous_response_id and an
+//     mcp_input_response input item).
+//
+// The state of a call that waits for the client (the call, the round's
+// requests, the answers loom already gave, the requestState, the round
+// count) is stored with the response, in Record.Pending, so the follow-up
+// may land on any replica, or after a restart.
+
+// Elicitation policies (the values of ElicitationPolicer).
+const (
+	ElicitClient  = "client"
+	ElicitModel   = "model"
+	ElicitDecline = "decline"
+)
+
+// Input request methods.
+const (
+	methodElicit        = "elicitation/create"
+	methodCreateMessage = "sampling/createMessage"
+	methodListRoots     = "roots/list"
+)
+
+// ElicitationPolicer is implemented by servers whose elicitations have a
+// policy (an MCP tool's "elicitation"); "" or a server without it means
+// ElicitClient, the --mcp-elicitation default.
+type ElicitationPolicer interface {
+	ElicitationPolicy() string
+}
+
+// RootsLister is implemented by servers configured with roots: Roots
+// returns the ListRootsResult to answer roots/list with. A server without
+// it has no roots.
+type RootsLister interface {
+	Roots() json.RawMessage
+}
+
+// InputHandlerSetter is implemented by servers that may ask for input
+// inside a running call rather than through MRTR (a session-based MCP
+// server's in-session sampling and elicitation). The engine hands each
+// such server of a response a handler that answers with the response's
+// model and conversation. The handler may be called from any goroutine
+// while a call of the response runs.
+type InputHandlerSetter interface {
+	SetInputHandler(func(ctx context.Context, req tools.InputRequest) (json.RawMessage, error))
+}
+
+// serverURLer is implemented by servers with a URL (MCP): a follow-up
+// resuming a call must offer the server at the same URL, so the server's
+// requestState never goes to another server.
+type serverURLer interface {
+	URL() string
+}
+
+// defaultMaxInputRounds bounds the input rounds of one call.
+const defaultMaxInputRounds = 5
+
+// loadShedBackoff is the first wait before retrying a call whose server
+// answered only a requestState (shedding load); it doubles each time.
+const loadShedBackoff = 100 * time.Millisecond
+
+// pendingCall is a call waiting for the client's input, as stored.
+type pendingCall struct {
+	// RequestID is the id of the mcp_input_request item that asks.
+	RequestID string `json:"request_id"`
+	Server    string `json:"server"`
+	ServerURL string `json:"server_url,omitempty"`
+	// Name is the tool's name as offered to the model, Tool its name on
+	// the server (the items show it).
+	Name      string `json:"name"`
+	Tool      string `json:"tool"`
+	Arguments string `json:"arguments"`
+	// CallID is the call's id in the conversation the model sees.
+	CallID string `json:"call_id"`
+	// ApprovalRequestID is set when the call ran after an approval.
+	ApprovalRequestID string `json:"approval_request_id,omitempty"`
+	// Requests are the round's input requests, all keys; Client the keys
+	// the client must answer; Answers loom's answers to the others.
+	Requests map[string]inputRequest    `json:"requests"`
+	Client   []string                   `json:"client"`
+	Answers  map[string]json.RawMessage `json:"answers,omitempty"`
+	// State is the server's requestState, as bytes (base64 in JSON), so
+	// that it comes back byte for byte whatever it holds.
+	State []byte `json:"state"`
+	// Round is the number of input rounds answered before this one.
+	Round int `json:"round"`
+}
+
+type inputRequest struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// pendingRecord is the JSON of Record.Pending.
+type pendingRecord struct {
+	Version int            `json:"version"`
+	Calls   []*pendingCall `json:"calls"`
+}
+
+func encodePending(calls []*pendingCall) json.RawMessage {
+	if len(calls) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(pendingRecord{Version: 1, Calls: calls})
+	return b
+}
+
+func decodePending(raw json.RawMessage) ([]*pendingCall, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, nil
+	}
+	var rec pendingRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return nil, err
+	}
+	if rec.Version != 1 {
+		return nil, fmt.Errorf("pending state version %d is unknown", rec.Version)
+	}
+	return rec.Calls, nil
+}
+
+// inputAnswer is an mcp_input_response of the request, checked against
+// the pending call it answers.
+type inputAnswer struct {
+	pending *pendingCall
+	answers map[string]json.RawMessage // ElicitResults, by key
+}
+
+// checkInputResponses matches the input's mcp_input_response items to the
+// calls of the chain that wait for the client. An answer to no pending
+// request, to one already answered, or whose keys are not the ones asked
+// for is a 400 naming the item.
+func checkInputResponses(history, input []responses.Item, pending map[string]*pendingCall) ([]inputAnswer, error) {
+	answered := map[string]bool{}
+	for _, it := range history {
+		if it.Type == responses.ItemMCPInputResponse {
+			answered[it.RequestID] = true
+		}
+	}
+	var out []inputAnswer
+	for i, it := range input {
+		if it.Type != responses.ItemMCPInputResponse {
+			continue
+		}
+		param := fmt.Sprintf("input[%d]", i)
+		p, ok := pending[it.RequestID]
+		switch {
+		case !ok:
+			return nil, responses.BadRequest(param+".request_id", "no pending mcp_input_request %q in this conversation", it.RequestID)
+		case answered[it.RequestID]:
+			return nil, responses.BadRequest(param+".request_id", "mcp_input_request %q was already answered", it.RequestID)
+		}
+		answered[it.RequestID] = true
+		var given map[string]struct {
+			Action  string          `json:"action"`
+			Content json.RawMessage `json:"content"`
+		}
+		if err := json.Unmarshal(it.InputResponses, &given); err != nil {
+			return nil, responses.BadRequest(param+".input_responses", "input_responses must map each key to {action, content}")
+		}
+		keys := make([]string, 0, len(given))
+		for k := range given {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		want := slices.Sorted(slices.Values(p.Client))
+		if !slices.Equal(keys, want) {
+			return nil, responses.BadRequest(param+".input_responses", "input_responses has keys %q; the input request asks for %q", keys, want)
+		}
+		a := inputAnswer{pending: p, answers: map[string]json.RawMessage{}}
+		for _, k := range keys {
+			g := given[k]
+			res := map[string]any{"action": g.Action}
+			if g.Action == "accept" {
+				content := g.Content
+				if c := bytes.TrimSpace(content); len(c) == 0 || bytes.Equal(c, []byte("null")) {
+					content = json.RawMessage("{}")
+				}
+				if msg := checkSchema(requestedSchema(p.Requests[k].Params), content); msg != "" {
+					return nil, responses.BadRequest(param+".input_responses."+k+".content", "content does not match the requested schema: %s", msg)
+				}
+				res["content"] = content
+			}
+			a.answers[k], _ = json.Marshal(res)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// checkInputServers makes sure the request offers the servers of the calls
+// it resumes, at the URLs the calls were made to.
+func checkInputServers(reg *tools.Registry, answers []inputAnswer) error {
+	for _, a := range answers {
+		p := a.pending
+		s, ok := reg.Server(p.Server)
+		if !ok {
+			return responses.BadRequest("tools", "the input request %s is for a call to server %q, which this request does not offer; send its mcp tool again", p.RequestID, p.Server)
+		}
+		if u, ok := s.(serverURLer); ok && p.ServerURL != "" && u.URL() != p.ServerURL {
+			return responses.BadRequest("tools", "server %q has another server_url than the call waiting for input was made to", p.Server)
+		}
+	}
+	return nil
+}
+
+// callState is a call going through its input rounds.
+type callState struct {
+	call     tools.Call
+	server   string
+	round    int
+	approval string // the approval request it ran after, if any
+}
 
 // resolveInput runs the multi-round request (MRTR) of a server call that
 // answered input_required: it answers the server's input requests
@@ -12,16 +250,505 @@ import (
 // by the server's policy) and retries the call with inputResponses and the
 // byte-exact requestState, for a bounded number of rounds. It returns the
 // final result. A result still carrying InputRequired means the input must
-// come from the Responses client: the response then ends with an
-// mcp_input_request item.
-//
-// TODO(#5): not implemented yet; the call fails with a clear message.
+// come from the Responses client: the caller then ends the response with
+// an mcp_input_request item (askClient).
 func (r *run) resolveInput(ctx context.Context, call tools.Call, server string, res tools.Result) tools.Result {
-	return tools.ErrorResult(call.CallID, "the tool server asked for more input, which this server cannot provide yet", nil)
+	call.Input = nil
+	return r.rounds(ctx, &callState{call: call, server: server}, res)
+}
+
+// rounds answers and retries until the call completes, fails, runs out of
+// rounds or waits for the client.
+func (r *run) rounds(ctx context.Context, st *callState, res tools.Result) tools.Result {
+	limit := r.e.opts.MaxInputRounds
+	shed := 0
+	for res.InputRequired != nil {
+		ir := res.InputRequired
+		if st.round >= limit {
+			err := fmt.Errorf("input rounds exceeded (%d)", limit)
+			r.e.log.Warn("mcp call stopped", "response", r.resp.ID, "server", st.server, "tool", st.call.Name, "err", err)
+			return tools.ErrorResult(st.call.CallID, fmt.Sprintf(
+				"The tool server %q asked for more input %d times without finishing the call, the most this server allows; the call was stopped.", st.server, limit), err)
+		}
+		if ctx.Err() != nil {
+			return tools.ErrorResult(st.call.CallID, "The call was cancelled while the tool server waited for input.", ctx.Err())
+		}
+		answers := map[string]json.RawMessage{}
+		var client []string
+		if len(ir.Requests) == 0 {
+			// Load shedding: the server answered only a requestState.
+			// Wait, then retry with it; this costs a round.
+			wait := loadShedBackoff << min(shed, 4)
+			shed++
+			select {
+			case <-ctx.Done():
+				continue
+			case <-time.After(wait):
+			}
+		}
+		for _, key := range slices.Sorted(maps.Keys(ir.Requests)) {
+			req := ir.Requests[key]
+			switch req.Method {
+			case methodCreateMessage:
+				a, err := r.sample(ctx, req.Params)
+				if err != nil {
+					r.e.log.Warn("mcp sampling failed", "response", r.resp.ID, "server", st.server, "err", err)
+					return tools.ErrorResult(st.call.CallID, fmt.Sprintf("The tool server %q asked the model for a completion, which failed; the call was stopped.", st.server), err)
+				}
+				answers[key] = a
+			case methodListRoots:
+				answers[key] = r.roots(st.server)
+			case methodElicit:
+				switch r.policy(st.server) {
+				case ElicitModel:
+					answers[key] = r.elicitByModel(ctx, &st.call, req.Params)
+				case ElicitDecline:
+					answers[key] = declined
+				default:
+					if !r.req.StoreEnabled() {
+						// Without store the client cannot answer in a
+						// follow-up (previous_response_id needs it).
+						r.e.log.Info("mcp elicitation declined: the client answers elicitations in a follow-up, which needs store", "response", r.resp.ID, "server", st.server)
+						answers[key] = declined
+						continue
+					}
+					client = append(client, key)
+				}
+			default:
+				err := fmt.Errorf("unknown input request method %q", req.Method)
+				return tools.ErrorResult(st.call.CallID, fmt.Sprintf("The tool server %q asked for input of a kind this server cannot give (%s); the call was stopped.", st.server, req.Method), err)
+			}
+		}
+		if len(client) > 0 {
+			r.suspend(st, ir, client, answers)
+			return res
+		}
+		st.round++
+		st.call.Input = &tools.Input{Responses: answers, State: ir.State}
+		res = r.cc.Call(ctx, []tools.Call{st.call})[0]
+	}
+	return res
+}
+
+var declined = json.RawMessage(`{"action":"decline"}`)
+
+// suspend keeps the state of a call that waits for the client, until the
+// caller reports it with askClient.
+func (r *run) suspend(st *callState, ir *tools.InputRequired, client []string, answers map[string]json.RawMessage) {
+	p := &pendingCall{
+		Server:            st.server,
+		Name:              st.call.Name,
+		Tool:              toolName(r.reg, st.server, st.call.Name),
+		Arguments:         st.call.Arguments,
+		CallID:            st.call.CallID,
+		ApprovalRequestID: st.approval,
+		Requests:          make(map[string]inputRequest, len(ir.Requests)),
+		Client:            client,
+		State:             []byte(ir.State),
+		Round:             st.round,
+	}
+	if s, ok := r.reg.Server(st.server); ok {
+		if u, ok := s.(serverURLer); ok {
+			p.ServerURL = u.URL()
+		}
+	}
+	for k, req := range ir.Requests {
+		p.Requests[k] = inputRequest{Method: req.Method, Params: req.Params}
+	}
+	for k, a := range answers {
+		if p.Answers == nil {
+			p.Answers = map[string]json.RawMessage{}
+		}
+		p.Answers[k] = a
+	}
+	if r.suspended == nil {
+		r.suspended = map[string]*pendingCall{}
+	}
+	r.suspended[st.call.CallID] = p
+}
+
+// askClient ends a call that waits for the client's input: its mcp_call
+// item, if it has one (itemID), closes incomplete, and an mcp_input_request
+// item asks the client; the response completes once the turn's other
+// calls are done, and its record keeps the call's state.
+func (r *run) askClient(callID, itemID string) error {
+	p := r.suspended[callID]
+	if p == nil {
+		return fmt.Errorf("engine: no suspended call %q", callID)
+	}
+	delete(r.suspended, callID)
+	if itemID != "" {
+		if err := r.builder.SuspendServerCall(itemID); err != nil {
+			return err
+		}
+	}
+	asked := make(map[string]inputRequest, len(p.Client))
+	for _, k := range p.Client {
+		asked[k] = p.Requests[k]
+	}
+	raw, _ := json.Marshal(asked)
+	p.RequestID = r.e.opts.NewID("mcpi")
+	item := responses.Item{Type: responses.ItemMCPInputRequest, ID: p.RequestID, ServerLabel: p.Server,
+		Name: p.Tool, Arguments: p.Arguments, InputRequests: raw}
+	if err := r.builder.AddItem(item); err != nil {
+		return err
+	}
+	r.pendingOut = append(r.pendingOut, p)
+	r.waiting = true
+	return nil
 }
 
 // resumeInputs answers mcp_input_response items of the request's input:
-// the calls they resume run before the model's first turn.
-//
-// TODO(#5): not implemented yet.
-func (r *run) resumeInputs(ctx context.Context) error { return nil }
+// the calls they resume run before the model's first turn, each retried
+// with the client's answers and loom's, under the keys of the round, and
+// the round's requestState; their results join the conversation as
+// mcp_call items.
+func (r *run) resumeInputs(ctx context.Context) error {
+	for _, a := range r.inputAnswers {
+		p := a.pending
+		answers := make(map[string]json.RawMessage, len(p.Answers)+len(a.answers))
+		for k, v := range p.Answers {
+			answers[k] = v
+		}
+		for k, v := range a.answers {
+			answers[k] = v
+		}
+		st := &callState{
+			call:     tools.Call{CallID: p.CallID, Name: p.Name, Arguments: p.Arguments},
+			server:   p.Server,
+			round:    p.Round + 1,
+			approval: p.ApprovalRequestID,
+		}
+		st.call.Input = &tools.Input{Responses: answers, State: string(p.State)}
+		res := r.cc.Call(ctx, []tools.Call{st.call})[0]
+		if res.InputRequired != nil {
+			res = r.rounds(ctx, st, res)
+		}
+		if res.InputRequired != nil {
+			if err := r.askClient(p.CallID, ""); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := r.finishCall(p.Server, p.Tool, p.Name, p.CallID, p.Arguments, p.ApprovalRequestID, res); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// finishCall reports a call that ran outside a model turn (resumed after
+// input) as an mcp_call item, and gives the model the call and its result.
+func (r *run) finishCall(server, tool, offered, callID, arguments, approvalID string, res tools.Result) error {
+	text := res.Text()
+	item := responses.Item{Type: responses.ItemMCPCall, ID: r.e.opts.NewID("mcp"), ServerLabel: server,
+		Name: tool, Arguments: arguments, Status: responses.StatusCompleted}
+	if approvalID != "" {
+		item.ApprovalRequestID = &approvalID
+	}
+	if res.IsError {
+		msg := text
+		if msg == "" {
+			msg = "the tool failed"
+		}
+		item.Error, item.Status = &msg, "failed"
+	} else {
+		item.Output, _ = json.Marshal(text)
+	}
+	if res.Err != nil {
+		r.e.log.Warn("tool call failed", "response", r.resp.ID, "tool", offered, "server", server, "err", res.Err)
+	}
+	if err := r.builder.AddItem(item); err != nil {
+		return err
+	}
+	out, _ := json.Marshal(text)
+	r.cc.Append(
+		responses.Item{Type: responses.ItemFunctionCall, CallID: callID, Name: offered, Arguments: arguments, Status: responses.StatusCompleted},
+		responses.Item{Type: responses.ItemFunctionCallOutput, CallID: callID, Output: out, Status: responses.StatusCompleted},
+	)
+	return nil
+}
+
+// policy is the elicitation policy of a server.
+func (r *run) policy(server string) string {
+	if s, ok := r.reg.Server(server); ok {
+		if p, ok := s.(ElicitationPolicer); ok {
+			switch v := p.ElicitationPolicy(); v {
+			case ElicitModel, ElicitDecline, ElicitClient:
+				return v
+			}
+		}
+	}
+	return ElicitClient
+}
+
+// roots is the ListRootsResult of a server: its configured roots, or none.
+func (r *run) roots(server string) json.RawMessage {
+	if s, ok := r.reg.Server(server); ok {
+		if l, ok := s.(RootsLister); ok {
+			if raw := l.Roots(); len(raw) > 0 {
+				return raw
+			}
+		}
+	}
+	return json.RawMessage(`{"roots":[]}`)
+}
+
+// sample answers a sampling/createMessage with the upstream model: the
+// request's messages, system prompt and token limit, no tools. It returns
+// the CreateMessageResult.
+func (r *run) sample(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
+	var p struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+		SystemPrompt string   `json:"systemPrompt"`
+		MaxTokens    int      `json:"maxTokens"`
+		Temperature  *float64 `json:"temperature"`
+	}
+	if err := json.Unmarshal(params, &p); err != nil {
+		return nil, fmt.Errorf("sampling params: %w", err)
+	}
+	mreq := &model.Request{Model: r.req.Model, Instructions: p.SystemPrompt, MaxOutputTokens: max(p.MaxTokens, 0), Temperature: p.Temperature}
+	for _, m := range p.Messages {
+		text := contentText(m.Content)
+		switch m.Role {
+		case "assistant":
+			mreq.Items = append(mreq.Items, responses.Item{Type: responses.ItemMessage, Role: "assistant", Status: responses.StatusCompleted,
+				Content: []responses.ContentPart{responses.OutputText(text)}})
+		default:
+			mreq.Items = append(mreq.Items, responses.Item{Type: responses.ItemMessage, Role: "user",
+				Content: []responses.ContentPart{{Type: responses.PartInputText, Text: text}}})
+		}
+	}
+	if len(mreq.Items) == 0 {
+		return nil, errors.New("sampling request without messages")
+	}
+	text, finish, err := r.complete(ctx, mreq)
+	if err != nil {
+		return nil, err
+	}
+	stop := "endTurn"
+	if finish == model.FinishLength {
+		stop = "maxTokens"
+	}
+	return json.Marshal(map[string]any{
+		"role":       "assistant",
+		"content":    map[string]string{"type": "text", "text": text},
+		"model":      r.req.Model,
+		"stopReason": stop,
+	})
+}
+
+// complete runs one model request outside the response's turns and
+// returns its text; its usage counts toward the response's.
+func (r *run) complete(ctx context.Context, mreq *model.Request) (string, string, error) {
+	var text strings.Builder
+	var usage responses.Usage
+	finish := ""
+	err := r.e.backend.Stream(ctx, mreq, func(d model.Delta) error {
+		switch d.Kind {
+		case model.DeltaText:
+			text.WriteString(d.Text)
+		case model.DeltaUsage:
+			usage.Add(d.Usage)
+		case model.DeltaFinish:
+			finish = d.FinishReason
+		}
+		return nil
+	})
+	r.usageMu.Lock()
+	r.usage.Add(usage)
+	r.usageMu.Unlock()
+	return text.String(), finish, err
+}
+
+// contentText is the text of a sampling message's content: one block or
+// an array of blocks; blocks other than text are named, not sent.
+func contentText(raw json.RawMessage) string {
+	type block struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	var blocks []block
+	var one block
+	if json.Unmarshal(raw, &blocks) != nil {
+		if json.Unmarshal(raw, &one) != nil {
+			return ""
+		}
+		blocks = []block{one}
+	}
+	var b strings.Builder
+	for _, bl := range blocks {
+		if bl.Type == "text" {
+			b.WriteString(bl.Text)
+		} else if bl.Type != "" {
+			fmt.Fprintf(&b, "[%s]", bl.Type)
+		}
+	}
+	return b.String()
+}
+
+// elicitByModel asks the upstream model to fill an elicitation's requested
+// schema from the conversation. The answer is the first JSON object in
+// what the model writes; if there is none, or it does not match the
+// schema, the elicitation is declined. call is the call that elicits (nil
+// for an in-session elicitation).
+func (r *run) elicitByModel(ctx context.Context, call *tools.Call, params json.RawMessage) json.RawMessage {
+	var p struct {
+		Mode            string          `json:"mode"`
+		Message         string          `json:"message"`
+		RequestedSchema json.RawMessage `json:"requestedSchema"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.Mode == "url" {
+		// A URL elicitation needs a person at a browser.
+		return declined
+	}
+	schema := requestedSchema(params)
+	instruction := fmt.Sprintf("The tool cannot finish until it is given this information: %q\n"+
+		"Fill it in from the conversation so far. Answer with only a JSON object that matches this JSON Schema:\n%s\n"+
+		"If the conversation does not give the information, answer DECLINE.", p.Message, schema)
+	mreq := &model.Request{Model: r.req.Model, Items: r.cc.Items()}
+	if r.req.Instructions != nil {
+		mreq.Instructions = *r.req.Instructions
+	}
+	out, _ := json.Marshal(instruction)
+	if call != nil {
+		// The call the model made asks back: the model sees its call and
+		// the question as the call's output.
+		id := call.CallID + "_input"
+		mreq.Items = append(mreq.Items,
+			responses.Item{Type: responses.ItemFunctionCall, CallID: id, Name: call.Name, Arguments: call.Arguments, Status: responses.StatusCompleted},
+			responses.Item{Type: responses.ItemFunctionCallOutput, CallID: id, Output: out, Status: responses.StatusCompleted})
+	} else {
+		mreq.Items = append(mreq.Items, responses.Item{Type: responses.ItemMessage, Role: "user",
+			Content: []responses.ContentPart{{Type: responses.PartInputText, Text: instruction}}})
+	}
+	text, _, err := r.complete(ctx, mreq)
+	if err != nil {
+		r.e.log.Warn("mcp elicitation by the model failed; declined", "response", r.resp.ID, "err", err)
+		return declined
+	}
+	content := firstJSONObject(text)
+	if content == nil {
+		r.e.log.Info("mcp elicitation declined: the model gave no JSON object", "response", r.resp.ID)
+		return declined
+	}
+	if msg := checkSchema(schema, content); msg != "" {
+		r.e.log.Info("mcp elicitation declined: the model's answer does not match the schema", "response", r.resp.ID, "reason", msg)
+		return declined
+	}
+	b, _ := json.Marshal(map[string]any{"action": "accept", "content": content})
+	return b
+}
+
+// requestedSchema is the requestedSchema of elicitation params, or an
+// object schema admitting anything.
+func requestedSchema(params json.RawMessage) json.RawMessage {
+	var p struct {
+		RequestedSchema json.RawMessage `json:"requestedSchema"`
+	}
+	if json.Unmarshal(params, &p) != nil || len(bytes.TrimSpace(p.RequestedSchema)) == 0 || string(p.RequestedSchema) == "null" {
+		return json.RawMessage(`{"type":"object"}`)
+	}
+	return p.RequestedSchema
+}
+
+// firstJSONObject returns the first JSON object in text (the model may
+// wrap it in prose or a code fence), or nil.
+func firstJSONObject(text string) json.RawMessage {
+	for i := 0; i < len(text); i++ {
+		if text[i] != '{' {
+			continue
+		}
+		dec := json.NewDecoder(strings.NewReader(text[i:]))
+		var obj map[string]json.RawMessage
+		var raw json.RawMessage
+		if dec.Decode(&raw) == nil && json.Unmarshal(raw, &obj) == nil && obj != nil {
+			return raw
+		}
+	}
+	return nil
+}
+
+// checkSchema validates instance against schema and returns why it does
+// not match, or "". A schema that does not compile checks nothing but the
+// instance being an object. Schemas never load anything: a $ref outside
+// the schema fails to compile.
+func checkSchema(schema, instance json.RawMessage) string {
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(instance))
+	if err != nil {
+		return "not JSON"
+	}
+	if _, ok := inst.(map[string]any); !ok {
+		return "not an object"
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	if err != nil {
+		return ""
+	}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(noLoader{})
+	if err := c.AddResource("loom:requested-schema.json", doc); err != nil {
+		return ""
+	}
+	sch, err := c.Compile("loom:requested-schema.json")
+	if err != nil {
+		return ""
+	}
+	if err := sch.Validate(inst); err != nil {
+		var ve *jsonschema.ValidationError
+		if errors.As(err, &ve) {
+			return strings.Join(strings.Fields(ve.Error()), " ")
+		}
+		return err.Error()
+	}
+	return ""
+}
+
+// noLoader refuses to load schemas: a requested schema comes from a
+// remote server and must not make loom read files or URLs.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("loading %s is not allowed", url)
+}
+
+// inSessionHandler answers what a session-based server asks inside a
+// running call (its server applies the elicitation policy first): the
+// sampling by the upstream model, an elicitation by the model from the
+// conversation, the roots from configuration.
+func (r *run) inSessionHandler(server string) func(ctx context.Context, req tools.InputRequest) (json.RawMessage, error) {
+	return func(ctx context.Context, req tools.InputRequest) (json.RawMessage, error) {
+		switch req.Method {
+		case methodCreateMessage:
+			return r.sample(ctx, req.Params)
+		case methodElicit:
+			return r.elicitByModel(ctx, nil, req.Params), nil
+		case methodListRoots:
+			return r.roots(server), nil
+		}
+		return nil, fmt.Errorf("unknown input request method %q", req.Method)
+	}
+}
+
+// setInputHandlers hands the response's in-session handler to the servers
+// that take one.
+func (r *run) setInputHandlers() {
+	for _, s := range r.reg.Servers() {
+		if h, ok := s.(InputHandlerSetter); ok {
+			h.SetInputHandler(r.inSessionHandler(s.Name()))
+		}
+	}
+}
+
+// resolveInputAfterApproval is resolveInput for a call the client
+// approved: a call it resumes later reports the approval.
+func (r *run) resolveInputAfterApproval(ctx context.Context, call tools.Call, server, approvalID string, res tools.Result) tools.Result {
+	call.Input = nil
+	return r.rounds(ctx, &callState{call: call, server: server, approval: approvalID}, res)
+}

@@ -50,6 +50,13 @@ type Record struct {
 	Output []responses.Item
 	// Events are the streamed events in order, as JSON, canonical dialect.
 	Events []json.RawMessage
+	// Pending is the engine's state of calls the response left waiting
+	// for the client's input (MCP elicitation by the client): opaque JSON
+	// that the store keeps and returns as is, never shown to clients. Nil
+	// when nothing waits. It lives in the store, not in the output items,
+	// so that any replica, or the same one after a restart, can resume
+	// the calls, and no client can read or alter it.
+	Pending json.RawMessage
 }
 
 // Page selects a page of input items.

@@ -214,6 +214,14 @@ func (r *run) runServerCalls(ctx context.Context, calls []*turnCall) error {
 	}
 	for i, res := range results {
 		c := owners[i]
+		if res.InputRequired != nil {
+			// The server waits for the client's input (elicitation):
+			// the response ends asking for it.
+			if err := r.askClient(c.callID, c.item.ID); err != nil {
+				return err
+			}
+			continue
+		}
 		text := res.Text()
 		if c.deferred {
 			if err := r.addShellItems(c, res); err != nil {
@@ -302,6 +310,11 @@ func modelItems(items []responses.Item) []responses.Item {
 	for _, it := range items {
 		switch it.Type {
 		case responses.ItemMCPCall:
+			if it.Status == responses.StatusIncomplete && it.Error == nil && (len(it.Output) == 0 || string(it.Output) == "null") {
+				// A call that waited for the client's input: it reaches
+				// the model when it finishes, in the follow-up.
+				continue
+			}
 			result := it.Output
 			if it.Error != nil {
 				result, _ = json.Marshal("error: " + *it.Error)
@@ -329,7 +342,8 @@ func modelItems(items []responses.Item) []responses.Item {
 			out = append(out,
 				responses.Item{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.ID, Name: "python", Arguments: string(args)},
 				responses.Item{Type: responses.ItemFunctionCallOutput, CallID: it.ID, Output: result})
-		case responses.ItemMCPListTools, responses.ItemMCPApprovalRequest, responses.ItemMCPApprovalResponse:
+		case responses.ItemMCPListTools, responses.ItemMCPApprovalRequest, responses.ItemMCPApprovalResponse,
+			responses.ItemMCPInputRequest, responses.ItemMCPInputResponse:
 			// Bookkeeping between loom and the client: an approved call
 			// reaches the model when it runs.
 		case itemShellCall:

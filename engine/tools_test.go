@@ -55,9 +55,12 @@ func TestServerToolsLazyOpenOneCleanupReverseClose(t *testing.T) {
 	a := &toolstest.Server{Label: "A", ToolNames: []string{"a1", "a2"}, Log: log}
 	b := &toolstest.Server{Label: "B", ToolNames: []string{"b1"}, Log: log}
 	c := &toolstest.Server{Label: "C", ToolNames: []string{"c1"}, Log: log}
+	// A opens in the first turn and C in the second, so the order of
+	// opening (and so of closing) is fixed; A's second call reuses its
+	// session.
 	backend := scriptedTurns(
-		[]model.Delta{call(0, "a1"), call(1, "c1")},
-		[]model.Delta{call(0, "a2")},
+		[]model.Delta{call(0, "a1")},
+		[]model.Delta{call(0, "c1"), call(1, "a2")},
 	)
 	e := newToolEngine(t, backend, &toolstest.Provider{Type: "fake", List: []tools.Server{a, b, c}})
 	req := decodeRequest(t, `{"model":"m","input":"x","tools":[{"type":"fake"}]}`)
@@ -91,7 +94,7 @@ func TestServerToolsLazyOpenOneCleanupReverseClose(t *testing.T) {
 			outputs = append(outputs, it.OutputString())
 		}
 	}
-	if !slices.Equal(outputs, []string{"a1 ran with {}", "c1 ran with {}"}) {
+	if !slices.Equal(outputs, []string{"a1 ran with {}"}) {
 		t.Errorf("second turn saw outputs %v", outputs)
 	}
 	if len(backend.requests) != 3 {

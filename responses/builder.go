@@ -247,6 +247,28 @@ func (b *Builder) FinishServerCall(itemID string, output json.RawMessage, errMsg
 	return fmt.Errorf("responses: no open server call %q", itemID)
 }
 
+// SuspendServerCall ends a server call opened with ServerCallDelta that
+// has not finished: it waits for input the client must give in a
+// follow-up request (MCP elicitation), which reports the result in an
+// item of its own. The item closes with status incomplete, no output and
+// no error.
+func (b *Builder) SuspendServerCall(itemID string) error {
+	for _, oi := range b.open {
+		if oi.item.ID != itemID || oi.server == nil {
+			continue
+		}
+		if err := b.serverArgsDone(oi); err != nil {
+			return err
+		}
+		return b.closeItem(oi, StatusIncomplete+suspended)
+	}
+	return fmt.Errorf("responses: no open server call %q", itemID)
+}
+
+// suspended marks, inside the builder only, a close of a server call that
+// SuspendServerCall asked for: the call is incomplete, not failed.
+const suspended = "/suspended"
+
 // serverArgsDone emits the end of a server call's arguments (and, for the
 // code interpreter, that it is now running), once.
 func (b *Builder) serverArgsDone(oi *openItem) error {
@@ -488,7 +510,10 @@ func (b *Builder) closeItem(oi *openItem, status string) error {
 				return err
 			}
 		}
-		if status == StatusIncomplete && oi.server != nil {
+		switch {
+		case status == StatusIncomplete+suspended:
+			status = StatusIncomplete
+		case status == StatusIncomplete && oi.server != nil:
 			// A server call cut off by the end of the response never ran.
 			status = "failed"
 		}

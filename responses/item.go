@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // Item types loom understands. An input item of another type is rejected
@@ -75,6 +76,14 @@ type Item struct {
 	Tools   json.RawMessage `json:"tools,omitempty"`
 	Approve *bool           `json:"approve,omitempty"`
 	Reason  *string         `json:"reason,omitempty"`
+
+	// mcp_input_request (loom's extension): the input an MCP server asked
+	// for, {KEY: {method, params}}, with ServerLabel, Name and Arguments
+	// naming the call. mcp_input_response: the client's answers,
+	// {KEY: {action, content}}, to the request RequestID.
+	InputRequests  json.RawMessage `json:"input_requests,omitempty"`
+	RequestID      string          `json:"request_id,omitempty"`
+	InputResponses json.RawMessage `json:"input_responses,omitempty"`
 }
 
 // ContentPart is one part of a message or reasoning item.
@@ -192,6 +201,9 @@ func (it *Item) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	*it = Item(raw.plain)
+	// A client of the Open Responses dialect sends loom's own item types
+	// back as it received them, vendor-prefixed.
+	it.Type = strings.TrimPrefix(it.Type, VendorPrefix)
 	if it.Type == "" && it.Role != "" {
 		it.Type = ItemMessage
 	}
@@ -306,6 +318,26 @@ func (it Item) MarshalJSON() ([]byte, error) {
 			Name        string `json:"name"`
 			Arguments   string `json:"arguments"`
 		}{it.Type, it.ID, it.ServerLabel, it.Name, it.Arguments})
+	case ItemMCPInputRequest:
+		reqs := it.InputRequests
+		if len(reqs) == 0 {
+			reqs = json.RawMessage("{}")
+		}
+		return json.Marshal(struct {
+			Type          string          `json:"type"`
+			ID            string          `json:"id"`
+			ServerLabel   string          `json:"server_label"`
+			Name          string          `json:"name"`
+			Arguments     string          `json:"arguments"`
+			InputRequests json.RawMessage `json:"input_requests"`
+		}{it.Type, it.ID, it.ServerLabel, it.Name, it.Arguments, reqs})
+	case ItemMCPInputResponse:
+		return json.Marshal(struct {
+			Type           string          `json:"type"`
+			ID             string          `json:"id,omitempty"`
+			RequestID      string          `json:"request_id"`
+			InputResponses json.RawMessage `json:"input_responses"`
+		}{it.Type, it.ID, it.RequestID, it.InputResponses})
 	case ItemCodeInterpreterCall:
 		outputs := it.Outputs
 		if len(outputs) == 0 {

@@ -251,7 +251,9 @@ func (it *Item) validateInput(param string) *APIError {
 		if it.Approve == nil {
 			return BadRequest(param+".approve", "mcp_approval_response needs approve (true or false)")
 		}
-	case ItemMCPCall, ItemMCPListTools, ItemMCPApprovalRequest, ItemCodeInterpreterCall:
+	case ItemMCPInputResponse:
+		return it.validateInputResponse(param)
+	case ItemMCPCall, ItemMCPListTools, ItemMCPApprovalRequest, ItemMCPInputRequest, ItemCodeInterpreterCall:
 		// Output items a client resends with the history.
 	case ItemReference:
 		return Unsupported(param+".type", "item_reference inputs are not supported yet; resend the item or use previous_response_id")
@@ -259,6 +261,48 @@ func (it *Item) validateInput(param string) *APIError {
 		return BadRequest(param+".type", "input item type is required")
 	default:
 		return BadRequest(param+".type", "unknown or unsupported input item type %q", it.Type)
+	}
+	return nil
+}
+
+// validateInputResponse checks the shape of an mcp_input_response: a
+// request_id, and input_responses mapping each key to {action, content}
+// with action accept, decline or cancel, and content an object (given
+// only with accept). Whether the request and its keys exist is the
+// Engine's check.
+func (it *Item) validateInputResponse(param string) *APIError {
+	if it.RequestID == "" {
+		return BadRequest(param+".request_id", "mcp_input_response needs a request_id")
+	}
+	var answers map[string]json.RawMessage
+	if len(it.InputResponses) == 0 || json.Unmarshal(it.InputResponses, &answers) != nil || answers == nil {
+		return BadRequest(param+".input_responses", "input_responses must be an object mapping each key of the input request to {action, content}")
+	}
+	for key, raw := range answers {
+		p := param + ".input_responses." + key
+		var a struct {
+			Action  *string         `json:"action"`
+			Content json.RawMessage `json:"content"`
+		}
+		if json.Unmarshal(raw, &a) != nil {
+			return BadRequest(p, "an input response must be an object {action, content}")
+		}
+		if a.Action == nil {
+			return BadRequest(p+".action", "action is required: accept, decline or cancel")
+		}
+		switch *a.Action {
+		case "accept":
+			var obj map[string]json.RawMessage
+			if c := strings.TrimSpace(string(a.Content)); c != "" && c != "null" && (json.Unmarshal(a.Content, &obj) != nil || obj == nil) {
+				return BadRequest(p+".content", "content must be an object")
+			}
+		case "decline", "cancel":
+			if c := strings.TrimSpace(string(a.Content)); c != "" && c != "null" {
+				return BadRequest(p+".content", "content is only given with action accept")
+			}
+		default:
+			return BadRequest(p+".action", "action must be accept, decline or cancel")
+		}
 	}
 	return nil
 }

@@ -56,6 +56,17 @@ var migrations = []migration{
 			`CREATE INDEX response_items_item_id ON response_items (response_id, kind, item_id)`,
 		},
 	},
+	{
+		// The engine's pending state of a response that ended waiting for
+		// the client (an MCP server's elicitation answered by the client,
+		// issue #5): opaque JSON, '' for none. It is a column of its own,
+		// not part of the response object, because clients never see it.
+		version: 2,
+		name:    "pending input state",
+		stmts: []string{
+			`ALTER TABLE responses ADD COLUMN pending TEXT NOT NULL DEFAULT ''`,
+		},
+	},
 }
 
 // migrate applies the steps of steps newer than the database's version, all

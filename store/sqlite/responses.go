@@ -49,7 +49,7 @@ func (d *DB) SaveResponse(ctx context.Context, rec *engine.Record) error {
 	defer tx.Rollback()
 
 	if _, err := tx.StmtContext(ctx, d.st.upsertResponse).ExecContext(ctx,
-		rec.ID, rec.PreviousResponseID, rec.CreatedAt, rec.Status, string(rec.Response), events); err != nil {
+		rec.ID, rec.PreviousResponseID, rec.CreatedAt, rec.Status, string(rec.Response), events, string(rec.Pending)); err != nil {
 		return fmt.Errorf("sqlite: save %s: %w", rec.ID, err)
 	}
 	// A re-save may have fewer items than the last one, so the old rows
@@ -107,9 +107,9 @@ func (d *DB) GetResponse(ctx context.Context, id string) (*engine.Record, error)
 	defer tx.Rollback()
 
 	rec := &engine.Record{ID: id}
-	var response []byte
+	var response, pending []byte
 	err = tx.StmtContext(ctx, d.st.getResponse).QueryRowContext(ctx, id).
-		Scan(&rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &response)
+		Scan(&rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &response, &pending)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, engine.ErrNotFound
 	}
@@ -118,6 +118,9 @@ func (d *DB) GetResponse(ctx context.Context, id string) (*engine.Record, error)
 	}
 	if len(response) > 0 {
 		rec.Response = json.RawMessage(response)
+	}
+	if len(pending) > 0 {
+		rec.Pending = json.RawMessage(pending)
 	}
 
 	rows, err := tx.StmtContext(ctx, d.st.getItems).QueryContext(ctx, id)

@@ -40,17 +40,18 @@ func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
 	}{
 		// An upsert rather than INSERT OR REPLACE: REPLACE deletes the
 		// row first, which the foreign keys of the old items forbid.
-		{&s.upsertResponse, `INSERT INTO responses (id, previous_response_id, created_at, status, response, events)
-			VALUES (?, ?, ?, ?, ?, ?)
+		{&s.upsertResponse, `INSERT INTO responses (id, previous_response_id, created_at, status, response, events, pending)
+			VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET
 				previous_response_id = excluded.previous_response_id,
 				created_at = excluded.created_at,
 				status = excluded.status,
 				response = excluded.response,
-				events = excluded.events`},
+				events = excluded.events,
+				pending = excluded.pending`},
 		{&s.deleteResponse, `DELETE FROM responses WHERE id = ?`},
 		{&s.deleteItems, `DELETE FROM response_items WHERE response_id = ?`},
-		{&s.getResponse, `SELECT previous_response_id, created_at, status, response FROM responses WHERE id = ?`},
+		{&s.getResponse, `SELECT previous_response_id, created_at, status, response, pending FROM responses WHERE id = ?`},
 		// 'input' sorts before 'output', so inputs come first.
 		{&s.getItems, `SELECT kind, item FROM response_items WHERE response_id = ? ORDER BY kind, position`},
 		{&s.getEvents, `SELECT events FROM responses WHERE id = ?`},

@@ -2,9 +2,12 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/tools"
@@ -59,6 +62,7 @@ func (p *Provider) Servers(ctx context.Context, req *responses.Request) ([]tools
 		if policy == "" {
 			policy = ElicitClient
 		}
+		hook := &inputHook{label: m.ServerLabel, policy: policy, logger: p.Client.logger}
 		cfg := &ServerConfig{
 			Label:         m.ServerLabel,
 			URL:           m.ServerURL,
@@ -69,7 +73,9 @@ func (p *Provider) Servers(ctx context.Context, req *responses.Request) ([]tools
 				Elicitation: policy != ElicitDecline,
 				Roots:       len(p.Roots) > 0,
 			},
-			Roots: p.Roots,
+			Roots:              p.Roots,
+			ElicitationHandler: hook.elicit,
+			SamplingHandler:    hook.sample,
 		}
 		if m.AllowedTools != nil && !m.AllowedTools.ReadOnly {
 			cfg.AllowedTools = m.AllowedTools.Names
@@ -92,7 +98,7 @@ func (p *Provider) Servers(ctx context.Context, req *responses.Request) ([]tools
 		case err != nil:
 			return nil, responses.BadRequest(param, "%v", err)
 		}
-		out = append(out, &requestServer{Server: srv, tool: m, prefix: toolPrefix(m.ServerLabel), elicitation: policy})
+		out = append(out, &requestServer{Server: srv, tool: m, prefix: toolPrefix(m.ServerLabel), elicitation: policy, hook: hook})
 	}
 	return out, nil
 }
@@ -106,6 +112,48 @@ type requestServer struct {
 	tool        *responses.MCPTool
 	prefix      string
 	elicitation string
+	hook        *inputHook
+}
+
+// SetInputHandler takes the engine's answerer of in-session requests
+// (sampling, elicitation by the model) for this request.
+func (s *requestServer) SetInputHandler(h func(ctx context.Context, req tools.InputRequest) (json.RawMessage, error)) {
+	s.hook.handler.Store(&h)
+}
+
+// inputHook answers what a session-based server asks inside its session
+// while a call runs, by the request's policy: sampling and "model"
+// elicitations go to the engine's handler (the response's model), a
+// "decline" elicitation is declined, and so is a "client" one: the client
+// answers only in a follow-up request, which a live session cannot wait
+// for.
+type inputHook struct {
+	label   string
+	policy  string
+	logger  *slog.Logger
+	handler atomic.Pointer[func(context.Context, tools.InputRequest) (json.RawMessage, error)]
+}
+
+var declineResult = json.RawMessage(`{"action":"decline"}`)
+
+func (h *inputHook) elicit(ctx context.Context, req tools.InputRequest) (json.RawMessage, error) {
+	switch h.policy {
+	case ElicitModel:
+		if f := h.handler.Load(); f != nil {
+			return (*f)(ctx, req)
+		}
+		h.logger.InfoContext(ctx, "mcp: in-session elicitation declined: no model to answer it", "mcp_server", h.label)
+	case ElicitClient:
+		h.logger.InfoContext(ctx, "mcp: in-session elicitation declined: the policy is client, but a session-based server elicits inside a running call, and the client can only answer in a follow-up request", "mcp_server", h.label)
+	}
+	return declineResult, nil
+}
+
+func (h *inputHook) sample(ctx context.Context, req tools.InputRequest) (json.RawMessage, error) {
+	if f := h.handler.Load(); f != nil {
+		return (*f)(ctx, req)
+	}
+	return nil, fmt.Errorf("mcp: no model to answer the sampling request of server %q", h.label)
 }
 
 // toolPrefix makes a function-name-safe prefix from a server label.

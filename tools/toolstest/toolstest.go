@@ -62,6 +62,29 @@ type Server struct {
 	CallFunc func(ctx context.Context, c tools.Call) (tools.Result, error)
 	// CleanupFunc, if set, runs as the session's cleanup.
 	CleanupFunc func(ctx context.Context) error
+	// Elicitation is the server's elicitation policy (as an MCP server's
+	// ElicitationPolicy): "client", "model", "decline", or "" for the
+	// default.
+	Elicitation string
+	// RootsResult answers roots/list (a ListRootsResult); nil: none.
+	RootsResult json.RawMessage
+
+	callsMu sync.Mutex
+	calls   []tools.Call
+}
+
+// ElicitationPolicy returns Elicitation.
+func (s *Server) ElicitationPolicy() string { return s.Elicitation }
+
+// Roots returns RootsResult.
+func (s *Server) Roots() json.RawMessage { return s.RootsResult }
+
+// Calls returns the calls the server received, in order, with their
+// Input (the answers of an MRTR retry).
+func (s *Server) Calls() []tools.Call {
+	s.callsMu.Lock()
+	defer s.callsMu.Unlock()
+	return slices.Clone(s.calls)
 }
 
 // Name implements tools.Server.
@@ -90,6 +113,9 @@ type session struct{ s *Server }
 
 func (f *session) Call(ctx context.Context, c tools.Call) (tools.Result, error) {
 	f.s.Log.Add("call:" + f.s.Label + ":" + c.Name)
+	f.s.callsMu.Lock()
+	f.s.calls = append(f.s.calls, c)
+	f.s.callsMu.Unlock()
 	if f.s.CallFunc != nil {
 		return f.s.CallFunc(ctx, c)
 	}
@@ -113,7 +139,9 @@ func (f *session) Close() error {
 // response's tool sessions, given the servers whose tools were called:
 // each called server opened once, cleaned up once and closed once; every
 // cleanup before any close; closes in reverse order of opening; a server
-// not called never opened, cleaned up or closed.
+// not called never opened, cleaned up or closed. The open order is the
+// order in which Open was entered, so tests that check close order should
+// not open two sessions concurrently.
 func CheckLifecycle(l *Log, called []string) []string {
 	var problems []string
 	ev := l.Events()
