@@ -220,7 +220,7 @@ func (r *run) runApprovals(ctx context.Context) error {
 				}
 				continue
 			}
-			result = res.Text()
+			result = resultText(res)
 			item := responses.Item{Type: responses.ItemMCPCall, ID: r.e.opts.NewID("mcp"), ServerLabel: req.ServerLabel,
 				Name: req.Name, Arguments: req.Arguments, ApprovalRequestID: &req.ID, Status: responses.StatusCompleted}
 			if res.IsError {

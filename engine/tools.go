@@ -222,7 +222,7 @@ func (r *run) runServerCalls(ctx context.Context, calls []*turnCall) error {
 			}
 			continue
 		}
-		text := res.Text()
+		text := resultText(res)
 		if c.deferred {
 			if err := r.addShellItems(c, res); err != nil {
 				return err
@@ -356,4 +356,34 @@ func modelItems(items []responses.Item) []responses.Item {
 		}
 	}
 	return out
+}
+
+// resultText is a tool result as the model and the client read it. Text
+// alone stays text; a result with other content (images, resources) or
+// structuredContent keeps every block, as JSON, rather than being cut down
+// to its text (vLLM kept only the first text block).
+func resultText(res tools.Result) string {
+	plain := len(res.Structured) == 0
+	for _, c := range res.Content {
+		if c.Type != tools.ContentText {
+			plain = false
+		}
+	}
+	if plain {
+		return res.Text()
+	}
+	blocks := make([]json.RawMessage, 0, len(res.Content))
+	for _, c := range res.Content {
+		if len(c.Raw) > 0 {
+			blocks = append(blocks, c.Raw)
+			continue
+		}
+		b, _ := json.Marshal(map[string]string{"type": c.Type, "text": c.Text})
+		blocks = append(blocks, b)
+	}
+	out, _ := json.Marshal(struct {
+		Content           []json.RawMessage `json:"content"`
+		StructuredContent json.RawMessage   `json:"structuredContent,omitempty"`
+	}{blocks, res.Structured})
+	return string(out)
 }

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -177,5 +178,36 @@ func TestCancelDuringToolCallStillCleansUp(t *testing.T) {
 	}
 	if log.Count("cleanup:A") != 1 || log.Count("close:A") != 1 {
 		t.Errorf("after cancel: %v", log.Events())
+	}
+}
+
+func TestServerToolResultKeepsEveryBlock(t *testing.T) {
+	log := &toolstest.Log{}
+	a := &toolstest.Server{Label: "A", ToolNames: []string{"chart"}, Log: log, CallFunc: func(ctx context.Context, c tools.Call) (tools.Result, error) {
+		return tools.Result{CallID: c.CallID, Content: []tools.Content{
+			tools.Text("first"), tools.Text("second"),
+			{Type: "image", Raw: json.RawMessage(`{"type":"image","data":"AAAA","mimeType":"image/png"}`)},
+		}, Structured: json.RawMessage(`{"points":3}`)}, nil
+	}}
+	backend := scriptedTurns([]model.Delta{call(0, "chart")})
+	e := newToolEngine(t, backend, &toolstest.Provider{Type: "fake", List: []tools.Server{a}})
+	resp, err := e.Run(context.Background(), decodeRequest(t, `{"model":"m","input":"x","tools":[{"type":"fake"}]}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	for _, it := range resp.Output {
+		if it.Type == responses.ItemMCPCall {
+			json.Unmarshal(it.Output, &out)
+		}
+	}
+	for _, want := range []string{`"first"`, `"second"`, `"image/png"`, `"structuredContent":{"points":3}`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("mcp_call output lost %s: %s", want, out)
+		}
+	}
+	seen := backend.requests[1].Items[len(backend.requests[1].Items)-1].OutputString()
+	if seen != out {
+		t.Errorf("the model saw %q, the client %q", seen, out)
 	}
 }
