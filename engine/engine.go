@@ -525,7 +525,46 @@ func (r *run) modelRequest() *model.Request {
 		// The call budget is spent: the model can only answer.
 		m.Tools, m.ToolChoice, m.ToolChoiceFunction = nil, "", ""
 	}
+	// Tools of servers that rename what they offer (MCP: "LABEL__tool")
+	// go in a namespace per server, for backends that have namespaces
+	// (harmony: the model calls "LABEL.tool", as vLLM offers MCP servers).
+	// Every offered tool is placed, even when this turn hides it
+	// (tool_choice, a spent budget): its earlier calls in the history
+	// still render under its namespace.
+	for _, d := range r.cc.Offered() {
+		if d.Server == "" {
+			continue
+		}
+		s, ok := r.reg.Server(d.Server)
+		if !ok {
+			continue
+		}
+		namer, ok := s.(ToolNamer)
+		if !ok {
+			continue
+		}
+		if m.Namespaces == nil {
+			m.Namespaces = make(map[string]model.ToolRef)
+		}
+		m.Namespaces[d.Name] = model.ToolRef{Namespace: namespaceName(d.Server), Name: namer.ToolName(d.Name)}
+	}
 	return m
+}
+
+// namespaceName makes a server label safe as a harmony namespace (the
+// first part of a recipient "NS.tool"): letters, digits, '_' and '-' are
+// kept, anything else becomes '_' -- the rule tools/mcp uses for the
+// "LABEL__" prefix of the names it offers.
+func namespaceName(label string) string {
+	var b strings.Builder
+	for _, c := range label {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
+			b.WriteRune(c)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
 }
 
 // offeredTools applies tool_choice to the tools the conversation offers:

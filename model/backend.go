@@ -38,6 +38,15 @@ type Request struct {
 	// functions, a harmony backend declares them as built-in namespaces
 	// in the system message instead.
 	Builtins []string
+	// Namespaces groups offered tools (entries of Tools, by their offered
+	// name) into per-server namespaces, so that tools of different
+	// servers cannot collide: a harmony backend declares each namespace
+	// next to the built-ins ("## NS" in the system message, as vLLM
+	// declares MCP servers) and the model calls the tool as "NS.Name".
+	// The offered name is still what goes out (DeltaToolCall.ToolName)
+	// and what function_call items carry. Tools not in it are functions.
+	// A chat backend ignores it: its functions already have unique names.
+	Namespaces map[string]ToolRef
 
 	MaxOutputTokens  int // 0: no limit
 	Temperature      *float64
@@ -49,6 +58,13 @@ type Request struct {
 	User             string
 	// Extra holds engine-specific request fields, merged into the body.
 	Extra map[string]json.RawMessage
+}
+
+// ToolRef places an offered tool in a namespace: the model calls it as
+// Namespace + "." + Name.
+type ToolRef struct {
+	Namespace string // e.g. a sanitised MCP server label
+	Name      string // the tool's own name in that namespace
 }
 
 // DeltaKind says what a Delta carries.

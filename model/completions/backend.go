@@ -161,6 +161,8 @@ func (b *Backend) Stream(ctx context.Context, req *model.Request, emit func(mode
 	}
 
 	return b.client.Stream(ctx, body, emit, func(body io.Reader, emit func(model.Delta) error) error {
-		return readStream(body, newRouter(len(prompt), emit))
+		r := newRouter(len(prompt), emit)
+		r.tools = recipientNames(req, &b.opts)
+		return readStream(body, r)
 	})
 }

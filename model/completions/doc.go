@@ -14,10 +14,17 @@
 //   - A system message: identity (Options.ModelIdentity), knowledge
 //     cutoff, today's date (Options.Now, in UTC), the reasoning effort
 //     (none and minimal become low, xhigh becomes high; unset is medium),
-//     the built-in namespaces of Options.BuiltinTools, and the valid
-//     channels. Without function tools the channels are analysis and
-//     final only and there is no tool section (vLLM's rule); with them
-//     commentary is added, with the note that calls go to 'functions'.
+//     the built-in namespaces of Options.BuiltinTools, one namespace per
+//     tool server (model.Request.Namespaces: an MCP server's tools,
+//     declared next to the built-ins as vLLM declares MCP tool servers,
+//     so that two servers' tools of one name do not collide), and the
+//     valid channels. Without function tools or server namespaces the
+//     channels are analysis and final only (vLLM's rule); with them
+//     commentary is added, and with function tools the note that calls
+//     go to 'functions'. A placement that cannot be a recipient (a
+//     namespace named functions, python, browser, container, assistant
+//     or all, one with a '.' or a space, or a recipient two tools would
+//     share) is ignored: that tool stays a function.
 //   - A developer message, when there is something to put in it:
 //     Instructions ("# Instructions"), the function tools (the functions
 //     namespace, declared from their JSON Schema in its own key order)
@@ -33,7 +40,9 @@
 //     "assistant to=functions.NAME<|channel|>commentary <|constrain|>json"
 //     ending in <|call|>; function_call_output items as a tool message
 //     from functions.NAME (found by call_id) to the assistant on
-//     commentary. Calls named "python" or "browser.*" that are not declared
+//     commentary. Calls and outputs of a namespaced tool use its
+//     recipient "NS.tool" instead of functions.NAME, on commentary too.
+//     Calls named "python" or "browser.*" that are not declared
 //     functions are built-in calls and their outputs: recipient and author
 //     are the name itself, on the analysis channel, content type "code".
 //   - <|start|>assistant.
@@ -87,7 +96,8 @@
 //   - final (or no channel): DeltaText;
 //   - any recipient, on any channel: a DeltaToolCall announced as soon as
 //     the header is complete, with a generated call id and the name
-//     (NAME for functions.NAME; the whole recipient otherwise, such as
+//     (the offered name for a namespaced tool's "NS.tool"; NAME for
+//     functions.NAME; the whole recipient otherwise, such as
 //     "python" or "browser.search", for the tools layer to resolve), then
 //     the arguments as deltas. Calls in one turn get increasing ToolIndex;
 //   - a message the model writes as another author (an imagined tool

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/loomgate/loom/harmony"
 	"github.com/loomgate/loom/model"
@@ -54,14 +55,17 @@ func Conversation(req *model.Request, opts *Options) ([]harmony.Message, error) 
 }
 
 func conversation(req *model.Request, o *Options) ([]harmony.Message, error) {
-	functions, err := functionTools(req)
+	names := namespaced(req, o)
+	functions, err := functionTools(req, names)
 	if err != nil {
 		return nil, err
 	}
-	sys, err := systemContent(req, o, len(functions) > 0)
+	namespaces := serverNamespaces(req, names)
+	sys, err := systemContent(req, o, len(functions) > 0 || len(namespaces) > 0)
 	if err != nil {
 		return nil, err
 	}
+	sys.Tools = append(slices.Clip(sys.Tools), namespaces...)
 	msgs := make([]harmony.Message, 0, len(req.Items)+2)
 	msgs = append(msgs, harmony.Message{Author: harmony.Author{Role: harmony.RoleSystem}, Content: []harmony.Content{sys}})
 
@@ -72,13 +76,83 @@ func conversation(req *model.Request, o *Options) ([]harmony.Message, error) {
 	if len(dev) > 0 {
 		msgs = append(msgs, harmony.Message{Author: harmony.Author{Role: harmony.RoleDeveloper}, Content: dev})
 	}
-	return appendHistory(msgs, req)
+	return appendHistory(msgs, req, names)
+}
+
+// namespaced returns the recipient ("NS.tool") of every tool that
+// req.Namespaces places in a usable namespace, by offered name. A
+// namespace is usable when it is a single recipient word that names no
+// other namespace of the prompt (functions, the built-ins, assistant);
+// a recipient that two offered tools would share is unusable for both.
+// Unusable placements are ignored: those tools stay functions.
+func namespaced(req *model.Request, o *Options) map[string]string {
+	if len(req.Namespaces) == 0 {
+		return nil
+	}
+	reserved := func(ns string) bool {
+		switch ns {
+		case harmony.FunctionsNamespaceName, "python", "browser", "container", "assistant", "all":
+			return true
+		}
+		return hasNamespace(o.BuiltinTools, ns)
+	}
+	word := func(s string) bool {
+		return s != "" && !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || r == '<' || r == '>' })
+	}
+	out := make(map[string]string, len(req.Namespaces))
+	count := make(map[string]int, len(req.Namespaces))
+	for offered, ref := range req.Namespaces {
+		if !word(ref.Namespace) || strings.Contains(ref.Namespace, ".") || reserved(ref.Namespace) || !word(ref.Name) {
+			continue
+		}
+		r := ref.Namespace + "." + ref.Name
+		out[offered] = r
+		count[r]++
+	}
+	for offered, r := range out {
+		if count[r] > 1 {
+			delete(out, offered)
+		}
+	}
+	return out
+}
+
+// serverNamespaces declares the offered tools of each namespace (see
+// model.Request.Namespaces) as one harmony namespace, in the system
+// message next to the built-ins: vLLM's place for the namespaces of MCP
+// tool servers. The model calls them as "NS.tool". None when tool_choice
+// is "none", as for functions.
+func serverNamespaces(req *model.Request, names map[string]string) []harmony.ToolNamespace {
+	if len(names) == 0 || req.ToolChoice == responses.ToolChoiceNone {
+		return nil
+	}
+	var out []harmony.ToolNamespace
+	index := map[string]int{}
+	for _, t := range req.Tools {
+		if _, ok := names[t.Name]; !ok {
+			continue
+		}
+		ref := req.Namespaces[t.Name]
+		d := harmony.ToolDescription{Name: ref.Name, Parameters: t.Parameters}
+		if t.Description != nil {
+			d.Description = *t.Description
+		}
+		i, ok := index[ref.Namespace]
+		if !ok {
+			i = len(out)
+			index[ref.Namespace] = i
+			out = append(out, harmony.ToolNamespace{Name: ref.Namespace})
+		}
+		out[i].Tools = append(out[i].Tools, d)
+	}
+	return out
 }
 
 // systemContent is the system message: identity, dates, reasoning effort,
-// built-in tools and the valid channels. Without function tools the
-// commentary channel is not offered (vLLM's rule): there is nothing to
-// call on it, and a model that sees it tends to write preambles to nobody.
+// built-in tools and the valid channels. Without function tools or server
+// namespaces the commentary channel is not offered (vLLM's rule): there
+// is nothing to call on it, and a model that sees it tends to write
+// preambles to nobody.
 func systemContent(req *model.Request, o *Options, functions bool) (*harmony.SystemContent, error) {
 	effort, err := reasoningEffort(req.ReasoningEffort)
 	if err != nil {
@@ -130,14 +204,14 @@ func reasoningEffort(effort string) (harmony.ReasoningEffort, error) {
 // which is the only way to enforce "none" in a raw prompt. ("required" and
 // a named function cannot be enforced without a grammar; the model is
 // left to choose.)
-func functionTools(req *model.Request) ([]harmony.ToolDescription, error) {
+func functionTools(req *model.Request, namespaced map[string]string) ([]harmony.ToolDescription, error) {
 	if len(req.Tools) == 0 || req.ToolChoice == responses.ToolChoiceNone {
 		return nil, nil
 	}
 	out := make([]harmony.ToolDescription, 0, len(req.Tools))
 	for _, t := range req.Tools {
-		if slices.Contains(req.Builtins, t.Name) {
-			// Declared as a built-in namespace in the system message.
+		if _, ok := namespaced[t.Name]; ok || slices.Contains(req.Builtins, t.Name) {
+			// Declared as a namespace in the system message.
 			continue
 		}
 		if t.Type != responses.ToolFunction {
@@ -217,7 +291,9 @@ func responseFormat(tf *responses.TextFormat) (string, error) {
 }
 
 // appendHistory converts the conversation items to harmony messages.
-func appendHistory(msgs []harmony.Message, req *model.Request) ([]harmony.Message, error) {
+// Calls to namespaced tools (by offered name, see namespaced) and their
+// outputs render under the tool's recipient "NS.tool".
+func appendHistory(msgs []harmony.Message, req *model.Request, namespaced map[string]string) ([]harmony.Message, error) {
 	// Tool outputs name their tool by call_id alone; harmony needs the
 	// name as the author of the tool message.
 	calls := make(map[string]string)
@@ -254,7 +330,9 @@ func appendHistory(msgs []harmony.Message, req *model.Request) ([]harmony.Messag
 		case responses.ItemFunctionCall:
 			calls[it.CallID] = it.Name
 			m := harmony.Message{Author: assistant, Content: []harmony.Content{harmony.Text(it.Arguments)}}
-			if isBuiltin(it.Name, declared) {
+			if r, ok := namespaced[it.Name]; ok {
+				m.Recipient, m.Channel, m.ContentType = r, channelCommentary, contentTypeJSON
+			} else if isBuiltin(it.Name, declared) {
 				m.Recipient, m.Channel, m.ContentType = it.Name, channelAnalysis, contentTypeCode
 				if it.Name == "python" {
 					m.Content = []harmony.Content{harmony.Text(pythonCode(it.Arguments))}
@@ -270,7 +348,9 @@ func appendHistory(msgs []harmony.Message, req *model.Request) ([]harmony.Messag
 				return nil, upstream.BadRequest(fmt.Sprintf("no function_call found for function_call_output with call_id %q", it.CallID))
 			}
 			m := harmony.Message{Recipient: "assistant", Content: []harmony.Content{harmony.Text(it.OutputString())}}
-			if isBuiltin(name, declared) {
+			if r, ok := namespaced[name]; ok {
+				m.Author, m.Channel = harmony.Author{Role: harmony.RoleTool, Name: r}, channelCommentary
+			} else if isBuiltin(name, declared) {
 				m.Author, m.Channel = harmony.Author{Role: harmony.RoleTool, Name: name}, channelAnalysis
 			} else {
 				m.Author, m.Channel = harmony.Author{Role: harmony.RoleTool, Name: functionsPrefix + name}, channelCommentary

@@ -29,6 +29,9 @@ type router struct {
 	emit        func(model.Delta) error
 	parser      *harmony.Parser
 	promptCount int
+	// tools maps the recipients of namespaced tools ("NS.tool") to the
+	// names they were offered under; nil when there are none.
+	tools map[string]string
 
 	done         int // messages of the parser already finished here
 	open         bool
@@ -164,7 +167,7 @@ func (r *router) start(role harmony.Role, channel, recipient string) error {
 			Kind:       model.DeltaToolCall,
 			ToolIndex:  r.call,
 			ToolCallID: "call_" + rand.Text(),
-			ToolName:   toolName(recipient),
+			ToolName:   r.toolName(recipient),
 		})
 	case channel == channelAnalysis:
 		r.dest = toReasoning
@@ -176,14 +179,34 @@ func (r *router) start(role harmony.Role, channel, recipient string) error {
 	return nil
 }
 
-// toolName is the name a call goes out under: a function's own name for
-// "functions.NAME", else the whole recipient ("python", "browser.search",
-// or a bare name some models write), which the tools layer resolves.
-func toolName(recipient string) string {
+// toolName is the name a call goes out under: the offered name of a
+// namespaced tool's recipient ("NS.tool" -> "LABEL__tool"), a function's
+// own name for "functions.NAME", else the whole recipient ("python",
+// "browser.search", or a bare name some models write), which the tools
+// layer resolves.
+func (r *router) toolName(recipient string) string {
+	if name, ok := r.tools[recipient]; ok {
+		return name
+	}
 	if name, ok := strings.CutPrefix(recipient, functionsPrefix); ok && name != "" {
 		return name
 	}
 	return recipient
+}
+
+// recipientNames maps the recipient of each namespaced tool of req back
+// to its offered name: the inverse of what Render declares.
+func recipientNames(req *model.Request, opts *Options) map[string]string {
+	o := opts.resolved()
+	names := namespaced(req, &o)
+	if len(names) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(names))
+	for offered, recipient := range names {
+		out[recipient] = offered
+	}
+	return out
 }
 
 func (r *router) content(d []byte) error {

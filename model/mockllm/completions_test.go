@@ -124,6 +124,9 @@ func TestCompletionsHarmonyOutput(t *testing.T) {
 		{"built-ins", "#reason r\n#builtin python print(1)\n#builtin browser.search {\"query\":\"q\"}",
 			"<|channel|>analysis<|message|>r<|end|><|start|>assistant to=python<|channel|>analysis code<|message|>print(1)<|call|>" +
 				`<|start|>assistant to=browser.search<|channel|>analysis code<|message|>{"query":"q"}<|call|>`},
+		{"namespaced calls", "#callns docs.search {\"q\":\"x\"}\n#callns wiki.search",
+			`<|channel|>commentary to=docs.search <|constrain|>json<|message|>{"q":"x"}<|call|>` +
+				`<|start|>assistant to=wiki.search<|channel|>commentary <|constrain|>json<|message|>{}<|call|>`},
 		{"say with calls becomes a preamble", "#say Working on it.\n#call f",
 			"<|channel|>commentary<|message|>Working on it.<|end|><|start|>assistant to=functions.f<|channel|>commentary <|constrain|>json<|message|>{}<|call|>"},
 		{"default answer", "no directives", "<|channel|>final<|message|>" + DefaultAnswer + "<|return|>"},

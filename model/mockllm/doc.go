@@ -64,6 +64,12 @@
 //	#builtin browser.<tool> <json>
 //	                     call a built-in tool (recipient "python",
 //	                     "browser.search", ...) on the analysis channel
+//	#callns <namespace>.<tool> [args]
+//	                     call a tool of a declared namespace (an MCP
+//	                     server's, recipient "<namespace>.<tool>", where
+//	                     #call would write "functions.<name>") on the
+//	                     commentary channel with content type
+//	                     <|constrain|>json
 //
 // Without a #say, #tokens or #call the answer is the default text: when
 // the conversation ends with tool messages, one line "tool said: <content>"
@@ -138,8 +144,8 @@
 // analysis channel; each #preamble on commentary; then either the calls,
 // each "assistant to=functions.NAME<|channel|>commentary
 // <|constrain|>json<|message|>ARGS<|call|>" (on analysis for #callon
-// analysis; "to=python" or "to=browser.*" with content type "code" on
-// analysis for #builtin), or the answer on the final channel ending in
+// analysis; "to=NS.tool" for #callns; "to=python" or "to=browser.*" with
+// content type "code" on analysis for #builtin), or the answer on the final channel ending in
 // <|return|>. The first message puts its recipient after the channel, as
 // the model does when its header starts in the prompt. A #say in a turn
 // with calls becomes one more preamble (a harmony turn that calls tools has

@@ -52,6 +52,8 @@ func planHarmony(t *turn, c conversation) (harmonyReply, error) {
 			switch {
 			case call.builtin:
 				w.message(call.name, call.channel, "code", call.arguments, harmony.TokenCall)
+			case call.namespaced:
+				w.message(call.name, "commentary", "<|constrain|>json", call.arguments, harmony.TokenCall)
 			default:
 				channel := call.channel
 				if channel == "" {

@@ -36,13 +36,15 @@ type turn struct {
 }
 
 // callSpec is one scripted tool call. id is empty unless #callid set it.
-// channel and builtin matter only in harmony mode: the channel the call
-// is made on ("" for commentary), and whether name is a built-in
-// recipient ("python", "browser.search") rather than a function.
+// channel, builtin and namespaced matter only in harmony mode: the
+// channel the call is made on ("" for commentary), and whether name is a
+// built-in recipient ("python", "browser.search") or a namespaced one
+// ("NS.tool", #callns) rather than a function.
 type callSpec struct {
 	id, name, arguments string
 	channel             string
 	builtin             bool
+	namespaced          bool
 }
 
 // parseScript reads the directives in text and splits them into turns at
@@ -128,6 +130,14 @@ func (t *turn) apply(name, arg string) error {
 		c.name, c.arguments = splitCall(arg)
 		if (c.channel != "analysis" && c.channel != "commentary") || c.name == "" {
 			return fmt.Errorf("want: #callon analysis|commentary <name> [json-arguments]")
+		}
+		t.calls = append(t.calls, c)
+	case "callns":
+		c := callSpec{namespaced: true}
+		c.name, c.arguments = splitCall(arg)
+		ns, tool, _ := strings.Cut(c.name, ".")
+		if ns == "" || tool == "" || ns == "functions" {
+			return fmt.Errorf("want: #callns <namespace>.<tool> [json-arguments]")
 		}
 		t.calls = append(t.calls, c)
 	case "builtin":

@@ -33,6 +33,13 @@ func TestParseScript(t *testing.T) {
 				{name: "python", arguments: "print(1)", channel: "analysis", builtin: true},
 				{name: "browser.search", arguments: `{"query":"q"}`, channel: "analysis", builtin: true},
 			}, cut: -1, stall: -1}}},
+		{name: "namespaced call", text: "#callns docs.search {\"q\":\"x\"}\n#callns a-b.c",
+			want: []*turn{{calls: []callSpec{
+				{name: "docs.search", arguments: `{"q":"x"}`, namespaced: true},
+				{name: "a-b.c", arguments: "{}", namespaced: true},
+			}, cut: -1, stall: -1}}},
+		{name: "callns without a namespace", text: "#callns search", wantErr: "#callns <namespace>.<tool>"},
+		{name: "callns into functions", text: "#callns functions.f", wantErr: "#callns <namespace>.<tool>"},
 		{name: "callon bad channel", text: "#callon final f", wantErr: "#callon analysis|commentary"},
 		{name: "builtin unknown", text: "#builtin shell ls", wantErr: "#builtin python"},
 		{name: "unknown", text: "#sya hi", wantErr: "line 1: #sya: unknown directive"},
