@@ -29,6 +29,7 @@ type Config struct {
 
 	MCPAllow       string
 	MCPElicitation string
+	MCPServers     string
 
 	EnablePython     bool
 	EnableShell      bool
@@ -61,6 +62,7 @@ func parseServeFlags(args []string, getenv func(string) string) (*Config, error)
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", 10*time.Minute, "the longest one response may take")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 32<<20, "largest request body accepted")
 	fs.StringVar(&cfg.MCPAllow, "mcp-allow", "", "comma-separated hosts or CIDRs that request-supplied MCP server_urls may reach although private or loopback (e.g. 127.0.0.1,::1)")
+	fs.StringVar(&cfg.MCPServers, "mcp-servers", "", "JSON file of operator-configured MCP servers ([{server_label, server_url, authorization, headers, require_approval, elicitation, roots}]) that requests name by server_label alone")
 	fs.StringVar(&cfg.MCPElicitation, "mcp-elicitation", "client", "who answers an MCP server's elicitation by default: client, model or decline")
 	fs.BoolVar(&cfg.EnablePython, "enable-python", false, "run model-written Python (code_interpreter, gpt-oss python) in a bubblewrap sandbox")
 	fs.BoolVar(&cfg.EnableShell, "enable-shell", false, "run model-written shell commands (the shell tool) in a bubblewrap sandbox")

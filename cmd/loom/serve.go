@@ -70,6 +70,11 @@ func (m *Main) Open(ctx context.Context) error {
 		Client:      mcp.NewClient(&mcp.ClientOptions{Policy: policy, Logger: m.log}),
 		Elicitation: m.cfg.MCPElicitation,
 	}
+	if m.cfg.MCPServers != "" {
+		if mcpTools.Named, err = mcp.LoadNamedServers(m.cfg.MCPServers); err != nil {
+			return fmt.Errorf("--mcp-servers: %w", err)
+		}
+	}
 	eng := engine.New(m.backend(), m.store, &engine.Options{
 		Logger: m.log, Models: m.cfg.Models, Timeout: m.cfg.RequestTimeout, Sealer: sealer,
 		ToolProviders: []engine.ToolProvider{local, mcpTools},

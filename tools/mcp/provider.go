@@ -29,6 +29,10 @@ type Provider struct {
 	Elicitation string
 	// Roots answers roots/list for every server (none by default).
 	Roots []Root
+	// Named are the servers the operator configured, by server_label
+	// (--mcp-servers): a request's mcp tool names one without a
+	// server_url.
+	Named map[string]NamedServer
 }
 
 // Handles reports whether typ is "mcp".
@@ -48,8 +52,38 @@ func (p *Provider) Servers(ctx context.Context, req *responses.Request) ([]tools
 		if apiErr != nil {
 			return nil, apiErr
 		}
+		roots := p.Roots
+		trusted := false
 		if m.ServerURL == "" {
-			return nil, responses.BadRequest(param+".server_url", "server_url is required (no server named %q is configured)", m.ServerLabel)
+			named, ok := p.Named[m.ServerLabel]
+			if !ok {
+				return nil, responses.BadRequest(param+".server_url", "server_url is required (no server named %q is configured)", m.ServerLabel)
+			}
+			// The operator's server: its URL is trusted, its credentials
+			// and defaults come from the configuration; the request may
+			// add headers but not replace the configured ones.
+			trusted = true
+			m.ServerURL = named.URL
+			if m.Authorization == "" {
+				m.Authorization = named.Authorization
+			}
+			headers := map[string]string{}
+			for k, v := range m.Headers {
+				headers[k] = v
+			}
+			for k, v := range named.Headers {
+				headers[k] = v
+			}
+			m.Headers = headers
+			if m.RequireApproval == nil {
+				m.RequireApproval = named.RequireApproval
+			}
+			if m.Elicitation == "" {
+				m.Elicitation = named.Elicitation
+			}
+			if len(named.Roots) > 0 {
+				roots = named.Roots
+			}
 		}
 		if labels[m.ServerLabel] {
 			return nil, responses.BadRequest(param+".server_label", "server_label %q is used twice", m.ServerLabel)
@@ -68,12 +102,13 @@ func (p *Provider) Servers(ctx context.Context, req *responses.Request) ([]tools
 			URL:           m.ServerURL,
 			Headers:       m.Headers,
 			Authorization: m.Authorization,
+			Trusted:       trusted,
 			Capabilities: Capabilities{
 				Sampling:    true,
 				Elicitation: policy != ElicitDecline,
-				Roots:       len(p.Roots) > 0,
+				Roots:       len(roots) > 0,
 			},
-			Roots:              p.Roots,
+			Roots:              roots,
 			ElicitationHandler: hook.elicit,
 			SamplingHandler:    hook.sample,
 		}
