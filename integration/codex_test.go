@@ -84,9 +84,7 @@ func TestCodexEncryptedReasoningRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			opts := &harnessOptions{Sealer: sealer}
-			up.opts(opts)
-			h := newHarness(t, opts)
+			h := up.harness(t, &harnessOptions{Sealer: sealer})
 
 			user := map[string]any{"type": "message", "role": "user", "content": []any{map[string]any{
 				"type": "input_text",

@@ -23,13 +23,7 @@ func newGoOpenAI(h *harness) *goopenai.Client {
 }
 
 func TestGoOpenAICreate(t *testing.T) {
-	for _, up := range upstreams {
-		t.Run(up.name, func(t *testing.T) {
-			opts := &harnessOptions{}
-			up.opts(opts)
-			testGoOpenAICreate(t, newHarness(t, opts))
-		})
-	}
+	forEachUpstream(t, testGoOpenAICreate)
 }
 
 func testGoOpenAICreate(t *testing.T, h *harness) {
@@ -118,9 +112,7 @@ func TestGoOpenAIStream(t *testing.T) {
 	for _, up := range upstreams {
 		for _, tc := range cases {
 			t.Run(up.name+"/"+tc.name, func(t *testing.T) {
-				opts := &harnessOptions{}
-				up.opts(opts)
-				h := newHarness(t, opts)
+				h := up.harness(t, nil)
 				client := newGoOpenAI(h)
 				stream, err := client.CreateResponseStream(clientCtx(t), goopenai.CreateResponseRequest{
 					Model: mockllm.DefaultModel,

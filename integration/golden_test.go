@@ -195,8 +195,7 @@ func TestGoldenStreams(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				opts := &harnessOptions{Deterministic: true, Mock: &mockllm.Options{ChunkSize: goldenChunkSize}}
-				up.opts(opts)
-				h := newHarness(t, opts)
+				h := up.harness(t, opts)
 				hdr := http.Header{}
 				if tc.dialect != "" {
 					hdr.Set(server.DialectHeader, tc.dialect)

@@ -156,19 +156,11 @@ func TestHarmonyPreamble(t *testing.T) {
 	const preamble = "Let me look up the weather for you."
 	h := harmonyHarness(t)
 	client := newOpenAIGo(h)
-	stream := client.Responses.NewStreaming(clientCtx(t), responses.ResponseNewParams{
+	raws := streamedEvents(t, client.Responses.NewStreaming(clientCtx(t), responses.ResponseNewParams{
 		Model: mockllm.DefaultModel,
 		Input: textInput("#preamble " + preamble + "\n" + weatherScript),
 		Tools: []responses.ToolUnionParam{weatherTool},
-	})
-	var raws []json.RawMessage
-	for stream.Next() {
-		raws = append(raws, json.RawMessage(stream.Current().RawJSON()))
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatalf("stream: %v", err)
-	}
-	stream.Close()
+	}))
 	sum := checkEventStream(t, raws)
 	if sum.Text != preamble {
 		t.Errorf("streamed text %q, want the preamble %q", sum.Text, preamble)

@@ -80,6 +80,57 @@ type harnessOptions struct {
 	Sealer *engine.Sealer
 }
 
+// upstream is a backend loom runs over: its name, and what it sets in a
+// harness's options.
+type upstream struct {
+	name string
+	opts func(*harnessOptions)
+}
+
+// upstreams are the two backends the tests run over: the same
+// conversation context serves both.
+var upstreams = []upstream{
+	{"chat", func(*harnessOptions) {}},
+	{"completions", func(o *harnessOptions) { o.Completions = &completions.Options{} }},
+}
+
+// harness is a harness over up, with opts (nil: the defaults) for the
+// rest.
+func (up upstream) harness(t *testing.T, opts *harnessOptions) *harness {
+	t.Helper()
+	if opts == nil {
+		opts = &harnessOptions{}
+	}
+	up.opts(opts)
+	return newHarness(t, opts)
+}
+
+// forEachUpstream runs test over each upstream, in a subtest named after
+// it with a default harness of its own.
+func forEachUpstream(t *testing.T, test func(*testing.T, *harness)) {
+	for _, up := range upstreams {
+		t.Run(up.name, func(t *testing.T) { test(t, up.harness(t, nil)) })
+	}
+}
+
+// lockedBuffer is a log destination safe for concurrent writers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // fixedTime is the clock of deterministic harnesses.
 var fixedTime = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 

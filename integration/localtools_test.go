@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -134,24 +133,6 @@ func newLocalEnv(t *testing.T, pyOpts *python.Options, sbOpts *sandbox.Options) 
 	return env
 }
 
-// lockedBuffer is a log destination safe for concurrent writers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // leftovers lists the live processes running as a uid of the
 // environment's range (real, effective, saved or filesystem uid), found by
 // scanning the process table, and the session directories under Base.
@@ -237,11 +218,9 @@ func (e *localEnv) waitMarker(ctx context.Context, t *testing.T, name string) ui
 }
 
 // localHarness is a harness whose loom runs env's local tools.
-func localHarness(t *testing.T, up func(*harnessOptions), env *localEnv) *harness {
+func localHarness(t *testing.T, up upstream, env *localEnv) *harness {
 	t.Helper()
-	opts := &harnessOptions{ToolProviders: []engine.ToolProvider{env.Provider}}
-	up(opts)
-	return newHarness(t, opts)
+	return up.harness(t, &harnessOptions{ToolProviders: []engine.ToolProvider{env.Provider}})
 }
 
 // codeInterpreterTool is the tool a Responses client asks for.
@@ -441,10 +420,10 @@ func TestLocalPythonEndToEnd(t *testing.T) {
 	for _, up := range upstreams {
 		t.Run(up.name, func(t *testing.T) {
 			env := newLocalEnv(t, &python.Options{MaxOutputBytes: 1000}, nil)
-			h := localHarness(t, up.opts, env)
+			h := localHarness(t, up, env)
 			// Limits that overrun: a short call timeout, a process cap.
 			short := newLocalEnv(t, &python.Options{CallTimeout: time.Second}, &sandbox.Options{MaxProcesses: 32})
-			hShort := localHarness(t, up.opts, short)
+			hShort := localHarness(t, up, short)
 
 			t.Run("runs", func(t *testing.T) {
 				logs := runPython(t, h, up.name, "print(6*7); import os; print(os.getcwd())")
@@ -598,7 +577,7 @@ func TestLocalPythonCleanupOnEveryEnd(t *testing.T) {
 	for _, up := range upstreams {
 		t.Run(up.name, func(t *testing.T) {
 			env := newLocalEnv(t, nil, nil)
-			h := localHarness(t, up.opts, env)
+			h := localHarness(t, up, env)
 			ctx, cancel := context.WithTimeout(t.Context(), 45*time.Second)
 			defer cancel()
 
@@ -714,9 +693,7 @@ func TestLocalPythonCleanupOnEveryEnd(t *testing.T) {
 func TestLocalToolsDisabled(t *testing.T) {
 	for _, up := range upstreams {
 		t.Run(up.name, func(t *testing.T) {
-			opts := &harnessOptions{ToolProviders: []engine.ToolProvider{&local.Provider{}}}
-			up.opts(opts)
-			h := newHarness(t, opts)
+			h := up.harness(t, &harnessOptions{ToolProviders: []engine.ToolProvider{&local.Provider{}}})
 			for _, tc := range []struct {
 				tools string
 				param string
@@ -774,7 +751,7 @@ func TestOpenAIGoCodeInterpreter(t *testing.T) {
 	for _, up := range upstreams {
 		t.Run(up.name, func(t *testing.T) {
 			env := newLocalEnv(t, nil, nil)
-			h := localHarness(t, up.opts, env)
+			h := localHarness(t, up, env)
 			client := newOpenAIGo(h)
 			params := oairesponses.ResponseNewParams{
 				Model: "mock-model",

@@ -1,12 +1,10 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -15,9 +13,6 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -32,6 +27,7 @@ import (
 	"github.com/loomgate/loom/server"
 	"github.com/loomgate/loom/store/sqlite"
 	"github.com/loomgate/loom/tools/mcp"
+	"github.com/loomgate/loom/tools/mcp/mcptest"
 )
 
 // The tests of this file run loom's MCP tools end to end: a Responses
@@ -773,24 +769,6 @@ func TestMCPProtocolHeaders(t *testing.T) {
 	}
 }
 
-// mcptSyncBuffer is a log sink safe for concurrent writes.
-type mcptSyncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *mcptSyncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *mcptSyncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // mcptRecordingStore keeps a JSON copy of everything saved.
 type mcptRecordingStore struct {
 	engine.Store
@@ -820,7 +798,7 @@ func (s *mcptRecordingStore) String() string {
 // model received.
 func TestMCPCredentialsNeverLogged(t *testing.T) {
 	const token, key = "sekret-token-123", "sekret-key-456"
-	logs := &mcptSyncBuffer{}
+	logs := &lockedBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	ms := mcptStart(t, nil, "echo")
@@ -1023,23 +1001,6 @@ func TestMCPLazyCleanupThreeServers(t *testing.T) {
 	}
 }
 
-// mcptPreload makes a Node server that listens on all interfaces listen
-// on 127.0.0.1 only (as tools/mcp's realserver_test.go does).
-const mcptPreload = `
-const net = require('net');
-const listen = net.Server.prototype.listen;
-net.Server.prototype.listen = function (...args) {
-  if (typeof args[0] === 'number' || (typeof args[0] === 'string' && /^\d+$/.test(args[0]))) {
-    const cb = args.find(a => typeof a === 'function');
-    return listen.call(this, { port: Number(args[0]), host: '127.0.0.1' }, cb);
-  }
-  if (args[0] && typeof args[0] === 'object' && !args[0].path) {
-    args[0] = Object.assign({}, args[0], { host: '127.0.0.1' });
-  }
-  return listen.apply(this, args);
-};
-`
-
 // mcptProxyLog records what passes a reverse proxy in front of a
 // session-based MCP server.
 type mcptProxyLog struct {
@@ -1059,57 +1020,7 @@ func TestMCPLegacyServerEverythingThroughLoom(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a Node MCP server")
 	}
-	entry, _ := filepath.Abs(filepath.Join("..", "tools", "mcp", "testdata", "node", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"))
-	if _, err := os.Stat(entry); err != nil {
-		t.Fatalf("server-everything not installed (%v): run npm ci --prefix tools/mcp/testdata/node (scripts/test does)", err)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not on PATH")
-	}
-	preload := filepath.Join(t.TempDir(), "loopback.cjs")
-	if err := os.WriteFile(preload, []byte(mcptPreload), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	cmd := exec.Command(node, "--require", preload, entry, "streamableHttp")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
-	var outMu sync.Mutex
-	var out strings.Builder
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			outMu.Lock()
-			out.WriteString(sc.Text() + "\n")
-			outMu.Unlock()
-		}
-	}()
-	for i := 0; ; i++ {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if i == 200 {
-			t.Fatalf("server-everything not listening on %s: %v", addr, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	addr, output := mcptest.StartNodeEverything(t)
 
 	plog := &mcptProxyLog{deletes: map[string]int{}, deleteOK: map[string]bool{}, calls: map[string][]string{}}
 	target, _ := url.Parse("http://" + addr)
@@ -1206,9 +1117,7 @@ func TestMCPLegacyServerEverythingThroughLoom(t *testing.T) {
 			t.Errorf("session %q got %d DELETEs, want 1", id, plog.deletes[id])
 		}
 	}
-	outMu.Lock()
-	defer outMu.Unlock()
-	if !strings.Contains(out.String(), "session termination request for session "+callSession) {
-		t.Errorf("server-everything did not log the end of session %s:\n%s", callSession, out.String())
+	if out := output(); !strings.Contains(out, "session termination request for session "+callSession) {
+		t.Errorf("server-everything did not log the end of session %s:\n%s", callSession, out)
 	}
 }

@@ -6,17 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -25,6 +21,7 @@ import (
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/model/mockllm"
 	"github.com/loomgate/loom/tools/mcp"
+	"github.com/loomgate/loom/tools/mcp/mcptest"
 )
 
 // MRTR end to end: the go-sdk's conformance everything-server (stateless
@@ -34,63 +31,10 @@ import (
 // configuration, elicitation by each policy) and retries until the call
 // ends, and the model gets the result. Helpers are prefixed mrtr.
 
-// mrtrBuildEverything builds the everything-server of the go-sdk version
-// in go.mod into dir, with a copy of go.mod so the build never edits the
-// real one.
-func mrtrBuildEverything(t *testing.T, dir string) string {
-	t.Helper()
-	root, _ := filepath.Abs("..")
-	for _, f := range []string{"go.mod", "go.sum"} {
-		b, err := os.ReadFile(filepath.Join(root, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	bin := filepath.Join(dir, "everything-server")
-	cmd := exec.CommandContext(ctx, "go", "build", "-mod=mod", "-modfile="+filepath.Join(dir, "go.mod"), "-o", bin,
-		"github.com/modelcontextprotocol/go-sdk/conformance/everything-server")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building everything-server: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// mrtrStartEverything runs the server on a loopback port and returns its
-// URL.
-func mrtrStartEverything(t *testing.T, bin string) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cmd := exec.Command(bin, "-http", addr)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return "http://" + addr + "/"
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("everything-server not listening on %s: %v", addr, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+func TestMain(m *testing.M) {
+	code := m.Run()
+	mcptest.RemoveBuild()
+	os.Exit(code)
 }
 
 // mrtrTamperProxy forwards to target, appending "-TAMPERED" to the
@@ -160,8 +104,7 @@ func TestMRTREverythingServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the go-sdk everything-server")
 	}
-	bin := mrtrBuildEverything(t, t.TempDir())
-	srvURL := mrtrStartEverything(t, bin)
+	srvURL := mcptest.StartEverything(t)
 	tool := func(name string) string { return "everything__test_input_required_result_" + name }
 
 	tests := []struct {
@@ -351,7 +294,7 @@ func TestMRTRClientStreamed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the go-sdk everything-server")
 	}
-	srvURL := mrtrStartEverything(t, mrtrBuildEverything(t, t.TempDir()))
+	srvURL := mcptest.StartEverything(t)
 	h := mrtrHarness(t)
 	body, _ := json.Marshal(map[string]any{"model": mockllm.DefaultModel, "stream": true,
 		"input": "#call everything__test_input_required_result_request_state {}", "tools": []any{mrtrTool(srvURL, "client")}})

@@ -192,9 +192,7 @@ func TestNodeResponsesStream(t *testing.T) {
 			}
 			t.Run(up.name+"/"+tc.name, func(t *testing.T) {
 				t.Parallel() // node's startup dominates; overlap it
-				opts := &harnessOptions{}
-				up.opts(opts)
-				h := newHarness(t, opts)
+				h := up.harness(t, nil)
 				first, second := runNode(t, h, tc.name)
 				checkNodeStream(t, first)
 				tc.check(t, h, first, second)

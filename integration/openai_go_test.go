@@ -11,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/loomgate/loom/harmony"
@@ -24,6 +25,21 @@ import (
 // a failure shows instead of being retried away.
 func newOpenAIGo(h *harness) openai.Client {
 	return openai.NewClient(option.WithBaseURL(h.BaseURL+"/"), option.WithAPIKey("x"), option.WithMaxRetries(0))
+}
+
+// streamedEvents reads an openai-go stream to its end and returns the raw
+// JSON of each event.
+func streamedEvents(t *testing.T, stream *ssestream.Stream[responses.ResponseStreamEventUnion]) []json.RawMessage {
+	t.Helper()
+	var raws []json.RawMessage
+	for stream.Next() {
+		raws = append(raws, json.RawMessage(stream.Current().RawJSON()))
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	stream.Close()
+	return raws
 }
 
 // textInput is a plain string input.
@@ -108,9 +124,7 @@ func TestOpenAIGoCreate(t *testing.T) {
 	for _, up := range upstreams {
 		for _, tc := range cases {
 			t.Run(up.name+"/"+tc.name, func(t *testing.T) {
-				opts := &harnessOptions{}
-				up.opts(opts)
-				h := newHarness(t, opts)
+				h := up.harness(t, nil)
 				client := newOpenAIGo(h)
 				script := "#say " + tc.answer
 				if tc.reasoning != "" {
@@ -168,22 +182,12 @@ func TestOpenAIGoStream(t *testing.T) {
 	for _, up := range upstreams {
 		for _, tc := range cases {
 			t.Run(up.name+"/"+tc.name, func(t *testing.T) {
-				opts := &harnessOptions{Dialect: tc.dialect}
-				up.opts(opts)
-				h := newHarness(t, opts)
+				h := up.harness(t, &harnessOptions{Dialect: tc.dialect})
 				client := newOpenAIGo(h)
-				stream := client.Responses.NewStreaming(clientCtx(t), responses.ResponseNewParams{
+				raws := streamedEvents(t, client.Responses.NewStreaming(clientCtx(t), responses.ResponseNewParams{
 					Model: mockllm.DefaultModel,
 					Input: textInput("#reason " + reasoning + "\n#say " + answer),
-				})
-				var raws []json.RawMessage
-				for stream.Next() {
-					raws = append(raws, json.RawMessage(stream.Current().RawJSON()))
-				}
-				if err := stream.Err(); err != nil {
-					t.Fatalf("stream: %v", err)
-				}
-				stream.Close()
+				}))
 
 				sum := checkEventStream(t, raws)
 				if sum.Text != answer || sum.Reasoning != reasoning {
@@ -375,13 +379,7 @@ const (
 )
 
 func TestOpenAIGoFunctionCallByPreviousResponse(t *testing.T) {
-	for _, up := range upstreams {
-		t.Run(up.name, func(t *testing.T) {
-			opts := &harnessOptions{}
-			up.opts(opts)
-			testOpenAIGoFunctionCallByPreviousResponse(t, newHarness(t, opts))
-		})
-	}
+	forEachUpstream(t, testOpenAIGoFunctionCallByPreviousResponse)
 }
 
 func testOpenAIGoFunctionCallByPreviousResponse(t *testing.T, h *harness) {
@@ -389,19 +387,11 @@ func testOpenAIGoFunctionCallByPreviousResponse(t *testing.T, h *harness) {
 	ctx := clientCtx(t)
 
 	// The first leg streams, so that the argument deltas are checked too.
-	stream := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{
+	raws := streamedEvents(t, client.Responses.NewStreaming(ctx, responses.ResponseNewParams{
 		Model: mockllm.DefaultModel,
 		Input: textInput(weatherScript),
 		Tools: []responses.ToolUnionParam{weatherTool},
-	})
-	var raws []json.RawMessage
-	for stream.Next() {
-		raws = append(raws, json.RawMessage(stream.Current().RawJSON()))
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatalf("stream: %v", err)
-	}
-	stream.Close()
+	}))
 	sum := checkEventStream(t, raws)
 	var first responses.Response
 	if err := json.Unmarshal(sum.Final, &first); err != nil {
@@ -441,13 +431,7 @@ func testOpenAIGoFunctionCallByPreviousResponse(t *testing.T, h *harness) {
 // the client resends the first input, every output item of the first
 // response (here a reasoning item and the call) and the call's output.
 func TestOpenAIGoFunctionCallByFullHistory(t *testing.T) {
-	for _, up := range upstreams {
-		t.Run(up.name, func(t *testing.T) {
-			opts := &harnessOptions{}
-			up.opts(opts)
-			testOpenAIGoFunctionCallByFullHistory(t, newHarness(t, opts))
-		})
-	}
+	forEachUpstream(t, testOpenAIGoFunctionCallByFullHistory)
 }
 
 func testOpenAIGoFunctionCallByFullHistory(t *testing.T, h *harness) {
@@ -548,18 +532,10 @@ func TestOpenAIGoGetStreamingReplay(t *testing.T) {
 	h := newHarness(t, nil)
 	client := newOpenAIGo(h)
 	ctx := clientCtx(t)
-	stream := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{
+	live := streamedEvents(t, client.Responses.NewStreaming(ctx, responses.ResponseNewParams{
 		Model: mockllm.DefaultModel,
 		Input: textInput("#reason Replay me.\n#say Replayed text."),
-	})
-	var live []json.RawMessage
-	for stream.Next() {
-		live = append(live, json.RawMessage(stream.Current().RawJSON()))
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatalf("stream: %v", err)
-	}
-	stream.Close()
+	}))
 	var final responses.Response
 	json.Unmarshal(checkEventStream(t, live).Final, &final)
 

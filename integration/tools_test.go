@@ -15,20 +15,9 @@ import (
 
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/harmony"
-	"github.com/loomgate/loom/model/completions"
 	"github.com/loomgate/loom/tools"
 	"github.com/loomgate/loom/tools/toolstest"
 )
-
-// upstreams are the two backends every tool test runs over: the same
-// conversation context serves both.
-var upstreams = []struct {
-	name string
-	opts func(*harnessOptions)
-}{
-	{"chat", func(*harnessOptions) {}},
-	{"completions", func(o *harnessOptions) { o.Completions = &completions.Options{} }},
-}
 
 // threeServers returns servers A (a1, a2), B (b1) and C (c1) sharing one log,
 // offered to requests with a tool of type "fake".
@@ -65,9 +54,7 @@ func TestServerToolsEndToEnd(t *testing.T) {
 	for _, up := range upstreams {
 		t.Run(up.name, func(t *testing.T) {
 			log, provider := threeServers()
-			opts := &harnessOptions{ToolProviders: []engine.ToolProvider{provider}}
-			up.opts(opts)
-			h := newHarness(t, opts)
+			h := up.harness(t, &harnessOptions{ToolProviders: []engine.ToolProvider{provider}})
 			resp := postJSON(t, h, map[string]any{
 				"model": "mock-model",
 				"input": "#call a1 {}\n#then\n#call a2 {\"x\": 1}\n#then\n#say done",
@@ -105,9 +92,7 @@ func TestNoToolsNoToolWorkEndToEnd(t *testing.T) {
 	for _, up := range upstreams {
 		t.Run(up.name, func(t *testing.T) {
 			log, provider := threeServers()
-			opts := &harnessOptions{ToolProviders: []engine.ToolProvider{provider}}
-			up.opts(opts)
-			h := newHarness(t, opts)
+			h := up.harness(t, &harnessOptions{ToolProviders: []engine.ToolProvider{provider}})
 			postJSON(t, h, map[string]any{"model": "mock-model", "input": "#say hi"})
 			if provider.Asked() != 0 || len(log.Events()) != 0 {
 				t.Errorf("no tools, yet the provider was asked %d times and servers saw %v", provider.Asked(), log.Events())
@@ -162,9 +147,7 @@ func TestDisconnectDuringToolCall(t *testing.T) {
 					close(cancelled)
 					return tools.Result{}, ctx.Err()
 				}}
-			opts := &harnessOptions{ToolProviders: []engine.ToolProvider{&toolstest.Provider{Type: "fake", List: []tools.Server{slow}}}}
-			up.opts(opts)
-			h := newHarness(t, opts)
+			h := up.harness(t, &harnessOptions{ToolProviders: []engine.ToolProvider{&toolstest.Provider{Type: "fake", List: []tools.Server{slow}}}})
 			baseline := goleak.IgnoreCurrent()
 
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

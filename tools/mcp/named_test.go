@@ -54,7 +54,7 @@ func TestNamedServers(t *testing.T) {
 	// unknown label without a URL is a 400 naming server_url.
 	for body, param := range map[string]string{
 		`{"model":"m","input":"x","tools":[{"type":"mcp","server_label":"x","server_url":"` + ts.URL + `"}]}`: "tools[0].server_url",
-		`{"model":"m","input":"x","tools":[{"type":"mcp","server_label":"nobody"}]}`:                       "tools[0].server_url",
+		`{"model":"m","input":"x","tools":[{"type":"mcp","server_label":"nobody"}]}`:                          "tools[0].server_url",
 	} {
 		var r responses.Request
 		json.Unmarshal([]byte(body), &r)

@@ -1,114 +1,22 @@
 package mcp
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/loomgate/loom/tools"
+	"github.com/loomgate/loom/tools/mcp/mcptest"
 )
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// startProcess starts cmd, stops it at cleanup, and waits until addr
-// accepts connections.
-func startProcess(t *testing.T, cmd *exec.Cmd, addr string) {
-	t.Helper()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not listening on %s: %v", cmd.Path, addr, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if everythingDir != "" {
-		_ = os.RemoveAll(everythingDir)
-	}
+	mcptest.RemoveBuild()
 	os.Exit(code)
-}
-
-var (
-	everythingOnce sync.Once
-	everythingDir  string // removed by TestMain
-	everythingBin  string
-	everythingErr  error
-)
-
-// buildEverythingServer builds the go-sdk's conformance everything-server
-// (a test fixture of the module in go.mod) once per test binary, with a
-// copy of go.mod so the build never edits the real one.
-func buildEverythingServer(t *testing.T) string {
-	t.Helper()
-	everythingOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "loom-everything-")
-		if err != nil {
-			everythingErr = err
-			return
-		}
-		everythingDir = dir
-		root, _ := filepath.Abs("../..")
-		for _, f := range []string{"go.mod", "go.sum"} {
-			b, err := os.ReadFile(filepath.Join(root, f))
-			if err != nil {
-				everythingErr = err
-				return
-			}
-			if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
-				everythingErr = err
-				return
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		bin := filepath.Join(dir, "everything-server")
-		cmd := exec.CommandContext(ctx, "go", "build", "-mod=mod", "-modfile="+filepath.Join(dir, "go.mod"), "-o", bin,
-			"github.com/modelcontextprotocol/go-sdk/conformance/everything-server")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			everythingErr = fmt.Errorf("building everything-server: %v\n%s", err, out)
-			return
-		}
-		everythingBin = bin
-	})
-	if everythingErr != nil {
-		t.Fatal(everythingErr)
-	}
-	return everythingBin
 }
 
 // TestEverythingServer runs the go-sdk conformance everything-server
@@ -118,14 +26,12 @@ func TestEverythingServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the go-sdk everything-server")
 	}
-	bin := buildEverythingServer(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	startProcess(t, exec.Command(bin, "-http", addr), addr)
+	srvURL := mcptest.StartEverything(t)
 
 	c := loopbackClient(t, nil)
 	srv := newServer(t, c, ServerConfig{
 		Label:        "everything",
-		URL:          "http://" + addr + "/",
+		URL:          srvURL,
 		Capabilities: Capabilities{Elicitation: true, Sampling: true, Roots: true},
 		Roots:        []Root{{URI: "file:///work", Name: "work"}},
 	})
@@ -247,24 +153,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// loopbackPreload makes a Node server that listens on all interfaces
-// listen on 127.0.0.1 only, and print the port it got.
-const loopbackPreload = `
-const net = require('net');
-const listen = net.Server.prototype.listen;
-net.Server.prototype.listen = function (...args) {
-  this.once('listening', () => { const a = this.address(); if (a && a.port) console.error('LOOM_LISTENING ' + a.port); });
-  if (typeof args[0] === 'number' || (typeof args[0] === 'string' && /^\d+$/.test(args[0]))) {
-    const cb = args.find(a => typeof a === 'function');
-    return listen.call(this, { port: Number(args[0]), host: '127.0.0.1' }, cb);
-  }
-  if (args[0] && typeof args[0] === 'object' && !args[0].path) {
-    args[0] = Object.assign({}, args[0], { host: '127.0.0.1' });
-  }
-  return listen.apply(this, args);
-};
-`
-
 // TestLegacyServerEverything runs npm's @modelcontextprotocol/server-everything
 // (session-based, 2025-11-25): loom falls back from server/discover to
 // initialize, calls a tool in the session, answers an in-session
@@ -274,35 +162,7 @@ func TestLegacyServerEverything(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a Node MCP server")
 	}
-	dir, _ := filepath.Abs(filepath.Join("testdata", "node"))
-	entry := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
-	if _, err := os.Stat(entry); err != nil {
-		t.Fatalf("server-everything not installed (%v): run npm ci --prefix tools/mcp/testdata/node (scripts/test does)", err)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not on PATH")
-	}
-	preload := filepath.Join(t.TempDir(), "loopback.cjs")
-	if err := os.WriteFile(preload, []byte(loopbackPreload), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	port := freePort(t)
-	cmd := exec.Command(node, "--require", preload, entry, "streamableHttp")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
-	stdout, _ := cmd.StdoutPipe()
-	var outMu sync.Mutex
-	var out strings.Builder
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			outMu.Lock()
-			out.WriteString(sc.Text() + "\n")
-			outMu.Unlock()
-		}
-	}()
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	startProcess(t, cmd, addr)
+	addr, output := mcptest.StartNodeEverything(t)
 
 	// Record what goes on the wire, below the credentials transport.
 	rt := &recordingTransport{next: newBaseTransport(mustPolicy(t, "127.0.0.1"))}
@@ -395,10 +255,8 @@ func TestLegacyServerEverything(t *testing.T) {
 	if rt.count("server/discover") != before {
 		t.Fatal("known legacy server probed again")
 	}
-	outMu.Lock()
-	defer outMu.Unlock()
-	if !strings.Contains(out.String(), "Received session termination request for session "+id) {
-		t.Errorf("server did not see the session end:\n%s", out.String())
+	if out := output(); !strings.Contains(out, "Received session termination request for session "+id) {
+		t.Errorf("server did not see the session end:\n%s", out)
 	}
 }
 

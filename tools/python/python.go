@@ -21,8 +21,8 @@ const Name = "python"
 
 // Defaults for a nil Options or a zero field.
 const (
-	DefaultCallTimeout    = 30 * time.Second
-	DefaultMaxOutputBytes = 64 << 10
+	DefaultCallTimeout    = sandbox.DefaultCallTimeout
+	DefaultMaxOutputBytes = sandbox.DefaultMaxOutputBytes
 )
 
 // parameters is the function tool's schema on the chat path.
@@ -67,20 +67,12 @@ func New(sb *sandbox.Sandbox, opts *Options) (*Server, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.CallTimeout <= 0 {
-		o.CallTimeout = DefaultCallTimeout
-	}
-	if o.MaxOutputBytes <= 0 {
-		o.MaxOutputBytes = DefaultMaxOutputBytes
-	}
+	o.CallTimeout, o.MaxOutputBytes, o.Logger = sb.ToolLimits(o.CallTimeout, o.MaxOutputBytes, o.Logger)
 	if o.Python == "" {
 		o.Python = "python3"
 		if _, err := os.Stat("/usr/bin/python3"); err == nil {
 			o.Python = "/usr/bin/python3"
 		}
-	}
-	if o.Logger == nil {
-		o.Logger = sb.Logger()
 	}
 	s := &Server{sb: sb, opts: o}
 	s.def = tools.Definition{
@@ -122,11 +114,12 @@ func (s *Server) Tools(context.Context) ([]tools.Definition, error) {
 // Open implements tools.Server. It creates the session's work directory;
 // the interpreter starts at the first call.
 func (s *Server) Open(context.Context) (tools.Session, error) {
-	box, err := s.sb.NewBox()
-	if err != nil {
+	var err error
+	ps := &Session{srv: s, turn: make(chan struct{}, 1)}
+	if ps.Session, err = s.sb.NewSession(Name, s.opts.Logger, ps.stopInterpreter); err != nil {
 		return nil, err
 	}
-	return &Session{srv: s, box: box, turn: make(chan struct{}, 1)}, nil
+	return ps, nil
 }
 
 // Code returns the code of a call's arguments: the "code" string of a JSON

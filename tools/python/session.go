@@ -21,22 +21,16 @@ func (e *TimeoutError) Error() string {
 
 // Session is one response's interpreter: a work directory from the start,
 // and a Python process from the first call until Cleanup, Close or a
-// timeout.
+// timeout. Cleanup, Close and Box are the sandbox.Session's.
 type Session struct {
+	*sandbox.Session
 	srv *Server
-	box *sandbox.Box
 	// turn lets one cell run at a time: the interpreter is one process
 	// with one state, as a notebook kernel is.
 	turn chan struct{}
 
-	mu       sync.Mutex
-	interp   *interpreter
-	shutdown bool // Cleanup or Close has begun
-	closed   bool
-
-	once    sync.Once
-	stopped chan struct{}
-	stopErr error
+	mu     sync.Mutex
+	interp *interpreter
 }
 
 var _ tools.Session = (*Session)(nil)
@@ -73,7 +67,7 @@ func (s *Session) Call(ctx context.Context, call tools.Call) (tools.Result, erro
 	// next call starts a fresh one.
 	s.reset(it)
 	switch {
-	case s.isShutdown():
+	case s.Stopping():
 		return tools.Result{}, tools.ErrClosed
 	case ctx.Err() != nil:
 		return tools.Result{}, ctx.Err()
@@ -119,13 +113,15 @@ func (s *Session) result(callID string, r response) tools.Result {
 func (s *Session) interpreter() (*interpreter, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.shutdown {
+	// Stopping turns true before stopInterpreter takes this lock, so an
+	// interpreter started here is either stopped there or never started.
+	if s.Stopping() {
 		return nil, tools.ErrClosed
 	}
 	if s.interp != nil {
 		return s.interp, nil
 	}
-	it, err := startInterpreter(s.box, s.srv.opts.Python, s.srv.opts.MaxOutputBytes)
+	it, err := startInterpreter(s.Box(), s.srv.opts.Python, s.srv.opts.MaxOutputBytes)
 	if errors.Is(err, sandbox.ErrClosed) {
 		return nil, tools.ErrClosed
 	}
@@ -148,75 +144,15 @@ func (s *Session) reset(it *interpreter) {
 	s.mu.Unlock()
 }
 
-func (s *Session) isShutdown() bool {
+// stopInterpreter is the session's stop function: it kills the
+// interpreter, if one runs, at Cleanup or Close.
+func (s *Session) stopInterpreter() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.shutdown
-}
-
-// Cleanup implements tools.Session: it kills the interpreter and
-// everything it started and removes the work directory. It returns when
-// that is done or ctx ends (the work then finishes in the background, and
-// Close waits for it).
-func (s *Session) Cleanup(ctx context.Context) error {
-	s.mu.Lock()
-	closed := s.closed
+	it := s.interp
+	s.interp = nil
 	s.mu.Unlock()
-	if closed {
-		return tools.ErrClosed
-	}
-	done := s.stop()
-	select {
-	case <-done:
-		return s.stopErr
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// Close implements tools.Session: what Cleanup does, if it has not been
-// done. It does not wait for a running call, which the kill ends; it does
-// wait (a few seconds at most) until no process of the session is left.
-func (s *Session) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if it == nil {
 		return nil
 	}
-	s.closed = true
-	s.mu.Unlock()
-	<-s.stop()
-	return s.stopErr
+	return it.stop()
 }
-
-// stop starts the one shutdown of the session and returns a channel
-// closed when it is over.
-func (s *Session) stop() <-chan struct{} {
-	s.once.Do(func() {
-		s.stopped = make(chan struct{})
-		s.mu.Lock()
-		s.shutdown = true
-		it := s.interp
-		s.interp = nil
-		s.mu.Unlock()
-		go func() {
-			defer close(s.stopped)
-			var errs []error
-			if it != nil {
-				errs = append(errs, it.stop())
-			}
-			// Box.Close also finds what escaped the interpreter's
-			// namespace or process group.
-			errs = append(errs, s.box.Close())
-			s.stopErr = errors.Join(errs...)
-			if s.stopErr != nil {
-				s.srv.opts.Logger.Error("python: cleaning up a session", "error", s.stopErr, "work_dir", s.box.Dir())
-			}
-		}()
-	})
-	return s.stopped
-}
-
-// Box is the session's sandbox box, for the engine's diagnostics and for
-// tests.
-func (s *Session) Box() *sandbox.Box { return s.box }

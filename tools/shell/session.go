@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sync"
 
 	"github.com/loomgate/loom/tools"
 	"github.com/loomgate/loom/tools/sandbox"
@@ -40,17 +39,10 @@ type CallOutput struct {
 }
 
 // Session is one response's shell: a work directory its commands share.
+// Cleanup, Close and Box are the sandbox.Session's.
 type Session struct {
+	*sandbox.Session
 	srv *Server
-	box *sandbox.Box
-
-	mu     sync.Mutex
-	closed bool
-	done   bool // Cleanup or Close has begun
-
-	once    sync.Once
-	stopped chan struct{}
-	stopErr error
 }
 
 var _ tools.Session = (*Session)(nil)
@@ -61,7 +53,7 @@ var _ tools.Session = (*Session)(nil)
 // the outcome; IsError is set only for arguments that cannot run. The
 // error return is for ctx ending and for a closed session.
 func (s *Session) Call(ctx context.Context, call tools.Call) (tools.Result, error) {
-	if s.isDone() {
+	if s.Stopping() {
 		return tools.Result{}, tools.ErrClosed
 	}
 	action, err := ParseAction(call.Arguments)
@@ -76,7 +68,7 @@ func (s *Session) Call(ctx context.Context, call tools.Call) (tools.Result, erro
 	for _, command := range action.Commands {
 		co, err := s.run(callCtx, command, maxOut)
 		switch {
-		case s.isDone():
+		case s.Stopping():
 			return tools.Result{}, tools.ErrClosed
 		case ctx.Err() != nil:
 			return tools.Result{}, ctx.Err()
@@ -100,7 +92,7 @@ func (s *Session) Call(ctx context.Context, call tools.Call) (tools.Result, erro
 func (s *Session) run(ctx context.Context, command string, maxOut int) (CommandOutput, error) {
 	budget := sandbox.NewOutputCap(maxOut)
 	stdout, stderr := budget.Buffer(), budget.Buffer()
-	exit, err := s.box.Run(ctx, sandbox.Command{
+	exit, err := s.Box().Run(ctx, sandbox.Command{
 		Args:   []string{s.srv.opts.Shell, "-c", command},
 		Stdout: stdout,
 		Stderr: stderr,
@@ -124,62 +116,3 @@ func (s *Session) run(ctx context.Context, command string, maxOut int) (CommandO
 	co.Outcome = Outcome{Type: OutcomeExit, ExitCode: &code}
 	return co, nil
 }
-
-func (s *Session) isDone() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.done
-}
-
-// Cleanup implements tools.Session: it kills whatever still runs and
-// removes the work directory. It returns when that is done or ctx ends
-// (the work then finishes in the background, and Close waits for it).
-func (s *Session) Cleanup(ctx context.Context) error {
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
-		return tools.ErrClosed
-	}
-	select {
-	case <-s.stop():
-		return s.stopErr
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// Close implements tools.Session: what Cleanup does, if not done. It
-// kills running commands rather than waiting for them.
-func (s *Session) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	s.mu.Unlock()
-	<-s.stop()
-	return s.stopErr
-}
-
-func (s *Session) stop() <-chan struct{} {
-	s.once.Do(func() {
-		s.stopped = make(chan struct{})
-		s.mu.Lock()
-		s.done = true
-		s.mu.Unlock()
-		go func() {
-			defer close(s.stopped)
-			s.stopErr = s.box.Close()
-			if s.stopErr != nil {
-				s.srv.opts.Logger.Error("shell: cleaning up a session", "error", s.stopErr, "work_dir", s.box.Dir())
-			}
-		}()
-	})
-	return s.stopped
-}
-
-// Box is the session's sandbox box, for the engine's diagnostics and for
-// tests.
-func (s *Session) Box() *sandbox.Box { return s.box }

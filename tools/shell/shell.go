@@ -18,8 +18,8 @@ const Name = "shell"
 
 // Defaults for a nil Options or a zero field.
 const (
-	DefaultCallTimeout    = 30 * time.Second
-	DefaultMaxOutputBytes = 64 << 10
+	DefaultCallTimeout    = sandbox.DefaultCallTimeout
+	DefaultMaxOutputBytes = sandbox.DefaultMaxOutputBytes
 	DefaultShell          = "bash"
 )
 
@@ -58,17 +58,9 @@ func New(sb *sandbox.Sandbox, opts *Options) (*Server, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.CallTimeout <= 0 {
-		o.CallTimeout = DefaultCallTimeout
-	}
-	if o.MaxOutputBytes <= 0 {
-		o.MaxOutputBytes = DefaultMaxOutputBytes
-	}
+	o.CallTimeout, o.MaxOutputBytes, o.Logger = sb.ToolLimits(o.CallTimeout, o.MaxOutputBytes, o.Logger)
 	if o.Shell == "" {
 		o.Shell = DefaultShell
-	}
-	if o.Logger == nil {
-		o.Logger = sb.Logger()
 	}
 	s := &Server{sb: sb, opts: o}
 	s.def = tools.Definition{
@@ -114,11 +106,11 @@ func (s *Server) Tools(context.Context) ([]tools.Definition, error) {
 
 // Open implements tools.Server: it creates the session's work directory.
 func (s *Server) Open(context.Context) (tools.Session, error) {
-	box, err := s.sb.NewBox()
+	ss, err := s.sb.NewSession(Name, s.opts.Logger, nil)
 	if err != nil {
 		return nil, err
 	}
-	return &Session{srv: s, box: box}, nil
+	return &Session{Session: ss, srv: s}, nil
 }
 
 // Action is what the model asks to run: the action of a shell_call item.
