@@ -134,33 +134,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		"messages", len(req.Messages), "turn", conv.turn)
 
 	ctx := r.Context()
-	delay := s.opts.FirstByteLatency
-	if t.hasDelay {
-		delay = t.delay
-	}
-	if err := s.sleep(ctx, delay); err != nil {
-		s.waitOutcome(err)
-		return
-	}
-	if t.flakyTimes > 0 && s.attempt(body) <= t.flakyTimes {
-		s.reject(w, t.flakyStatus, scriptedMessage(t.flakyStatus, ""), "")
-		return
-	}
-	if t.failStatus != 0 {
-		s.reject(w, t.failStatus, scriptedMessage(t.failStatus, t.failMessage), "")
-		return
-	}
-	// In JSON mode there are no chunks to count, so any #stall or #cut
-	// happens before the answer.
-	if t.stall == 0 || (!req.Stream && t.stall > 0) {
-		s.waitOutcome(s.sleep(ctx, -1))
-		return
-	}
-	if !req.Stream && t.cut >= 0 {
-		s.abort()
-	}
-	if t.garbage {
-		s.writeGarbage(w, req.Stream)
+	if s.injectFailure(w, r, t, body, req.Stream) {
 		return
 	}
 
@@ -310,4 +284,42 @@ func wireUsageOf(u usage) wireUsage {
 		PromptTokensDetails:     promptTokensDetails{CachedTokens: u.cached},
 		CompletionTokensDetails: completionTokensDetails{ReasoningTokens: u.reasoning},
 	}
+}
+
+// injectFailure plays the turn's scripted failures that come before any
+// answer (#delay, #flaky, #fail, #stall, #cut and #stall in JSON mode,
+// #garbage), the same for every endpoint. It reports whether the request
+// was answered (or abandoned) by one of them.
+func (s *Server) injectFailure(w http.ResponseWriter, r *http.Request, t *turn, body []byte, stream bool) bool {
+	ctx := r.Context()
+	delay := s.opts.FirstByteLatency
+	if t.hasDelay {
+		delay = t.delay
+	}
+	if err := s.sleep(ctx, delay); err != nil {
+		s.waitOutcome(err)
+		return true
+	}
+	if t.flakyTimes > 0 && s.attempt(body) <= t.flakyTimes {
+		s.reject(w, t.flakyStatus, scriptedMessage(t.flakyStatus, ""), "")
+		return true
+	}
+	if t.failStatus != 0 {
+		s.reject(w, t.failStatus, scriptedMessage(t.failStatus, t.failMessage), "")
+		return true
+	}
+	// In JSON mode there are no chunks to count, so any #stall or #cut
+	// happens before the answer.
+	if t.stall == 0 || (!stream && t.stall > 0) {
+		s.waitOutcome(s.sleep(ctx, -1))
+		return true
+	}
+	if !stream && t.cut >= 0 {
+		s.abort()
+	}
+	if t.garbage {
+		s.writeGarbage(w, stream)
+		return true
+	}
+	return false
 }

@@ -177,31 +177,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		"prompt_tokens", len(req.PromptIDs), "turn", conv.turn)
 
 	ctx := r.Context()
-	delay := s.opts.FirstByteLatency
-	if t.hasDelay {
-		delay = t.delay
-	}
-	if err := s.sleep(ctx, delay); err != nil {
-		s.waitOutcome(err)
-		return
-	}
-	if t.flakyTimes > 0 && s.attempt(body) <= t.flakyTimes {
-		s.reject(w, t.flakyStatus, scriptedMessage(t.flakyStatus, ""), "")
-		return
-	}
-	if t.failStatus != 0 {
-		s.reject(w, t.failStatus, scriptedMessage(t.failStatus, t.failMessage), "")
-		return
-	}
-	if t.stall == 0 || (!req.Stream && t.stall > 0) {
-		s.waitOutcome(s.sleep(ctx, -1))
-		return
-	}
-	if !req.Stream && t.cut >= 0 {
-		s.abort()
-	}
-	if t.garbage {
-		s.writeGarbage(w, req.Stream)
+	if s.injectFailure(w, r, t, body, req.Stream) {
 		return
 	}
 
