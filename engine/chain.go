@@ -87,13 +87,13 @@ func checkCallOutputs(history, input []responses.Item) *responses.APIError {
 	calls := map[string]bool{}
 	for _, items := range [][]responses.Item{history, input} {
 		for i := range items {
-			if items[i].Type == responses.ItemFunctionCall {
+			if t := items[i].Type; t == responses.ItemFunctionCall || t == itemLocalShellCall {
 				calls[items[i].CallID] = true
 			}
 		}
 	}
 	for i := range input {
-		if input[i].Type == responses.ItemFunctionCallOutput && !calls[input[i].CallID] {
+		if t := input[i].Type; (t == responses.ItemFunctionCallOutput || t == itemLocalShellOutput) && !calls[input[i].CallID] {
 			return responses.BadRequest(fmt.Sprintf("input[%d].call_id", i),
 				"no function call with call_id %q exists in this conversation", input[i].CallID)
 		}

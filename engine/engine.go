@@ -359,6 +359,9 @@ func (r *run) turn(ctx context.Context) (turnResult, error) {
 					return nil
 				}
 				c = &turnCall{index: d.ToolIndex, callID: d.ToolCallID, name: d.ToolName}
+				// local_shell runs on the client but is reported as a
+				// local_shell_call item once the turn is over.
+				c.deferred = d.ToolName == localShellName && hasLocalShell(r.req)
 				if r.cc.IsServerTool(d.ToolName) {
 					c.server = r.serverOf(d.ToolName)
 					// Shell calls are reported as a call item and an
@@ -374,7 +377,7 @@ func (r *run) turn(ctx context.Context) (turnResult, error) {
 				res.calls = append(res.calls, c)
 				r.calls++
 			}
-			if c.server != "" && c.deferred {
+			if c.deferred {
 				c.item.Arguments += d.ToolArguments
 				return nil
 			}
@@ -433,6 +436,14 @@ func (r *run) turn(ctx context.Context) (turnResult, error) {
 				return res, err
 			}
 			r.waiting = true
+			continue
+		case c.deferred && c.server == "":
+			item := responses.Item{Type: itemLocalShellCall, ID: r.e.opts.NewID("lsh"), CallID: c.callID,
+				Action: localShellAction(c.item.Arguments), Status: responses.StatusCompleted}
+			if err := r.builder.AddItem(item); err != nil {
+				return res, err
+			}
+			res.clientCalls = true
 			continue
 		case c.unconfigured || c.deferred:
 			res.serverCalls = true

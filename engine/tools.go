@@ -51,11 +51,16 @@ func (e *Engine) registry(ctx context.Context, req *responses.Request) (*tools.R
 		return reg, nil
 	}
 	for i, t := range req.Tools {
-		if t.Type != responses.ToolFunction {
+		def := tools.FunctionDefinition(t)
+		switch t.Type {
+		case responses.ToolFunction:
+		case responses.ToolLocalShell:
+			def = localShellDefinition
+		default:
 			continue
 		}
-		if err := reg.AddFunction(tools.FunctionDefinition(t)); err != nil {
-			return nil, responses.BadRequest(fmt.Sprintf("tools[%d].name", i), "%v", err)
+		if err := reg.AddFunction(def); err != nil {
+			return nil, responses.BadRequest(fmt.Sprintf("tools[%d]", i), "%v", err)
 		}
 	}
 	for _, p := range e.opts.ToolProviders {
@@ -346,6 +351,10 @@ func modelItems(items []responses.Item) []responses.Item {
 			responses.ItemMCPInputRequest, responses.ItemMCPInputResponse:
 			// Bookkeeping between loom and the client: an approved call
 			// reaches the model when it runs.
+		case itemLocalShellCall:
+			out = append(out, responses.Item{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.CallID, Name: localShellName, Arguments: localShellArguments(it.Action)})
+		case itemLocalShellOutput:
+			out = append(out, responses.Item{Type: responses.ItemFunctionCallOutput, CallID: it.CallID, Output: it.Output})
 		case itemShellCall:
 			out = append(out, responses.Item{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.CallID, Name: "shell", Arguments: string(it.Action)})
 		case "shell_call_output":

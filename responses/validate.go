@@ -125,6 +125,12 @@ func (r *Request) validateTools(serverTool func(string) bool) *APIError {
 	for i, t := range r.Tools {
 		param := fmt.Sprintf("tools[%d]", i)
 		switch {
+		case t.Type == ToolLocalShell:
+			if names["local_shell"] {
+				return BadRequest(param+".type", "local_shell is given twice")
+			}
+			names["local_shell"] = true
+			continue
 		case t.Type == ToolFunction:
 		case t.Type == "":
 			return BadRequest(param+".type", "tool type is required")
@@ -243,6 +249,17 @@ func (it *Item) validateInput(param string) *APIError {
 			if p.Type != PartReasoningText {
 				return BadRequest(fmt.Sprintf("%s.content[%d].type", param, j), "reasoning content must be reasoning_text")
 			}
+		}
+	case "local_shell_call":
+		if it.CallID == "" {
+			return BadRequest(param+".call_id", "local_shell_call needs a call_id")
+		}
+	case "local_shell_call_output":
+		if it.CallID == "" {
+			return BadRequest(param+".call_id", "local_shell_call_output needs a call_id")
+		}
+		if len(it.Output) == 0 {
+			return BadRequest(param+".output", "local_shell_call_output needs an output")
 		}
 	case ItemMCPApprovalResponse:
 		if it.ApprovalRequestID == nil || *it.ApprovalRequestID == "" {
