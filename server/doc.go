@@ -12,6 +12,7 @@
 //	GET    /v1/responses/{id}/input_items  list input items (after, limit, order)
 //	GET    /v1/models                      served models
 //	GET    /healthz, /readyz               liveness, readiness
+//	GET    /metrics                        Prometheus metrics (when Options.Metrics is set)
 //
 // The event dialect ("openai" or "openresponses") defaults to the server's
 // and can be chosen per request with the X-Loom-Dialect header.

@@ -26,6 +26,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	}
 	if !req.Stream {
 		resp, err := s.engine.Run(r.Context(), req, nil)
+		s.countResponse(resp, err)
 		switch {
 		case isAPIError(err):
 			writeError(w, err)
@@ -38,7 +39,8 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	}
 	sse := newSSEWriter(w, dialect, s.opts.KeepAlive)
 	defer sse.Close()
-	_, err = s.engine.Run(r.Context(), req, sse.Event)
+	resp, err := s.engine.Run(r.Context(), req, sse.Event)
+	s.countResponse(resp, err)
 	if !sse.Started() {
 		// Nothing was streamed: the request never started.
 		if err == nil {
@@ -245,4 +247,17 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 func isAPIError(err error) bool {
 	var apiErr *responses.APIError
 	return errors.As(err, &apiErr)
+}
+
+// countResponse counts a response by its final status ("rejected" for a
+// request that never started).
+func (s *Server) countResponse(resp *responses.Response, err error) {
+	if s.opts.Metrics == nil {
+		return
+	}
+	status := "rejected"
+	if resp != nil {
+		status = resp.Status
+	}
+	s.opts.Metrics.observeResponse(status)
 }

@@ -28,6 +28,8 @@ type Options struct {
 	KeepAlive time.Duration
 	// APIKeys, when not empty, are the bearer tokens accepted on /v1.
 	APIKeys []string
+	// Metrics, when set, are updated and served at /metrics.
+	Metrics *Metrics
 }
 
 // Server is loom's HTTP API: the Responses endpoints over an Engine, plus
@@ -74,6 +76,9 @@ func New(e *engine.Engine, opts *Options) *Server {
 		}
 		w.Write([]byte("ok\n"))
 	})
+	if s.opts.Metrics != nil {
+		s.mux.Handle("GET /metrics", s.opts.Metrics.handler())
+	}
 	s.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &responses.APIError{Status: http.StatusNotFound, Type: responses.ErrNotFound, Code: "unknown_route",
 			Message: "no route for " + r.Method + " " + r.URL.Path})
@@ -90,6 +95,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
 	s.mux.ServeHTTP(sw, r)
+	if s.opts.Metrics != nil {
+		// The route pattern, not the path: ids would make the label set
+		// unbounded.
+		route := r.Pattern
+		if route == "" {
+			route = "unmatched"
+		}
+		s.opts.Metrics.observeHTTP(route, sw.status, time.Since(start))
+	}
 	s.log.LogAttrs(r.Context(), slog.LevelDebug, "http",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path),
 		slog.Int("status", sw.status), slog.Duration("elapsed", time.Since(start)))

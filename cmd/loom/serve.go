@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	conversation "github.com/loomgate/loom/context"
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/model/chat"
@@ -75,11 +76,13 @@ func (m *Main) Open(ctx context.Context) error {
 			return fmt.Errorf("--mcp-servers: %w", err)
 		}
 	}
+	metrics := server.NewMetrics()
 	eng := engine.New(m.backend(), m.store, &engine.Options{
 		Logger: m.log, Models: m.cfg.Models, Timeout: m.cfg.RequestTimeout, Sealer: sealer,
 		ToolProviders: []engine.ToolProvider{local, mcpTools},
+		Conversation:  conversation.Options{Metrics: metrics.ConversationMetrics()},
 	})
-	m.server = server.New(eng, &server.Options{Logger: m.log, Dialect: dialect, APIKeys: m.cfg.APIKeys, MaxBodyBytes: m.cfg.MaxBodyBytes})
+	m.server = server.New(eng, &server.Options{Logger: m.log, Dialect: dialect, APIKeys: m.cfg.APIKeys, MaxBodyBytes: m.cfg.MaxBodyBytes, Metrics: metrics})
 	m.listener, err = net.Listen("tcp", m.cfg.Addr)
 	if err != nil {
 		return err
