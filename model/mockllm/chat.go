@@ -121,14 +121,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	conv := req.conversation()
-	turns, err := parseScript(conv.script)
+	t, err := scriptedTurn(conv)
 	if err != nil {
 		s.reject(w, http.StatusBadRequest, err.Error(), "messages")
 		return
-	}
-	t := currentTurn(turns, conv)
-	if t == nil {
-		t = newTurn()
 	}
 	s.log.Debug("mockllm chat request", "seq", seq, "model", req.Model, "stream", req.Stream,
 		"messages", len(req.Messages), "turn", conv.turn)

@@ -164,14 +164,10 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	conv := req.conversation()
-	turns, err := parseScript(conv.script)
+	t, err := scriptedTurn(conv)
 	if err != nil {
 		s.reject(w, http.StatusBadRequest, err.Error(), "prompt")
 		return
-	}
-	t := currentTurn(turns, conv)
-	if t == nil {
-		t = newTurn()
 	}
 	s.log.Debug("mockllm completions request", "seq", seq, "model", req.Model, "stream", req.Stream,
 		"prompt_tokens", len(req.PromptIDs), "turn", conv.turn)

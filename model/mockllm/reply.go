@@ -45,13 +45,18 @@ type usage struct {
 	prompt, completion, cached, reasoning int
 }
 
-// currentTurn picks the script section for this model turn, or nil when
-// the script has run out (or never had directives).
-func currentTurn(turns []*turn, c conversation) *turn {
-	if c.turn < len(turns) {
-		return turns[c.turn]
+// scriptedTurn parses the conversation's script and picks the section for
+// this model turn: an empty turn when the script has run out (or never had
+// directives). A bad script is the error the mock answers 400 with.
+func scriptedTurn(c conversation) (*turn, error) {
+	turns, err := parseScript(c.script)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	if c.turn < len(turns) {
+		return turns[c.turn], nil
+	}
+	return newTurn(), nil
 }
 
 // planReply decides the answer: the scripted text, reasoning and calls,
