@@ -1,0 +1,164 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/responses"
+)
+
+// usagePtr returns the usage so far, its total filled in, for the
+// response object.
+func (r *run) usagePtr() *responses.Usage {
+	u := r.usage
+	u.TotalTokens = u.InputTokens + u.OutputTokens
+	return &u
+}
+
+// newResponse builds the response object, echoing the request's knobs.
+func (e *Engine) newResponse(req *responses.Request) *responses.Response {
+	resp := &responses.Response{
+		ID:                 e.opts.NewID("resp"),
+		Object:             "response",
+		CreatedAt:          e.opts.Now().Unix(),
+		Status:             responses.ResponseInProgress,
+		Model:              req.Model,
+		PreviousResponseID: req.PreviousResponseID,
+		Instructions:       req.Instructions,
+		Output:             []responses.Item{},
+		Tools:              req.Tools,
+		Truncation:         "disabled",
+		ParallelToolCalls:  req.ParallelCalls(),
+		Text:               responses.TextConfig{Format: &responses.TextFormat{Type: responses.FormatText}},
+		TopP:               1,
+		Temperature:        1,
+		Reasoning:          &responses.ReasoningParam{},
+		MaxOutputTokens:    req.MaxOutputTokens,
+		MaxToolCalls:       req.MaxToolCalls,
+		Store:              req.StoreEnabled(),
+		Background:         false,
+		ServiceTier:        "default",
+		Metadata:           req.Metadata,
+		SafetyIdentifier:   req.SafetyIdentifier,
+		PromptCacheKey:     req.PromptCacheKey,
+		User:               req.User,
+	}
+	if resp.Tools == nil {
+		resp.Tools = []responses.Tool{}
+	}
+	if resp.Metadata == nil {
+		resp.Metadata = map[string]any{}
+	}
+	if req.ToolChoice != nil {
+		resp.ToolChoice = *req.ToolChoice
+	} else {
+		resp.ToolChoice = responses.ToolChoice{Mode: responses.ToolChoiceAuto}
+	}
+	if req.Truncation != nil {
+		resp.Truncation = *req.Truncation
+	}
+	if req.Text != nil {
+		if req.Text.Format != nil {
+			resp.Text.Format = req.Text.Format
+		}
+		resp.Text.Verbosity = req.Text.Verbosity
+	}
+	if req.TopP != nil {
+		resp.TopP = *req.TopP
+	}
+	if req.Temperature != nil {
+		resp.Temperature = *req.Temperature
+	}
+	if req.PresencePenalty != nil {
+		resp.PresencePenalty = *req.PresencePenalty
+	}
+	if req.FrequencyPenalty != nil {
+		resp.FrequencyPenalty = *req.FrequencyPenalty
+	}
+	if req.Reasoning != nil {
+		resp.Reasoning = req.Reasoning
+	}
+	if req.ServiceTier != nil && *req.ServiceTier != "auto" {
+		resp.ServiceTier = *req.ServiceTier
+	}
+	return resp
+}
+
+// save stores the response when store is on. A non-streaming response that
+// failed upstream is not stored: its client gets an HTTP error and never
+// learns the id.
+func (e *Engine) save(ctx context.Context, r *run, upstreamErr error) {
+	if !r.req.StoreEnabled() || (r.sink == nil && upstreamErr != nil) {
+		return
+	}
+	body, err := json.Marshal(r.resp)
+	if err != nil {
+		e.log.Error("encode response for the store", "id", r.resp.ID, "err", err)
+		return
+	}
+	rec := &Record{
+		ID:        r.resp.ID,
+		CreatedAt: r.resp.CreatedAt,
+		Status:    r.resp.Status,
+		Response:  body,
+		Input:     r.input,
+		Output:    r.resp.Output,
+		Events:    r.events,
+		Pending:   encodePending(r.pendingOut),
+	}
+	if r.req.PreviousResponseID != nil {
+		rec.PreviousResponseID = *r.req.PreviousResponseID
+	}
+	// The request's context may be cancelled (client gone): the response
+	// is still saved, within a bound of its own.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
+	defer cancel()
+	if err := e.store.SaveResponse(sctx, rec); err != nil {
+		e.log.Error("store response", "id", r.resp.ID, "err", err)
+	}
+}
+
+// upstreamAPIError maps an upstream failure to what clients see.
+func upstreamAPIError(me *model.Error) *responses.APIError {
+	e := &responses.APIError{Status: me.Status, Type: responses.ErrUpstream, Message: me.Message}
+	switch me.Status {
+	case http.StatusTooManyRequests:
+		e.Type, e.Code = responses.ErrRateLimit, "rate_limit_exceeded"
+	case http.StatusGatewayTimeout:
+		e.Code = "timeout"
+	default:
+		e.Status, e.Code = http.StatusBadGateway, "upstream_error"
+	}
+	if e.Message == "" {
+		e.Message = fmt.Sprintf("the upstream model failed (%d)", me.Status)
+	}
+	return e
+}
+
+// UpstreamAPIError maps an error returned by Run after the response started
+// to the API error a non-streaming client receives.
+func UpstreamAPIError(err error) *responses.APIError {
+	var me *model.Error
+	if errors.As(err, &me) {
+		return upstreamAPIError(me)
+	}
+	return &responses.APIError{Status: http.StatusInternalServerError, Type: responses.ErrServer, Message: "the server failed to complete the response"}
+}
+
+func itemPrefix(typ string) string {
+	switch typ {
+	case responses.ItemMessage:
+		return "msg"
+	case responses.ItemFunctionCall:
+		return "fc"
+	case responses.ItemFunctionCallOutput:
+		return "fco"
+	case responses.ItemReasoning:
+		return "rs"
+	}
+	return "item"
+}
