@@ -22,9 +22,12 @@ type sseWriter struct {
 	started bool
 	last    time.Time
 	err     error
+	closed  bool
 
-	stop chan struct{}
-	done chan struct{}
+	// The keep-alive is a timer, not a goroutine: an idle stream costs no
+	// goroutine stack for it.
+	every time.Duration
+	timer *time.Timer
 }
 
 func newSSEWriter(w http.ResponseWriter, d responses.Dialect, keepAlive time.Duration) *sseWriter {
@@ -32,30 +35,31 @@ func newSSEWriter(w http.ResponseWriter, d responses.Dialect, keepAlive time.Dur
 		w:       w,
 		rc:      http.NewResponseController(w),
 		dialect: d,
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
+		every:   keepAlive,
 	}
-	go s.keepAlive(keepAlive)
+	s.timer = time.AfterFunc(keepAlive, s.keepAlive)
 	return s
 }
 
-// keepAlive writes a comment when nothing was written for an interval.
-func (s *sseWriter) keepAlive(every time.Duration) {
-	defer close(s.done)
-	t := time.NewTicker(every / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case now := <-t.C:
-			s.mu.Lock()
-			if s.started && s.err == nil && now.Sub(s.last) >= every {
-				s.write([]byte(": keep-alive\n\n"))
-			}
-			s.mu.Unlock()
-		}
+// keepAlive writes a comment when nothing was written for an interval,
+// then arms itself again for the rest of the interval.
+func (s *sseWriter) keepAlive() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.err != nil {
+		return
 	}
+	idle := time.Duration(0)
+	if s.started {
+		idle = time.Since(s.last)
+	}
+	if s.started && idle >= s.every {
+		s.write([]byte(": keep-alive\n\n"))
+		idle = 0
+	}
+	// Fire again when the stream will have been silent for a whole
+	// interval; before the stream starts, an interval from now.
+	s.timer.Reset(s.every - min(idle, s.every))
 }
 
 // Event writes one event and flushes it.
@@ -106,10 +110,13 @@ func (s *sseWriter) Done() error {
 	return s.write([]byte("data: [DONE]\n\n"))
 }
 
-// Close stops the keep-alive goroutine and waits for it.
+// Close stops the keep-alive. A keep-alive already running sees closed
+// under the lock and writes nothing, so nothing is written after Close.
 func (s *sseWriter) Close() {
-	close(s.stop)
-	<-s.done
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.timer.Stop()
 }
 
 // Started reports whether the stream's headers were sent.
