@@ -117,6 +117,7 @@ func (b *Box) Close() error {
 		if err := killMatching(uidMatch(b.uid)); err != nil {
 			errs, leftover = append(errs, err), true
 		}
+		reapOrphans(b.uid)
 	}
 	errs = append(errs, removeAll(b.dir))
 	// A uid with processes left is never handed out again by this loom.

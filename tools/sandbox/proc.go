@@ -158,3 +158,39 @@ func (p *uidPool) put(uid uint32) {
 	delete(p.used, uid)
 	p.mu.Unlock()
 }
+
+// reapOrphans waits for this process's zombie children that ran as uid.
+// When loom is a subreaper (a container's PID 1, or PR_SET_CHILD_SUBREAPER),
+// processes of a killed sandbox whose parents died first are re-parented to
+// loom; nobody else will wait for them. Only zombies of the session's own
+// uid are reaped, by pid, so no other child's exit status is taken from the
+// code that waits for it. It polls for a short, bounded while, since the
+// kernel re-parents and kills asynchronously.
+func reapOrphans(uid uint32) {
+	self := []byte(strconv.Itoa(os.Getpid()))
+	isOrphan := func(pid int) bool {
+		return bytes.Equal(bytes.TrimSpace(statusField(pid, "PPid:")), self) && zombie(pid) && uidMatch(uid)(pid)
+	}
+	for range 20 {
+		d, err := os.Open("/proc")
+		if err != nil {
+			return
+		}
+		names, _ := d.Readdirnames(-1)
+		d.Close()
+		found := false
+		for _, n := range names {
+			pid, err := strconv.Atoi(n)
+			if err != nil || !isOrphan(pid) {
+				continue
+			}
+			found = true
+			var ws syscall.WaitStatus
+			syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+		}
+		if !found {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
