@@ -94,27 +94,19 @@ type completionTokensDetails struct {
 
 // handleChat answers POST /v1/chat/completions as the script says.
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
-	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	var req ChatRequest
-	decodeErr := json.Unmarshal(body, &req)
+	body, status, problem := readBody(w, r, &req)
 	var chat *ChatRequest
-	if readErr == nil && decodeErr == nil {
+	if status == 0 {
 		chat = &req
 	}
 	// Record before validating: a test may want to see what a rejected
 	// request looked like.
 	seq := s.begin(r, Request{Body: body, Chat: chat})
 
-	var tooLarge *http.MaxBytesError
 	switch {
-	case errors.As(readErr, &tooLarge):
-		s.reject(w, http.StatusRequestEntityTooLarge, "request body too large", "")
-		return
-	case readErr != nil:
-		s.reject(w, http.StatusBadRequest, "cannot read request body", "")
-		return
-	case decodeErr != nil:
-		s.reject(w, http.StatusBadRequest, "invalid JSON body: "+decodeErr.Error(), "")
+	case status != 0:
+		s.reject(w, status, problem, "")
 		return
 	case len(req.Messages) == 0:
 		s.reject(w, http.StatusBadRequest, "messages must not be empty", "messages")
@@ -318,4 +310,22 @@ func (s *Server) injectFailure(w http.ResponseWriter, r *http.Request, t *turn, 
 		return true
 	}
 	return false
+}
+
+// readBody reads a request body and decodes it into v. When the body
+// cannot be used it returns the status and message to reject it with; the
+// body is returned either way, for the record.
+func readBody(w http.ResponseWriter, r *http.Request, v any) (body []byte, status int, problem string) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return body, http.StatusRequestEntityTooLarge, "request body too large"
+	case err != nil:
+		return body, http.StatusBadRequest, "cannot read request body"
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return body, http.StatusBadRequest, "invalid JSON body: " + err.Error()
+	}
+	return body, 0, ""
 }

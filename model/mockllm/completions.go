@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -136,28 +135,20 @@ type completionUsage struct {
 // handleCompletions answers POST /v1/completions in harmony, as the
 // script in the prompt's last user message says.
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
-	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	var req CompletionRequest
-	decodeErr := json.Unmarshal(body, &req)
+	body, status, problem := readBody(w, r, &req)
 	var promptErr error
 	var rec *CompletionRequest
-	if readErr == nil && decodeErr == nil {
+	if status == 0 {
 		promptErr = req.decodePrompt()
 		rec = &req
 	}
 	// Record before validating, so a test can see a rejected request.
 	seq := s.begin(r, Request{Body: body, Completion: rec})
 
-	var tooLarge *http.MaxBytesError
 	switch {
-	case errors.As(readErr, &tooLarge):
-		s.reject(w, http.StatusRequestEntityTooLarge, "request body too large", "")
-		return
-	case readErr != nil:
-		s.reject(w, http.StatusBadRequest, "cannot read request body", "")
-		return
-	case decodeErr != nil:
-		s.reject(w, http.StatusBadRequest, "invalid JSON body: "+decodeErr.Error(), "")
+	case status != 0:
+		s.reject(w, status, problem, "")
 		return
 	case promptErr != nil:
 		s.reject(w, http.StatusBadRequest, promptErr.Error(), "prompt")
