@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -270,17 +269,7 @@ func TestServePythonCancelledAtShutdown(t *testing.T) {
 	args, _ := json.Marshal(map[string]string{"code": "import subprocess, time; subprocess.Popen(['sleep', '300'], start_new_session=True); open('started', 'w').close(); time.sleep(30)"})
 	body, _ := json.Marshal(map[string]any{"model": "mock-model", "stream": true, "input": "#call python " + string(args),
 		"tools": []any{map[string]any{"type": "code_interpreter", "container": map[string]any{"type": "auto"}}}})
-	got := make(chan string, 1)
-	go func() {
-		res, err := http.Post("http://"+addr+"/v1/responses", "application/json", bytes.NewReader(body))
-		if err != nil {
-			got <- "error: " + err.Error()
-			return
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		got <- string(b)
-	}()
+	got := postInBackground(addr, body)
 	var uid uint32
 	for i := 0; uid == 0; i++ {
 		if i == 1000 {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -49,10 +51,16 @@ func startMain(t *testing.T, shutdown time.Duration) (string, *mockllm.Server, f
 
 func streamBody(t *testing.T, addr, input string) <-chan string {
 	t.Helper()
-	body := `{"model":"mock-model","stream":true,"input":` + quote(input) + `}`
+	body, _ := json.Marshal(map[string]any{"model": "mock-model", "stream": true, "input": input})
+	return postInBackground(addr, body)
+}
+
+// postInBackground creates a response and delivers the whole answer (or
+// the error) on the channel once it ends.
+func postInBackground(addr string, body []byte) <-chan string {
 	out := make(chan string, 1)
 	go func() {
-		res, err := http.Post("http://"+addr+"/v1/responses", "application/json", strings.NewReader(body))
+		res, err := http.Post("http://"+addr+"/v1/responses", "application/json", bytes.NewReader(body))
 		if err != nil {
 			out <- "error: " + err.Error()
 			return
@@ -63,8 +71,6 @@ func streamBody(t *testing.T, addr, input string) <-chan string {
 	}()
 	return out
 }
-
-func quote(s string) string { return `"` + strings.ReplaceAll(s, "\n", `\n`) + `"` }
 
 func TestShutdownLetsInFlightResponsesFinish(t *testing.T) {
 	addr, mock, stop := startMain(t, 10*time.Second)
