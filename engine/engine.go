@@ -105,6 +105,13 @@ func (e *Engine) Store() Store { return e.store }
 // the *model.Error so that a non-streaming caller can answer with its
 // status.
 func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*responses.Event) error) (*responses.Response, error) {
+	return e.RunWith(ctx, req, sink, nil)
+}
+
+// RunWith is Run with per-call options (nil: none): a conversation the
+// caller kept in memory to continue, and a hook that receives this
+// response's conversation when it ends.
+func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(*responses.Event) error, opts *RunOptions) (*responses.Response, error) {
 	if err := req.Validate(e.serverToolType); err != nil {
 		return nil, err
 	}
@@ -114,11 +121,15 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 	var history []responses.Item
 	var pending map[string]*pendingCall
 	if req.PreviousResponseID != nil {
-		h, p, err := e.history(ctx, *req.PreviousResponseID)
-		if err != nil {
-			return nil, err
+		if prev := opts.previous(*req.PreviousResponseID); prev != nil {
+			history = slices.Clone(prev.Items)
+		} else {
+			h, p, err := e.history(ctx, *req.PreviousResponseID)
+			if err != nil {
+				return nil, err
+			}
+			history, pending = h, p
 		}
-		history, pending = h, p
 	}
 	input := slices.Clone(req.Input.Items)
 	if err := checkCallOutputs(history, input); err != nil {
@@ -176,6 +187,7 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 	}
 	upstreamErr := r.loop(ctx)
 	e.save(ctx, r, upstreamErr)
+	opts.keep(r, history)
 	e.log.LogAttrs(ctx, slog.LevelInfo, "response",
 		slog.String("id", r.resp.ID), slog.String("model", req.Model), slog.String("status", r.resp.Status),
 		slog.Int("output_items", len(r.resp.Output)), slog.Bool("stream", req.Stream))

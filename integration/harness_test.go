@@ -36,6 +36,7 @@ type harness struct {
 	Upstream *http.Transport
 	Store    *countingStore
 	Engine   *engine.Engine
+	Server   *server.Server
 	Loom     *httptest.Server
 	BaseURL  string // loom's base URL, ending in /v1
 
@@ -201,6 +202,7 @@ func newHarness(t testing.TB, opts *harnessOptions) *harness {
 	}
 	h.Engine = engine.New(backend, h.Store, engOpts)
 	srv := server.New(h.Engine, &server.Options{Dialect: opts.Dialect, MaxBodyBytes: opts.MaxBodyBytes})
+	h.Server = srv
 	h.Loom = httptest.NewServer(h.capture(srv))
 	t.Cleanup(h.Loom.Close)
 	h.BaseURL = h.Loom.URL + "/v1"

@@ -40,11 +40,13 @@ type Server struct {
 	log    *slog.Logger
 	mux    *http.ServeMux
 	ready  atomic.Bool
+	// sockets are the open WebSocket connections (websocket.go).
+	sockets sockets
 }
 
 // New returns a Server for e. It reports ready until SetReady(false).
 func New(e *engine.Engine, opts *Options) *Server {
-	s := &Server{engine: e, mux: http.NewServeMux()}
+	s := &Server{engine: e, mux: http.NewServeMux(), sockets: sockets{shutdown: make(chan struct{})}}
 	if opts != nil {
 		s.opts = *opts
 	}
@@ -61,6 +63,7 @@ func New(e *engine.Engine, opts *Options) *Server {
 	s.ready.Store(true)
 
 	s.mux.HandleFunc("POST /v1/responses", s.auth(s.createResponse))
+	s.mux.HandleFunc("GET /v1/responses", s.auth(s.responsesSocket))
 	s.mux.HandleFunc("GET /v1/responses/{id}", s.auth(s.getResponse))
 	s.mux.HandleFunc("DELETE /v1/responses/{id}", s.auth(s.deleteResponse))
 	s.mux.HandleFunc("POST /v1/responses/{id}/cancel", s.auth(s.cancelResponse))

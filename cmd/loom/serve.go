@@ -93,6 +93,9 @@ func (m *Main) Open(ctx context.Context) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return m.base },
 	}
+	// WebSocket connections are hijacked: Shutdown neither closes nor
+	// waits for them, so the server does both (see Run).
+	m.http.RegisterOnShutdown(m.server.CloseSockets)
 	return nil
 }
 
@@ -171,6 +174,9 @@ func (m *Main) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
 	defer cancel()
 	err := m.http.Shutdown(sctx)
+	if err == nil {
+		err = m.server.WaitSockets(sctx)
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		m.log.Warn("shutdown deadline passed; cancelling in-flight responses")
 		m.cancelBase()
@@ -179,6 +185,9 @@ func (m *Main) Run(ctx context.Context) error {
 		wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer wcancel()
 		err = m.http.Shutdown(wctx)
+		if err == nil {
+			err = m.server.WaitSockets(wctx)
+		}
 	}
 	if serveErr := <-errc; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
 		err = serveErr

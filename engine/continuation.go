@@ -1,0 +1,52 @@
+package engine
+
+import (
+	"slices"
+
+	"github.com/loomgate/loom/responses"
+)
+
+// Continuation is the conversation of one finished response, held in
+// memory by a caller that runs several responses in a row on one
+// connection (WebSocket mode), so that a response stored nowhere (store
+// false) can still be continued with previous_response_id on that
+// connection.
+type Continuation struct {
+	// ResponseID is the response the conversation ends with.
+	ResponseID string
+	// Status is that response's final status.
+	Status string
+	// Items are the conversation, oldest first: what the response
+	// continued, its input and its output, as the store would return
+	// them.
+	Items []responses.Item
+}
+
+// RunOptions are per-call options of RunWith.
+type RunOptions struct {
+	// Previous, when its ResponseID is the request's previous_response_id,
+	// is the conversation continued, instead of the stored chain.
+	Previous *Continuation
+	// Keep, when set, receives the response's conversation once it has
+	// ended (whatever its status); a request rejected before it started
+	// calls nothing.
+	Keep func(*Continuation)
+}
+
+func (o *RunOptions) previous(id string) *Continuation {
+	if o == nil || o.Previous == nil || o.Previous.ResponseID != id {
+		return nil
+	}
+	return o.Previous
+}
+
+func (o *RunOptions) keep(r *run, history []responses.Item) {
+	if o == nil || o.Keep == nil {
+		return
+	}
+	items := make([]responses.Item, 0, len(history)+len(r.input)+len(r.resp.Output))
+	items = append(items, history...)
+	items = append(items, r.input...)
+	items = append(items, r.resp.Output...)
+	o.Keep(&Continuation{ResponseID: r.resp.ID, Status: r.resp.Status, Items: slices.Clip(items)})
+}

@@ -1,0 +1,312 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/responses"
+)
+
+// WebSocket mode: a client upgrades GET /v1/responses and sends
+// response.create messages (the body of POST /v1/responses, with "type");
+// each runs like a streamed POST, and its events come back as text frames,
+// the same JSON as the SSE data lines, in order.
+//
+// One response runs at a time on a connection. One more response.create
+// may wait behind it (a client that sends its next turn the moment it sees
+// response.completed is not refused); a third while both slots are taken
+// gets an error event. Writes block: a client that stops reading stops its
+// response at the next event, and nothing queues up in memory.
+
+// socketQueue is how many response.create messages may wait behind the
+// running one.
+const socketQueue = 1
+
+// maxErrorMessage caps the message of an error event, as error bodies
+// are capped.
+const maxErrorMessage = 1024
+
+// socketStatusPreviousNotFound is the HTTP-style status of WebSocket error events for
+// previous_response_not_found, as OpenAI's WebSocket mode sends it.
+const socketStatusPreviousNotFound = http.StatusBadRequest
+
+// socketErrorEvent is the error envelope of WebSocket mode: a status and
+// the error object of an HTTP error body.
+type socketErrorEvent struct {
+	Type   string      `json:"type"`
+	Status int         `json:"status"`
+	Error  socketError `json:"error"`
+}
+
+type socketError struct {
+	Type    string  `json:"type"`
+	Code    string  `json:"code"`
+	Message string  `json:"message"`
+	Param   *string `json:"param"`
+}
+
+// sockets tracks the open WebSocket connections, which http.Server's
+// Shutdown does not wait for: it forgets hijacked connections.
+type sockets struct {
+	wg           sync.WaitGroup
+	shutdownOnce sync.Once
+	shutdown     chan struct{}
+}
+
+// CloseSockets tells every WebSocket connection to close once its running
+// response (if any) has ended, and refuses new ones. Register it with
+// http.Server.RegisterOnShutdown.
+func (s *Server) CloseSockets() {
+	s.sockets.shutdownOnce.Do(func() { close(s.sockets.shutdown) })
+}
+
+// WaitSockets waits until every WebSocket connection has closed, or ctx is
+// done (it returns ctx's error then). Call it after http.Server.Shutdown.
+func (s *Server) WaitSockets(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		s.sockets.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// responsesSocket serves GET /v1/responses: the WebSocket upgrade.
+func (s *Server) responsesSocket(w http.ResponseWriter, r *http.Request) {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		w.Header().Set("Upgrade", "websocket")
+		writeError(w, &responses.APIError{Status: http.StatusUpgradeRequired, Type: responses.ErrInvalidRequest, Code: "upgrade_required",
+			Message: "GET /v1/responses is the WebSocket mode endpoint: upgrade the connection, or POST to create a response"})
+		return
+	}
+	dialect, err := s.dialect(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	select {
+	case <-s.sockets.shutdown:
+		writeError(w, &responses.APIError{Status: http.StatusServiceUnavailable, Type: responses.ErrServer, Code: "shutting_down", Message: "the server is shutting down"})
+		return
+	default:
+	}
+	s.sockets.wg.Add(1)
+	defer s.sockets.wg.Done()
+	c, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		// Accept has answered the client.
+		s.log.Debug("websocket accept", "err", err)
+		return
+	}
+	c.SetReadLimit(s.opts.MaxBodyBytes)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	sc := &socketConn{s: s, c: c, dialect: dialect, ctx: ctx, cancel: cancel, creates: make(chan []byte, socketQueue)}
+	sc.serve()
+}
+
+// socketConn is one WebSocket connection.
+type socketConn struct {
+	s       *Server
+	c       *websocket.Conn
+	dialect responses.Dialect
+	// ctx ends when the client goes away (a read fails, a ping is not
+	// answered): the running response is cancelled as on an SSE
+	// disconnect.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// creates carries the response.create messages from the reader to
+	// the loop that runs them, one at a time.
+	creates chan []byte
+	// last is the conversation of the connection's latest response, so
+	// that a response with store false can be continued on this socket.
+	last *engine.Continuation
+	buf  []byte
+}
+
+// serve runs the connection until the client leaves or the server shuts
+// down, then closes it and waits for its goroutines.
+func (sc *socketConn) serve() {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		sc.read()
+	}()
+	go func() {
+		defer wg.Done()
+		sc.ping()
+	}()
+	status, reason := sc.loop()
+	sc.c.Close(status, reason)
+	sc.cancel()
+	wg.Wait()
+}
+
+// loop runs the responses the client asks for, in order. It returns the
+// close status to send.
+func (sc *socketConn) loop() (websocket.StatusCode, string) {
+	for {
+		// Shutdown first: a create that arrives with it is not started.
+		select {
+		case <-sc.s.sockets.shutdown:
+			return websocket.StatusGoingAway, "server shutting down"
+		case <-sc.ctx.Done():
+			return websocket.StatusNormalClosure, ""
+		default:
+		}
+		select {
+		case <-sc.s.sockets.shutdown:
+			return websocket.StatusGoingAway, "server shutting down"
+		case <-sc.ctx.Done():
+			return websocket.StatusNormalClosure, ""
+		case data := <-sc.creates:
+			sc.create(data)
+		}
+	}
+}
+
+// read reads the client's messages until the connection ends. Reading all
+// the time is also what answers pings and notices a close at once.
+func (sc *socketConn) read() {
+	defer sc.cancel()
+	for {
+		typ, data, err := sc.c.Read(sc.ctx)
+		if err != nil {
+			return
+		}
+		if typ != websocket.MessageText {
+			sc.sendError(responses.BadRequest("", "messages must be JSON text frames"))
+			continue
+		}
+		var head struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(data, &head); err != nil {
+			sc.sendError(responses.BadRequest("", "the message is not a JSON object"))
+			continue
+		}
+		switch head.Type {
+		case "response.create":
+		case "":
+			sc.sendError(responses.BadRequest("type", "the message needs a type: response.create"))
+			continue
+		default:
+			sc.sendError(responses.BadRequest("type", "unsupported client event type %q: loom accepts response.create", head.Type))
+			continue
+		}
+		select {
+		case sc.creates <- data:
+		default:
+			sc.sendError(&responses.APIError{Status: http.StatusConflict, Type: responses.ErrInvalidRequest, Code: "response_in_progress",
+				Message: "a response is already running on this connection and another is waiting; send the next response.create after response.completed, or open another connection"})
+		}
+	}
+}
+
+// ping sends a ping every keep-alive interval; a client that does not
+// answer within an interval is gone.
+func (sc *socketConn) ping() {
+	t := time.NewTicker(sc.s.opts.KeepAlive)
+	defer t.Stop()
+	for {
+		select {
+		case <-sc.ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(sc.ctx, sc.s.opts.KeepAlive)
+		err := sc.c.Ping(pctx)
+		cancel()
+		if err != nil {
+			sc.cancel()
+			return
+		}
+	}
+}
+
+// create runs one response.create.
+func (sc *socketConn) create(data []byte) {
+	req, apiErr := responses.DecodeRequest(data)
+	if apiErr != nil {
+		sc.sendError(apiErr)
+		return
+	}
+	// Events are the only way a response reaches the client here.
+	req.Stream = true
+	opts := &engine.RunOptions{Previous: sc.last}
+	var kept *engine.Continuation
+	opts.Keep = func(c *engine.Continuation) { kept = c }
+	resp, err := sc.s.engine.RunWith(sc.ctx, req, sc.event, opts)
+	sc.s.countResponse(resp, err)
+	continued := req.PreviousResponseID != nil && sc.last != nil && *req.PreviousResponseID == sc.last.ResponseID
+	switch {
+	case resp == nil:
+		if continued {
+			// A failed continuation evicts the response it continued:
+			// the client recovers by sending its full input.
+			sc.last = nil
+		}
+		if err == nil {
+			err = errors.New("response produced no events")
+		}
+		sc.sendError(err)
+	case kept != nil && (kept.Status == responses.ResponseCompleted || kept.Status == responses.ResponseIncomplete):
+		sc.last = kept
+	case continued:
+		sc.last = nil
+	}
+}
+
+// event writes one event of the running response. The write blocks until
+// the frame is out: a slow reader slows the response down instead of
+// growing a queue.
+func (sc *socketConn) event(ev *responses.Event) error {
+	b, err := ev.AppendJSON(sc.buf[:0], sc.dialect)
+	if err != nil {
+		return err
+	}
+	sc.buf = b
+	return sc.c.Write(sc.ctx, websocket.MessageText, b)
+}
+
+// sendError writes an error event. Errors that are not API errors are
+// internal: the client sees a generic 500.
+func (sc *socketConn) sendError(err error) {
+	var apiErr *responses.APIError
+	if !errors.As(err, &apiErr) {
+		apiErr = &responses.APIError{Status: http.StatusInternalServerError, Type: responses.ErrServer, Message: "internal server error"}
+	}
+	msg := apiErr.Message
+	if len(msg) > maxErrorMessage {
+		msg = msg[:maxErrorMessage] + "…"
+	}
+	ev := socketErrorEvent{Type: "error", Status: apiErr.Status, Error: socketError{
+		Type: apiErr.Type, Code: apiErr.Code, Message: msg}}
+	if apiErr.Param != "" {
+		ev.Error.Param = &apiErr.Param
+	}
+	if apiErr.Param == "previous_response_id" && apiErr.Status == http.StatusNotFound {
+		ev.Status, ev.Error.Code = socketStatusPreviousNotFound, "previous_response_not_found"
+	}
+	if ev.Error.Code == "" {
+		ev.Error.Code = apiErr.Type
+	}
+	b, _ := json.Marshal(ev)
+	if len(b) > 0 {
+		sc.c.Write(sc.ctx, websocket.MessageText, b)
+	}
+}

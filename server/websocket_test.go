@@ -1,0 +1,86 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/server"
+)
+
+func answer(text string) backendFunc {
+	return func(ctx context.Context, _ *model.Request, emit func(model.Delta) error) error {
+		if err := emit(model.Delta{Kind: model.DeltaText, Text: text}); err != nil {
+			return err
+		}
+		return emit(model.Delta{Kind: model.DeltaFinish, FinishReason: model.FinishStop})
+	}
+}
+
+func TestWebSocketNeedsTheAPIKey(t *testing.T) {
+	srv := newServer(t, answer("hi"), &server.Options{APIKeys: []string{"secret"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/v1/responses"
+	_, resp, err := websocket.Dial(ctx, url, nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("dial without a key: %v (response %v), want a 401", err, resp)
+	}
+	c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer secret"}}})
+	if err != nil {
+		t.Fatalf("dial with the key: %v", err)
+	}
+	c.CloseNow()
+}
+
+func TestWebSocketPlainGETIs426(t *testing.T) {
+	srv := newServer(t, answer("hi"), nil)
+	resp, err := http.Get(srv.URL + "/v1/responses")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUpgradeRequired || resp.Header.Get("Upgrade") != "websocket" {
+		t.Fatalf("status %d, Upgrade %q; want 426 and Upgrade: websocket", resp.StatusCode, resp.Header.Get("Upgrade"))
+	}
+}
+
+// TestWebSocketPings: an idle connection gets ping frames every keep-alive
+// interval. The client is a bare TCP connection, so that nothing answers
+// or hides the frames.
+func TestWebSocketPings(t *testing.T) {
+	srv := newServer(t, answer("hi"), &server.Options{KeepAlive: 20 * time.Millisecond})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second)) // a bound, not a synchronisation
+	req := "GET /v1/responses HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+	if _, err := conn.Write([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: status %d", resp.StatusCode)
+	}
+	head := make([]byte, 2)
+	if _, err := r.Read(head); err != nil {
+		t.Fatalf("no frame from an idle connection: %v", err)
+	}
+	if head[0] != 0x89 { // FIN | opcode 9 (ping)
+		t.Fatalf("first frame header %#x, want a ping (0x89)", head[0])
+	}
+}
