@@ -45,8 +45,13 @@ type Options struct {
 	// (default 5): past it the call fails and the model is told why.
 	MaxInputRounds int
 	// Sealer seals reasoning for include ["reasoning.encrypted_content"]
-	// and opens it when it comes back. Nil: such requests are refused.
+	// and opens it when it comes back, and seals compaction summaries.
+	// Nil: such requests are refused.
 	Sealer *Sealer
+	// Upstream is what the backend declares it can do (its Capabilities
+	// method): text-only models refuse images up front, and input_tokens
+	// counts with its counter.
+	Upstream model.Capabilities
 }
 
 // Engine runs responses: it resolves the conversation, drives the model
@@ -112,6 +117,33 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 // caller kept in memory to continue, and a hook that receives this
 // response's conversation when it ends.
 func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(*responses.Event) error, opts *RunOptions) (*responses.Response, error) {
+	r, err := e.prepare(ctx, req, sink, opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
+	defer cancel()
+	// Close runs the single cleanup pass over the tools that were called,
+	// then closes the sessions, on every path out of here. It uses a
+	// context of its own: ctx may be cancelled by then.
+	defer r.cc.Close(ctx)
+	r.builder = responses.NewBuilder(r.resp, e.opts.NewID, r.record)
+	if req.Includes(IncludeEncryptedReasoning) {
+		r.builder.SealReasoning = e.opts.Sealer.Seal
+	}
+	upstreamErr := r.loop(ctx)
+	e.save(ctx, r, upstreamErr)
+	opts.keep(r, r.history)
+	e.log.LogAttrs(ctx, slog.LevelInfo, "response",
+		slog.String("id", r.resp.ID), slog.String("model", req.Model), slog.String("status", r.resp.Status),
+		slog.Int("output_items", len(r.resp.Output)), slog.Bool("stream", req.Stream))
+	return r.resp, upstreamErr
+}
+
+// prepare checks a request and builds its run, up to the conversation the
+// model will see, without calling the model: an *responses.APIError for a
+// request that cannot start. The caller closes r.cc.
+func (e *Engine) prepare(ctx context.Context, req *responses.Request, sink func(*responses.Event) error, opts *RunOptions) (*run, error) {
 	if err := req.Validate(e.serverToolType); err != nil {
 		return nil, err
 	}
@@ -154,6 +186,12 @@ func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(
 			input[i].ID = e.opts.NewID(itemPrefix(input[i].Type))
 		}
 	}
+	// What the model reads: compactions opened, files as text, images
+	// checked (and fetched) -- the stored items stay as sent.
+	seen, err := e.modelInput(ctx, history, input)
+	if err != nil {
+		return nil, err
+	}
 	reg, err := e.registry(ctx, req)
 	if err != nil {
 		return nil, err
@@ -161,9 +199,6 @@ func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(
 	if err := checkInputServers(reg, inputAnswers); err != nil {
 		return nil, err
 	}
-
-	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
-	defer cancel()
 	r := &run{
 		e:            e,
 		req:          req,
@@ -176,22 +211,8 @@ func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(
 		sink:         sink,
 	}
 	r.setInputHandlers()
-	r.cc = e.newConversation(reg, modelItems(append(history, input...)), r.resp.ID)
-	// Close runs the single cleanup pass over the tools that were called,
-	// then closes the sessions, on every path out of here. It uses a
-	// context of its own: ctx may be cancelled by then.
-	defer r.cc.Close(ctx)
-	r.builder = responses.NewBuilder(r.resp, e.opts.NewID, r.record)
-	if req.Includes(IncludeEncryptedReasoning) {
-		r.builder.SealReasoning = e.opts.Sealer.Seal
-	}
-	upstreamErr := r.loop(ctx)
-	e.save(ctx, r, upstreamErr)
-	opts.keep(r, history)
-	e.log.LogAttrs(ctx, slog.LevelInfo, "response",
-		slog.String("id", r.resp.ID), slog.String("model", req.Model), slog.String("status", r.resp.Status),
-		slog.Int("output_items", len(r.resp.Output)), slog.Bool("stream", req.Stream))
-	return r.resp, upstreamErr
+	r.cc = e.newConversation(reg, modelItems(seen), r.resp.ID)
+	return r, nil
 }
 
 // run is the state of one Run.

@@ -79,6 +79,9 @@ type harnessOptions struct {
 	ToolProviders []engine.ToolProvider
 	// Sealer seals encrypted reasoning; nil: a fixed test key.
 	Sealer *engine.Sealer
+	// Tokenize points the chat backend at the scripted upstream's
+	// tokenize endpoint, for exact input token counts.
+	Tokenize bool
 }
 
 // upstream is a backend loom runs over: its name, and what it sets in a
@@ -193,12 +196,18 @@ func newHarness(t testing.TB, opts *harnessOptions) *harness {
 	if chatOpts.HTTPClient == nil {
 		chatOpts.HTTPClient = upstreamClient
 	}
-	var backend model.Backend = chat.New(h.MockURL, "test-key", &chatOpts)
+	if opts.Tokenize && chatOpts.TokenizeURL == "" {
+		chatOpts.TokenizeURL = mockSrv.URL + "/tokenize"
+	}
+	chatBackend := chat.New(h.MockURL, "test-key", &chatOpts)
+	var backend model.Backend = chatBackend
+	engOpts.Upstream = chatBackend.Capabilities()
 	if completionsOpts != nil {
 		if completionsOpts.HTTPClient == nil {
 			completionsOpts.HTTPClient = upstreamClient
 		}
-		backend = completions.New(h.MockURL, "test-key", completionsOpts)
+		b := completions.New(h.MockURL, "test-key", completionsOpts)
+		backend, engOpts.Upstream = b, b.Capabilities()
 	}
 	h.Engine = engine.New(backend, h.Store, engOpts)
 	srv := server.New(h.Engine, &server.Options{Dialect: opts.Dialect, MaxBodyBytes: opts.MaxBodyBytes})

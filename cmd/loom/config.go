@@ -27,6 +27,9 @@ type Config struct {
 	UpstreamEngine  string
 	ReasoningKey    string
 
+	UpstreamTokenizeURL string
+	MaxImageBytes       int64
+
 	MCPAllow       string
 	MCPElicitation string
 	MCPServers     string
@@ -52,6 +55,8 @@ func parseServeFlags(args []string, getenv func(string) string) (*Config, error)
 	fs.StringVar(&cfg.UpstreamEngine, "upstream-engine", "vllm", "with --upstream-api completions: the engine's dialect of the completions endpoint: vllm, sglang or llamacpp")
 	fs.StringVar(&cfg.ReasoningKey, "reasoning-key", "", "secret that seals reasoning for include [\"reasoning.encrypted_content\"]; replicas must share it (empty: a random key per process)")
 	fs.StringVar(&cfg.UpstreamKey, "upstream-key", "", "API key sent to the upstream")
+	fs.StringVar(&cfg.UpstreamTokenizeURL, "upstream-tokenize-url", "", "with --upstream-api chat: the engine's tokenize endpoint in vLLM's chat form (e.g. http://localhost:8000/tokenize), for exact /v1/responses/input_tokens counts (empty: an o200k estimate)")
+	fs.Int64Var(&cfg.MaxImageBytes, "max-image-bytes", 20<<20, "largest image loom fetches for an input_image URL (URLs are checked like MCP server URLs: see --mcp-allow)")
 	fs.StringVar(&models, "model", "", "comma-separated model names served; a request for another model is a 404 (empty: any)")
 	fs.StringVar(&cfg.Store, "store", "./loom.db", "SQLite database file, or :memory:")
 	fs.StringVar(&cfg.EventDialect, "event-dialect", "openai", "default event dialect: openai or openresponses (a request may override it with the X-Loom-Dialect header)")

@@ -77,8 +77,9 @@ func (m *Main) Open(ctx context.Context) error {
 		}
 	}
 	metrics := server.NewMetrics()
-	eng := engine.New(m.backend(), m.store, &engine.Options{
-		Logger: m.log, Models: m.cfg.Models, Timeout: m.cfg.RequestTimeout, Sealer: sealer,
+	backend, capabilities := m.backend()
+	eng := engine.New(backend, m.store, &engine.Options{
+		Logger: m.log, Models: m.cfg.Models, Timeout: m.cfg.RequestTimeout, Sealer: sealer, Upstream: capabilities,
 		ToolProviders: []engine.ToolProvider{local, mcpTools},
 		Conversation:  conversation.Options{Metrics: metrics.ConversationMetrics()},
 	})
@@ -99,12 +100,15 @@ func (m *Main) Open(ctx context.Context) error {
 	return nil
 }
 
-// backend returns the upstream backend the configuration names.
-func (m *Main) backend() model.Backend {
+// backend returns the upstream backend the configuration names, and what
+// it declares it can do.
+func (m *Main) backend() (model.Backend, model.Capabilities) {
 	if m.cfg.UpstreamAPI == "completions" {
-		return completions.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &completions.Options{Logger: m.log, Engine: m.cfg.UpstreamEngine})
+		b := completions.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &completions.Options{Logger: m.log, Engine: m.cfg.UpstreamEngine})
+		return b, b.Capabilities()
 	}
-	return chat.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &chat.Options{Logger: m.log})
+	b := chat.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &chat.Options{Logger: m.log, TokenizeURL: m.cfg.UpstreamTokenizeURL})
+	return b, b.Capabilities()
 }
 
 // localTools returns the provider of the local tools, with those the

@@ -44,12 +44,21 @@ type Options struct {
 	// included, to the first byte of the response body. Prefill of a long
 	// prompt on a busy engine happens inside it, so it is generous.
 	FirstByteTimeout time.Duration
+	// TokenizeURL is the engine's tokenize endpoint in vLLM's chat form
+	// (for vLLM, the server root + "/tokenize": POST {model, messages,
+	// tools, add_generation_prompt} answering {"count": N}), used to count
+	// input tokens exactly. Empty: input tokens are an o200k estimate.
+	TokenizeURL string
 }
 
 // Backend streams model turns from an OpenAI chat-completions endpoint
 // (vLLM, SGLang, llama.cpp, Ollama). It is safe for concurrent use.
 type Backend struct {
 	client *upstream.Client
+	// For the tokenize endpoint (count.go).
+	tokenizeURL string
+	apiKey      string
+	httpClient  *http.Client
 }
 
 var _ model.Backend = (*Backend)(nil)
@@ -70,7 +79,11 @@ func New(baseURL, apiKey string, opts *Options) *Backend {
 		o = *opts
 	}
 	url := strings.TrimSuffix(baseURL, "/") + "/chat/completions"
-	return &Backend{client: upstream.NewClient(url, apiKey, upstream.Config{
+	httpClient := o.HTTPClient
+	if httpClient == nil {
+		httpClient = &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}
+	}
+	return &Backend{tokenizeURL: o.TokenizeURL, apiKey: apiKey, httpClient: httpClient, client: upstream.NewClient(url, apiKey, upstream.Config{
 		Name:             "chat completions",
 		HTTPClient:       o.HTTPClient,
 		Logger:           o.Logger,

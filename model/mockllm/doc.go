@@ -12,6 +12,8 @@
 //   - POST /v1/chat/completions: JSON (stream false) and SSE (stream true).
 //   - POST /v1/completions: harmony mode (see below), JSON and SSE.
 //   - GET /v1/models: the names in Options.Models.
+//   - POST /tokenize: vLLM's tokenize endpoint, chat form; the count is
+//     the prompt_tokens a chat completion of the same messages reports.
 //
 // Anything else is a 404 with an OpenAI error body. Every request to a
 // completion endpoint is recorded (Server.Requests) and counted

@@ -1,0 +1,126 @@
+package chat
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/loomgate/loom/harmony"
+	"github.com/loomgate/loom/model"
+)
+
+// Capabilities declares what the backend can do besides streaming: it
+// passes images on (for vision models), and it counts input tokens, with
+// the engine's tokenize endpoint when Options.TokenizeURL is set, else as
+// an o200k estimate.
+func (b *Backend) Capabilities() model.Capabilities {
+	return model.Capabilities{CountInput: b.CountInput}
+}
+
+// maxTokenizeBody caps what is read of a tokenize answer.
+const maxTokenizeBody = 1 << 20
+
+// CountInput counts the input tokens of req. With a tokenize endpoint the
+// engine counts them with the model's own tokenizer and chat template
+// (exact); without one the count is an estimate: o200k tokens of every
+// message's text, tool call and tool definition, plus a few tokens per
+// message for the chat template.
+func (b *Backend) CountInput(ctx context.Context, req *model.Request) (model.InputCount, error) {
+	wire, err := buildRequest(req)
+	if err != nil {
+		return model.InputCount{}, err
+	}
+	if b.tokenizeURL != "" {
+		return b.tokenize(ctx, wire)
+	}
+	n, err := estimateTokens(wire)
+	if err != nil {
+		return model.InputCount{}, &model.Error{Status: http.StatusBadRequest, Message: "cannot count the input tokens", Err: err}
+	}
+	return model.InputCount{Tokens: n, Estimate: true}, nil
+}
+
+// tokenize asks the engine (vLLM's POST /tokenize, chat form) to count.
+func (b *Backend) tokenize(ctx context.Context, wire *wireRequest) (model.InputCount, error) {
+	body, err := json.Marshal(struct {
+		Model               string        `json:"model"`
+		Messages            []wireMessage `json:"messages"`
+		Tools               any           `json:"tools,omitempty"`
+		AddGenerationPrompt bool          `json:"add_generation_prompt"`
+	}{wire.Model, wire.Messages, wire.Tools, true})
+	if err != nil {
+		return model.InputCount{}, &model.Error{Status: http.StatusBadRequest, Message: "cannot encode the tokenize request", Err: err}
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.tokenizeURL, bytes.NewReader(body))
+	if err != nil {
+		return model.InputCount{}, &model.Error{Status: http.StatusBadGateway, Message: "the tokenize endpoint is misconfigured", Err: err}
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	if b.apiKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+b.apiKey)
+	}
+	resp, err := b.httpClient.Do(hreq)
+	if err != nil {
+		return model.InputCount{}, &model.Error{Status: http.StatusBadGateway, Message: "the upstream tokenize endpoint failed", Err: err}
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenizeBody))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return model.InputCount{}, &model.Error{Status: http.StatusBadGateway, Message: "the upstream tokenize endpoint failed",
+			Err: fmt.Errorf("status %d: %.200s (%v)", resp.StatusCode, raw, err)}
+	}
+	var out struct {
+		Count *int `json:"count"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil || out.Count == nil {
+		return model.InputCount{}, &model.Error{Status: http.StatusBadGateway, Message: "the upstream tokenize endpoint answered no count",
+			Err: fmt.Errorf("%.200s", raw)}
+	}
+	return model.InputCount{Tokens: *out.Count}, nil
+}
+
+// perMessageTokens is what a chat template adds around each message (role
+// markers, separators): OpenAI's own accounting uses 3, chat templates of
+// open models about as much.
+const perMessageTokens = 4
+
+// estimateTokens counts o200k tokens of what the chat template renders.
+func estimateTokens(wire *wireRequest) (int, error) {
+	n := 3 // the assistant turn the template opens at the end
+	count := func(s string) error {
+		if s == "" {
+			return nil
+		}
+		ids, err := harmony.Encode(s)
+		n += len(ids)
+		return err
+	}
+	for _, m := range wire.Messages {
+		n += perMessageTokens
+		texts := []string{m.Content, m.ReasoningContent, m.Name}
+		for _, p := range m.MultiContent {
+			texts = append(texts, p.Text)
+		}
+		for _, tc := range m.ToolCalls {
+			texts = append(texts, tc.Function.Name, tc.Function.Arguments)
+		}
+		for _, s := range texts {
+			if err := count(s); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if len(wire.Tools) > 0 {
+		b, err := json.Marshal(wire.Tools)
+		if err != nil {
+			return 0, err
+		}
+		if err := count(string(b)); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
