@@ -8,12 +8,27 @@ import (
 )
 
 // modelInput returns the conversation as the model reads it: history then
-// input, with the parts the model cannot read as sent turned into what it
-// can. Errors in input name the item; the history was checked when it was
-// input.
+// input, with what the model cannot read as sent turned into what it can
+// (a compaction becomes its summary). The stored items stay as sent.
+// Errors in input name the item; one in the history names
+// previous_response_id.
 func (e *Engine) modelInput(ctx context.Context, history, input []responses.Item) ([]responses.Item, error) {
 	items := make([]responses.Item, 0, len(history)+len(input))
-	items = append(items, history...)
-	items = append(items, input...)
+	for part, list := range [][]responses.Item{history, input} {
+		inHistory := part == 0
+		for i := range list {
+			it := &list[i]
+			switch it.Type {
+			case responses.ItemCompaction:
+				m, err := e.openCompaction(it, compactionParam(inHistory, i))
+				if err != nil {
+					return nil, err
+				}
+				items = append(items, m)
+				continue
+			}
+			items = append(items, *it)
+		}
+	}
 	return slices.Clip(items), nil
 }

@@ -159,6 +159,8 @@ func itemPrefix(typ string) string {
 		return "fco"
 	case responses.ItemReasoning:
 		return "rs"
+	case responses.ItemCompaction:
+		return "cmp"
 	}
 	return "item"
 }

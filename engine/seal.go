@@ -49,21 +49,36 @@ func NewSealer(secret []byte) (*Sealer, error) {
 	return &Sealer{aead: aead}, nil
 }
 
+// compactionAAD binds a sealed compaction summary to its purpose: a
+// reasoning blob does not open as a summary, nor the reverse.
+var compactionAAD = []byte("loom compaction v1")
+
 // Seal returns text sealed as URL-safe base64 of nonce || ciphertext.
-func (s *Sealer) Seal(text string) string {
-	nonce := make([]byte, s.aead.NonceSize(), s.aead.NonceSize()+len(text)+s.aead.Overhead())
-	rand.Read(nonce)
-	return base64.RawURLEncoding.EncodeToString(s.aead.Seal(nonce, nonce, []byte(text), sealAAD))
-}
+func (s *Sealer) Seal(text string) string { return s.seal(text, sealAAD) }
 
 // Open returns the text of a sealed blob, or ErrUnsealable.
-func (s *Sealer) Open(blob string) (string, error) {
+func (s *Sealer) Open(blob string) (string, error) { return s.open(blob, sealAAD) }
+
+// SealCompaction seals a compaction summary, as Seal seals reasoning.
+func (s *Sealer) SealCompaction(summary string) string { return s.seal(summary, compactionAAD) }
+
+// OpenCompaction returns the summary of a sealed compaction, or
+// ErrUnsealable.
+func (s *Sealer) OpenCompaction(blob string) (string, error) { return s.open(blob, compactionAAD) }
+
+func (s *Sealer) seal(text string, aad []byte) string {
+	nonce := make([]byte, s.aead.NonceSize(), s.aead.NonceSize()+len(text)+s.aead.Overhead())
+	rand.Read(nonce)
+	return base64.RawURLEncoding.EncodeToString(s.aead.Seal(nonce, nonce, []byte(text), aad))
+}
+
+func (s *Sealer) open(blob string, aad []byte) (string, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(blob)
 	if err != nil || len(raw) < s.aead.NonceSize() {
 		return "", ErrUnsealable
 	}
 	n := s.aead.NonceSize()
-	text, err := s.aead.Open(nil, raw[:n], raw[n:], sealAAD)
+	text, err := s.aead.Open(nil, raw[:n], raw[n:], aad)
 	if err != nil {
 		return "", ErrUnsealable
 	}

@@ -190,6 +190,17 @@ func postStreamTypes(t *testing.T, h *harness, body map[string]any) []string {
 	return types
 }
 
+// validateAgainstNamed validates data against a component schema of the
+// Open Responses document by name.
+func validateAgainstNamed(t testing.TB, name string, data []byte) {
+	t.Helper()
+	s, err := compileSchema(name)
+	if err != nil {
+		t.Fatalf("compile %s: %v", name, err)
+	}
+	validateAgainst(t, s, data, name)
+}
+
 // socketErrorSchema is the compiled WebSocketErrorEvent schema.
 var socketErrorSchema struct {
 	once sync.Once

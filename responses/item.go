@@ -19,6 +19,10 @@ const (
 	// and its result in one item.
 	ItemMCPCall             = "mcp_call"
 	ItemCodeInterpreterCall = "code_interpreter_call"
+	// ItemCompaction is a compacted conversation (POST
+	// /v1/responses/compact): a sealed summary in EncryptedContent that
+	// stands in for the turns it summarises when sent back as input.
+	ItemCompaction = "compaction"
 )
 
 // Item statuses.

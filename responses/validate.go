@@ -272,6 +272,10 @@ func (it *Item) validateInput(param string) *APIError {
 		return it.validateInputResponse(param)
 	case ItemMCPCall, ItemMCPListTools, ItemMCPApprovalRequest, ItemMCPInputRequest, ItemCodeInterpreterCall:
 		// Output items a client resends with the history.
+	case ItemCompaction:
+		if it.EncryptedContent == nil || *it.EncryptedContent == "" {
+			return BadRequest(param+".encrypted_content", "a compaction item needs the encrypted_content that /v1/responses/compact returned")
+		}
 	case ItemReference:
 		return Unsupported(param+".type", "item_reference inputs are not supported yet; resend the item or use previous_response_id")
 	case "":

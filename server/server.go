@@ -65,6 +65,7 @@ func New(e *engine.Engine, opts *Options) *Server {
 	s.mux.HandleFunc("POST /v1/responses", s.auth(s.createResponse))
 	s.mux.HandleFunc("GET /v1/responses", s.auth(s.responsesSocket))
 	s.mux.HandleFunc("POST /v1/responses/input_tokens", s.auth(s.countInputTokens))
+	s.mux.HandleFunc("POST /v1/responses/compact", s.auth(s.compactResponse))
 	s.mux.HandleFunc("GET /v1/responses/{id}", s.auth(s.getResponse))
 	s.mux.HandleFunc("DELETE /v1/responses/{id}", s.auth(s.deleteResponse))
 	s.mux.HandleFunc("POST /v1/responses/{id}/cancel", s.auth(s.cancelResponse))

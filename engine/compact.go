@@ -1,0 +1,121 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/responses"
+)
+
+// compactInstructions ask the model for the summary that replaces the
+// conversation. The summary is all the next turns will know of it, so it
+// must keep what they need.
+const compactInstructions = `You compact conversations. Write a summary of the conversation so far that lets you continue it without the original messages: the user's goals and constraints, the facts, decisions and results established (tool results included), and what is still open or was asked last. Be concise but keep names, numbers, identifiers and code that later turns may need. Write only the summary.`
+
+// compactRequest is the last message of the compaction turn.
+const compactRequest = "Summarise the conversation above for your own later use, as instructed."
+
+// compactionPreamble opens the message that stands in for a compacted
+// conversation, so the model reads the summary as history, not as a new
+// request.
+const compactionPreamble = "Summary of the earlier conversation, which was compacted:\n\n"
+
+// Compact summarises a conversation (the request's input after what
+// previous_response_id continues) with the model, and returns the
+// compaction: one compaction item whose encrypted_content is the summary
+// sealed with the reasoning key, so any replica holding the key opens it.
+// Sent back as input, it puts the summary in the prompt in place of the
+// compacted turns. Nothing is stored.
+func (e *Engine) Compact(ctx context.Context, req *responses.Request) (*responses.Compaction, error) {
+	if strings.TrimSpace(req.Model) == "" {
+		return nil, responses.BadRequest("model", "model is required")
+	}
+	if e.opts.Sealer == nil {
+		return nil, responses.Unsupported("", "this server has no reasoning key configured, so it cannot seal a compaction")
+	}
+	if len(req.Tools) > 0 {
+		return nil, responses.Unsupported("tools", "compact takes no tools")
+	}
+	r, err := e.prepare(ctx, req, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
+	defer cancel()
+	defer r.cc.Close(ctx)
+	items := append(r.cc.Items(), responses.Item{Type: responses.ItemMessage, Role: "user",
+		Content: []responses.ContentPart{{Type: responses.PartInputText, Text: compactRequest}}})
+	mreq := &model.Request{Model: req.Model, Instructions: compactInstructions, Items: items}
+	if req.Instructions != nil && *req.Instructions != "" {
+		// The caller's instructions framed the conversation: the summary
+		// keeps them in view.
+		mreq.Instructions += "\n\nThe conversation ran under these instructions:\n" + *req.Instructions
+	}
+	var summary strings.Builder
+	var usage responses.Usage
+	err = e.backend.Stream(ctx, mreq, func(d model.Delta) error {
+		switch d.Kind {
+		case model.DeltaText:
+			summary.WriteString(d.Text)
+		case model.DeltaUsage:
+			usage.Add(d.Usage)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, compactError(err)
+	}
+	text := strings.TrimSpace(summary.String())
+	if text == "" {
+		return nil, &responses.APIError{Status: http.StatusBadGateway, Type: responses.ErrUpstream, Code: "upstream_error",
+			Message: "the model wrote no summary"}
+	}
+	usage.TotalTokens = usage.InputTokens + usage.OutputTokens
+	sealed := e.opts.Sealer.SealCompaction(text)
+	return &responses.Compaction{
+		ID:        e.opts.NewID("resp"),
+		Object:    "response.compaction",
+		CreatedAt: e.opts.Now().Unix(),
+		Output:    []responses.Item{{Type: responses.ItemCompaction, ID: e.opts.NewID("cmp"), EncryptedContent: &sealed}},
+		Usage:     usage,
+	}, nil
+}
+
+func compactError(err error) error {
+	var me *model.Error
+	if errors.As(err, &me) && me.Status == http.StatusBadRequest {
+		return responses.BadRequest("input", "%s", me.Message)
+	}
+	return UpstreamAPIError(err)
+}
+
+// openCompaction returns the message that stands in for a compaction
+// item: its summary, opened. param names the item for the 400 of a blob
+// that does not open.
+func (e *Engine) openCompaction(it *responses.Item, param string) (responses.Item, error) {
+	if e.opts.Sealer == nil {
+		return responses.Item{}, responses.BadRequest(param, "this server has no reasoning key, so it cannot open a compaction")
+	}
+	blob := ""
+	if it.EncryptedContent != nil {
+		blob = *it.EncryptedContent
+	}
+	summary, err := e.opts.Sealer.OpenCompaction(blob)
+	if err != nil {
+		return responses.Item{}, responses.BadRequest(param, "%v", err)
+	}
+	return responses.Item{Type: responses.ItemMessage, ID: it.ID, Role: "user",
+		Content: []responses.ContentPart{{Type: responses.PartInputText, Text: compactionPreamble + summary}}}, nil
+}
+
+// compactionParam names a compaction item's blob for errors.
+func compactionParam(inHistory bool, i int) string {
+	if inHistory {
+		return "previous_response_id"
+	}
+	return fmt.Sprintf("input[%d].encrypted_content", i)
+}
