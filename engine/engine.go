@@ -52,6 +52,11 @@ type Options struct {
 	// method): text-only models refuse images up front, and input_tokens
 	// counts with its counter.
 	Upstream model.Capabilities
+	// ImageURLPolicy, when set, lets input_image URLs be fetched (through
+	// it, into data URLs for the upstream); nil: only data URLs are taken.
+	ImageURLPolicy URLPolicy
+	// MaxImageBytes caps a fetched image (default DefaultMaxImageBytes).
+	MaxImageBytes int64
 }
 
 // Engine runs responses: it resolves the conversation, drives the model
@@ -62,6 +67,7 @@ type Engine struct {
 	store   Store
 	log     *slog.Logger
 	opts    Options
+	images  *imageFetcher // nil: image URLs are refused
 }
 
 // New returns an Engine over backend and store.
@@ -90,6 +96,9 @@ func New(backend model.Backend, store Store, opts *Options) *Engine {
 	}
 	if e.opts.MaxInputRounds <= 0 {
 		e.opts.MaxInputRounds = defaultMaxInputRounds
+	}
+	if e.opts.ImageURLPolicy != nil {
+		e.images = newImageFetcher(e.opts.ImageURLPolicy, e.opts.MaxImageBytes)
 	}
 	e.log = e.opts.Logger
 	return e

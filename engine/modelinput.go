@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/loomgate/loom/responses"
@@ -9,7 +10,8 @@ import (
 
 // modelInput returns the conversation as the model reads it: history then
 // input, with what the model cannot read as sent turned into what it can
-// (a compaction becomes its summary). The stored items stay as sent.
+// (a compaction becomes its summary, a text file its text, an image URL
+// the image's bytes). The stored items stay as sent.
 // Errors in input name the item; one in the history names
 // previous_response_id.
 func (e *Engine) modelInput(ctx context.Context, history, input []responses.Item) ([]responses.Item, error) {
@@ -26,9 +28,34 @@ func (e *Engine) modelInput(ctx context.Context, history, input []responses.Item
 				}
 				items = append(items, m)
 				continue
+			case responses.ItemMessage:
+				if hasMedia(it.Content) {
+					param := "previous_response_id"
+					if !inHistory {
+						param = fmt.Sprintf("input[%d]", i)
+					}
+					parts, err := e.modelParts(ctx, it.Content, param)
+					if err != nil {
+						return nil, err
+					}
+					m := *it
+					m.Content = parts
+					items = append(items, m)
+					continue
+				}
 			}
 			items = append(items, *it)
 		}
 	}
 	return slices.Clip(items), nil
+}
+
+// hasMedia reports whether content holds an image or a file.
+func hasMedia(parts []responses.ContentPart) bool {
+	for _, p := range parts {
+		if p.Type == responses.PartInputImage || p.Type == responses.PartInputFile {
+			return true
+		}
+	}
+	return false
 }

@@ -79,6 +79,8 @@ type harnessOptions struct {
 	ToolProviders []engine.ToolProvider
 	// Sealer seals encrypted reasoning; nil: a fixed test key.
 	Sealer *engine.Sealer
+	// ImageURLPolicy lets loom fetch input_image URLs through it.
+	ImageURLPolicy engine.URLPolicy
 	// Tokenize points the chat backend at the scripted upstream's
 	// tokenize endpoint, for exact input token counts.
 	Tokenize bool
@@ -148,7 +150,8 @@ func newHarness(t testing.TB, opts *harnessOptions) *harness {
 	if opts.Mock != nil {
 		mockOpts = *opts.Mock
 	}
-	engOpts := &engine.Options{Models: []string{mockllm.DefaultModel}, ToolProviders: opts.ToolProviders, Sealer: opts.Sealer}
+	engOpts := &engine.Options{Models: []string{mockllm.DefaultModel}, ToolProviders: opts.ToolProviders, Sealer: opts.Sealer,
+		ImageURLPolicy: opts.ImageURLPolicy}
 	if engOpts.Sealer == nil {
 		engOpts.Sealer, _ = engine.NewSealer([]byte("integration test key"))
 	}

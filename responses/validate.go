@@ -207,7 +207,9 @@ func (it *Item) validateInput(param string) *APIError {
 				switch p.Type {
 				case PartInputText:
 				case PartInputImage, PartInputFile:
-					return Unsupported(fmt.Sprintf("%s.content[%d].type", param, j), "%s content is not supported by this server", p.Type)
+					if err := p.validateMedia(fmt.Sprintf("%s.content[%d]", param, j)); err != nil {
+						return err
+					}
 				default:
 					return BadRequest(fmt.Sprintf("%s.content[%d].type", param, j), "content part type %q is not valid in a %s message", p.Type, it.Role)
 				}

@@ -80,6 +80,7 @@ func (m *Main) Open(ctx context.Context) error {
 	backend, capabilities := m.backend()
 	eng := engine.New(backend, m.store, &engine.Options{
 		Logger: m.log, Models: m.cfg.Models, Timeout: m.cfg.RequestTimeout, Sealer: sealer, Upstream: capabilities,
+		ImageURLPolicy: policy, MaxImageBytes: m.cfg.MaxImageBytes,
 		ToolProviders: []engine.ToolProvider{local, mcpTools},
 		Conversation:  conversation.Options{Metrics: metrics.ConversationMetrics()},
 	})
