@@ -38,6 +38,9 @@ type Request struct {
 	ServiceTier        *string         `json:"service_tier"`
 	User               *string         `json:"user"`
 	Prompt             json.RawMessage `json:"prompt"`
+	// ContextManagement (server-side compaction) is refused by Validate:
+	// loom compacts only on POST /v1/responses/compact.
+	ContextManagement json.RawMessage `json:"context_management"`
 }
 
 // StoreEnabled reports whether the response is to be stored (default true).

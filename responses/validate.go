@@ -52,6 +52,9 @@ func (r *Request) Validate(serverTool func(toolType string) bool) *APIError {
 	if len(r.Conversation) > 0 && string(r.Conversation) != "null" {
 		return Unsupported("conversation", "conversations are not supported yet")
 	}
+	if len(r.ContextManagement) > 0 && string(r.ContextManagement) != "null" && string(r.ContextManagement) != "[]" {
+		return Unsupported("context_management", "server-side compaction (context_management) is not supported: compact with POST /v1/responses/compact and send the compaction item back as input")
+	}
 	if len(r.Prompt) > 0 && string(r.Prompt) != "null" {
 		return Unsupported("prompt", "prompt templates are not supported")
 	}
