@@ -91,3 +91,19 @@ func TestEncryptedReasoningComesBack(t *testing.T) {
 		t.Errorf("tampered blob: %v", err)
 	}
 }
+
+// A sealed compaction opens only as a compaction, and reasoning only as
+// reasoning: the same key seals both, bound to their purpose.
+func TestSealerPurposes(t *testing.T) {
+	s, _ := engine.NewSealer([]byte("replica secret"))
+	summary := s.SealCompaction("the summary")
+	if got, err := s.OpenCompaction(summary); err != nil || got != "the summary" {
+		t.Fatalf("OpenCompaction = %q, %v", got, err)
+	}
+	if _, err := s.Open(summary); !errors.Is(err, engine.ErrUnsealable) {
+		t.Errorf("a compaction opened as reasoning: %v", err)
+	}
+	if _, err := s.OpenCompaction(s.Seal("reasoning")); !errors.Is(err, engine.ErrUnsealable) {
+		t.Errorf("reasoning opened as a compaction: %v", err)
+	}
+}

@@ -117,7 +117,9 @@ func TestImageURLGoesThroughTheURLPolicy(t *testing.T) {
 	refuse, _ := mcp.NewPolicy(nil)
 	h := newHarness(t, &harnessOptions{ImageURLPolicy: refuse})
 	status, b := postPath(t, h, "/responses", map[string]any{"model": "mock-model", "input": imageInput(url, "#say no")})
-	var e struct{ Error struct{ Param, Message string } }
+	var e struct {
+		Error struct{ Param, Message string }
+	}
 	json.Unmarshal(b, &e)
 	if status != http.StatusBadRequest || e.Error.Param != "input[0].content[1].image_url" || !strings.Contains(e.Error.Message, "loopback") {
 		t.Errorf("loopback image URL: %d %s, want a 400 naming the image_url", status, b)
@@ -150,7 +152,9 @@ func TestImageOnHarmonyIs400(t *testing.T) {
 	h := upstreams[1].harness(t, nil)
 	dataURL := "data:image/png;base64," + base64.StdEncoding.EncodeToString(testPNG(t))
 	status, b := postPath(t, h, "/responses", map[string]any{"model": "mock-model", "input": imageInput(dataURL, "#say no")})
-	var e struct{ Error struct{ Param, Message string } }
+	var e struct {
+		Error struct{ Param, Message string }
+	}
 	json.Unmarshal(b, &e)
 	if status != http.StatusBadRequest || e.Error.Param != "input[0].content[1]" || !strings.Contains(e.Error.Message, "takes no images") {
 		t.Errorf("%d %s, want a 400 saying the model takes no images", status, b)
@@ -183,7 +187,9 @@ func TestInputFile(t *testing.T) {
 		}
 		pdf := "data:application/pdf;base64," + base64.StdEncoding.EncodeToString([]byte("%PDF-1.7 binary"))
 		status, b := postPath(t, h, "/responses", map[string]any{"model": "mock-model", "input": file(pdf, "report.pdf")})
-		var e struct{ Error struct{ Param, Message string } }
+		var e struct {
+			Error struct{ Param, Message string }
+		}
 		json.Unmarshal(b, &e)
 		if status != http.StatusBadRequest || e.Error.Param != "input[0].content[1].file_data" || !strings.Contains(e.Error.Message, "only text files") {
 			t.Errorf("pdf: %d %s, want a clear 400 naming file_data", status, b)

@@ -33,13 +33,16 @@ import (
 // client's, which run in this process.
 //
 // Targets:
+//
 //   - ws: one WebSocket connection, store false, each turn continues the
 //     previous with previous_response_id from the connection's cache;
+//
 //   - ws-store: the same with store true (the default);
+//
 //   - sse: POST + SSE on a pooled keep-alive client, store true, each
 //     turn continues with previous_response_id from the store.
 //
-//	go test ./integration -run '^$' -bench AgentRun20Turns -benchtime 50x
+//     go test ./integration -run '^$' -bench AgentRun20Turns -benchtime 50x
 func BenchmarkAgentRun20Turns(b *testing.B) {
 	const turns = 20
 	h := newHarness(b, &harnessOptions{SkipSchema: true})
