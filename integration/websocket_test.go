@@ -23,6 +23,8 @@ import (
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/server"
+	"github.com/loomgate/loom/tools"
+	"github.com/loomgate/loom/tools/toolstest"
 )
 
 // socketClient is openai-go's WebSocket client for loom, asking for the
@@ -234,15 +236,23 @@ func TestWebSocketSequentialResponses(t *testing.T) {
 	c := dialSocket(ctx, t, h)
 	seen := map[string]bool{}
 	for i, text := range []string{"one", "two", "three"} {
-		c.create(ctx, map[string]any{"input": "#say " + text})
+		// openai-go's typed client event.
+		err := c.conn.Send(ctx, openai.BetaResponsesClientEventUnionParam{OfResponseCreate: &openai.BetaResponsesClientEventResponseCreateParam{
+			Model: "mock-model",
+			Input: openai.BetaResponsesClientEventResponseCreateInputUnionParam{OfString: openai.String("#say " + text)},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
 		final := finalOf(t, c.response(ctx))
 		if seen[final.Response.ID] {
 			t.Fatalf("response %d reuses id %s", i, final.Response.ID)
 		}
 		seen[final.Response.ID] = true
-		// Stored by default: any replica can read it.
-		if _, err := h.Store.GetResponse(ctx, final.Response.ID); err != nil {
-			t.Errorf("response %d not stored: %v", i, err)
+		// Stored by default: any replica can read it. (The engine saves
+		// right after the terminal event is sent, so wait for it.)
+		if status := waitStored(ctx, t, h, final.Response.ID); status != "completed" {
+			t.Errorf("response %d stored as %q", i, status)
 		}
 	}
 	if n := len(h.Mock.Requests()); n != 3 {
@@ -272,12 +282,14 @@ func TestWebSocketStoreFalseContinuation(t *testing.T) {
 		c := dialSocket(ctx, t, h)
 		c.create(ctx, map[string]any{"input": "#say first answer\nfirst question", "store": false})
 		first := finalOf(t, c.response(ctx))
-		if _, err := h.Store.GetResponse(ctx, first.Response.ID); !errors.Is(err, engine.ErrNotFound) {
-			t.Fatalf("store false response was stored (err %v)", err)
-		}
 		c.create(ctx, map[string]any{"input": "#say second answer\nsecond question", "store": false,
 			"previous_response_id": first.Response.ID})
 		finalOf(t, c.response(ctx))
+		// The first response ended (and would have been saved) before
+		// the second started.
+		if _, err := h.Store.GetResponse(ctx, first.Response.ID); !errors.Is(err, engine.ErrNotFound) {
+			t.Fatalf("store false response was stored (err %v)", err)
+		}
 		prompt := lastPrompt(t, h)
 		for _, want := range []string{"first question", "first answer", "second question"} {
 			if !strings.Contains(prompt, want) {
@@ -300,7 +312,8 @@ func TestWebSocketPreviousNotFound(t *testing.T) {
 	}
 	// The connection goes on.
 	c.create(ctx, map[string]any{"input": "#say still here"})
-	finalOf(t, c.response(ctx))
+	final := finalOf(t, c.response(ctx))
+	waitStored(ctx, t, h, final.Response.ID)
 	if h.Store.saves.Load() != 1 {
 		t.Errorf("%d saves, want 1 (the rejected request stores nothing)", h.Store.saves.Load())
 	}
@@ -460,4 +473,51 @@ func TestWebSocketShutdown(t *testing.T) {
 	if err := h.Server.WaitSockets(ctx); err != nil {
 		t.Fatalf("WaitSockets: %v", err)
 	}
+}
+
+// TestWebSocketDisconnectDuringToolCall: a client that leaves while loom
+// runs a server tool for it cancels the call, and the response's one
+// cleanup pass still runs over the called tool before its session closes.
+func TestWebSocketDisconnectDuringToolCall(t *testing.T) {
+	log := &toolstest.Log{}
+	started := make(chan struct{})
+	srv := &toolstest.Server{Label: "A", ToolNames: []string{"a1"}, Log: log,
+		CallFunc: func(ctx context.Context, c tools.Call) (tools.Result, error) {
+			close(started)
+			<-ctx.Done()
+			return tools.Result{}, ctx.Err()
+		}}
+	provider := &toolstest.Provider{Type: "fake", List: []tools.Server{srv}}
+	h := newHarness(t, &harnessOptions{ToolProviders: []engine.ToolProvider{provider}})
+	baseline := goleak.IgnoreCurrent()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	transport := &http.Transport{}
+	conn, _, err := websocket.Dial(ctx, strings.Replace(h.BaseURL, "http", "ws", 1)+"/responses",
+		&websocket.DialOptions{HTTPClient: &http.Client{Transport: transport}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := json.Marshal(map[string]any{"type": "response.create", "model": "mock-model",
+		"input": "#call a1 {}\n#then\n#say done", "tools": []any{map[string]any{"type": "fake"}}})
+	if err := conn.Write(ctx, websocket.MessageText, msg); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the tool was never called")
+	}
+	conn.CloseNow()
+	// The handler returns once the response has ended and its context
+	// closed the sessions.
+	if !h.WaitIdle(10 * time.Second) {
+		t.Fatal("the socket handler did not return")
+	}
+	for _, p := range toolstest.CheckLifecycle(log, []string{"A"}) {
+		t.Error(p)
+	}
+	transport.CloseIdleConnections()
+	h.Upstream.CloseIdleConnections()
+	goleak.VerifyNone(t, baseline)
 }

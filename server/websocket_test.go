@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"strings"
@@ -83,4 +84,64 @@ func TestWebSocketPings(t *testing.T) {
 	if head[0] != 0x89 { // FIN | opcode 9 (ping)
 		t.Fatalf("first frame header %#x, want a ping (0x89)", head[0])
 	}
+}
+
+// TestWebSocketMessageLimit: a message larger than MaxBodyBytes closes
+// the connection with 1009 (message too big) instead of being read.
+func TestWebSocketMessageLimit(t *testing.T) {
+	srv := newServer(t, answer("hi"), &server.Options{MaxBodyBytes: 1024})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/responses", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	big := `{"type":"response.create","model":"m","input":"` + strings.Repeat("x", 2048) + `"}`
+	if err := c.Write(ctx, websocket.MessageText, []byte(big)); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = c.Read(ctx)
+	if status := websocket.CloseStatus(err); status != websocket.StatusMessageTooBig {
+		t.Fatalf("read after an oversized message: %v, want close status 1009", err)
+	}
+}
+
+// TestWebSocketUnknownEvent: an unknown client event type is an error
+// event naming "type", and the connection goes on.
+func TestWebSocketUnknownEvent(t *testing.T) {
+	srv := newServer(t, answer("hi"), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/responses", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	c.Write(ctx, websocket.MessageText, []byte(`{"type":"response.steer","input":[]}`))
+	_, data, err := c.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev struct {
+		Type   string
+		Status int
+		Error  struct{ Param string }
+	}
+	json.Unmarshal(data, &ev)
+	if ev.Type != "error" || ev.Status != http.StatusBadRequest || ev.Error.Param != "type" {
+		t.Fatalf("got %s, want a 400 error event naming type", data)
+	}
+	c.Write(ctx, websocket.MessageText, []byte(`{"type":"response.create","model":"m","input":"hi"}`))
+	for range 100 {
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		json.Unmarshal(data, &ev)
+		if ev.Type == "response.completed" {
+			return
+		}
+	}
+	t.Fatal("no response.completed")
 }
