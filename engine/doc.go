@@ -12,4 +12,10 @@
 // event and stores nothing. Once started, a response always ends with a
 // terminal event and, when store is on, is saved, even if the client went
 // away (the save runs on a fresh, bounded context).
+//
+// Besides Run: RunWith continues a conversation a caller holds in memory
+// (WebSocket mode's per-connection cache, for store false chains);
+// InputTokens counts a request's input without running it; Compact
+// summarises a conversation into a sealed compaction item, which, sent
+// back as input, stands in for the turns it replaced.
 package engine

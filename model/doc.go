@@ -9,4 +9,8 @@
 // (retries, timeouts, SSE framing, error mapping), so a fix there holds for
 // every engine; each keeps only its wire format. model/mockllm is a scripted
 // upstream that speaks both formats, for tests, the demo and benchmarks.
+//
+// Beyond streaming, a backend declares Capabilities (text only, how it
+// counts input tokens) from its Capabilities method; the engine takes them
+// in its options rather than probing the backend's type.
 package model

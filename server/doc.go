@@ -6,6 +6,9 @@
 // Routes:
 //
 //	POST   /v1/responses                   create (JSON, or SSE with "stream": true)
+//	GET    /v1/responses                   WebSocket mode (upgrade; websocket.go)
+//	POST   /v1/responses/compact           compact a conversation into a sealed compaction item
+//	POST   /v1/responses/input_tokens      count a create request's input tokens
 //	GET    /v1/responses/{id}              retrieve; ?stream=true&starting_after=N replays events
 //	DELETE /v1/responses/{id}              delete
 //	POST   /v1/responses/{id}/cancel       cancel (background responses only)
@@ -23,4 +26,8 @@
 // silence a comment line (": keep-alive") is sent. When the client goes
 // away, the request's context is cancelled, which cancels the upstream
 // call.
+//
+// WebSocket connections are hijacked, so http.Server.Shutdown neither
+// closes nor waits for them: register CloseSockets with RegisterOnShutdown
+// and call WaitSockets after Shutdown.
 package server
