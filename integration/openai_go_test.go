@@ -634,3 +634,40 @@ func requireValidToolMessages(t *testing.T, msgs []mockllm.Message) {
 		}
 	}
 }
+
+// TestOpenAIGoCompact: openai-go's Responses.Compact reads loom's
+// compaction object, and its compaction input item continues the
+// conversation.
+func TestOpenAIGoCompact(t *testing.T) {
+	h := newHarness(t, nil)
+	client := newOpenAIGo(h)
+	ctx := clientCtx(t)
+	first, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: mockllm.DefaultModel, Input: textInput("#say an old answer\nan old question")})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	c, err := client.Responses.Compact(ctx, responses.ResponseCompactParams{Model: mockllm.DefaultModel, PreviousResponseID: openai.String(first.ID)})
+	if err != nil {
+		t.Fatalf("compact: %v", err)
+	}
+	if c.Object != "response.compaction" || len(c.Output) != 1 || c.Output[0].Type != "compaction" {
+		t.Fatalf("compaction %s", c.RawJSON())
+	}
+	blob := c.Output[0].AsCompaction().EncryptedContent
+	next, err := client.Responses.New(ctx, responses.ResponseNewParams{
+		Model: mockllm.DefaultModel,
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+			responses.ResponseInputItemParamOfCompaction(blob),
+			responses.ResponseInputItemParamOfMessage("#say continued\na new question", responses.EasyInputMessageRoleUser),
+		}},
+	})
+	if err != nil {
+		t.Fatalf("continue: %v", err)
+	}
+	if next.Status != "completed" || next.OutputText() != "continued" {
+		t.Errorf("continued response %s", next.RawJSON())
+	}
+	if p := lastPrompt(t, h); strings.Contains(p, "an old question") || !strings.Contains(p, mockllm.DefaultAnswer) {
+		t.Errorf("the continued prompt holds the old turn or lacks the summary:\n%s", p)
+	}
+}
