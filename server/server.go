@@ -79,11 +79,34 @@ func New(e *engine.Engine, opts *Options) *Server {
 	if s.opts.Metrics != nil {
 		s.mux.Handle("GET /metrics", s.opts.Metrics.handler())
 	}
-	s.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+	s.mux.HandleFunc("/v1/", s.noRoute)
+	return s
+}
+
+// routeMethods are the methods noRoute tries against the route table to
+// tell a wrong method (405) from an unknown path (404).
+var routeMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// noRoute answers a /v1 request no route matched: a 405 with Allow when
+// the path has routes for other methods, else a 404. The allowed methods
+// come from the mux itself, so a route added above is counted without
+// a list to keep in step.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range routeMethods {
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := s.mux.Handler(probe); pattern != "/v1/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
 		writeError(w, &responses.APIError{Status: http.StatusNotFound, Type: responses.ErrNotFound, Code: "unknown_route",
 			Message: "no route for " + r.Method + " " + r.URL.Path})
-	})
-	return s
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeError(w, &responses.APIError{Status: http.StatusMethodNotAllowed, Type: responses.ErrInvalidRequest, Code: "method_not_allowed",
+		Message: r.Method + " is not allowed on " + r.URL.Path + "; allowed: " + strings.Join(allow, ", ")})
 }
 
 // SetReady sets what /readyz answers; cmd/loom clears it on shutdown so
@@ -104,9 +127,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.opts.Metrics.observeHTTP(route, sw.status, time.Since(start))
 	}
+	if sw.status >= 400 && sw.status < 500 {
+		// A refused request leaves a trace at the default level: what
+		// was wrong, never the body.
+		attrs := []slog.Attr{slog.String("method", r.Method), slog.String("route", routeOf(r)), slog.Int("status", sw.status)}
+		if e := sw.apiErr; e != nil {
+			attrs = append(attrs, slog.String("code", e.Code), slog.String("param", e.Param), slog.String("message", e.Message))
+		}
+		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request refused", attrs...)
+		return
+	}
 	s.log.LogAttrs(r.Context(), slog.LevelDebug, "http",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path),
 		slog.Int("status", sw.status), slog.Duration("elapsed", time.Since(start)))
+}
+
+// routeOf is the route pattern that served r, or its path when none did.
+func routeOf(r *http.Request) string {
+	if r.Pattern != "" && r.Pattern != "/v1/" {
+		return r.Pattern
+	}
+	return r.Method + " " + r.URL.Path
 }
 
 // auth checks the bearer token when keys are configured.
@@ -128,11 +169,12 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// statusWriter remembers the status for the access log. It passes Flush and
-// Unwrap through so that streaming works behind it.
+// statusWriter remembers the status, and the API error written if any,
+// for the log. It passes Unwrap through so that streaming works behind it.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	apiErr *responses.APIError
 }
 
 func (w *statusWriter) WriteHeader(code int) {
