@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 
@@ -82,6 +83,10 @@ func (s *Server) decodeRequest(w http.ResponseWriter, r *http.Request) (*respons
 		if errors.As(err, &tooLarge) {
 			return nil, &responses.APIError{Status: http.StatusRequestEntityTooLarge, Type: responses.ErrInvalidRequest, Code: "request_too_large",
 				Message: fmt.Sprintf("request body is larger than %d bytes", s.opts.MaxBodyBytes)}
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, &responses.APIError{Status: http.StatusRequestTimeout, Type: responses.ErrInvalidRequest, Code: "request_timeout",
+				Message: fmt.Sprintf("the request body was not received within %s", s.opts.BodyReadTimeout)}
 		}
 		return nil, responses.BadRequest("", "could not read the request body")
 	}

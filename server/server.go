@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/subtle"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -30,6 +31,16 @@ type Options struct {
 	APIKeys []string
 	// Metrics, when set, are updated and served at /metrics.
 	Metrics *Metrics
+	// BodyReadTimeout is the longest a client may take to send a request
+	// body (default 60s): a body still dripping in past it is cut off
+	// with a 408. The deadline is lifted once the body is read, so a long
+	// response is not cut off by it.
+	BodyReadTimeout time.Duration
+	// WriteTimeout is the longest one write to the client may take
+	// (default 60s). The deadline is set afresh before each write, so a
+	// stream may last as long as the request timeout while a client that
+	// stops reading is dropped.
+	WriteTimeout time.Duration
 }
 
 // Server is loom's HTTP API: the Responses endpoints over an Engine, plus
@@ -56,6 +67,12 @@ func New(e *engine.Engine, opts *Options) *Server {
 	}
 	if s.opts.KeepAlive <= 0 {
 		s.opts.KeepAlive = 15 * time.Second
+	}
+	if s.opts.BodyReadTimeout <= 0 {
+		s.opts.BodyReadTimeout = 60 * time.Second
+	}
+	if s.opts.WriteTimeout <= 0 {
+		s.opts.WriteTimeout = 60 * time.Second
 	}
 	s.log = s.opts.Logger
 	s.ready.Store(true)
@@ -116,7 +133,16 @@ func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w}
+	rc := http.NewResponseController(w)
+	sw := &statusWriter{ResponseWriter: w, rc: rc, writeTimeout: s.opts.WriteTimeout}
+	// No write deadline until the first write: computing a response may
+	// take long, and an earlier request on the connection may have left one.
+	rc.SetWriteDeadline(time.Time{})
+	if r.Body != nil && r.Body != http.NoBody {
+		if rc.SetReadDeadline(start.Add(s.opts.BodyReadTimeout)) == nil {
+			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+		}
+	}
 	s.mux.ServeHTTP(sw, r)
 	if s.opts.Metrics != nil {
 		// The route pattern, not the path: ids would make the label set
@@ -171,10 +197,16 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 
 // statusWriter remembers the status, and the API error written if any,
 // for the log. It passes Unwrap through so that streaming works behind it.
+//
+// It also sets the connection's write deadline before each write (and so
+// before each flush of a stream's event), writeTimeout from now.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
 	apiErr *responses.APIError
+
+	rc           *http.ResponseController
+	writeTimeout time.Duration
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -188,7 +220,27 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
+	w.rc.SetWriteDeadline(time.Now().Add(w.writeTimeout))
 	return w.ResponseWriter.Write(b)
+}
+
+// deadlineBody lifts the body read deadline once the body is read to its
+// end: net/http then reads the connection in the background to notice a
+// client going away, and that read must not time out during a long
+// response.
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
