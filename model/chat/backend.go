@@ -19,6 +19,7 @@ const (
 	DefaultRetryWaitMax     = upstream.DefaultRetryWaitMax
 	DefaultConnectTimeout   = upstream.DefaultConnectTimeout
 	DefaultFirstByteTimeout = upstream.DefaultFirstByteTimeout
+	DefaultIdleTimeout      = upstream.DefaultIdleTimeout
 )
 
 // Options configures a Backend. The zero value of every field means its
@@ -44,6 +45,11 @@ type Options struct {
 	// included, to the first byte of the response body. Prefill of a long
 	// prompt on a busy engine happens inside it, so it is generous.
 	FirstByteTimeout time.Duration
+	// IdleTimeout bounds the silence between two reads of the response
+	// body once it started (default DefaultIdleTimeout): an engine that
+	// stalls mid-stream fails the turn with a 504 whose code is
+	// upstream_idle_timeout instead of holding the response.
+	IdleTimeout time.Duration
 }
 
 // Backend streams model turns from an OpenAI chat-completions endpoint
@@ -79,6 +85,7 @@ func New(baseURL, apiKey string, opts *Options) *Backend {
 		RetryWaitMax:     o.RetryWaitMax,
 		ConnectTimeout:   o.ConnectTimeout,
 		FirstByteTimeout: o.FirstByteTimeout,
+		IdleTimeout:      o.IdleTimeout,
 	})}
 }
 
