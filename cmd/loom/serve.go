@@ -68,7 +68,7 @@ func (m *Main) Open(ctx context.Context) error {
 		return fmt.Errorf("--mcp-allow: %w", err)
 	}
 	mcpTools := &mcp.Provider{
-		Client:      mcp.NewClient(&mcp.ClientOptions{Policy: policy, Logger: m.log}),
+		Client:      mcp.NewClient(&mcp.ClientOptions{Policy: policy, Logger: m.log, IdleTimeout: m.cfg.MCPIdleTimeout}),
 		Elicitation: m.cfg.MCPElicitation,
 	}
 	if m.cfg.MCPServers != "" {
@@ -82,7 +82,8 @@ func (m *Main) Open(ctx context.Context) error {
 		ToolProviders: []engine.ToolProvider{local, mcpTools},
 		Conversation:  conversation.Options{Metrics: metrics.ConversationMetrics()},
 	})
-	m.server = server.New(eng, &server.Options{Logger: m.log, Dialect: dialect, APIKeys: m.cfg.APIKeys, MaxBodyBytes: m.cfg.MaxBodyBytes, Metrics: metrics})
+	m.server = server.New(eng, &server.Options{Logger: m.log, Dialect: dialect, APIKeys: m.cfg.APIKeys, MaxBodyBytes: m.cfg.MaxBodyBytes, Metrics: metrics,
+		BodyReadTimeout: m.cfg.BodyReadTimeout, WriteTimeout: m.cfg.WriteTimeout})
 	m.listener, err = net.Listen("tcp", m.cfg.Addr)
 	if err != nil {
 		return err
@@ -91,6 +92,7 @@ func (m *Main) Open(ctx context.Context) error {
 	m.http = &http.Server{
 		Handler:           m.server,
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       m.cfg.IdleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return m.base },
 	}
 	return nil
@@ -99,9 +101,9 @@ func (m *Main) Open(ctx context.Context) error {
 // backend returns the upstream backend the configuration names.
 func (m *Main) backend() model.Backend {
 	if m.cfg.UpstreamAPI == "completions" {
-		return completions.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &completions.Options{Logger: m.log, Engine: m.cfg.UpstreamEngine})
+		return completions.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &completions.Options{Logger: m.log, Engine: m.cfg.UpstreamEngine, IdleTimeout: m.cfg.UpstreamIdleTimeout})
 	}
-	return chat.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &chat.Options{Logger: m.log})
+	return chat.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &chat.Options{Logger: m.log, IdleTimeout: m.cfg.UpstreamIdleTimeout})
 }
 
 // localTools returns the provider of the local tools, with those the
