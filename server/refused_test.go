@@ -38,7 +38,7 @@ func (b *lockedBuffer) String() string {
 }
 
 func answerHi(ctx context.Context, _ *model.Request, emit func(model.Delta) error) error {
-	return emit(model.Delta{Text: "hi"})
+	return emit(model.Delta{Kind: model.DeltaText, Text: "hi"})
 }
 
 func errorBody(t *testing.T, res *http.Response) (param, code string) {
