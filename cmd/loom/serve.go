@@ -119,6 +119,7 @@ func (m *Main) localTools() (*local.Provider, error) {
 		CPUSeconds:       m.cfg.ToolCPUSeconds,
 		MemoryBytes:      m.cfg.ToolMemoryBytes,
 		MaxProcesses:     m.cfg.ToolMaxProcesses,
+		DiskBytes:        m.cfg.ToolDiskBytes,
 		Logger:           m.log,
 	})
 	if errors.Is(err, sandbox.ErrUnavailable) {

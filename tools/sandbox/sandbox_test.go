@@ -256,7 +256,8 @@ func waitFor(t *testing.T, cond func() bool) {
 // A sandbox that cannot be built is a SetupError, not an exit code of the
 // program.
 func TestSetupError(t *testing.T) {
-	s := newSandbox(t, nil)
+	// A plain work directory (no quota tmpfs), which the test can remove.
+	s := newSandbox(t, &Options{DiskBytes: -1})
 	b := newBox(t, s)
 	if err := os.Remove(b.Dir()); err != nil {
 		t.Fatal(err)
@@ -378,7 +379,8 @@ func TestHelperLoom(t *testing.T) {
 	if base == "" {
 		return
 	}
-	s, err := New(&Options{WorkDirBase: base, Logger: slog.New(slog.DiscardHandler)})
+	// No quota tmpfs: this loom is killed, and its mount would outlive it.
+	s, err := New(&Options{WorkDirBase: base, DiskBytes: -1, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +423,8 @@ func TestHelperReaper(t *testing.T) {
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
 		t.Fatal(errno)
 	}
-	s, err := New(&Options{WorkDirBase: base, Logger: slog.New(slog.DiscardHandler)})
+	// No quota tmpfs: this loom is killed, and its mount would outlive it.
+	s, err := New(&Options{WorkDirBase: base, DiskBytes: -1, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
