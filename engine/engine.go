@@ -277,6 +277,12 @@ func (r *run) loop(ctx context.Context) error {
 			return r.builder.Incomplete(responses.ReasonMaxOutputTokens, r.usagePtr())
 		case res.finish == model.FinishFilter:
 			return r.builder.Incomplete(responses.ReasonContentFilter, r.usagePtr())
+		case len(res.calls) == 0 && r.calls == 0 && r.toolRequired():
+			// tool_choice asked for a call and the model answered without
+			// one (a backend without guided decoding, or an engine that
+			// ignores tool_choice): the response says so rather than
+			// passing the answer off as what was asked for.
+			return r.builder.Incomplete(responses.ReasonToolChoiceRequired, r.usagePtr())
 		case !res.serverCalls || res.clientCalls || r.waiting:
 			// Nothing left for loom to run: the answer is final, or the
 			// client must run its function calls and come back.
@@ -285,6 +291,14 @@ func (r *run) loop(ctx context.Context) error {
 			return r.builder.Incomplete("max_turns", r.usagePtr())
 		}
 	}
+}
+
+// toolRequired reports whether tool_choice requires a tool call (required,
+// a named function, or allowed_tools in required mode) among the tools
+// offered.
+func (r *run) toolRequired() bool {
+	tools, choice, _ := offeredTools(r.req, r.cc.Offered())
+	return len(tools) > 0 && choice == responses.ToolChoiceRequired
 }
 
 // fail ends the response after an error: a timeout, a cancellation, or an
