@@ -57,6 +57,8 @@ type Engine struct {
 	store   Store
 	log     *slog.Logger
 	opts    Options
+
+	warnRandomKey sync.Once
 }
 
 // New returns an Engine over backend and store.
@@ -138,6 +140,13 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 	if req.Includes(IncludeEncryptedReasoning) && e.opts.Sealer == nil {
 		return nil, responses.Unsupported("include", "this server has no reasoning key configured, so it cannot return reasoning.encrypted_content")
 	}
+	if req.Includes(IncludeEncryptedReasoning) && e.opts.Sealer.random {
+		e.warnRandomKey.Do(func() {
+			e.log.Warn("a client asks for encrypted reasoning (include reasoning.encrypted_content) but no reasoning key is configured: " +
+				"it is sealed under a random key, so another replica or this one after a restart cannot open it and the client's next request fails; " +
+				"set --reasoning-key (LOOM_REASONING_KEY) to the same secret on every replica, e.g. the output of `openssl rand -hex 32`")
+		})
+	}
 	for i := range input {
 		if input[i].ID == "" {
 			input[i].ID = e.opts.NewID(itemPrefix(input[i].Type))
@@ -176,9 +185,19 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 	}
 	upstreamErr := r.loop(ctx)
 	e.save(ctx, r, upstreamErr)
-	e.log.LogAttrs(ctx, slog.LevelInfo, "response",
-		slog.String("id", r.resp.ID), slog.String("model", req.Model), slog.String("status", r.resp.Status),
-		slog.Int("output_items", len(r.resp.Output)), slog.Bool("stream", req.Stream))
+	attrs := []slog.Attr{slog.String("id", r.resp.ID), slog.String("model", req.Model), slog.String("status", r.resp.Status),
+		slog.Int("output_items", len(r.resp.Output)), slog.Bool("stream", req.Stream)}
+	level := slog.LevelInfo
+	if r.resp.Error != nil {
+		// What the client was told; the upstream's own words are on the
+		// "upstream request failed" line before this one.
+		level = slog.LevelWarn
+		attrs = append(attrs, slog.String("error_code", r.resp.Error.Code), slog.String("error", r.resp.Error.Message))
+	}
+	if r.resp.IncompleteDetails != nil {
+		attrs = append(attrs, slog.String("incomplete", r.resp.IncompleteDetails.Reason))
+	}
+	e.log.LogAttrs(ctx, level, "response", attrs...)
 	return r.resp, upstreamErr
 }
 

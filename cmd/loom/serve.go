@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	conversation "github.com/loomgate/loom/context"
@@ -144,14 +144,26 @@ func (m *Main) localTools() (*local.Provider, error) {
 
 // sealer returns the reasoning sealer: from the configured key, or from a
 // random one, which works for one process but not across replicas.
+//
+// Without a key nothing is said at start for a single loom on SQLite: the
+// key matters only to clients that ask for encrypted reasoning, and the
+// engine warns the first time one does. A store other replicas share
+// means replicas, so there the warning comes at start.
 func (m *Main) sealer() (*engine.Sealer, error) {
-	key := []byte(m.cfg.ReasoningKey)
-	if len(key) == 0 {
-		key = make([]byte, 32)
-		rand.Read(key)
-		m.log.Warn("no --reasoning-key: encrypted reasoning is sealed under a random key, so other replicas and restarts cannot open it")
+	if m.cfg.ReasoningKey != "" {
+		return engine.NewSealer([]byte(m.cfg.ReasoningKey))
 	}
-	return engine.NewSealer(key)
+	if sharedStore(m.cfg.Store) {
+		m.log.Warn("no --reasoning-key with a shared store: encrypted reasoning one replica seals, the others cannot open; " +
+			"set --reasoning-key (LOOM_REASONING_KEY) to the same secret on every replica, e.g. the output of `openssl rand -hex 32`")
+	}
+	return engine.NewRandomSealer(), nil
+}
+
+// sharedStore reports whether a --store value names a database several
+// replicas share (PostgreSQL) rather than a SQLite file.
+func sharedStore(store string) bool {
+	return strings.HasPrefix(store, "postgres://") || strings.HasPrefix(store, "postgresql://")
 }
 
 // Addr is the address the server listens on.
