@@ -143,6 +143,11 @@ func TestDemo(t *testing.T) {
 		"response.output_text.delta",
 		"response.completed",
 		"[DONE]",
+		// The request is shown as sent, directives included.
+		"request body:",
+		`#call get_weather {\"city\": \"Paris\"}`,
+		// It does not promise what cannot work once it exits.
+		"gone now",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out.String())
