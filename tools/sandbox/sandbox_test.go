@@ -366,7 +366,18 @@ func TestDiesWithLoom(t *testing.T) {
 		cmd.Wait()
 		t.Fatalf("reading the helper's uid: %v", err)
 	}
-	waitFor(t, func() bool { return len(UIDPIDs(uid)) >= 2 })
+	// Wait for the program itself (both sleeps), not just bwrap: killed
+	// while bwrap is still setting up, before it asked to die with its
+	// parent, the sandbox would outlive the helper and the test flake.
+	waitFor(t, func() bool {
+		sleeps := 0
+		for _, pid := range UIDPIDs(uid) {
+			if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); strings.TrimSpace(string(comm)) == "sleep" {
+				sleeps++
+			}
+		}
+		return sleeps >= 2
+	})
 	cmd.Process.Kill()
 	cmd.Wait()
 	waitFor(t, func() bool { return len(UIDPIDs(uid)) == 0 })
