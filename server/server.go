@@ -34,12 +34,12 @@ type Options struct {
 	// BodyReadTimeout is the longest a client may take to send a request
 	// body (default 60s): a body still dripping in past it is cut off
 	// with a 408. The deadline is lifted once the body is read, so a long
-	// response is not cut off by it.
+	// response is not cut off by it. Negative: no deadline.
 	BodyReadTimeout time.Duration
 	// WriteTimeout is the longest one write to the client may take
 	// (default 60s). The deadline is set afresh before each write, so a
 	// stream may last as long as the request timeout while a client that
-	// stops reading is dropped.
+	// stops reading is dropped. Negative: no deadline.
 	WriteTimeout time.Duration
 }
 
@@ -68,10 +68,10 @@ func New(e *engine.Engine, opts *Options) *Server {
 	if s.opts.KeepAlive <= 0 {
 		s.opts.KeepAlive = 15 * time.Second
 	}
-	if s.opts.BodyReadTimeout <= 0 {
+	if s.opts.BodyReadTimeout == 0 {
 		s.opts.BodyReadTimeout = 60 * time.Second
 	}
-	if s.opts.WriteTimeout <= 0 {
+	if s.opts.WriteTimeout == 0 {
 		s.opts.WriteTimeout = 60 * time.Second
 	}
 	s.log = s.opts.Logger
@@ -138,7 +138,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// No write deadline until the first write: computing a response may
 	// take long, and an earlier request on the connection may have left one.
 	rc.SetWriteDeadline(time.Time{})
-	if r.Body != nil && r.Body != http.NoBody {
+	if s.opts.BodyReadTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
 		if rc.SetReadDeadline(start.Add(s.opts.BodyReadTimeout)) == nil {
 			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
 		}
@@ -220,7 +220,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	w.rc.SetWriteDeadline(time.Now().Add(w.writeTimeout))
+	if w.writeTimeout > 0 {
+		w.rc.SetWriteDeadline(time.Now().Add(w.writeTimeout))
+	}
 	return w.ResponseWriter.Write(b)
 }
 

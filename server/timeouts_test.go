@@ -71,3 +71,41 @@ func TestLongStreamOutlivesWriteTimeout(t *testing.T) {
 		t.Errorf("stream did not complete:\n%s", body)
 	}
 }
+
+// BenchmarkLongStream streams a response of 2000 text deltas over
+// loopback, with the per-write deadline (the default) and without it, to
+// measure what setting the deadline before each event costs.
+func BenchmarkLongStream(b *testing.B) {
+	const deltas = 2000
+	backend := backendFunc(func(ctx context.Context, _ *model.Request, emit func(model.Delta) error) error {
+		for range deltas {
+			if err := emit(model.Delta{Kind: model.DeltaText, Text: "tok "}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for _, bc := range []struct {
+		name    string
+		timeout time.Duration
+	}{{"deadline-per-write", 0}, {"no-deadline", -1}} {
+		b.Run(bc.name, func(b *testing.B) {
+			srv := newServerB(b, backend, &server.Options{WriteTimeout: bc.timeout})
+			body := `{"model":"m","input":"x","stream":true,"store":false}`
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				res, err := http.Post(srv.URL+"/v1/responses", "application/json", strings.NewReader(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, _ := io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if n == 0 {
+					b.Fatal("empty stream")
+				}
+			}
+			b.ReportMetric(float64(b.N*deltas)/b.Elapsed().Seconds(), "deltas/s")
+		})
+	}
+}
