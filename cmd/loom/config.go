@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -183,6 +184,9 @@ func (c *Config) validate() error {
 	}
 	if !strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/v1") {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("--upstream-url %q does not end in /v1: engines serve the OpenAI API under /v1, so requests will likely get a 404", c.UpstreamURL))
+	}
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return configErrorf("--addr %q is not host:port (for example 127.0.0.1:8080 or :8080)", c.Addr)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -50,6 +50,7 @@ func TestBadConfiguration(t *testing.T) {
 		{[]string{"--upstream-url", "127.0.0.1:8000/v1"}, nil, "--upstream-url"},
 		{[]string{"--upstream-url", "http:///v1"}, nil, "--upstream-url"},
 		{[]string{"--upstream-url", "http://x/v1", "--log-level", "loud"}, nil, "--log-level"},
+		{[]string{"--upstream-url", "http://x/v1", "--addr", "8080"}, nil, "--addr"},
 		{[]string{"--upstream-url", "http://x/v1", "--no-such-flag"}, nil, "no-such-flag"},
 	}
 	// Every numeric flag refuses a value out of its range.
