@@ -88,7 +88,7 @@ func NewClient(opts *ClientOptions) *Client {
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 60 * time.Second
 	}
-	base = &idleTransport{next: base, timeout: o.IdleTimeout}
+	base = &idleTransport{next: base, timeout: o.IdleTimeout, log: c.logger}
 	c.http = newHTTPClient(base, o.Retry)
 	return c
 }
