@@ -102,7 +102,6 @@ type Client struct {
 func NewClient(url, apiKey string, cfg Config) *Client {
 	c := cfg.resolved()
 	logger, notice := c.Logger, "retrying upstream "+c.Name+" request"
-
 	rc := &retryablehttp.Client{
 		HTTPClient:   c.HTTPClient,
 		Logger:       nil, // retries are logged by the hook below, without URLs in query strings or keys
@@ -263,8 +262,9 @@ type emitError struct{ err error }
 func (e *emitError) Error() string { return e.err.Error() }
 func (e *emitError) Unwrap() error { return e.err }
 
-// idleReader re-arms the timer for the idle timeout each time the body
-// yields data; the first time, that also ends the first-byte timeout.
+// idleReader arms the timer for the idle timeout while each read of the
+// body waits, once the body started; its first data ends the first-byte
+// timeout.
 // If the timer fires at the same moment, the request is cancelled anyway
 // and the read that follows reports the timeout.
 type idleReader struct {
@@ -275,10 +275,16 @@ type idleReader struct {
 }
 
 func (f *idleReader) Read(p []byte) (int, error) {
+	if f.started.Load() {
+		f.timer.Reset(f.idle)
+	}
 	n, err := f.r.Read(p)
 	if n > 0 {
+		// The clock runs only while loom waits for the upstream: time
+		// spent passing a chunk on (to a slow client, say) is not the
+		// upstream's silence.
 		f.started.Store(true)
-		f.timer.Reset(f.idle)
+		f.timer.Stop()
 	}
 	return n, err
 }
