@@ -68,6 +68,8 @@ type Engine struct {
 	log     *slog.Logger
 	opts    Options
 	images  *imageFetcher // nil: image URLs are refused
+
+	warnRandomKey sync.Once
 }
 
 // New returns an Engine over backend and store.
@@ -143,9 +145,19 @@ func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(
 	upstreamErr := r.loop(ctx)
 	e.save(ctx, r, upstreamErr)
 	opts.keep(r, r.history)
-	e.log.LogAttrs(ctx, slog.LevelInfo, "response",
-		slog.String("id", r.resp.ID), slog.String("model", req.Model), slog.String("status", r.resp.Status),
-		slog.Int("output_items", len(r.resp.Output)), slog.Bool("stream", req.Stream))
+	attrs := []slog.Attr{slog.String("id", r.resp.ID), slog.String("model", req.Model), slog.String("status", r.resp.Status),
+		slog.Int("output_items", len(r.resp.Output)), slog.Bool("stream", req.Stream)}
+	level := slog.LevelInfo
+	if r.resp.Error != nil {
+		// What the client was told; the upstream's own words are on the
+		// "upstream request failed" line before this one.
+		level = slog.LevelWarn
+		attrs = append(attrs, slog.String("error_code", r.resp.Error.Code), slog.String("error", r.resp.Error.Message))
+	}
+	if r.resp.IncompleteDetails != nil {
+		attrs = append(attrs, slog.String("incomplete", r.resp.IncompleteDetails.Reason))
+	}
+	e.log.LogAttrs(ctx, level, "response", attrs...)
 	return r.resp, upstreamErr
 }
 
@@ -189,6 +201,13 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, sink func(
 	}
 	if req.Includes(IncludeEncryptedReasoning) && e.opts.Sealer == nil {
 		return nil, responses.Unsupported("include", "this server has no reasoning key configured, so it cannot return reasoning.encrypted_content")
+	}
+	if req.Includes(IncludeEncryptedReasoning) && e.opts.Sealer.random {
+		e.warnRandomKey.Do(func() {
+			e.log.Warn("a client asks for encrypted reasoning (include reasoning.encrypted_content) but no reasoning key is configured: " +
+				"it is sealed under a random key, so another replica or this one after a restart cannot open it and the client's next request fails; " +
+				"set --reasoning-key (LOOM_REASONING_KEY) to the same secret on every replica, e.g. the output of `openssl rand -hex 32`")
+		})
 	}
 	for i := range input {
 		if input[i].ID == "" {
@@ -319,6 +338,12 @@ func (r *run) loop(ctx context.Context) error {
 			return r.builder.Incomplete(responses.ReasonMaxOutputTokens, r.usagePtr())
 		case res.finish == model.FinishFilter:
 			return r.builder.Incomplete(responses.ReasonContentFilter, r.usagePtr())
+		case len(res.calls) == 0 && r.calls == 0 && r.toolRequired():
+			// tool_choice asked for a call and the model answered without
+			// one (a backend without guided decoding, or an engine that
+			// ignores tool_choice): the response says so rather than
+			// passing the answer off as what was asked for.
+			return r.builder.Incomplete(responses.ReasonToolChoiceRequired, r.usagePtr())
 		case !res.serverCalls || res.clientCalls || r.waiting:
 			// Nothing left for loom to run: the answer is final, or the
 			// client must run its function calls and come back.
@@ -327,6 +352,14 @@ func (r *run) loop(ctx context.Context) error {
 			return r.builder.Incomplete("max_turns", r.usagePtr())
 		}
 	}
+}
+
+// toolRequired reports whether tool_choice requires a tool call (required,
+// a named function, or allowed_tools in required mode) among the tools
+// offered.
+func (r *run) toolRequired() bool {
+	tools, choice, _ := offeredTools(r.req, r.cc.Offered())
+	return len(tools) > 0 && choice == responses.ToolChoiceRequired
 }
 
 // fail ends the response after an error: a timeout, a cancellation, or an

@@ -133,6 +133,9 @@ func upstreamAPIError(me *model.Error) *responses.APIError {
 	default:
 		e.Status, e.Code = http.StatusBadGateway, "upstream_error"
 	}
+	if me.Code != "" {
+		e.Code = me.Code
+	}
 	if e.Message == "" {
 		e.Message = fmt.Sprintf("the upstream model failed (%d)", me.Status)
 	}

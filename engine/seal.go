@@ -30,6 +30,22 @@ var ErrUnsealable = errors.New("encrypted_content cannot be opened: it was alter
 // open what another sealed, and nobody without it can read or forge it.
 type Sealer struct {
 	aead cipher.AEAD
+	// random marks a key made up by this process: what it seals opens
+	// nowhere else, and not after a restart.
+	random bool
+}
+
+// NewRandomSealer returns a Sealer under a random key, for a server
+// without a configured one. The Engine warns, once, the first time a
+// request asks for encrypted reasoning under it: that is when the key
+// matters (a client that keeps the history itself and may come back to
+// another replica or after a restart).
+func NewRandomSealer() *Sealer {
+	key := make([]byte, 32)
+	rand.Read(key)
+	s, _ := NewSealer(key)
+	s.random = true
+	return s
 }
 
 // NewSealer derives a sealing key from secret (any length; it is hashed).

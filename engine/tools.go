@@ -107,6 +107,11 @@ type turnCall struct {
 	// unconfigured marks a call to a built-in tool this server does not
 	// run: the model is told, the client sees nothing of it.
 	unconfigured bool
+	// notOffered marks a call to a tool the request did not offer: the
+	// model is told the tool does not exist and the loop goes on; the
+	// client sees the call as a function_call item with status
+	// "incomplete", which it must not run.
+	notOffered bool
 	// deferred marks a server call reported only once it ran (shell) or
 	// not run at all in this response (approval).
 	deferred bool
@@ -194,8 +199,12 @@ func (r *run) runServerCalls(ctx context.Context, calls []*turnCall) error {
 		if c.approval {
 			continue
 		}
-		if c.unconfigured {
-			out, _ := json.Marshal(fmt.Sprintf("error: the tool %s is not configured on this server", c.name))
+		if c.unconfigured || c.notOffered {
+			msg := fmt.Sprintf("error: the tool %s is not configured on this server", c.name)
+			if c.notOffered {
+				msg = fmt.Sprintf("error: there is no tool named %q; call only the tools you were given, or answer without one", c.name)
+			}
+			out, _ := json.Marshal(msg)
 			r.cc.Append(
 				responses.Item{Type: responses.ItemFunctionCall, CallID: c.callID, Name: c.name, Arguments: c.item.Arguments, Status: responses.StatusCompleted},
 				responses.Item{Type: responses.ItemFunctionCallOutput, CallID: c.callID, Output: out, Status: responses.StatusCompleted},
@@ -314,6 +323,14 @@ func modelItems(items []responses.Item) []responses.Item {
 	var out []responses.Item
 	for _, it := range items {
 		switch it.Type {
+		case responses.ItemFunctionCall:
+			if it.Status == responses.StatusIncomplete {
+				// A call loom refused (a tool not offered) or one a cut
+				// turn left unfinished: nothing answered it, and a call
+				// without a result is not history a model can continue.
+				continue
+			}
+			out = append(out, it)
 		case responses.ItemMCPCall:
 			if it.Status == responses.StatusIncomplete && it.Error == nil && (len(it.Output) == 0 || string(it.Output) == "null") {
 				// A call that waited for the client's input: it reaches

@@ -25,7 +25,8 @@ func (r *run) turn(ctx context.Context) (turnResult, error) {
 	start := len(r.resp.Output)
 	// Tool calls the engine accepted this turn, by upstream index:
 	// parallel_tool_calls false admits one call, max_tool_calls caps the
-	// total over the response, and a tool that was not offered is dropped.
+	// total over the response, and a tool that was not offered is refused
+	// (the model is told).
 	byIndex := map[int]*turnCall{}
 	maxCalls := -1
 	if r.req.MaxToolCalls != nil {
@@ -48,13 +49,25 @@ func (r *run) turn(ctx context.Context) (turnResult, error) {
 				byIndex[d.ToolIndex] = c
 				res.calls = append(res.calls, c)
 			}
-			if c != nil && c.unconfigured {
+			if c != nil && (c.unconfigured || c.notOffered) {
 				c.item.Arguments += d.ToolArguments
 				return nil
 			}
 			if c == nil {
-				if len(mreq.Tools) == 0 || !offers(mreq.Tools, d.ToolName) ||
-					(!mreq.ParallelToolCalls && len(byIndex) > 0) || (maxCalls >= 0 && r.calls >= maxCalls) {
+				if (!mreq.ParallelToolCalls && len(byIndex) > 0) || (maxCalls >= 0 && r.calls >= maxCalls) {
+					return nil
+				}
+				if !offers(mreq.Tools, d.ToolName) {
+					// A tool that was not offered (or none at all): the
+					// model is told it does not exist, the client sees
+					// the call, and it counts against max_tool_calls so
+					// that a model insisting on it cannot loop past the
+					// budget (the turn cap bounds it otherwise).
+					c = &turnCall{index: d.ToolIndex, callID: r.e.opts.NewID("call"), name: d.ToolName, notOffered: true}
+					c.item.Arguments = d.ToolArguments
+					byIndex[d.ToolIndex] = c
+					res.calls = append(res.calls, c)
+					r.calls++
 					return nil
 				}
 				c = &turnCall{index: d.ToolIndex, callID: d.ToolCallID, name: d.ToolName}
@@ -143,6 +156,12 @@ func (r *run) turn(ctx context.Context) (turnResult, error) {
 				return res, err
 			}
 			res.clientCalls = true
+			continue
+		case c.notOffered:
+			if err := r.builder.AddRefusedCall(c.callID, c.name, c.item.Arguments); err != nil {
+				return res, err
+			}
+			res.serverCalls = true
 			continue
 		case c.unconfigured || c.deferred:
 			res.serverCalls = true

@@ -119,6 +119,9 @@ type Error struct {
 	Status  int
 	Message string
 	Err     error
+	// Code, when set, is the API error code the client sees (for example
+	// "upstream_idle_timeout"); empty means the one the status implies.
+	Code string
 }
 
 func (e *Error) Error() string {

@@ -20,6 +20,9 @@ func DecodeRequest(body []byte) (*Request, *APIError) {
 		}
 		return nil, BadRequest("", "the request body must be a JSON object")
 	}
+	if err := textError(body, fields); err != nil {
+		return nil, err
+	}
 	var req Request
 	if err := json.Unmarshal(body, &req); err == nil {
 		return &req, nil

@@ -58,7 +58,10 @@ type IncompleteDetails struct {
 // Incomplete reasons.
 const (
 	ReasonMaxOutputTokens = "max_output_tokens"
-	ReasonContentFilter   = "content_filter"
+	// ReasonToolChoiceRequired is loom's: tool_choice required a tool
+	// call (or a named function) and the model answered without one.
+	ReasonToolChoiceRequired = "tool_choice_required"
+	ReasonContentFilter      = "content_filter"
 )
 
 // ResponseError is the error of a failed response.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // Validate checks what can be checked from the request alone and returns a
@@ -21,6 +22,12 @@ func (r *Request) Validate(serverTool func(toolType string) bool) *APIError {
 	}
 	if !r.Input.Set && r.PreviousResponseID == nil {
 		return BadRequest("input", "input is required")
+	}
+	if r.Input.Set && !r.Input.IsString && len(r.Input.Items) == 0 {
+		return BadRequest("input", "input must not be an empty array")
+	}
+	if err := validateMetadata(r.Metadata); err != nil {
+		return err
 	}
 	if r.Temperature != nil && (*r.Temperature < 0 || *r.Temperature > 2) {
 		return BadRequest("temperature", "temperature must be between 0 and 2, got %g", *r.Temperature)
@@ -78,6 +85,34 @@ func (r *Request) Validate(serverTool func(toolType string) bool) *APIError {
 	for i := range r.Input.Items {
 		if err := r.Input.Items[i].validateInput(fmt.Sprintf("input[%d]", i)); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// Metadata limits, as OpenAI's API sets them.
+const (
+	MaxMetadataKeys     = 16
+	MaxMetadataKeyLen   = 64
+	MaxMetadataValueLen = 512
+)
+
+// validateMetadata checks metadata against OpenAI's limits: at most 16
+// keys, keys of at most 64 characters, string values of at most 512.
+func validateMetadata(m map[string]any) *APIError {
+	if len(m) > MaxMetadataKeys {
+		return BadRequest("metadata", "metadata may have at most %d keys, got %d", MaxMetadataKeys, len(m))
+	}
+	for k, v := range m {
+		if utf8.RuneCountInString(k) > MaxMetadataKeyLen {
+			return BadRequest("metadata", "metadata keys may be at most %d characters long", MaxMetadataKeyLen)
+		}
+		s, ok := v.(string)
+		if !ok {
+			return BadRequest("metadata", "metadata value of key %q must be a string", k)
+		}
+		if utf8.RuneCountInString(s) > MaxMetadataValueLen {
+			return BadRequest("metadata", "metadata value of key %q may be at most %d characters long", k, MaxMetadataValueLen)
 		}
 	}
 	return nil

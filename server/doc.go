@@ -30,4 +30,12 @@
 // WebSocket connections are hijacked, so http.Server.Shutdown neither
 // closes nor waits for them: register CloseSockets with RegisterOnShutdown
 // and call WaitSockets after Shutdown.
+// A /v1 path that no route serves is a 404; one that a route serves for
+// other methods is a 405 whose Allow header lists them, found by asking
+// the route table itself, so a route added in New is counted without a
+// list to keep in step. A create body must be JSON (415 otherwise), arrive
+// within Options.BodyReadTimeout (408) and fit Options.MaxBodyBytes (413).
+// Each write to the client gets a fresh Options.WriteTimeout deadline.
+// Every 4xx is logged at info with its route, status, code and param,
+// never its body.
 package server

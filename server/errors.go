@@ -16,6 +16,9 @@ func writeError(w http.ResponseWriter, err error) {
 	if !errors.As(err, &apiErr) {
 		apiErr = &responses.APIError{Status: http.StatusInternalServerError, Type: responses.ErrServer, Message: "internal server error"}
 	}
+	if sw, ok := w.(*statusWriter); ok {
+		sw.apiErr = apiErr
+	}
 	body, _ := json.Marshal(apiErr)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")

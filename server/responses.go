@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"os"
 	"strconv"
+	"strings"
 
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
@@ -17,6 +20,10 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	dialect, err := s.dialect(r)
 	if err != nil {
 		writeError(w, err)
+		return
+	}
+	if apiErr := checkJSONContentType(r); apiErr != nil {
+		writeError(w, apiErr)
 		return
 	}
 	req, err := s.decodeRequest(w, r)
@@ -52,6 +59,21 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	sse.Done()
 }
 
+// checkJSONContentType refuses a body declared as something other than
+// JSON with a 415. A request without a Content-Type is read as JSON.
+func checkJSONContentType(r *http.Request) *responses.APIError {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+		return nil
+	}
+	return &responses.APIError{Status: http.StatusUnsupportedMediaType, Type: responses.ErrInvalidRequest, Code: "unsupported_media_type",
+		Message: "the request body must be JSON (Content-Type: application/json), got " + strconv.Quote(ct)}
+}
+
 // decodeRequest reads and decodes a create request: 413 past the size
 // limit, 400 naming the field for a value of the wrong type.
 func (s *Server) decodeRequest(w http.ResponseWriter, r *http.Request) (*responses.Request, error) {
@@ -61,6 +83,10 @@ func (s *Server) decodeRequest(w http.ResponseWriter, r *http.Request) (*respons
 		if errors.As(err, &tooLarge) {
 			return nil, &responses.APIError{Status: http.StatusRequestEntityTooLarge, Type: responses.ErrInvalidRequest, Code: "request_too_large",
 				Message: fmt.Sprintf("request body is larger than %d bytes", s.opts.MaxBodyBytes)}
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, &responses.APIError{Status: http.StatusRequestTimeout, Type: responses.ErrInvalidRequest, Code: "request_timeout",
+				Message: fmt.Sprintf("the request body was not received within %s", s.opts.BodyReadTimeout)}
 		}
 		return nil, responses.BadRequest("", "could not read the request body")
 	}
@@ -93,13 +119,18 @@ func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	stream, apiErr := wantsStream(r)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
 	id := r.PathValue("id")
 	body, err := s.engine.Get(r.Context(), id)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	if wantsStream(r) {
+	if stream {
 		s.replay(w, r, id, dialect)
 		return
 	}
@@ -118,19 +149,26 @@ func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) {
 
 // wantsStream reports whether a retrieve asks for the event stream: the
 // query has stream=true, or (as openai-go sends it) a small JSON body
-// {"stream": true} comes with the GET.
-func wantsStream(r *http.Request) bool {
-	if r.URL.Query().Get("stream") == "true" {
-		return true
+// {"stream": true} comes with the GET. A stream value that is not a
+// boolean is a 400.
+func wantsStream(r *http.Request) (bool, *responses.APIError) {
+	if q := r.URL.Query(); q.Has("stream") {
+		v, err := strconv.ParseBool(q.Get("stream"))
+		if err != nil {
+			return false, responses.BadRequest("stream", "stream must be true or false, got %q", q.Get("stream"))
+		}
+		if v {
+			return true, nil
+		}
 	}
 	if r.Body == nil || r.ContentLength == 0 {
-		return false
+		return false, nil
 	}
 	var body struct {
 		Stream bool `json:"stream"`
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, 4096))
-	return err == nil && json.Unmarshal(b, &body) == nil && body.Stream
+	return err == nil && json.Unmarshal(b, &body) == nil && body.Stream, nil
 }
 
 // replay streams a stored response's events.
@@ -229,8 +267,15 @@ func (s *Server) listInputItems(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, list)
 }
 
-// listModels serves GET /v1/models.
+// listModels serves GET /v1/models. Without a configured model list loom
+// accepts any name, and an empty list would say it serves none: that is a
+// 404 saying so instead.
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+	if len(s.engine.Models()) == 0 {
+		writeError(w, &responses.APIError{Status: http.StatusNotFound, Type: responses.ErrNotFound, Code: "model_list_not_configured",
+			Message: "this server has no model list (start loom with --model) and passes any model name to its upstream"})
+		return
+	}
 	type modelEntry struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`

@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/subtle"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -30,6 +31,16 @@ type Options struct {
 	APIKeys []string
 	// Metrics, when set, are updated and served at /metrics.
 	Metrics *Metrics
+	// BodyReadTimeout is the longest a client may take to send a request
+	// body (default 60s): a body still dripping in past it is cut off
+	// with a 408. The deadline is lifted once the body is read, so a long
+	// response is not cut off by it. Negative: no deadline.
+	BodyReadTimeout time.Duration
+	// WriteTimeout is the longest one write to the client may take
+	// (default 60s). The deadline is set afresh before each write, so a
+	// stream may last as long as the request timeout while a client that
+	// stops reading is dropped. Negative: no deadline.
+	WriteTimeout time.Duration
 }
 
 // Server is loom's HTTP API: the Responses endpoints over an Engine, plus
@@ -59,6 +70,12 @@ func New(e *engine.Engine, opts *Options) *Server {
 	if s.opts.KeepAlive <= 0 {
 		s.opts.KeepAlive = 15 * time.Second
 	}
+	if s.opts.BodyReadTimeout == 0 {
+		s.opts.BodyReadTimeout = 60 * time.Second
+	}
+	if s.opts.WriteTimeout == 0 {
+		s.opts.WriteTimeout = 60 * time.Second
+	}
 	s.log = s.opts.Logger
 	s.ready.Store(true)
 
@@ -84,11 +101,34 @@ func New(e *engine.Engine, opts *Options) *Server {
 	if s.opts.Metrics != nil {
 		s.mux.Handle("GET /metrics", s.opts.Metrics.handler())
 	}
-	s.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+	s.mux.HandleFunc("/v1/", s.noRoute)
+	return s
+}
+
+// routeMethods are the methods noRoute tries against the route table to
+// tell a wrong method (405) from an unknown path (404).
+var routeMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// noRoute answers a /v1 request no route matched: a 405 with Allow when
+// the path has routes for other methods, else a 404. The allowed methods
+// come from the mux itself, so a route added above is counted without
+// a list to keep in step.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range routeMethods {
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := s.mux.Handler(probe); pattern != "/v1/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
 		writeError(w, &responses.APIError{Status: http.StatusNotFound, Type: responses.ErrNotFound, Code: "unknown_route",
 			Message: "no route for " + r.Method + " " + r.URL.Path})
-	})
-	return s
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeError(w, &responses.APIError{Status: http.StatusMethodNotAllowed, Type: responses.ErrInvalidRequest, Code: "method_not_allowed",
+		Message: r.Method + " is not allowed on " + r.URL.Path + "; allowed: " + strings.Join(allow, ", ")})
 }
 
 // SetReady sets what /readyz answers; cmd/loom clears it on shutdown so
@@ -98,7 +138,16 @@ func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w}
+	rc := http.NewResponseController(w)
+	sw := &statusWriter{ResponseWriter: w, rc: rc, writeTimeout: s.opts.WriteTimeout}
+	// No write deadline until the first write: computing a response may
+	// take long, and an earlier request on the connection may have left one.
+	rc.SetWriteDeadline(time.Time{})
+	if s.opts.BodyReadTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
+		if rc.SetReadDeadline(start.Add(s.opts.BodyReadTimeout)) == nil {
+			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+		}
+	}
 	s.mux.ServeHTTP(sw, r)
 	if s.opts.Metrics != nil {
 		// The route pattern, not the path: ids would make the label set
@@ -109,9 +158,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.opts.Metrics.observeHTTP(route, sw.status, time.Since(start))
 	}
+	if sw.status >= 400 && sw.status < 500 {
+		// A refused request leaves a trace at the default level: what
+		// was wrong, never the body.
+		attrs := []slog.Attr{slog.String("method", r.Method), slog.String("route", routeOf(r)), slog.Int("status", sw.status)}
+		if e := sw.apiErr; e != nil {
+			attrs = append(attrs, slog.String("code", e.Code), slog.String("param", e.Param), slog.String("message", e.Message))
+		}
+		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request refused", attrs...)
+		return
+	}
 	s.log.LogAttrs(r.Context(), slog.LevelDebug, "http",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path),
 		slog.Int("status", sw.status), slog.Duration("elapsed", time.Since(start)))
+}
+
+// routeOf is the route pattern that served r, or its path when none did.
+func routeOf(r *http.Request) string {
+	if r.Pattern != "" && r.Pattern != "/v1/" {
+		return r.Pattern
+	}
+	return r.Method + " " + r.URL.Path
 }
 
 // auth checks the bearer token when keys are configured.
@@ -133,11 +200,18 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// statusWriter remembers the status for the access log. It passes Flush and
-// Unwrap through so that streaming works behind it.
+// statusWriter remembers the status, and the API error written if any,
+// for the log. It passes Unwrap through so that streaming works behind it.
+//
+// It also sets the connection's write deadline before each write (and so
+// before each flush of a stream's event), writeTimeout from now.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	apiErr *responses.APIError
+
+	rc           *http.ResponseController
+	writeTimeout time.Duration
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -151,7 +225,29 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
+	if w.writeTimeout > 0 {
+		w.rc.SetWriteDeadline(time.Now().Add(w.writeTimeout))
+	}
 	return w.ResponseWriter.Write(b)
+}
+
+// deadlineBody lifts the body read deadline once the body is read to its
+// end: net/http then reads the connection in the background to notice a
+// client going away, and that read must not time out during a long
+// response.
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

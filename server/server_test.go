@@ -26,6 +26,12 @@ func (f backendFunc) Stream(ctx context.Context, req *model.Request, emit func(m
 
 func newServer(t *testing.T, b model.Backend, opts *server.Options) *httptest.Server {
 	t.Helper()
+	return newServerB(t, b, opts)
+}
+
+// newServerB is newServer for tests and benchmarks alike.
+func newServerB(t testing.TB, b model.Backend, opts *server.Options) *httptest.Server {
+	t.Helper()
 	db, err := sqlite.Open(context.Background(), ":memory:", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -1,11 +1,30 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"strings"
 	"time"
 )
+
+// ConfigError is a configuration loom refuses to start with; loom exits
+// with status 2 for it, as for a flag it cannot parse.
+type ConfigError struct{ Msg string }
+
+func (e *ConfigError) Error() string { return e.Msg }
+
+func configErrorf(format string, args ...any) error {
+	return &ConfigError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// envName is the environment variable of a flag: --x-y is LOOM_X_Y.
+func envName(flagName string) string {
+	return "LOOM_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
 
 // Config is everything loom serve reads from flags and the environment.
 // Every flag --name can also be set as LOOM_NAME (dashes become
@@ -42,13 +61,40 @@ type Config struct {
 	ToolMemoryBytes  int64
 	ToolMaxProcesses int
 	ToolMaxOutput    int
+	ToolDiskBytes    int64
+
+	UpstreamIdleTimeout time.Duration
+	MCPIdleTimeout      time.Duration
+	BodyReadTimeout     time.Duration
+	WriteTimeout        time.Duration
+	IdleTimeout         time.Duration
+
+	// Warnings are configuration that works but is likely a mistake; they
+	// are logged once the logger exists.
+	Warnings []string
 }
 
 // parseServeFlags reads the serve subcommand's flags from args and env.
+// With -h or --help it returns flag.ErrHelp (printServeUsage lists the
+// flags).
 func parseServeFlags(args []string, getenv func(string) string) (*Config, error) {
 	cfg := &Config{}
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var models, apiKeys string
+	fs := serveFlags(cfg, &models, &apiKeys)
+	if err := parseServeEnvAndArgs(fs, args, getenv); err != nil {
+		return nil, err
+	}
+	cfg.Models = splitList(models)
+	cfg.APIKeys = splitList(apiKeys)
+	return cfg, cfg.validate()
+}
+
+// serveFlags defines the serve flags over cfg; models and apiKeys receive
+// the comma-separated lists.
+func serveFlags(cfg *Config, models, apiKeys *string) *flag.FlagSet {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&cfg.UpstreamURL, "upstream-url", "", "OpenAI-compatible base URL of the inference engine, ending in /v1 (required)")
 	fs.StringVar(&cfg.UpstreamAPI, "upstream-api", "chat", "upstream API: chat (chat completions, any engine) or completions (harmony token ids, gpt-oss)")
@@ -57,12 +103,12 @@ func parseServeFlags(args []string, getenv func(string) string) (*Config, error)
 	fs.StringVar(&cfg.UpstreamKey, "upstream-key", "", "API key sent to the upstream")
 	fs.StringVar(&cfg.UpstreamTokenizeURL, "upstream-tokenize-url", "", "with --upstream-api chat: the engine's tokenize endpoint in vLLM's chat form (e.g. http://localhost:8000/tokenize), for exact /v1/responses/input_tokens counts (empty: an o200k estimate)")
 	fs.Int64Var(&cfg.MaxImageBytes, "max-image-bytes", 20<<20, "largest image loom fetches for an input_image URL (URLs are checked like MCP server URLs: see --mcp-allow)")
-	fs.StringVar(&models, "model", "", "comma-separated model names served; a request for another model is a 404 (empty: any)")
+	fs.StringVar(models, "model", "", "comma-separated model names served; a request for another model is a 404 (empty: any)")
 	fs.StringVar(&cfg.Store, "store", "./loom.db", "SQLite database file, or :memory:")
 	fs.StringVar(&cfg.EventDialect, "event-dialect", "openai", "default event dialect: openai or openresponses (a request may override it with the X-Loom-Dialect header)")
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.StringVar(&apiKeys, "api-key", "", "comma-separated bearer tokens clients must send (empty: no authentication)")
+	fs.StringVar(apiKeys, "api-key", "", "comma-separated bearer tokens clients must send (empty: no authentication)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight responses may run after SIGINT/SIGTERM before they are cancelled")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", 10*time.Minute, "the longest one response may take")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 32<<20, "largest request body accepted")
@@ -77,34 +123,83 @@ func parseServeFlags(args []string, getenv func(string) string) (*Config, error)
 	fs.Int64Var(&cfg.ToolMemoryBytes, "tool-memory-bytes", 512<<20, "address-space limit of a local tool process")
 	fs.IntVar(&cfg.ToolMaxProcesses, "tool-max-processes", 64, "process limit of a local tool session")
 	fs.IntVar(&cfg.ToolMaxOutput, "tool-max-output", 64<<10, "output bytes a local tool call may return (the rest is cut with a marker)")
+	fs.Int64Var(&cfg.ToolDiskBytes, "tool-disk-bytes", 256<<20, "total bytes a local tool session may write to its work directory (a size-limited tmpfs); past it writes fail")
+	fs.DurationVar(&cfg.UpstreamIdleTimeout, "upstream-idle-timeout", 60*time.Second, "longest silence between two chunks of an upstream stream before the response fails (code upstream_idle_timeout)")
+	fs.DurationVar(&cfg.MCPIdleTimeout, "mcp-idle-timeout", 60*time.Second, "longest silence while an MCP server's answer is read (an SSE stream's included) before the call fails")
+	fs.DurationVar(&cfg.BodyReadTimeout, "body-read-timeout", 60*time.Second, "the longest a client may take to send a request body")
+	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", 60*time.Second, "the longest one write to a client may take (a stream's deadline is extended for each event)")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 120*time.Second, "how long an idle keep-alive connection stays open")
 
+	return fs
+}
+
+// parseServeEnvAndArgs fills cfg from the environment, then args.
+func parseServeEnvAndArgs(fs *flag.FlagSet, args []string, getenv func(string) string) error {
 	// Environment first, so that flags given on the command line win.
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
-		name := "LOOM_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		name := envName(f.Name)
 		if v := getenv(name); v != "" {
 			if err := f.Value.Set(v); err != nil && envErr == nil {
-				envErr = fmt.Errorf("%s: %w", name, err)
+				envErr = configErrorf("%s (--%s): %v", name, f.Name, err)
 			}
 		}
 	})
 	if envErr != nil {
-		return nil, envErr
+		return envErr
 	}
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &ConfigError{Msg: err.Error()}
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+		return configErrorf("unexpected arguments: %v", fs.Args())
 	}
-	cfg.Models = splitList(models)
-	cfg.APIKeys = splitList(apiKeys)
-	return cfg, cfg.validate()
+	return nil
+}
+
+// printServeUsage lists every serve flag with its environment variable
+// and default.
+func printServeUsage(w io.Writer) {
+	fs := serveFlags(&Config{}, new(string), new(string))
+	fmt.Fprint(w, "Usage: loom serve [flags]\n\nEvery flag --x-y can also be set as the environment variable LOOM_X_Y; a flag on the command line wins.\n\nFlags:\n")
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		fmt.Fprintf(w, "  --%s", f.Name)
+		if name != "" {
+			fmt.Fprintf(w, " %s", name)
+		}
+		fmt.Fprintf(w, "  (%s)\n      %s", envName(f.Name), usage)
+		if f.DefValue != "" && f.DefValue != "false" {
+			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
 }
 
 func (c *Config) validate() error {
 	if c.UpstreamURL == "" {
-		return fmt.Errorf("--upstream-url is required (for example http://127.0.0.1:8000/v1); try `loom demo` to run without a model")
+		return configErrorf("--upstream-url is required (for example http://127.0.0.1:8000/v1); try `loom demo` to run without a model")
+	}
+	u, err := url.Parse(c.UpstreamURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return configErrorf("--upstream-url %q is not an http(s) URL with a host (for example http://127.0.0.1:8000/v1)", c.UpstreamURL)
+	}
+	if !strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/v1") {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("--upstream-url %q does not end in /v1: engines serve the OpenAI API under /v1, so requests will likely get a 404", c.UpstreamURL))
+	}
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return configErrorf("--addr %q is not host:port (for example 127.0.0.1:8080 or :8080)", c.Addr)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return configErrorf("--log-level must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	if err := c.checkRanges(); err != nil {
+		return err
 	}
 	switch c.UpstreamAPI {
 	case "chat":
@@ -112,20 +207,64 @@ func (c *Config) validate() error {
 		switch c.UpstreamEngine {
 		case "vllm", "sglang", "llamacpp":
 		default:
-			return fmt.Errorf("--upstream-engine must be vllm, sglang or llamacpp")
+			return configErrorf("--upstream-engine must be vllm, sglang or llamacpp")
 		}
 	default:
-		return fmt.Errorf("--upstream-api %q is not supported (want chat or completions)", c.UpstreamAPI)
+		return configErrorf("--upstream-api %q is not supported (want chat or completions)", c.UpstreamAPI)
 	}
 	switch c.MCPElicitation {
 	case "client", "model", "decline":
 	default:
-		return fmt.Errorf("--mcp-elicitation must be client, model or decline")
+		return configErrorf("--mcp-elicitation must be client, model or decline")
 	}
 	switch c.LogFormat {
 	case "text", "json":
 	default:
-		return fmt.Errorf("--log-format must be text or json")
+		return configErrorf("--log-format must be text or json")
+	}
+	return nil
+}
+
+// checkRanges refuses a numeric flag outside its range, naming the flag.
+func (c *Config) checkRanges() error {
+	positive := []struct {
+		flag string
+		v    int64
+	}{
+		{"max-body-bytes", c.MaxBodyBytes},
+		{"tool-cpu-seconds", int64(c.ToolCPUSeconds)},
+		{"tool-memory-bytes", c.ToolMemoryBytes},
+		{"tool-max-processes", int64(c.ToolMaxProcesses)},
+		{"tool-max-output", int64(c.ToolMaxOutput)},
+		{"tool-disk-bytes", c.ToolDiskBytes},
+	}
+	for _, p := range positive {
+		if p.v < 1 {
+			return configErrorf("--%s must be at least 1, got %d", p.flag, p.v)
+		}
+	}
+	durations := []struct {
+		flag string
+		v    time.Duration
+		zero bool // whether 0 is allowed
+	}{
+		{"shutdown-timeout", c.ShutdownTimeout, true},
+		{"request-timeout", c.RequestTimeout, false},
+		{"tool-timeout", c.ToolTimeout, false},
+		{"upstream-idle-timeout", c.UpstreamIdleTimeout, false},
+		{"mcp-idle-timeout", c.MCPIdleTimeout, false},
+		{"body-read-timeout", c.BodyReadTimeout, false},
+		{"write-timeout", c.WriteTimeout, false},
+		{"idle-timeout", c.IdleTimeout, false},
+	}
+	for _, d := range durations {
+		if d.v < 0 || d.v == 0 && !d.zero {
+			want := "greater than 0"
+			if d.zero {
+				want = "0 or more"
+			}
+			return configErrorf("--%s must be %s, got %s", d.flag, want, d.v)
+		}
 	}
 	return nil
 }

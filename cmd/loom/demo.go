@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -105,9 +106,32 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer) error {
 	if _, _, err := streamDemo(ctx, base, second, stdout); err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "\nDone: both responses are stored; GET /v1/responses/{id} returns them.")
+	fmt.Fprintf(stdout, "\nDone. Both responses were stored, in a temporary database the demo removes as it exits, so they are gone now;\n"+
+		"against `loom serve`, GET /v1/responses/%s would return the first.\n", resp1)
 	slog.Debug("demo finished")
 	return nil
+}
+
+// demoJSON writes a request body one top-level field a line, each value
+// compact, in the order encoding/json writes them.
+func demoJSON(body map[string]any) string {
+	keys := make([]string, 0, len(body))
+	for k := range body {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString("   {\n")
+	for i, k := range keys {
+		v, _ := json.Marshal(body[k])
+		fmt.Fprintf(&b, "     %q: %s", k, v)
+		if i < len(keys)-1 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString("   }\n")
+	return b.String()
 }
 
 type demoCall struct {
@@ -118,8 +142,11 @@ type demoCall struct {
 
 // streamDemo posts body, prints each event, and returns the response id
 // and the function calls it made.
-func streamDemo(ctx context.Context, url string, body any, stdout io.Writer) (string, []demoCall, error) {
+func streamDemo(ctx context.Context, url string, body map[string]any, stdout io.Writer) (string, []demoCall, error) {
 	b, _ := json.Marshal(body)
+	// The request as sent, so that it can be replayed with curl against
+	// a real loom.
+	fmt.Fprintf(stdout, "   request body:\n%s   events:\n", demoJSON(body))
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
 	if err != nil {
 		return "", nil, err

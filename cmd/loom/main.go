@@ -7,11 +7,15 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -23,29 +27,47 @@ const usage = `loom serves the OpenAI Responses API in front of open-weight mode
 Usage:
   loom serve [flags]   run the server (loom serve -h lists the flags)
   loom demo            run loom with a scripted model and show a streamed function-call round trip
+  loom --version       print the version and commit
 `
 
 func main() {
 	if err := run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "loom:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
+}
+
+// exitCode is 2 for a configuration loom refuses (a bad flag, a value out
+// of range), as flag parsing conventionally does, and 1 for the rest.
+func exitCode(err error) int {
+	var cfgErr *ConfigError
+	if errors.As(err, &cfgErr) {
+		return 2
+	}
+	return 1
 }
 
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("a subcommand is required")
+		return configErrorf("a subcommand is required")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	switch args[0] {
 	case "serve":
 		cfg, err := parseServeFlags(args[1:], getenv)
+		if errors.Is(err, flag.ErrHelp) {
+			printServeUsage(stdout)
+			return nil
+		}
 		if err != nil {
 			return err
 		}
 		logger := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+		for _, w := range cfg.Warnings {
+			logger.Warn(w)
+		}
 		m := NewMain(cfg, logger)
 		if err := m.Open(ctx); err != nil {
 			return err
@@ -60,9 +82,38 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) er
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, versionString())
+		return nil
 	}
 	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("unknown subcommand %q", args[0])
+	return configErrorf("unknown subcommand %q", args[0])
+}
+
+// commit is the commit loom was built from when the toolchain did not
+// record one (a build with -buildvcs=false):
+// go build -ldflags "-X main.commit=$(git rev-parse HEAD)" ./cmd/loom
+var commit = "(unknown)"
+
+// versionString is loom's module version and the VCS commit it was built
+// from, as the Go toolchain recorded them in the binary.
+func versionString() string {
+	version, commit, modified := "(unknown)", commit, false
+	if info, ok := debug.ReadBuildInfo(); ok {
+		version = info.Main.Version
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				commit = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	if modified {
+		commit += " (modified)"
+	}
+	return fmt.Sprintf("loom %s commit %s %s", version, commit, runtime.Version())
 }
 
 // newLogger logs as text through tint (coloured on a terminal) or as JSON.

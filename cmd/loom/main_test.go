@@ -3,6 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"flag"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -42,12 +46,84 @@ func TestBadConfiguration(t *testing.T) {
 		{[]string{"--upstream-url", "http://x/v1", "--upstream-api", "grpc"}, nil, "--upstream-api"},
 		{[]string{"--upstream-url", "http://x/v1", "--log-format", "xml"}, nil, "--log-format"},
 		{[]string{"--upstream-url", "http://x/v1"}, map[string]string{"LOOM_SHUTDOWN_TIMEOUT": "soon"}, "LOOM_SHUTDOWN_TIMEOUT"},
+		{[]string{"--upstream-url", "not a url"}, nil, "--upstream-url"},
+		{[]string{"--upstream-url", "127.0.0.1:8000/v1"}, nil, "--upstream-url"},
+		{[]string{"--upstream-url", "http:///v1"}, nil, "--upstream-url"},
+		{[]string{"--upstream-url", "http://x/v1", "--log-level", "loud"}, nil, "--log-level"},
+		{[]string{"--upstream-url", "http://x/v1", "--addr", "8080"}, nil, "--addr"},
+		{[]string{"--upstream-url", "http://x/v1", "--no-such-flag"}, nil, "no-such-flag"},
+	}
+	// Every numeric flag refuses a value out of its range.
+	for _, f := range []string{"max-body-bytes", "tool-cpu-seconds", "tool-memory-bytes", "tool-max-processes", "tool-max-output", "tool-disk-bytes",
+		"shutdown-timeout", "request-timeout", "tool-timeout", "upstream-idle-timeout", "mcp-idle-timeout", "body-read-timeout", "write-timeout", "idle-timeout"} {
+		v := "-1"
+		if strings.HasSuffix(f, "timeout") {
+			v = "-1s"
+		}
+		tests = append(tests, struct {
+			args []string
+			env  map[string]string
+			want string
+		}{[]string{"--upstream-url", "http://x/v1", "--" + f, v}, nil, "--" + f})
 	}
 	for _, tt := range tests {
 		_, err := parseServeFlags(tt.args, env(tt.env))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%v %v: error %v, want it to mention %q", tt.args, tt.env, err, tt.want)
 		}
+		if code := exitCode(err); code != 2 {
+			t.Errorf("%v %v: exit code %d, want 2", tt.args, tt.env, code)
+		}
+	}
+}
+
+func TestUpstreamURLWithoutV1Warns(t *testing.T) {
+	cfg, err := parseServeFlags([]string{"--upstream-url", "http://127.0.0.1:8000"}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0], "/v1") {
+		t.Errorf("warnings %q", cfg.Warnings)
+	}
+	cfg, _ = parseServeFlags([]string{"--upstream-url", "http://127.0.0.1:8000/v1/"}, env(nil))
+	if len(cfg.Warnings) != 0 {
+		t.Errorf("warnings for a /v1 URL: %q", cfg.Warnings)
+	}
+}
+
+// TestServeHelpAndVersion runs the real binary: serve --help goes to
+// stdout with status 0 and names each flag's variable; --version prints
+// the version; a bad flag value exits 2 naming the flag.
+func TestServeHelpAndVersion(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "loom")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, "serve", "--help")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("serve --help: %v\n%s", err, stderr.String())
+	}
+	fs := serveFlags(&Config{}, new(string), new(string))
+	fs.VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(stdout.String(), "--"+f.Name+" ") || !strings.Contains(stdout.String(), "("+envName(f.Name)+")") {
+			t.Errorf("serve --help does not list --%s with %s", f.Name, envName(f.Name))
+		}
+	})
+
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "loom ") || !strings.Contains(string(out), "commit ") {
+		t.Errorf("--version: %q %v", out, err)
+	}
+
+	cmd = exec.Command(bin, "serve", "--upstream-url", "http://127.0.0.1:1/v1", "--max-body-bytes", "-1")
+	stderr.Reset()
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(stderr.String(), "--max-body-bytes") {
+		t.Errorf("bad flag: %v, stderr %q", err, stderr.String())
 	}
 }
 
@@ -68,6 +144,11 @@ func TestDemo(t *testing.T) {
 		"response.output_text.delta",
 		"response.completed",
 		"[DONE]",
+		// The request is shown as sent, directives included.
+		"request body:",
+		`#call get_weather {\"city\": \"Paris\"}`,
+		// It does not promise what cannot work once it exits.
+		"gone now",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out.String())

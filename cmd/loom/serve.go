@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	conversation "github.com/loomgate/loom/context"
@@ -68,7 +68,7 @@ func (m *Main) Open(ctx context.Context) error {
 		return fmt.Errorf("--mcp-allow: %w", err)
 	}
 	mcpTools := &mcp.Provider{
-		Client:      mcp.NewClient(&mcp.ClientOptions{Policy: policy, Logger: m.log}),
+		Client:      mcp.NewClient(&mcp.ClientOptions{Policy: policy, Logger: m.log, IdleTimeout: m.cfg.MCPIdleTimeout}),
 		Elicitation: m.cfg.MCPElicitation,
 	}
 	if m.cfg.MCPServers != "" {
@@ -84,7 +84,8 @@ func (m *Main) Open(ctx context.Context) error {
 		ToolProviders: []engine.ToolProvider{local, mcpTools},
 		Conversation:  conversation.Options{Metrics: metrics.ConversationMetrics()},
 	})
-	m.server = server.New(eng, &server.Options{Logger: m.log, Dialect: dialect, APIKeys: m.cfg.APIKeys, MaxBodyBytes: m.cfg.MaxBodyBytes, Metrics: metrics})
+	m.server = server.New(eng, &server.Options{Logger: m.log, Dialect: dialect, APIKeys: m.cfg.APIKeys, MaxBodyBytes: m.cfg.MaxBodyBytes, Metrics: metrics,
+		BodyReadTimeout: m.cfg.BodyReadTimeout, WriteTimeout: m.cfg.WriteTimeout})
 	m.listener, err = net.Listen("tcp", m.cfg.Addr)
 	if err != nil {
 		return err
@@ -93,6 +94,7 @@ func (m *Main) Open(ctx context.Context) error {
 	m.http = &http.Server{
 		Handler:           m.server,
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       m.cfg.IdleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return m.base },
 	}
 	// WebSocket connections are hijacked: Shutdown neither closes nor
@@ -105,10 +107,10 @@ func (m *Main) Open(ctx context.Context) error {
 // it declares it can do.
 func (m *Main) backend() (model.Backend, model.Capabilities) {
 	if m.cfg.UpstreamAPI == "completions" {
-		b := completions.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &completions.Options{Logger: m.log, Engine: m.cfg.UpstreamEngine})
+		b := completions.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &completions.Options{Logger: m.log, Engine: m.cfg.UpstreamEngine, IdleTimeout: m.cfg.UpstreamIdleTimeout})
 		return b, b.Capabilities()
 	}
-	b := chat.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &chat.Options{Logger: m.log, TokenizeURL: m.cfg.UpstreamTokenizeURL})
+	b := chat.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &chat.Options{Logger: m.log, TokenizeURL: m.cfg.UpstreamTokenizeURL, IdleTimeout: m.cfg.UpstreamIdleTimeout})
 	return b, b.Capabilities()
 }
 
@@ -125,6 +127,7 @@ func (m *Main) localTools() (*local.Provider, error) {
 		CPUSeconds:       m.cfg.ToolCPUSeconds,
 		MemoryBytes:      m.cfg.ToolMemoryBytes,
 		MaxProcesses:     m.cfg.ToolMaxProcesses,
+		DiskBytes:        m.cfg.ToolDiskBytes,
 		Logger:           m.log,
 	})
 	if errors.Is(err, sandbox.ErrUnavailable) {
@@ -149,14 +152,26 @@ func (m *Main) localTools() (*local.Provider, error) {
 
 // sealer returns the reasoning sealer: from the configured key, or from a
 // random one, which works for one process but not across replicas.
+//
+// Without a key nothing is said at start for a single loom on SQLite: the
+// key matters only to clients that ask for encrypted reasoning, and the
+// engine warns the first time one does. A store other replicas share
+// means replicas, so there the warning comes at start.
 func (m *Main) sealer() (*engine.Sealer, error) {
-	key := []byte(m.cfg.ReasoningKey)
-	if len(key) == 0 {
-		key = make([]byte, 32)
-		rand.Read(key)
-		m.log.Warn("no --reasoning-key: encrypted reasoning is sealed under a random key, so other replicas and restarts cannot open it")
+	if m.cfg.ReasoningKey != "" {
+		return engine.NewSealer([]byte(m.cfg.ReasoningKey))
 	}
-	return engine.NewSealer(key)
+	if sharedStore(m.cfg.Store) {
+		m.log.Warn("no --reasoning-key with a shared store: encrypted reasoning one replica seals, the others cannot open; " +
+			"set --reasoning-key (LOOM_REASONING_KEY) to the same secret on every replica, e.g. the output of `openssl rand -hex 32`")
+	}
+	return engine.NewRandomSealer(), nil
+}
+
+// sharedStore reports whether a --store value names a database several
+// replicas share (PostgreSQL) rather than a SQLite file.
+func sharedStore(store string) bool {
+	return strings.HasPrefix(store, "postgres://") || strings.HasPrefix(store, "postgresql://")
 }
 
 // Addr is the address the server listens on.

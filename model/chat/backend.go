@@ -19,6 +19,7 @@ const (
 	DefaultRetryWaitMax     = upstream.DefaultRetryWaitMax
 	DefaultConnectTimeout   = upstream.DefaultConnectTimeout
 	DefaultFirstByteTimeout = upstream.DefaultFirstByteTimeout
+	DefaultIdleTimeout      = upstream.DefaultIdleTimeout
 )
 
 // Options configures a Backend. The zero value of every field means its
@@ -49,6 +50,11 @@ type Options struct {
 	// tools, add_generation_prompt} answering {"count": N}), used to count
 	// input tokens exactly. Empty: input tokens are an o200k estimate.
 	TokenizeURL string
+	// IdleTimeout bounds the silence between two reads of the response
+	// body once it started (default DefaultIdleTimeout): an engine that
+	// stalls mid-stream fails the turn with a 504 whose code is
+	// upstream_idle_timeout instead of holding the response.
+	IdleTimeout time.Duration
 }
 
 // Backend streams model turns from an OpenAI chat-completions endpoint
@@ -92,6 +98,7 @@ func New(baseURL, apiKey string, opts *Options) *Backend {
 		RetryWaitMax:     o.RetryWaitMax,
 		ConnectTimeout:   o.ConnectTimeout,
 		FirstByteTimeout: o.FirstByteTimeout,
+		IdleTimeout:      o.IdleTimeout,
 	})}
 }
 

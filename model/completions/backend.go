@@ -29,6 +29,7 @@ const (
 	DefaultRetryWaitMax     = upstream.DefaultRetryWaitMax
 	DefaultConnectTimeout   = upstream.DefaultConnectTimeout
 	DefaultFirstByteTimeout = upstream.DefaultFirstByteTimeout
+	DefaultIdleTimeout      = upstream.DefaultIdleTimeout
 )
 
 // Options configures a Backend and the prompt it renders. The zero value
@@ -84,6 +85,11 @@ type Options struct {
 	// included, to the first byte of the response body; the prefill of a
 	// long prompt happens inside it.
 	FirstByteTimeout time.Duration
+	// IdleTimeout bounds the silence between two reads of the response
+	// body once it started (default DefaultIdleTimeout): an engine that
+	// stalls mid-stream fails the turn with a 504 whose code is
+	// upstream_idle_timeout instead of holding the response.
+	IdleTimeout time.Duration
 }
 
 // resolved returns a copy of opts with the render defaults filled in; the
@@ -145,6 +151,7 @@ func New(baseURL, apiKey string, opts *Options) *Backend {
 		RetryWaitMax:     o.RetryWaitMax,
 		ConnectTimeout:   o.ConnectTimeout,
 		FirstByteTimeout: o.FirstByteTimeout,
+		IdleTimeout:      o.IdleTimeout,
 	})}
 }
 

@@ -20,6 +20,11 @@ type ClientOptions struct {
 	Transport http.RoundTripper
 	// Retry bounds the retries of each HTTP request.
 	Retry RetryOptions
+	// IdleTimeout bounds the silence while a server's answer is read
+	// (between two reads of the body, an SSE stream's included): past it
+	// the call fails with ErrIdleTimeout. Default 60s; the per-call
+	// timeouts of ServerConfig still bound the whole call.
+	IdleTimeout time.Duration
 	// Logger receives loom's own MCP logs and the SDK's; nil discards.
 	// Nothing logged carries a credential.
 	Logger *slog.Logger
@@ -80,6 +85,10 @@ func NewClient(opts *ClientOptions) *Client {
 	if base == nil {
 		base = newBaseTransport(c.policy)
 	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 60 * time.Second
+	}
+	base = &idleTransport{next: base, timeout: o.IdleTimeout, log: c.logger}
 	c.http = newHTTPClient(base, o.Retry)
 	return c
 }

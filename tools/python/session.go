@@ -106,6 +106,9 @@ func (s *Session) result(callID string, r response) tools.Result {
 		}
 		out += "\n" + note
 	}
+	if s.Box().DiskFull() {
+		out += sandbox.DiskFullNotice(s.Box())
+	}
 	return tools.Result{CallID: callID, Content: []tools.Content{tools.Text(out)}, IsError: r.Error}
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 )
 
 // Box is one session's place in the sandbox: a private work directory and,
@@ -26,6 +27,9 @@ type Box struct {
 	mu     sync.Mutex
 	procs  map[*Process]struct{}
 	closed bool
+	// quota is the size of the work directory's tmpfs, 0 when it is a
+	// plain directory.
+	quota int64
 }
 
 // NewBox creates a Box: a fresh work directory (mode 0700, owned by the
@@ -43,10 +47,14 @@ func (s *Sandbox) NewBox() (*Box, error) {
 	_, _ = rand.Read(rnd[:])
 	b.dir = filepath.Join(s.opts.WorkDirBase, "s-"+hex.EncodeToString(rnd[:]))
 	err := os.Mkdir(b.dir, 0o700)
+	if err == nil && s.ownUIDs && s.opts.DiskBytes > 0 {
+		err = b.mountQuota(s.opts.DiskBytes)
+	}
 	if err == nil && b.ownUID {
 		err = os.Chown(b.dir, int(b.uid), int(b.uid))
 	}
 	if err != nil {
+		b.unmountQuota()
 		_ = os.RemoveAll(b.dir)
 		b.releaseUID()
 		return nil, fmt.Errorf("sandbox: creating work directory: %w", err)
@@ -119,12 +127,69 @@ func (b *Box) Close() error {
 		}
 		reapOrphans(b.uid)
 	}
+	if err := b.unmountQuota(); err != nil {
+		errs = append(errs, err)
+	}
 	errs = append(errs, removeAll(b.dir))
 	// A uid with processes left is never handed out again by this loom.
 	if !leftover {
 		b.releaseUID()
 	}
 	return errors.Join(errs...)
+}
+
+// mountQuota makes the work directory a tmpfs of size bytes, owned by the
+// Box's uid: the work directory's total quota. nosuid and nodev, like the
+// sandbox's other writable mounts.
+func (b *Box) mountQuota(size int64) error {
+	data := fmt.Sprintf("size=%d,mode=0700,uid=%d,gid=%d", size, b.uid, b.uid)
+	if err := syscall.Mount("tmpfs", b.dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, data); err != nil {
+		return fmt.Errorf("sandbox: mounting the work directory's tmpfs (its disk quota): %w", err)
+	}
+	b.quota = size
+	return nil
+}
+
+// unmountQuota detaches the work directory's tmpfs, if mounted; its
+// memory is freed once the last process holding it is gone.
+func (b *Box) unmountQuota() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.quota == 0 {
+		return nil
+	}
+	if err := syscall.Unmount(b.dir, syscall.MNT_DETACH); err != nil {
+		return fmt.Errorf("sandbox: unmounting the work directory: %w", err)
+	}
+	b.quota = 0
+	return nil
+}
+
+// DiskQuota is the work directory's size limit in bytes, 0 when there is
+// none (loom not running as root).
+func (b *Box) DiskQuota() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.quota
+}
+
+// DiskFull reports whether the work directory's quota is (nearly) used
+// up, so a tool can tell the model why its writes failed.
+func (b *Box) DiskFull() bool {
+	b.mu.Lock()
+	quota := b.quota
+	b.mu.Unlock()
+	if quota == 0 {
+		return false
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(b.dir, &st); err != nil {
+		return false
+	}
+	// Less than one block left, or under 1% of the quota: the next
+	// write of any size fails.
+	free := int64(st.Bavail) * int64(st.Bsize)
+	return free < int64(st.Bsize) || free < quota/100
 }
 
 func (b *Box) releaseUID() {

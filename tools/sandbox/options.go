@@ -13,6 +13,7 @@ const (
 	DefaultMaxProcesses = 64
 	DefaultMaxFileBytes = 256 << 20
 	DefaultTmpBytes     = 64 << 20
+	DefaultDiskBytes    = 256 << 20
 	DefaultMountPoint   = "/mnt/data"
 	DefaultUIDBase      = 900_000_000
 	DefaultUIDCount     = 100_000
@@ -68,6 +69,13 @@ type Options struct {
 	// TmpBytes is the size of each of the sandbox's tmpfs mounts (/tmp,
 	// /dev/shm), which live in memory. Default 64 MiB.
 	TmpBytes int64
+	// DiskBytes is the total a session may store in its work directory:
+	// the directory is a tmpfs of this size (so it lives in memory, and
+	// counts against the host's RAM and swap as it fills), and past it
+	// writes fail with ENOSPC inside the sandbox. Mounting needs root; as
+	// another user there is no quota (only MaxFileBytes per file) and New
+	// logs a warning. Default 256 MiB.
+	DiskBytes int64
 
 	// UIDBase and UIDCount are the range of uids given to sessions when
 	// loom runs as root. The uids need no passwd entry; they must not be
@@ -115,6 +123,9 @@ func (o *Options) resolved() Options {
 	}
 	if r.TmpBytes == 0 {
 		r.TmpBytes = DefaultTmpBytes
+	}
+	if r.DiskBytes == 0 {
+		r.DiskBytes = DefaultDiskBytes
 	}
 	if r.UIDBase == 0 {
 		r.UIDBase = DefaultUIDBase

@@ -12,6 +12,14 @@ func TruncationNotice(limit int) string {
 	return fmt.Sprintf("\n[output truncated at %d bytes]", limit)
 }
 
+// DiskFullNotice tells the model why its writes fail: the work
+// directory's quota is used up. Tools append it to a call's output when
+// Box.DiskFull reports it.
+func DiskFullNotice(b *Box) string {
+	return fmt.Sprintf("\n[the work directory %s is full: its disk quota of %d bytes is used up, so writes there fail with \"No space left on device\"; delete files to free space]",
+		b.WorkDir(), b.DiskQuota())
+}
+
 // OutputCap is a byte budget shared by the buffers it hands out: a
 // command's stdout and stderr together keep at most limit bytes, in the
 // order they were written. Writes beyond the budget are counted and

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -54,6 +55,10 @@ func New(opts *Options) (*Sandbox, error) {
 	} else if o.MaxProcesses > 0 {
 		s.log.Warn("sandbox: loom is not running as root, so sessions share loom's uid and the process limit (RLIMIT_NPROC) is not applied",
 			"uid", os.Getuid())
+	}
+	if !s.ownUIDs && o.DiskBytes > 0 {
+		s.log.Warn("sandbox: loom is not running as root, so a session's work directory cannot be a size-limited tmpfs: the disk quota is not applied, only the per-file limit",
+			"disk_bytes", o.DiskBytes, "max_file_bytes", o.MaxFileBytes)
 	}
 	if p, err := exec.LookPath(o.PrlimitPath); err == nil {
 		s.prlimit = p
@@ -169,7 +174,30 @@ func prepareBase(base string) error {
 	if err := os.Chmod(base, 0o711); err != nil {
 		return fmt.Errorf("sandbox: work directory base: %w", err)
 	}
+	unmountStale(base)
 	return nil
+}
+
+// unmountStale detaches work directory tmpfs mounts a previous loom left
+// under base when it was killed before closing its sessions: they would
+// hold their memory until the host reboots.
+func unmountStale(base string) {
+	if os.Geteuid() != 0 {
+		return
+	}
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	prefix := filepath.Clean(base) + "/s-"
+	for _, line := range strings.Split(string(data), "\n") {
+		// Field 5 is the mount point (octal escapes for spaces, which
+		// our names never contain).
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.HasPrefix(f[4], prefix) && !strings.Contains(f[4][len(prefix):], "/") {
+			_ = syscall.Unmount(f[4], syscall.MNT_DETACH)
+		}
+	}
 }
 
 // removeAll removes a work directory even where the program made parts of

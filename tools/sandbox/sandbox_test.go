@@ -256,7 +256,8 @@ func waitFor(t *testing.T, cond func() bool) {
 // A sandbox that cannot be built is a SetupError, not an exit code of the
 // program.
 func TestSetupError(t *testing.T) {
-	s := newSandbox(t, nil)
+	// A plain work directory (no quota tmpfs), which the test can remove.
+	s := newSandbox(t, &Options{DiskBytes: -1})
 	b := newBox(t, s)
 	if err := os.Remove(b.Dir()); err != nil {
 		t.Fatal(err)
@@ -365,7 +366,18 @@ func TestDiesWithLoom(t *testing.T) {
 		cmd.Wait()
 		t.Fatalf("reading the helper's uid: %v", err)
 	}
-	waitFor(t, func() bool { return len(UIDPIDs(uid)) >= 2 })
+	// Wait for the program itself (both sleeps), not just bwrap: killed
+	// while bwrap is still setting up, before it asked to die with its
+	// parent, the sandbox would outlive the helper and the test flake.
+	waitFor(t, func() bool {
+		sleeps := 0
+		for _, pid := range UIDPIDs(uid) {
+			if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); strings.TrimSpace(string(comm)) == "sleep" {
+				sleeps++
+			}
+		}
+		return sleeps >= 2
+	})
 	cmd.Process.Kill()
 	cmd.Wait()
 	waitFor(t, func() bool { return len(UIDPIDs(uid)) == 0 })
@@ -378,7 +390,8 @@ func TestHelperLoom(t *testing.T) {
 	if base == "" {
 		return
 	}
-	s, err := New(&Options{WorkDirBase: base, Logger: slog.New(slog.DiscardHandler)})
+	// No quota tmpfs: this loom is killed, and its mount would outlive it.
+	s, err := New(&Options{WorkDirBase: base, DiskBytes: -1, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +434,8 @@ func TestHelperReaper(t *testing.T) {
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
 		t.Fatal(errno)
 	}
-	s, err := New(&Options{WorkDirBase: base, Logger: slog.New(slog.DiscardHandler)})
+	// No quota tmpfs: this loom is killed, and its mount would outlive it.
+	s, err := New(&Options{WorkDirBase: base, DiskBytes: -1, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,6 +80,9 @@ func (s *Session) Call(ctx context.Context, call tools.Call) (tools.Result, erro
 			break
 		}
 	}
+	if n := len(out.Output); n > 0 && s.Box().DiskFull() {
+		out.Output[n-1].Stderr += sandbox.DiskFullNotice(s.Box())
+	}
 	body, err := json.Marshal(out)
 	if err != nil {
 		return tools.Result{}, err

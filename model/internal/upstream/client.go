@@ -16,6 +16,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	neturl "net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -30,6 +32,7 @@ const (
 	DefaultRetryWaitMax     = 1 * time.Second
 	DefaultConnectTimeout   = 10 * time.Second
 	DefaultFirstByteTimeout = 120 * time.Second
+	DefaultIdleTimeout      = 60 * time.Second
 )
 
 // Config is the HTTP part of a backend's Options, with the same fields
@@ -46,6 +49,7 @@ type Config struct {
 	RetryWaitMax     time.Duration // also caps a Retry-After wait
 	ConnectTimeout   time.Duration // default client only
 	FirstByteTimeout time.Duration // from sending, retries included
+	IdleTimeout      time.Duration // between two reads of the body, once it started
 }
 
 func (c Config) resolved() Config {
@@ -71,6 +75,9 @@ func (c Config) resolved() Config {
 	if c.FirstByteTimeout <= 0 {
 		c.FirstByteTimeout = DefaultFirstByteTimeout
 	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = pooledClient(c.ConnectTimeout)
 	}
@@ -81,9 +88,13 @@ func (c Config) resolved() Config {
 // concurrent use.
 type Client struct {
 	url              string
+	name             string
+	path             string // of url, for logs: never the host's credentials or a query
 	apiKey           string
 	client           *retryablehttp.Client
+	log              *slog.Logger
 	firstByteTimeout time.Duration
+	idleTimeout      time.Duration
 }
 
 // NewClient returns a Client posting to url. apiKey may be empty; when set
@@ -108,7 +119,12 @@ func NewClient(url, apiKey string, cfg Config) *Client {
 			}
 		},
 	}
-	return &Client{url: url, apiKey: apiKey, client: rc, firstByteTimeout: c.FirstByteTimeout}
+	path := ""
+	if u, err := neturl.Parse(url); err == nil {
+		path = u.Path
+	}
+	return &Client{url: url, name: c.Name, path: path, apiKey: apiKey, client: rc, log: logger,
+		firstByteTimeout: c.FirstByteTimeout, idleTimeout: c.IdleTimeout}
 }
 
 func pooledClient(connect time.Duration) *http.Client {
@@ -145,8 +161,12 @@ func cappedBackoff(minWait, maxWait time.Duration, attempt int, resp *http.Respo
 }
 
 // errFirstByteTimeout is the cancel cause when the upstream sent nothing
-// within FirstByteTimeout.
-var errFirstByteTimeout = errors.New("no response from upstream within the first-byte timeout")
+// within FirstByteTimeout; errIdleTimeout when it started and then sent
+// nothing for IdleTimeout.
+var (
+	errFirstByteTimeout = errors.New("no response from upstream within the first-byte timeout")
+	errIdleTimeout      = errors.New("the upstream stream stalled: nothing received within the idle timeout")
+)
 
 // ReadFunc reads a 200 response body to the end of the turn, passing its
 // deltas to emit. It returns nil when the turn finished, the error emit
@@ -156,14 +176,35 @@ type ReadFunc func(body io.Reader, emit func(model.Delta) error) error
 
 // Stream posts body and hands the response body to read. Every failure
 // comes back as a *model.Error, except emit's own error, which is
-// returned unchanged, and ctx.Err() when the caller went away.
+// returned unchanged, and ctx.Err() when the caller went away. Failures
+// of the upstream (not the caller's) are logged at warn with the
+// endpoint's path, the status and the engine's message, capped and with
+// credentials removed.
 func (c *Client) Stream(ctx context.Context, body []byte, emit func(model.Delta) error, read ReadFunc) error {
+	err := c.stream(ctx, body, emit, read)
+	var merr *model.Error
+	if errors.As(err, &merr) && merr.Status != http.StatusBadRequest {
+		c.logFailure(ctx, merr)
+	}
+	return err
+}
+
+func (c *Client) stream(ctx context.Context, body []byte, emit func(model.Delta) error, read ReadFunc) error {
 	// Cancelling this context aborts the HTTP request and closes its
 	// connection, so the engine sees the client go away and stops
-	// generating. The first-byte timer cancels it with its own cause.
+	// generating. The timer cancels it with its own cause: first the
+	// first-byte timeout, then, once the body started, the idle timeout,
+	// re-armed by every read that yields data.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(context.Canceled)
-	timer := time.AfterFunc(c.firstByteTimeout, func() { cancel(errFirstByteTimeout) })
+	var started atomic.Bool
+	timer := time.AfterFunc(c.firstByteTimeout, func() {
+		if started.Load() {
+			cancel(errIdleTimeout)
+		} else {
+			cancel(errFirstByteTimeout)
+		}
+	})
 	defer timer.Stop()
 
 	hreq, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, c.url, body)
@@ -185,7 +226,7 @@ func (c *Client) Stream(ctx context.Context, body []byte, emit func(model.Delta)
 		return statusError(resp)
 	}
 
-	err = read(&firstByteReader{r: resp.Body, timer: timer}, func(d model.Delta) error {
+	err = read(&idleReader{r: resp.Body, timer: timer, started: &started, idle: c.idleTimeout}, func(d model.Delta) error {
 		if err := emit(d); err != nil {
 			return &emitError{err: err}
 		}
@@ -221,20 +262,46 @@ type emitError struct{ err error }
 func (e *emitError) Error() string { return e.err.Error() }
 func (e *emitError) Unwrap() error { return e.err }
 
-// firstByteReader stops the first-byte timer once the body yields data.
+// idleReader arms the timer for the idle timeout while each read of the
+// body waits, once the body started; its first data ends the first-byte
+// timeout.
 // If the timer fires at the same moment, the request is cancelled anyway
 // and the read that follows reports the timeout.
-type firstByteReader struct {
+type idleReader struct {
 	r       io.Reader
 	timer   *time.Timer
-	started bool
+	started *atomic.Bool
+	idle    time.Duration
 }
 
-func (f *firstByteReader) Read(p []byte) (int, error) {
+func (f *idleReader) Read(p []byte) (int, error) {
+	if f.started.Load() {
+		f.timer.Reset(f.idle)
+	}
 	n, err := f.r.Read(p)
-	if n > 0 && !f.started {
-		f.started = true
+	if n > 0 {
+		// The clock runs only while loom waits for the upstream: time
+		// spent passing a chunk on (to a slow client, say) is not the
+		// upstream's silence.
+		f.started.Store(true)
 		f.timer.Stop()
 	}
 	return n, err
+}
+
+// logFailure logs an upstream failure for the operator: which endpoint,
+// what status, what the engine said (or the dial error), never the key.
+func (c *Client) logFailure(ctx context.Context, merr *model.Error) {
+	attrs := []slog.Attr{slog.String("api", c.name), slog.String("path", c.path)}
+	var uerr *UpstreamError
+	if errors.As(merr.Err, &uerr) {
+		if uerr.StatusCode != 0 {
+			attrs = append(attrs, slog.Int("upstream_status", uerr.StatusCode))
+		}
+		attrs = append(attrs, slog.String("upstream_message", c.redact(uerr.Message)))
+	} else if merr.Err != nil {
+		attrs = append(attrs, slog.String("err", c.redact(merr.Err.Error())))
+	}
+	attrs = append(attrs, slog.Int("status", merr.Status))
+	c.log.LogAttrs(ctx, slog.LevelWarn, "upstream request failed", attrs...)
 }

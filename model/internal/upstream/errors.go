@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 
 	"github.com/loomgate/loom/model"
@@ -23,7 +24,32 @@ const (
 	msgBadResponse   = "the upstream model server sent an invalid response"
 	msgStreamCut     = "the upstream model server's stream ended unexpectedly"
 	msgUpstreamError = "the upstream model server reported an error"
+	msgStalled       = "the upstream model server stopped sending mid-stream"
 )
+
+// CodeIdleTimeout is the API error code of a stream the upstream stopped
+// sending within the idle timeout.
+const CodeIdleTimeout = "upstream_idle_timeout"
+
+// maxLogMessage caps an upstream message in the log.
+const maxLogMessage = 512
+
+// secretPattern matches what looks like a credential in an engine's
+// message: a bearer token, an OpenAI-style key, a key=... parameter.
+var secretPattern = regexp.MustCompile(`(?i)(bearer\s+)[^\s"']+|sk-[a-z0-9_\-]{6,}|((?:api[_-]?key|token|password|secret)["']?\s*[=:]\s*["']?)[^\s"'&,}]+`)
+
+// redact caps msg for the log and removes credentials from it: the
+// client's own key wherever it appears, and anything that looks like one.
+func (c *Client) redact(msg string) string {
+	if c.apiKey != "" {
+		msg = strings.ReplaceAll(msg, c.apiKey, "[redacted]")
+	}
+	msg = secretPattern.ReplaceAllString(msg, "${1}${2}[redacted]")
+	if len(msg) > maxLogMessage {
+		msg = strings.ToValidUTF8(msg[:maxLogMessage], "") + "…"
+	}
+	return msg
+}
 
 // maxErrorBody caps how much of an error response is read.
 const maxErrorBody = 64 << 10
@@ -125,6 +151,8 @@ func transportError(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(context.Cause(ctx), errFirstByteTimeout):
 		return &model.Error{Status: http.StatusGatewayTimeout, Message: msgTimeout, Err: errFirstByteTimeout}
+	case errors.Is(context.Cause(ctx), errIdleTimeout):
+		return &model.Error{Status: http.StatusGatewayTimeout, Message: msgStalled, Err: errIdleTimeout, Code: CodeIdleTimeout}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return &model.Error{Status: http.StatusGatewayTimeout, Message: msgTimeout, Err: context.DeadlineExceeded}
 	case ctx.Err() != nil:

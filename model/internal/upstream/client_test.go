@@ -1,0 +1,116 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loomgate/loom/model"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func readAll(body io.Reader, emit func(model.Delta) error) error {
+	return ReadSSE(body, func([]byte) error { return nil }, func() error { return nil })
+}
+
+// TestIdleTimeout: the upstream sends a chunk, then holds the stream
+// open. The turn fails with a 504 coded upstream_idle_timeout, and the
+// upstream sees its request cancelled.
+func TestIdleTimeout(t *testing.T) {
+	cancelled := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		close(cancelled)
+	}))
+	defer srv.Close()
+	c := NewClient(srv.URL+"/v1/chat/completions", "", Config{IdleTimeout: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	// The bound of the test, not an assertion on time.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := c.Stream(ctx, []byte("{}"), func(model.Delta) error { return nil }, readAll)
+	var merr *model.Error
+	if !errors.As(err, &merr) || merr.Status != http.StatusGatewayTimeout || merr.Code != CodeIdleTimeout {
+		t.Fatalf("err = %#v, want a 504 coded %s", err, CodeIdleTimeout)
+	}
+	select {
+	case <-cancelled:
+	case <-ctx.Done():
+		t.Fatal("the upstream request was not cancelled")
+	}
+}
+
+// TestFailureIsLogged: a refusal by the engine is logged at warn with the
+// endpoint's path, the status and the engine's message, with the key and
+// anything that looks like a credential removed; a dial failure logs the
+// dial error.
+func TestFailureIsLogged(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"error":{"message":"The model 'gpt-oss-2b' does not exist (key my-upstream-key, Authorization: Bearer tok123456, sk-abcdef123456, api_key=zzz999)"}}`)
+	}))
+	defer srv.Close()
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	c := NewClient(srv.URL+"/v1/chat/completions", "my-upstream-key", Config{Name: "chat completions", Logger: log, Retries: -1})
+	err := c.Stream(context.Background(), []byte("{}"), func(model.Delta) error { return nil }, readAll)
+	if err == nil {
+		t.Fatal("no error for a 404")
+	}
+	out := logs.String()
+	for _, want := range []string{"level=WARN", "upstream request failed", "path=/v1/chat/completions", "upstream_status=404", "does not exist"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q: %s", want, out)
+		}
+	}
+	for _, secret := range []string{"my-upstream-key", "tok123456", "sk-abcdef123456", "zzz999"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("log carries the secret %q: %s", secret, out)
+		}
+	}
+
+	// An address nobody listens on: connection refused.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	var dialLogs syncBuffer
+	c = NewClient("http://"+addr+"/v1/chat/completions", "", Config{Name: "chat completions", Logger: slog.New(slog.NewTextHandler(&dialLogs, nil)), Retries: -1})
+	err = c.Stream(context.Background(), []byte("{}"), func(model.Delta) error { return nil }, readAll)
+	var merr *model.Error
+	if !errors.As(err, &merr) || merr.Status != http.StatusBadGateway {
+		t.Fatalf("err = %v, want a 502", err)
+	}
+	if out := dialLogs.String(); !strings.Contains(out, "connection refused") || !strings.Contains(out, "level=WARN") {
+		t.Errorf("the dial error is not logged: %s", out)
+	}
+}
