@@ -89,7 +89,7 @@ func TestRefusedRequests(t *testing.T) {
 		{"empty input", "POST", "/v1/responses", "application/json", `{"model":"m","input":[]}`, 400, "input", "", ""},
 		{"lone surrogate", "POST", "/v1/responses", "application/json; charset=utf-8", `{"model":"m","input":"\udead"}`, 400, "input", "", ""},
 		{"bad metadata", "POST", "/v1/responses", "application/json", `{"model":"m","input":"x","metadata":{"k":1}}`, 400, "metadata", "", ""},
-		{"wrong method on create", "PUT", "/v1/responses", "", "", 405, "", "method_not_allowed", "POST"},
+		{"wrong method on create", "PUT", "/v1/responses", "", "", 405, "", "method_not_allowed", "GET, POST"}, // GET is the WebSocket upgrade,
 		{"wrong method on a response", "POST", "/v1/responses/resp_1", "", "", 405, "", "method_not_allowed", "GET, DELETE"},
 		{"wrong method on models", "DELETE", "/v1/models", "", "", 405, "", "method_not_allowed", "GET"},
 		{"unknown path", "GET", "/v1/nothing", "", "", 404, "", "unknown_route", ""},
