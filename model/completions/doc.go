@@ -123,7 +123,9 @@
 // *model.Error values: 429 stays 429; 5xx, other 4xx, garbage, output the
 // parser rejects, an error inside the stream, finish reason abort or
 // error, and a stream that ends without [DONE] are 502; a timeout (the
-// caller's deadline, FirstByteTimeout, a connect timeout) is 504. A
+// caller's deadline, FirstByteTimeout, a connect timeout) is 504, a stream
+// silent for IdleTimeout a 504 coded "upstream_idle_timeout"; failures are
+// logged as in model/chat. A
 // request that cannot be rendered is a 400 and is never sent. Cancelling
 // ctx closes the connection, which is how the engine learns to stop;
 // Stream then returns ctx.Err().

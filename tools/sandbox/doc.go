@@ -28,15 +28,18 @@
 //   - limits: wall time per call (the caller's ctx, then SIGKILL to the whole
 //     namespace), CPU seconds, address space and file size per process
 //     (RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE), processes per session
-//     (RLIMIT_NPROC, only with a uid of its own), and the output the caller
-//     keeps (OutputCap).
+//     (RLIMIT_NPROC, only with a uid of its own), the work directory's total
+//     size (as root, the directory is a tmpfs of Options.DiskBytes: writes
+//     past it fail with ENOSPC, Box.DiskFull reports it), and the output the
+//     caller keeps (OutputCap).
 //
 // What is not isolated: the kernel is shared (a kernel bug is an escape;
 // there is no seccomp filter); world-readable files under the read-only
 // directories can be read; RLIMIT_AS is per process, so a session's total
 // memory can reach MaxProcesses x MemoryBytes (use a cgroup to bound the
-// total); the work directory lives on the host's disk and its total size is
-// not bounded (only each file's); CPU time is bounded per process, not per
+// total); as another user than root the work directory lives on the host's
+// disk and its total size is not bounded (only each file's), and as root
+// its tmpfs counts against the host's memory; CPU time is bounded per process, not per
 // session. Without bubblewrap (Options.AllowUnsandboxed) none of the
 // namespace isolation applies: the code runs as a host process with network
 // access, only the rlimits and the per-session uid (as root) remain.
