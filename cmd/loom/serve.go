@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	conversation "github.com/loomgate/loom/context"
@@ -40,10 +41,18 @@ type Main struct {
 	// responses still running when the shutdown deadline passes.
 	base       context.Context
 	cancelBase context.CancelFunc
+
+	// draining is closed when the drain begins (/readyz answers 503);
+	// endDrain, closed by EndDrain, cuts the drain delay short.
+	draining    chan struct{}
+	endDrain    chan struct{}
+	endDrainOne sync.Once
 }
 
 // NewMain returns an unopened Main.
-func NewMain(cfg *Config, log *slog.Logger) *Main { return &Main{cfg: cfg, log: log} }
+func NewMain(cfg *Config, log *slog.Logger) *Main {
+	return &Main{cfg: cfg, log: log, draining: make(chan struct{}), endDrain: make(chan struct{})}
+}
 
 // Open opens the store, builds the engine and server, and listens.
 func (m *Main) Open(ctx context.Context) error {
@@ -154,9 +163,13 @@ func (m *Main) sealer() (*engine.Sealer, error) {
 // Addr is the address the server listens on.
 func (m *Main) Addr() string { return m.listener.Addr().String() }
 
-// Run serves until ctx is done, then shuts down gracefully: it stops
-// accepting, lets in-flight responses finish for up to the shutdown
-// timeout, then cancels them and waits for them to end.
+// Run serves until ctx is done, then shuts down gracefully. First it
+// drains: /readyz answers 503 for the drain delay, so that load balancers
+// health-checking it stop routing here, while it still serves every
+// request that arrives (a balancer's last requests, or one that has not
+// noticed yet). Then it stops accepting, lets in-flight responses finish
+// for up to the shutdown timeout, cancels the rest (they are stored as
+// cancelled) and waits for them to end.
 func (m *Main) Run(ctx context.Context) error {
 	m.log.Info("loom listening", "addr", m.Addr(), "upstream", m.cfg.UpstreamURL, "store", m.cfg.Store, "models", m.cfg.Models)
 	errc := make(chan error, 1)
@@ -166,8 +179,8 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 	}
+	m.drain(errc)
 	m.log.Info("shutting down", "grace", m.cfg.ShutdownTimeout)
-	m.server.SetReady(false)
 	sctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
 	defer cancel()
 	err := m.http.Shutdown(sctx)
@@ -185,6 +198,36 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	return err
 }
+
+// drain turns /readyz to 503 and keeps serving for the drain delay, or
+// until EndDrain or the server fails.
+func (m *Main) drain(serveErr chan error) {
+	m.server.SetReady(false)
+	// Answers from now on close their connection, so a balancer's
+	// pooled connections end with a complete response rather than being
+	// closed under a request it is just sending when the listener stops.
+	m.http.SetKeepAlivesEnabled(false)
+	close(m.draining)
+	if m.cfg.DrainDelay <= 0 {
+		return
+	}
+	m.log.Info("draining: /readyz answers 503 while requests are still served", "delay", m.cfg.DrainDelay)
+	timer := time.NewTimer(m.cfg.DrainDelay)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-m.endDrain:
+		m.log.Info("drain ended early")
+	case err := <-serveErr:
+		// Serve failed: nothing is accepted any more, so there is
+		// nothing to wait for. Put the error back for Run.
+		serveErr <- err
+	}
+}
+
+// EndDrain cuts the drain delay short (cmd/loom calls it on a second
+// SIGINT or SIGTERM). It is safe to call at any time, more than once.
+func (m *Main) EndDrain() { m.endDrainOne.Do(func() { close(m.endDrain) }) }
 
 // Close releases the store and the base context.
 func (m *Main) Close() error {
