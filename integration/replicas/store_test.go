@@ -1,0 +1,136 @@
+package replicas
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	// The test reads the shared SQLite file directly.
+	_ "modernc.org/sqlite"
+)
+
+// sharedStore is the database every replica of a test uses, and the
+// test's own connection to it for checking what the replicas stored.
+type sharedStore struct {
+	// arg is the value of the replicas' --store.
+	arg string
+	db  *sql.DB
+}
+
+// newSharedStore returns a fresh store for the replicas of one test: a
+// SQLite file in WAL mode, which processes on one machine can share.
+func newSharedStore(t *testing.T) *sharedStore {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "loom.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return &sharedStore{arg: path, db: db}
+}
+
+func storeCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// statuses returns the status of every stored response by id.
+func (s *sharedStore) statuses(t *testing.T) map[string]string {
+	t.Helper()
+	rows, err := s.db.QueryContext(storeCtx(t), `SELECT id, status FROM responses`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var id, status string
+		if err := rows.Scan(&id, &status); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = status
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// checkIntegrity fails the test for what no crash or restart may leave
+// behind: items of a response that is not there, a response whose
+// previous_response_id names nothing, a finished response whose stored
+// events do not end with its final event, and a corrupt database file.
+func (s *sharedStore) checkIntegrity(t *testing.T) {
+	t.Helper()
+	ctx := storeCtx(t)
+	var orphans int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM response_items i
+		WHERE NOT EXISTS (SELECT 1 FROM responses r WHERE r.id = i.response_id)`).Scan(&orphans); err != nil {
+		t.Fatal(err)
+	}
+	if orphans != 0 {
+		t.Errorf("%d items without their response", orphans)
+	}
+	var broken int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM responses r
+		WHERE r.previous_response_id <> ''
+		AND NOT EXISTS (SELECT 1 FROM responses p WHERE p.id = r.previous_response_id)`).Scan(&broken); err != nil {
+		t.Fatal(err)
+	}
+	if broken != 0 {
+		t.Errorf("%d responses continue a response that is not stored", broken)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT id, status, events FROM responses`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, status, events string
+		if err := rows.Scan(&id, &status, &events); err != nil {
+			t.Fatal(err)
+		}
+		if want := finalEventType(status); want != "" {
+			if got := lastEventType(events); got != want {
+				t.Errorf("response %s is %s but its last stored event is %q, want %q", id, status, got, want)
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var check string
+	if err := s.db.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+		t.Errorf("integrity_check: %q %v", check, err)
+	}
+}
+
+// finalEventType is the event a response with status ends its stream with
+// ("" for a status that is not final).
+func finalEventType(status string) string {
+	switch status {
+	case "completed", "failed", "incomplete":
+		return "response." + status
+	}
+	return ""
+}
+
+// lastEventType is the type of the last event of a SQLite events column
+// (events one per line).
+func lastEventType(events string) string {
+	for len(events) > 0 && events[len(events)-1] == '\n' {
+		events = events[:len(events)-1]
+	}
+	if i := strings.LastIndexByte(events, '\n'); i >= 0 {
+		events = events[i+1:]
+	}
+	var ev struct{ Type string }
+	json.Unmarshal([]byte(events), &ev)
+	return ev.Type
+}
