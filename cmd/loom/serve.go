@@ -202,11 +202,11 @@ func (m *Main) Run(ctx context.Context) error {
 // drain turns /readyz to 503 and keeps serving for the drain delay, or
 // until EndDrain or the server fails.
 func (m *Main) drain(serveErr chan error) {
+	// Idle keep-alive connections stay open during the drain: closing
+	// them now (http.Server.SetKeepAlivesEnabled(false) would) races
+	// with a balancer that has not yet seen the 503 and sends a request
+	// on one of them just as it closes, which it cannot safely retry.
 	m.server.SetReady(false)
-	// Answers from now on close their connection, so a balancer's
-	// pooled connections end with a complete response rather than being
-	// closed under a request it is just sending when the listener stops.
-	m.http.SetKeepAlivesEnabled(false)
 	close(m.draining)
 	if m.cfg.DrainDelay <= 0 {
 		return

@@ -23,9 +23,12 @@ import (
 var haproxyConfig = template.Must(template.New("haproxy.cfg").Parse(`global
 	maxconn 1000
 	stats socket {{.Socket}} level admin
+	log stderr format raw local0
 
 defaults
 	mode http
+	log global
+	option httplog
 	timeout connect 1s
 	timeout client 60s
 	timeout server 60s

@@ -33,7 +33,10 @@ func newCluster(t *testing.T, opts *mockllm.Options, n int, extra ...string) *cl
 	for i := range n {
 		args := append([]string{
 			"--upstream-url", c.upstream, "--store", c.store.arg,
-			"--drain-delay", "1s", "--shutdown-timeout", "20s",
+			// The balancer checks every 100ms: it has stopped
+			// routing here well within the drain, and responses
+			// routed here just before run on into the shutdown.
+			"--drain-delay", "300ms", "--shutdown-timeout", "20s",
 		}, extra...)
 		r := newReplica(t, string(rune('a'+i)), args...)
 		r.start(t)

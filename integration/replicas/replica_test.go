@@ -60,20 +60,27 @@ func newReplica(t *testing.T, name string, args ...string) *replica {
 	return r
 }
 
-// start starts the process and waits, bounded, until it listens: the
-// explicit signal is its "loom listening" log line, written after the
-// listener is open.
+// start starts the process and waits, bounded, until it listens.
 func (r *replica) start(t *testing.T) {
 	t.Helper()
+	if err := r.tryStart(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryStart starts the process and waits, bounded, until it listens: the
+// explicit signal is its "loom listening" log line, written after the
+// listener is open.
+func (r *replica) tryStart() error {
 	args := append([]string{"serve", "--addr", r.addr, "--log-format", "json"}, r.args...)
 	cmd := exec.Command(r.bin, args...)
 	cmd.Env = append(os.Environ(), "LOOM_REASONING_KEY=replicas-share-this-key-0123456789")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start replica %s: %v", r.name, err)
+		return fmt.Errorf("start replica %s: %v", r.name, err)
 	}
 	listening := make(chan struct{})
 	exited := make(chan struct{})
@@ -104,38 +111,38 @@ func (r *replica) start(t *testing.T) {
 	}()
 	select {
 	case <-listening:
+		return nil
 	case <-exited:
-		t.Fatalf("replica %s exited before listening:\n%s", r.name, r.logText())
+		return fmt.Errorf("replica %s exited before listening:\n%s", r.name, r.logText())
 	case <-time.After(startTimeout):
-		t.Fatalf("replica %s did not listen within %v:\n%s", r.name, startTimeout, r.logText())
+		return fmt.Errorf("replica %s did not listen within %v:\n%s", r.name, startTimeout, r.logText())
 	}
 }
 
 // signal sends sig to the running process.
-func (r *replica) signal(t *testing.T, sig syscall.Signal) {
-	t.Helper()
+func (r *replica) signal(sig syscall.Signal) error {
 	r.mu.Lock()
 	cmd := r.cmd
 	r.mu.Unlock()
 	if err := cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signal replica %s: %v", r.name, err)
+		return fmt.Errorf("signal replica %s: %v", r.name, err)
 	}
+	return nil
 }
 
-// wait waits, bounded, for the process to exit and returns its state.
-func (r *replica) wait(t *testing.T, timeout time.Duration) *os.ProcessState {
-	t.Helper()
+// waitExit waits, bounded, for the process to exit and returns its state.
+func (r *replica) waitExit(timeout time.Duration) (*os.ProcessState, error) {
 	r.mu.Lock()
 	exited := r.exited
 	r.mu.Unlock()
 	select {
 	case <-exited:
 	case <-time.After(timeout):
-		t.Fatalf("replica %s did not exit within %v:\n%s", r.name, timeout, r.logText())
+		return nil, fmt.Errorf("replica %s did not exit within %v", r.name, timeout)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.state
+	return r.state, nil
 }
 
 // kill ends the process, if it runs, and waits for it.
