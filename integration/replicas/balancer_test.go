@@ -105,7 +105,7 @@ func startBalancer(t *testing.T, replicas ...*replica) *balancer {
 		cmd.Process.Kill()
 		<-exited
 		if t.Failed() {
-			t.Logf("haproxy logs:\n%s", b.logText())
+			t.Logf("haproxy logs (requests that ended normally, ----, left out):\n%s", b.unusualLogs())
 		}
 	})
 	for _, r := range replicas {
@@ -175,6 +175,18 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 }
 
 func (b *balancer) logWriter() lockedWriter { return lockedWriter{b} }
+
+// unusualLogs is HAProxy's log without the requests whose termination
+// state is "----" (no error, no abort, no retry).
+func (b *balancer) unusualLogs() string {
+	var out strings.Builder
+	for line := range strings.Lines(b.logText()) {
+		if !strings.Contains(line, " ---- ") {
+			out.WriteString(line)
+		}
+	}
+	return out.String()
+}
 
 func (b *balancer) logText() string {
 	b.mu.Lock()

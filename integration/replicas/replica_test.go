@@ -54,7 +54,7 @@ func newReplica(t *testing.T, name string, args ...string) *replica {
 	t.Cleanup(func() {
 		r.kill()
 		if t.Failed() {
-			t.Logf("replica %s logs:\n%s", r.name, r.logText())
+			t.Logf("replica %s logs (without the per-response lines):\n%s", r.name, r.lifecycleLogs())
 		}
 	})
 	return r
@@ -161,6 +161,18 @@ func (r *replica) kill() {
 }
 
 func (r *replica) url() string { return "http://" + r.addr }
+
+// lifecycleLogs is the log without the one line per response, which
+// would drown what matters in a load test.
+func (r *replica) lifecycleLogs() string {
+	var b strings.Builder
+	for line := range strings.Lines(r.logText()) {
+		if !strings.Contains(line, `"msg":"response"`) {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
 
 func (r *replica) logText() string {
 	r.mu.Lock()
