@@ -9,6 +9,7 @@ import (
 
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store/internal/records"
 )
 
 // Item kinds, as stored in response_items.kind.
@@ -33,7 +34,7 @@ func (d *DB) SaveResponse(ctx context.Context, rec *engine.Record) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: save %s: %w", rec.ID, err)
 	}
-	events, err := joinEvents(rec.Events)
+	events, err := records.JoinEvents(rec.Events)
 	if err != nil {
 		return fmt.Errorf("sqlite: save %s: %w", rec.ID, err)
 	}
