@@ -11,22 +11,28 @@ import (
 // Every flag --name can also be set as LOOM_NAME (dashes become
 // underscores); a flag given on the command line wins over the variable.
 type Config struct {
-	Addr            string
-	UpstreamURL     string
-	UpstreamAPI     string
-	UpstreamKey     string
-	Models          []string
-	Store           string
-	EventDialect    string
-	LogFormat       string
-	LogLevel        string
-	APIKeys         []string
-	ShutdownTimeout time.Duration
-	DrainDelay      time.Duration
-	RequestTimeout  time.Duration
-	MaxBodyBytes    int64
-	UpstreamEngine  string
-	ReasoningKey    string
+	Addr        string
+	UpstreamURL string
+	UpstreamAPI string
+	UpstreamKey string
+	Models      []string
+	Store       string
+	// StoreLease is how long an in-flight response's lease lasts without
+	// a heartbeat; heartbeat and sweep intervals derive from it.
+	StoreLease            time.Duration
+	StoreTTL              time.Duration
+	StorePoolSize         int
+	StoreStatementTimeout time.Duration
+	EventDialect          string
+	LogFormat             string
+	LogLevel              string
+	APIKeys               []string
+	ShutdownTimeout       time.Duration
+	DrainDelay            time.Duration
+	RequestTimeout        time.Duration
+	MaxBodyBytes          int64
+	UpstreamEngine        string
+	ReasoningKey          string
 
 	MCPAllow       string
 	MCPElicitation string
@@ -54,7 +60,11 @@ func parseServeFlags(args []string, getenv func(string) string) (*Config, error)
 	fs.StringVar(&cfg.ReasoningKey, "reasoning-key", "", "secret that seals reasoning for include [\"reasoning.encrypted_content\"]; replicas must share it (empty: a random key per process)")
 	fs.StringVar(&cfg.UpstreamKey, "upstream-key", "", "API key sent to the upstream")
 	fs.StringVar(&models, "model", "", "comma-separated model names served; a request for another model is a 404 (empty: any)")
-	fs.StringVar(&cfg.Store, "store", "./loom.db", "SQLite database file, or :memory:")
+	fs.StringVar(&cfg.Store, "store", "./loom.db", "where responses are kept: a SQLite database file or :memory: (one replica), or a postgres:// or postgresql:// URL (replicas share it)")
+	fs.DurationVar(&cfg.StoreLease, "store-lease", 30*time.Second, "lease of an in-flight stored response: a replica that stops renewing it (it died) has its responses marked failed by another within about this long (heartbeat every third of it)")
+	fs.DurationVar(&cfg.StoreTTL, "store-ttl", 0, "delete stored responses, their items and events this long after they were created (0: keep them)")
+	fs.IntVar(&cfg.StorePoolSize, "store-pool-size", 16, "PostgreSQL store: the most connections a replica opens")
+	fs.DurationVar(&cfg.StoreStatementTimeout, "store-statement-timeout", 10*time.Second, "PostgreSQL store: the longest one statement may run on the server (0: no limit)")
 	fs.StringVar(&cfg.EventDialect, "event-dialect", "openai", "default event dialect: openai or openresponses (a request may override it with the X-Loom-Dialect header)")
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -116,6 +126,18 @@ func (c *Config) validate() error {
 	}
 	if c.DrainDelay < 0 {
 		return fmt.Errorf("--drain-delay must not be negative")
+	}
+	if c.StoreLease < time.Second || c.StoreLease > 10*time.Minute {
+		return fmt.Errorf("--store-lease must be between 1s and 10m")
+	}
+	if c.StoreTTL < 0 {
+		return fmt.Errorf("--store-ttl must not be negative")
+	}
+	if c.StorePoolSize < 1 {
+		return fmt.Errorf("--store-pool-size must be at least 1")
+	}
+	if c.StoreStatementTimeout < 0 {
+		return fmt.Errorf("--store-statement-timeout must not be negative")
 	}
 	switch c.MCPElicitation {
 	case "client", "model", "decline":

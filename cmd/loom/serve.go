@@ -18,6 +18,7 @@ import (
 	"github.com/loomgate/loom/model/completions"
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/server"
+	"github.com/loomgate/loom/store/postgres"
 	"github.com/loomgate/loom/store/sqlite"
 	"github.com/loomgate/loom/tools/local"
 	"github.com/loomgate/loom/tools/mcp"
@@ -32,10 +33,17 @@ type Main struct {
 	cfg *Config
 	log *slog.Logger
 
-	store    *sqlite.DB
-	server   *server.Server
-	http     *http.Server
-	listener net.Listener
+	store engine.Store
+	// storeName names the store in logs: the SQLite path, or the
+	// PostgreSQL URL without its password.
+	storeName string
+	// stopMaintenance ends the engine's lease heartbeat, sweep and
+	// retention loop; maintained is closed when it has.
+	stopMaintenance context.CancelFunc
+	maintained      chan struct{}
+	server          *server.Server
+	http            *http.Server
+	listener        net.Listener
 
 	// base is the context of every request; cancelling it cancels the
 	// responses still running when the shutdown deadline passes.
@@ -60,9 +68,8 @@ func (m *Main) Open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.store, err = sqlite.Open(ctx, m.cfg.Store, &sqlite.Options{Logger: m.log})
-	if err != nil {
-		return fmt.Errorf("open store %s: %w", m.cfg.Store, err)
+	if err := m.openStore(ctx); err != nil {
+		return err
 	}
 	sealer, err := m.sealer()
 	if err != nil {
@@ -90,7 +97,15 @@ func (m *Main) Open(ctx context.Context) error {
 		Logger: m.log, Models: m.cfg.Models, Timeout: m.cfg.RequestTimeout, Sealer: sealer,
 		ToolProviders: []engine.ToolProvider{local, mcpTools},
 		Conversation:  conversation.Options{Metrics: metrics.ConversationMetrics()},
+		Lease:         m.cfg.StoreLease,
+		Retention:     m.cfg.StoreTTL,
 	})
+	mctx, stop := context.WithCancel(context.Background())
+	m.stopMaintenance, m.maintained = stop, make(chan struct{})
+	go func() {
+		defer close(m.maintained)
+		eng.Maintain(mctx)
+	}()
 	m.server = server.New(eng, &server.Options{Logger: m.log, Dialect: dialect, APIKeys: m.cfg.APIKeys, MaxBodyBytes: m.cfg.MaxBodyBytes, Metrics: metrics})
 	m.listener, err = net.Listen("tcp", m.cfg.Addr)
 	if err != nil {
@@ -103,6 +118,38 @@ func (m *Main) Open(ctx context.Context) error {
 		BaseContext:       func(net.Listener) context.Context { return m.base },
 	}
 	return nil
+}
+
+// openStore opens the store --store names: a postgres:// or postgresql://
+// URL is PostgreSQL, anything else a SQLite path (or :memory:).
+func (m *Main) openStore(ctx context.Context) error {
+	if postgres.IsURL(m.cfg.Store) {
+		m.storeName = postgres.Redact(m.cfg.Store)
+		db, err := postgres.Open(ctx, m.cfg.Store, &postgres.Options{
+			Logger: m.log, PoolSize: m.cfg.StorePoolSize, StatementTimeout: m.noLimit(m.cfg.StoreStatementTimeout),
+		})
+		if err != nil {
+			// The error names the URL redacted.
+			return fmt.Errorf("open store: %w", err)
+		}
+		m.store = db
+		return nil
+	}
+	m.storeName = m.cfg.Store
+	db, err := sqlite.Open(ctx, m.cfg.Store, &sqlite.Options{Logger: m.log})
+	if err != nil {
+		return fmt.Errorf("open store %s: %w", m.cfg.Store, err)
+	}
+	m.store = db
+	return nil
+}
+
+// noLimit maps the flags' 0 (no limit) to the options' negative.
+func (m *Main) noLimit(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // backend returns the upstream backend the configuration names.
@@ -171,7 +218,7 @@ func (m *Main) Addr() string { return m.listener.Addr().String() }
 // for up to the shutdown timeout, cancels the rest (they are stored as
 // cancelled) and waits for them to end.
 func (m *Main) Run(ctx context.Context) error {
-	m.log.Info("loom listening", "addr", m.Addr(), "upstream", m.cfg.UpstreamURL, "store", m.cfg.Store, "models", m.cfg.Models)
+	m.log.Info("loom listening", "addr", m.Addr(), "upstream", m.cfg.UpstreamURL, "store", m.storeName, "models", m.cfg.Models)
 	errc := make(chan error, 1)
 	go func() { errc <- m.http.Serve(m.listener) }()
 	select {
@@ -229,10 +276,17 @@ func (m *Main) drain(serveErr chan error) {
 // SIGINT or SIGTERM). It is safe to call at any time, more than once.
 func (m *Main) EndDrain() { m.endDrainOne.Do(func() { close(m.endDrain) }) }
 
-// Close releases the store and the base context.
+// Close releases the store and the base context. The maintenance loop
+// stops first: the responses that were running are saved by then (Run
+// waited for them), and a lease left behind by one that was not expires
+// and is swept by another replica.
 func (m *Main) Close() error {
 	if m.cancelBase != nil {
 		m.cancelBase()
+	}
+	if m.stopMaintenance != nil {
+		m.stopMaintenance()
+		<-m.maintained
 	}
 	if m.store != nil {
 		return m.store.Close()

@@ -40,6 +40,7 @@ type DB struct {
 	db  *sql.DB
 	log *slog.Logger
 	st  statements
+	w   *writer // every write goes through it
 }
 
 var _ engine.Store = (*DB)(nil)
@@ -101,11 +102,13 @@ func (d *DB) init(ctx context.Context, path string) error {
 		d.st.close()
 		return fmt.Errorf("sqlite: prepare statements: %w", err)
 	}
+	d.w = newWriter(d.db, path != Memory)
 	return nil
 }
 
 // Close releases the database. An in-memory database is gone afterwards.
 func (d *DB) Close() error {
+	d.w.close()
 	err := d.st.close()
 	return errors.Join(err, d.db.Close())
 }
@@ -132,6 +135,10 @@ func dataSourceName(path string, busy time.Duration) (string, error) {
 	// the right trade for not syncing on every save.
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(1)")
+	// No automatic checkpoints: SQLite runs one inside the commit that
+	// crosses the threshold, on the path of that save. The writer runs
+	// them on a goroutine of their own instead (see writer.go).
+	q.Add("_pragma", "wal_autocheckpoint(0)")
 	// Writes begin IMMEDIATE: a deferred transaction that reads and then
 	// writes can find another writer got there first and fail at once
 	// with SQLITE_BUSY, which the busy timeout cannot help with.

@@ -25,6 +25,11 @@ type statements struct {
 	cursorPosition *sql.Stmt
 	inputPageAsc   *sql.Stmt
 	inputPageDesc  *sql.Stmt
+	chain          *sql.Stmt
+	chainItems     *sql.Stmt
+	renewLeases    *sql.Stmt
+	failExpired    *sql.Stmt
+	oldResponses   *sql.Stmt
 
 	// insertItems[n] inserts n item rows in one statement. They are
 	// prepared on first use (a record has few items, so few sizes are
@@ -40,18 +45,20 @@ func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
 	}{
 		// An upsert rather than INSERT OR REPLACE: REPLACE deletes the
 		// row first, which the foreign keys of the old items forbid.
-		{&s.upsertResponse, `INSERT INTO responses (id, previous_response_id, created_at, status, response, events, pending)
-			VALUES (?, ?, ?, ?, ?, ?, ?)
+		{&s.upsertResponse, `INSERT INTO responses (id, previous_response_id, created_at, status, response, events, pending, lease_owner, lease_until)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET
 				previous_response_id = excluded.previous_response_id,
 				created_at = excluded.created_at,
 				status = excluded.status,
 				response = excluded.response,
 				events = excluded.events,
-				pending = excluded.pending`},
+				pending = excluded.pending,
+				lease_owner = excluded.lease_owner,
+				lease_until = excluded.lease_until`},
 		{&s.deleteResponse, `DELETE FROM responses WHERE id = ?`},
 		{&s.deleteItems, `DELETE FROM response_items WHERE response_id = ?`},
-		{&s.getResponse, `SELECT previous_response_id, created_at, status, response, pending FROM responses WHERE id = ?`},
+		{&s.getResponse, `SELECT previous_response_id, created_at, status, response, pending, lease_owner, lease_until FROM responses WHERE id = ?`},
 		// 'input' sorts before 'output', so inputs come first.
 		{&s.getItems, `SELECT kind, item FROM response_items WHERE response_id = ? ORDER BY kind, position`},
 		{&s.getEvents, `SELECT events FROM responses WHERE id = ?`},
@@ -66,6 +73,33 @@ func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
 		{&s.inputPageDesc, `SELECT item FROM response_items
 			WHERE response_id = ? AND kind = 'input' AND position < ?
 			ORDER BY position DESC LIMIT ?`},
+		// The chain is followed inside the database: one query however
+		// long it is. depth bounds it (and any cycle).
+		{&s.chain, `WITH RECURSIVE chain (id, depth) AS (
+				SELECT ?1, 0
+				UNION ALL
+				SELECT r.previous_response_id, c.depth + 1
+				FROM chain c JOIN responses r ON r.id = c.id
+				WHERE r.previous_response_id <> '' AND c.depth + 1 < ?2
+			)
+			SELECT r.id, r.previous_response_id, r.created_at, r.status, r.response, r.pending, r.lease_owner, r.lease_until
+			FROM chain c JOIN responses r ON r.id = c.id
+			ORDER BY c.depth`},
+		{&s.chainItems, `SELECT response_id, kind, item FROM response_items
+			WHERE response_id IN (SELECT value FROM json_each(?))
+			ORDER BY response_id, kind, position`},
+		{&s.renewLeases, `UPDATE responses SET lease_until = ?1
+			WHERE lease_owner = ?2 AND status = 'in_progress' AND id IN (SELECT value FROM json_each(?3))`},
+		// The status column and the object's status change together, so
+		// GET and the sweeper agree.
+		{&s.failExpired, `UPDATE responses
+			SET status = 'failed',
+				response = json_set(response, '$.status', 'failed', '$.error', json(?2)),
+				lease_owner = '', lease_until = 0
+			WHERE id IN (SELECT id FROM responses
+				WHERE status = 'in_progress' AND lease_until > 0 AND lease_until < ?1
+				LIMIT ?3)`},
+		{&s.oldResponses, `SELECT id FROM responses WHERE created_at < ? ORDER BY created_at LIMIT ?`},
 	} {
 		st, err := db.PrepareContext(ctx, p.query)
 		if err != nil {
@@ -115,7 +149,8 @@ func (s *statements) close() error {
 	sts := []*sql.Stmt{
 		s.upsertResponse, s.deleteResponse, s.deleteItems, s.getResponse,
 		s.getItems, s.getEvents, s.responseExists, s.cursorPosition,
-		s.inputPageAsc, s.inputPageDesc,
+		s.inputPageAsc, s.inputPageDesc, s.chain, s.chainItems,
+		s.renewLeases, s.failExpired, s.oldResponses,
 	}
 	s.mu.Lock()
 	sts = append(sts, s.insertItems[:]...)
