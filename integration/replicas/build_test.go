@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/loomgate/loom/store/postgres/pgtest"
 )
 
 // binDir holds the binaries the tests build, for the whole test run.
@@ -18,7 +20,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	// pgtest.Main runs the tests and stops the private PostgreSQL
+	// cluster, if pgtest started one.
+	code := pgtest.Main(m)
 	os.RemoveAll(binDir)
 	os.Exit(code)
 }

@@ -9,29 +9,47 @@ import (
 	"testing"
 	"time"
 
-	// The test reads the shared SQLite file directly.
+	// The test reads the shared database directly, through
+	// database/sql: pgx's driver for PostgreSQL, modernc's for SQLite.
+	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
+
+	"github.com/loomgate/loom/store/postgres/pgtest"
 )
+
+// sharedStoreKind is the store the replicas share: "postgres" (a fresh
+// database from pgtest.URL), or "sqlite" (one WAL file, which processes on
+// one machine can share; the schema and these checks are the same but
+// for the database's own integrity check).
+const sharedStoreKind = "postgres"
 
 // sharedStore is the database every replica of a test uses, and the
 // test's own connection to it for checking what the replicas stored.
 type sharedStore struct {
+	kind string
 	// arg is the value of the replicas' --store.
 	arg string
 	db  *sql.DB
 }
 
-// newSharedStore returns a fresh store for the replicas of one test: a
-// SQLite file in WAL mode, which processes on one machine can share.
+// newSharedStore returns a fresh store for the replicas of one test.
 func newSharedStore(t *testing.T) *sharedStore {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "loom.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	s := &sharedStore{kind: sharedStoreKind}
+	var err error
+	switch s.kind {
+	case "postgres":
+		s.arg = pgtest.URL(t)
+		s.db, err = sql.Open("pgx", s.arg)
+	case "sqlite":
+		s.arg = filepath.Join(t.TempDir(), "loom.db")
+		s.db, err = sql.Open("sqlite", "file:"+s.arg+"?_pragma=busy_timeout(10000)")
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
-	return &sharedStore{arg: path, db: db}
+	t.Cleanup(func() { s.db.Close() })
+	return s
 }
 
 func storeCtx(t *testing.T) context.Context {
@@ -105,9 +123,45 @@ func (s *sharedStore) checkIntegrity(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	var check string
-	if err := s.db.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
-		t.Errorf("integrity_check: %q %v", check, err)
+	var inProgress int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM responses WHERE status = 'in_progress'`).Scan(&inProgress); err != nil {
+		t.Fatal(err)
+	}
+	if inProgress != 0 {
+		t.Errorf("%d responses still in_progress after every replica finished or was swept", inProgress)
+	}
+	s.checkDatabase(t)
+}
+
+// checkDatabase runs the database's own consistency check: amcheck's
+// B-tree checks of every index (with heapallindexed, so each table row
+// is found in each of its indexes) on PostgreSQL, integrity_check on
+// SQLite.
+func (s *sharedStore) checkDatabase(t *testing.T) {
+	t.Helper()
+	ctx := storeCtx(t)
+	if s.kind == "sqlite" {
+		var check string
+		if err := s.db.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+			t.Errorf("integrity_check: %q %v", check, err)
+		}
+		return
+	}
+	if _, err := s.db.ExecContext(ctx, `CREATE EXTENSION IF NOT EXISTS amcheck`); err != nil {
+		t.Fatalf("amcheck (in Debian's postgresql package): %v", err)
+	}
+	var checked int
+	err := s.db.QueryRowContext(ctx, `SELECT count(bt_index_check(c.oid, true))
+		FROM pg_index i
+		JOIN pg_class c ON c.oid = i.indexrelid
+		JOIN pg_am am ON am.oid = c.relam
+		JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE am.amname = 'btree' AND n.nspname = current_schema()`).Scan(&checked)
+	if err != nil {
+		t.Errorf("amcheck: %v", err)
+	}
+	if checked == 0 {
+		t.Errorf("amcheck checked no index")
 	}
 }
 
