@@ -25,10 +25,14 @@ type load struct {
 	workers int
 	// script is the input text's directives for the scripted upstream.
 	script string
+	// allStreamed streams every request (else every other one).
+	allStreamed bool
 	// onCompleted, if set, is called with the running count of completed
 	// requests after each one: the explicit signal that decides when
 	// "mid-run" is.
 	onCompleted func(n int)
+	// onOutcome, if set, is called with every outcome as it happens.
+	onOutcome func(o outcome)
 	// phase, if set, is read when a request starts and kept in its
 	// outcome (for example, whether a restart has finished).
 	phase func() int
@@ -46,6 +50,8 @@ type outcome struct {
 	// (so a failed stream still tells which response it was).
 	created string
 	phase   int
+	// start and end are when the request was sent and when it ended.
+	start, end time.Time
 }
 
 func (o outcome) ok() bool { return o.err == nil && o.status == "completed" }
@@ -85,14 +91,18 @@ func (l load) run(t *testing.T, baseURL string) []outcome {
 				if l.phase != nil {
 					phase = l.phase()
 				}
-				o := l.request(ctx, cl, fmt.Sprintf("load request %d of worker %d\n%s", i, w, l.script), i%2 == 1, previous)
-				o.phase = phase
+				start := time.Now()
+				o := l.request(ctx, cl, fmt.Sprintf("load request %d of worker %d\n%s", i, w, l.script), l.allStreamed || i%2 == 1, previous)
+				o.phase, o.start, o.end = phase, start, time.Now()
 				if o.ok() {
 					last = o.id
 				}
 				mu.Lock()
 				outcomes = append(outcomes, o)
 				mu.Unlock()
+				if l.onOutcome != nil {
+					l.onOutcome(o)
+				}
 				if o.ok() && l.onCompleted != nil {
 					l.onCompleted(int(completed.Add(1)))
 				}

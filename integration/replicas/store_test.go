@@ -114,7 +114,9 @@ func (s *sharedStore) checkIntegrity(t *testing.T) {
 		if err := rows.Scan(&id, &status, &events); err != nil {
 			t.Fatal(err)
 		}
-		if want := finalEventType(status); want != "" {
+		// A response failed by the sweep of a dead replica's lease
+		// has no events: it never got to store them.
+		if want := finalEventType(status); want != "" && (events != "" || status != "failed") {
 			if got := lastEventType(events); got != want {
 				t.Errorf("response %s is %s but its last stored event is %q, want %q", id, status, got, want)
 			}
