@@ -89,7 +89,9 @@ func TestKillMidStream(t *testing.T) {
 			return err
 		}()
 	}()
+	start := time.Now()
 	outcomes := l.run(t, bal.url())
+	elapsed := time.Since(start)
 	if err := <-killErr; err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +138,8 @@ func TestKillMidStream(t *testing.T) {
 	}
 	checkStored(t, c.store, outcomes)
 	c.store.checkIntegrity(t)
-	t.Logf("kill -9 at %d completed of %d streams (30 workers): %d cut streams, all failed within %v of the kill (lease %v); %d in flight without an answer; answered by %v",
-		killAt, total, len(cut), slowest.Round(time.Millisecond), killLease, noAnswer, byReplica(outcomes))
+	t.Logf("%d streams (30 workers) in %v; kill -9 at %d completed: %d cut streams, all failed within %v of the kill (lease %v); %d in flight without an answer; answered by %v",
+		total, elapsed.Round(time.Millisecond), killAt, len(cut), slowest.Round(time.Millisecond), killLease, noAnswer, byReplica(outcomes))
 }
 
 // waitFailed reads response id through the balancer until it is failed
