@@ -4,8 +4,8 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/store/postgres/pgtest"
