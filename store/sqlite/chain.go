@@ -12,7 +12,8 @@ import (
 )
 
 // Chain returns response id and the responses it continues, newest first,
-// at most limit of them, with their items but not their events: two
+// at most limit of them, with their items but not their response objects
+// or events: two
 // queries whatever the length (the records by a recursive query, then all
 // their items), in one read snapshot.
 func (d *DB) Chain(ctx context.Context, id string, limit int) ([]*engine.Record, error) {
@@ -33,14 +34,11 @@ func (d *DB) Chain(ctx context.Context, id string, limit int) ([]*engine.Record,
 	byID := map[string]*engine.Record{}
 	for rows.Next() {
 		rec := &engine.Record{}
-		var response, pending []byte
+		var pending []byte
 		var leaseUntil int64
-		if err := rows.Scan(&rec.ID, &rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &response, &pending, &rec.LeaseOwner, &leaseUntil); err != nil {
+		if err := rows.Scan(&rec.ID, &rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &pending, &rec.LeaseOwner, &leaseUntil); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("sqlite: chain of %s: %w", id, err)
-		}
-		if len(response) > 0 {
-			rec.Response = json.RawMessage(response)
 		}
 		if len(pending) > 0 {
 			rec.Pending = json.RawMessage(pending)

@@ -82,7 +82,7 @@ func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
 				FROM chain c JOIN responses r ON r.id = c.id
 				WHERE r.previous_response_id <> '' AND c.depth + 1 < ?2
 			)
-			SELECT r.id, r.previous_response_id, r.created_at, r.status, r.response, r.pending, r.lease_owner, r.lease_until
+			SELECT r.id, r.previous_response_id, r.created_at, r.status, r.pending, r.lease_owner, r.lease_until
 			FROM chain c JOIN responses r ON r.id = c.id
 			ORDER BY c.depth`},
 		{&s.chainItems, `SELECT response_id, kind, item FROM response_items
