@@ -59,7 +59,7 @@ func record(id, previous string) *engine.Record {
 		Response:           json.RawMessage(fmt.Sprintf(`{"id":%q,"object":"response","status":"completed","output":[]}`, id)),
 		Input: []responses.Item{
 			{Type: responses.ItemMessage, ID: "msg_in_" + id, Status: responses.StatusCompleted, Role: "user",
-				Content: []responses.ContentPart{{Type: responses.PartInputText, Text: "What is the weather in Paris? ünïcödé"}}},
+				Content: []responses.ContentPart{{Type: responses.PartInputText, Text: "What is the weather in Paris?\nLine two, ünïcödé, a tab\t and a quote \""}}},
 			{Type: responses.ItemFunctionCallOutput, ID: "fco_" + id, Status: responses.StatusCompleted,
 				CallID: "call_1", Output: json.RawMessage(`"{\"temp_c\":21}"`)},
 		},
