@@ -1,13 +1,11 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 
 	"github.com/loomgate/loom/engine"
-	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/store/internal/records"
 )
 
@@ -33,10 +31,10 @@ func (d *DB) Chain(ctx context.Context, id string, limit int) ([]*engine.Record,
 			rec.Pending = json.RawMessage(pending)
 		}
 		rec.LeaseUntil = leaseTime(leaseUntil)
-		if rec.Input, err = splitItems(input); err != nil {
+		if rec.Input, err = records.SplitItems(input); err != nil {
 			return nil, fmt.Errorf("sqlite: chain of %s: input item of %s: %w", id, rec.ID, err)
 		}
-		if rec.Output, err = splitItems(output); err != nil {
+		if rec.Output, err = records.SplitItems(output); err != nil {
 			return nil, fmt.Errorf("sqlite: chain of %s: output item of %s: %w", id, rec.ID, err)
 		}
 		chain = append(chain, rec)
@@ -48,24 +46,4 @@ func (d *DB) Chain(ctx context.Context, id string, limit int) ([]*engine.Record,
 		return nil, engine.ErrNotFound
 	}
 	return chain, nil
-}
-
-// splitItems decodes items joined by newlines (nil for none). An item is
-// the compact JSON json.Marshal writes, which escapes every newline in a
-// string, so a newline only ever separates two items.
-func splitItems(joined []byte) ([]responses.Item, error) {
-	if len(joined) == 0 {
-		return nil, nil
-	}
-	items := make([]responses.Item, 0, bytes.Count(joined, []byte{'\n'})+1)
-	for len(joined) > 0 {
-		line, rest, _ := bytes.Cut(joined, []byte{'\n'})
-		var it responses.Item
-		if err := records.DecodeItem(line, &it); err != nil {
-			return nil, err
-		}
-		items = append(items, it)
-		joined = rest
-	}
-	return items, nil
 }

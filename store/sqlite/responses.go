@@ -115,10 +115,10 @@ func (d *DB) GetResponse(ctx context.Context, id string) (*engine.Record, error)
 		rec.Pending = json.RawMessage(pending)
 	}
 	rec.LeaseUntil = leaseTime(leaseUntil)
-	if rec.Input, err = splitItems(input); err != nil {
+	if rec.Input, err = records.SplitItems(input); err != nil {
 		return nil, fmt.Errorf("sqlite: get %s: decode input item: %w", id, err)
 	}
-	if rec.Output, err = splitItems(output); err != nil {
+	if rec.Output, err = records.SplitItems(output); err != nil {
 		return nil, fmt.Errorf("sqlite: get %s: decode output item: %w", id, err)
 	}
 	return rec, nil
