@@ -174,6 +174,7 @@ func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(
 	}
 	upstreamErr := r.loop(ctx)
 	e.save(ctx, r, upstreamErr)
+	r.deliverFinal()
 	opts.keep(r, r.history)
 	attrs := []slog.Attr{slog.String("id", r.resp.ID), slog.String("model", req.Model), slog.String("status", r.resp.Status),
 		slog.Int("output_items", len(r.resp.Output)), slog.Bool("stream", req.Stream)}
@@ -305,6 +306,8 @@ type run struct {
 	events  []json.RawMessage
 	usage   responses.Usage
 	sinkErr error // the client went away
+	// final is the terminal event, held back until the response is saved.
+	final *responses.Event
 	// leased is set once the response is stored in progress under this
 	// engine's lease.
 	leased bool
@@ -324,12 +327,34 @@ func (r *run) record(ev *responses.Event) error {
 	if r.sink == nil || r.sinkErr != nil {
 		return nil
 	}
+	if ev.Terminal() && r.req.StoreEnabled() {
+		// Read your writes: a client that has the final event may at once
+		// GET or continue the response on any replica, so the event goes
+		// out only after the final save (deliverFinal). It is the
+		// builder's last event, so holding it is safe.
+		r.final = ev
+		return nil
+	}
+	r.deliver(ev)
+	return nil
+}
+
+// deliverFinal sends the terminal event held back by record, once the
+// response is saved.
+func (r *run) deliverFinal() {
+	if r.final != nil && r.sinkErr == nil {
+		r.deliver(r.final)
+	}
+	r.final = nil
+}
+
+// deliver sends ev to the client; a failure means the client is gone.
+func (r *run) deliver(ev *responses.Event) {
 	if err := r.sink(ev); err != nil {
 		// The client is gone. The response still ends properly (and is
 		// stored); the caller cancels ctx, which stops the upstream.
 		r.sinkErr = err
 	}
-	return nil
 }
 
 // loop drives the model until the response ends. It returns the upstream
