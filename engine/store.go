@@ -59,6 +59,21 @@ type Store interface {
 	// before (CreatedAt, in Unix seconds), with their items and events,
 	// and returns how many it removed.
 	DeleteCreatedBefore(ctx context.Context, before int64, limit int) (int, error)
+	// AppendEvents adds events after those stored for response id, in
+	// order, in one write: a background response's events as they are
+	// built, so a stream can be resumed from any replica before the
+	// response ends. The final SaveResponse writes them all again.
+	// ErrNotFound if absent.
+	AppendEvents(ctx context.Context, id string, events []json.RawMessage) error
+	// RequestCancel flags response id for cancellation. A queued
+	// response (its run not started) becomes cancelled at once, its
+	// status column and object both; a running one is cancelled by the
+	// replica running it, which watches CancelRequested. A finished one
+	// is left as it is. ErrNotFound if absent.
+	RequestCancel(ctx context.Context, id string) error
+	// CancelRequested reports whether RequestCancel was called for id.
+	// ErrNotFound if absent.
+	CancelRequested(ctx context.Context, id string) (bool, error)
 	Close() error
 }
 

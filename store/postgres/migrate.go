@@ -50,6 +50,15 @@ var migrations = []migration{
 			`CREATE INDEX responses_created_at ON responses (created_at)`,
 		},
 	},
+	{
+		// Background responses (issue #11): a cancel asked for on any
+		// replica is a flag the replica running the response watches.
+		version: 2,
+		name:    "cancel flag",
+		stmts: []string{
+			`ALTER TABLE responses ADD COLUMN cancel_requested boolean NOT NULL DEFAULT false`,
+		},
+	},
 }
 
 // migrate applies the steps newer than the database's version in one

@@ -82,6 +82,15 @@ var migrations = []migration{
 			`CREATE INDEX responses_created_at ON responses (created_at)`,
 		},
 	},
+	{
+		// Background responses (issue #11): a cancel asked for on any
+		// replica is a flag the replica running the response watches.
+		version: 4,
+		name:    "cancel flag",
+		stmts: []string{
+			`ALTER TABLE responses ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0`,
+		},
+	},
 }
 
 // migrate applies the steps of steps newer than the database's version, all

@@ -37,6 +37,8 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		{"Leases", testLeases},
 		{"LeaseSweepLimit", testLeaseSweepLimit},
 		{"Retention", testRetention},
+		{"AppendEvents", testAppendEvents},
+		{"Cancel", testCancel},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -691,5 +693,129 @@ func testRetention(t *testing.T, s engine.Store) {
 		} else if err != nil || lerr != nil || eerr != nil {
 			t.Errorf("%s (new) after retention: %v, %v, %v", id, err, lerr, eerr)
 		}
+	}
+}
+
+// testAppendEvents checks that events appended while a response runs read
+// back in order after the ones saved with it, that concurrent appenders
+// of different responses do not mix, and that the final save replaces
+// them all.
+func testAppendEvents(t *testing.T, s engine.Store) {
+	all := events(10)
+	rec := inFlight("resp_app", "replica-a", time.Now().Add(time.Minute))
+	rec.Events = all[:2]
+	save(t, s, rec)
+	other := inFlight("resp_app_other", "replica-a", time.Now().Add(time.Minute))
+	other.Events = nil
+	save(t, s, other)
+	if err := s.AppendEvents(ctx, "resp_app", nil); err != nil {
+		t.Fatalf("append nothing: %v", err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range 5 {
+			if err := s.AppendEvents(ctx, "resp_app_other", all[i:i+1]); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	for _, batch := range [][]json.RawMessage{all[2:3], all[3:7], all[7:10]} {
+		if err := s.AppendEvents(ctx, "resp_app", batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	for _, tc := range []struct {
+		id    string
+		after int
+		first int
+		n     int
+	}{{"resp_app", -1, 0, 10}, {"resp_app", 6, 7, 3}, {"resp_app_other", -1, 0, 5}} {
+		evs, err := s.Events(ctx, tc.id, tc.after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != tc.n {
+			t.Fatalf("%s after %d: %d events, want %d", tc.id, tc.after, len(evs), tc.n)
+		}
+		for i, ev := range evs {
+			if want := string(all[tc.first+i]); string(ev) != want {
+				t.Errorf("%s after %d: event %d is %s, want %s", tc.id, tc.after, i, ev, want)
+			}
+		}
+	}
+	final := record("resp_app", "")
+	final.Events = all[:4]
+	save(t, s, final)
+	if evs, _ := s.Events(ctx, "resp_app", -1); len(evs) != 4 {
+		t.Errorf("after the final save: %d events, want the 4 it saved", len(evs))
+	}
+	if err := s.AppendEvents(ctx, "resp_missing", all[:1]); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("append to a missing response: %v, want ErrNotFound", err)
+	}
+}
+
+// testCancel checks the cancel flag: a queued response is cancelled at
+// once, a running one keeps its status with the flag set (and keeps it
+// through later saves, which the running replica makes), a finished one
+// is unchanged.
+func testCancel(t *testing.T, s engine.Store) {
+	queued := inFlight("resp_queued", "", time.Time{})
+	queued.Status = responses.ResponseQueued
+	queued.Response = json.RawMessage(`{"id":"resp_queued","object":"response","status":"queued","background":true,"output":[]}`)
+	save(t, s, queued)
+	running := inFlight("resp_running", "replica-a", time.Now().Add(time.Minute))
+	save(t, s, running)
+	done := record("resp_done", "")
+	save(t, s, done)
+
+	for _, id := range []string{"resp_queued", "resp_running", "resp_done"} {
+		if got, err := s.CancelRequested(ctx, id); err != nil || got {
+			t.Fatalf("%s before cancel: flag %v, %v; want false", id, got, err)
+		}
+		if err := s.RequestCancel(ctx, id); err != nil {
+			t.Fatalf("cancel %s: %v", id, err)
+		}
+		if got, err := s.CancelRequested(ctx, id); err != nil || !got {
+			t.Errorf("%s after cancel: flag %v, %v; want true", id, got, err)
+		}
+	}
+	for _, tc := range []struct{ id, status string }{
+		{"resp_queued", responses.ResponseCancelled},
+		{"resp_running", responses.ResponseInProgress},
+		{"resp_done", responses.StatusCompleted},
+	} {
+		got, err := s.GetResponse(ctx, tc.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var obj struct {
+			Status     string `json:"status"`
+			Background bool   `json:"background"`
+		}
+		if err := json.Unmarshal(got.Response, &obj); err != nil {
+			t.Fatalf("%s: %v", tc.id, err)
+		}
+		if got.Status != tc.status || obj.Status != tc.status {
+			t.Errorf("%s after cancel: status column %q, object %q; want %q", tc.id, got.Status, obj.Status, tc.status)
+		}
+		if tc.id == "resp_queued" && !obj.Background {
+			t.Errorf("cancelling rewrote the rest of the object: %s", got.Response)
+		}
+	}
+	// The running replica saves the response again as it ends: the flag
+	// stays, so a cancel racing with a save is not lost.
+	running.Status = responses.ResponseCancelled
+	save(t, s, running)
+	if got, _ := s.CancelRequested(ctx, "resp_running"); !got {
+		t.Error("a save cleared the cancel flag")
+	}
+	if err := s.RequestCancel(ctx, "resp_missing"); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("cancel a missing response: %v, want ErrNotFound", err)
+	}
+	if _, err := s.CancelRequested(ctx, "resp_missing"); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("flag of a missing response: %v, want ErrNotFound", err)
 	}
 }
