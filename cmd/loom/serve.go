@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/loomgate/loom/background"
 	conversation "github.com/loomgate/loom/context"
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/model"
@@ -42,7 +43,11 @@ type Main struct {
 	maintained      chan struct{}
 	server          *server.Server
 	http            *http.Server
-	listener        net.Listener
+	// jobs run background responses (River on the store's database);
+	// cancelRuns cancels the background streams at the shutdown deadline.
+	jobs       *background.Jobs
+	cancelRuns func()
+	listener   net.Listener
 
 	// base is the context of every request; cancelling it cancels the
 	// responses still running when the shutdown deadline passes.
@@ -90,7 +95,12 @@ func (m *Main) Open(ctx context.Context) error {
 		Conversation:  conversation.Options{Metrics: metrics.ConversationMetrics()},
 		Lease:         m.cfg.StoreLease,
 		Retention:     m.cfg.StoreTTL,
+		Queue:         m.jobs,
 	})
+	m.cancelRuns = eng.CancelBackground
+	if err := m.jobs.Start(context.WithoutCancel(ctx), eng); err != nil {
+		return fmt.Errorf("start background jobs: %w", err)
+	}
 	mctx, stop := context.WithCancel(context.Background())
 	m.stopMaintenance, m.maintained = stop, make(chan struct{})
 	go func() {
@@ -124,7 +134,8 @@ func (m *Main) openStore(ctx context.Context) error {
 			return fmt.Errorf("open store: %w", err)
 		}
 		m.store = db
-		return nil
+		m.jobs, err = background.NewPostgres(ctx, db.Pool(), &background.Options{Logger: m.log})
+		return err
 	}
 	m.storeName = m.cfg.Store
 	db, err := sqlite.Open(ctx, m.cfg.Store, &sqlite.Options{Logger: m.log})
@@ -132,7 +143,8 @@ func (m *Main) openStore(ctx context.Context) error {
 		return fmt.Errorf("open store %s: %w", m.cfg.Store, err)
 	}
 	m.store = db
-	return nil
+	m.jobs, err = background.NewSQLite(ctx, db.SQL(), &background.Options{Logger: m.log})
+	return err
 }
 
 // noLimit maps the flags' 0 (no limit) to the options' negative.
@@ -217,10 +229,21 @@ func (m *Main) Run(ctx context.Context) error {
 	m.server.SetReady(false)
 	sctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
 	defer cancel()
+	// The background jobs stop alongside the requests, within the same
+	// deadline; past it, Stop cancels those still running.
+	jobsStopped := make(chan struct{})
+	go func() {
+		defer close(jobsStopped)
+		if err := m.jobs.Stop(sctx); err != nil {
+			m.log.Warn("stop background jobs", "err", err)
+		}
+	}()
+	defer func() { <-jobsStopped }()
 	err := m.http.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		m.log.Warn("shutdown deadline passed; cancelling in-flight responses")
 		m.cancelBase()
+		m.cancelRuns()
 		// Cancelled handlers return promptly; give them a moment to
 		// store what they produced.
 		wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -240,6 +263,13 @@ func (m *Main) Run(ctx context.Context) error {
 func (m *Main) Close() error {
 	if m.cancelBase != nil {
 		m.cancelBase()
+	}
+	if m.jobs != nil {
+		// Stopped already after Run; not when Open failed or Run never
+		// ran. A second Stop does nothing.
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		m.jobs.Stop(sctx)
+		cancel()
 	}
 	if m.stopMaintenance != nil {
 		m.stopMaintenance()
