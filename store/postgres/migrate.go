@@ -59,6 +59,29 @@ var migrations = []migration{
 			`ALTER TABLE responses ADD COLUMN cancel_requested boolean NOT NULL DEFAULT false`,
 		},
 	},
+	{
+		// The Conversations API (issue #11).
+		version: 3,
+		name:    "conversations",
+		stmts: []string{
+			`CREATE TABLE conversations (
+				id               text   NOT NULL PRIMARY KEY,
+				created_at       bigint NOT NULL,
+				metadata         text   NOT NULL DEFAULT '{}',
+				last_response_id text   NOT NULL DEFAULT '',
+				busy_response    text   NOT NULL DEFAULT '',
+				busy_until       bigint NOT NULL DEFAULT 0
+			)`,
+			`CREATE TABLE conversation_items (
+				conversation_id text    NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+				position        integer NOT NULL,
+				item_id         text    NOT NULL,
+				item            text    NOT NULL,
+				PRIMARY KEY (conversation_id, position)
+			)`,
+			`CREATE INDEX conversation_items_item_id ON conversation_items (conversation_id, item_id)`,
+		},
+	},
 }
 
 // migrate applies the steps newer than the database's version in one
