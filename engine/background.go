@@ -53,8 +53,14 @@ func (e *Engine) enqueue(ctx context.Context, r *run) (*responses.Response, erro
 	defer cancel()
 	unavailable := &responses.APIError{Status: http.StatusServiceUnavailable, Type: responses.ErrServer,
 		Message: "the response store is unavailable; try again"}
+	// The conversation is held from now: a second response on it is
+	// refused at once, not when this one starts running.
+	if err := e.claimConversation(ctx, r); err != nil {
+		return nil, err
+	}
 	if err := e.store.SaveResponse(sctx, rec); err != nil {
 		e.log.Error("store queued response", "id", rec.ID, "err", err)
+		e.finishTurn(ctx, r, false)
 		return nil, unavailable
 	}
 	if err := e.opts.Queue.Enqueue(sctx, BackgroundJob{ResponseID: rec.ID, Request: request}); err != nil {
@@ -62,6 +68,7 @@ func (e *Engine) enqueue(ctx context.Context, r *run) (*responses.Response, erro
 		if derr := e.store.DeleteResponse(sctx, rec.ID); derr != nil {
 			e.log.Error("delete unqueued response", "id", rec.ID, "err", derr)
 		}
+		e.finishTurn(ctx, r, false)
 		return nil, unavailable
 	}
 	e.log.Info("response queued", "id", rec.ID, "model", r.req.Model)
@@ -133,7 +140,9 @@ func (e *Engine) failQueued(ctx context.Context, rec *Record, apiErr *responses.
 	failed.Status, failed.Response = resp.Status, body
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
 	defer cancel()
-	return e.store.SaveResponse(sctx, &failed)
+	err = e.store.SaveResponse(sctx, &failed)
+	e.releaseConversation(sctx, rec.ID, rec.Response)
+	return err
 }
 
 // watchCancel returns a context that is cancelled, with errCancelled as
@@ -199,6 +208,12 @@ func (e *Engine) Cancel(ctx context.Context, id string) (json.RawMessage, error)
 	}
 	if err := e.store.RequestCancel(ctx, id); err != nil {
 		return nil, err
+	}
+	if rec.Status == responses.ResponseQueued {
+		// Cancelled before it ran: its hold on a conversation goes. (Had
+		// it started meanwhile, the flag cancels the run, which then adds
+		// nothing to the conversation.)
+		e.releaseConversation(ctx, id, rec.Response)
 	}
 	t := time.NewTicker(e.opts.CancelPoll)
 	defer t.Stop()

@@ -193,8 +193,16 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, queued *Re
 	}
 	var history []responses.Item
 	var pending map[string]*pendingCall
-	if req.PreviousResponseID != nil {
+	conversationID, _ := req.ConversationID() // checked by Validate
+	switch {
+	case req.PreviousResponseID != nil:
 		h, p, err := e.history(ctx, *req.PreviousResponseID)
+		if err != nil {
+			return nil, err
+		}
+		history, pending = h, p
+	case conversationID != "":
+		h, p, err := e.conversationHistory(ctx, conversationID)
 		if err != nil {
 			return nil, err
 		}
@@ -236,15 +244,19 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, queued *Re
 		return nil, err
 	}
 	r := &run{
-		e:            e,
-		req:          req,
-		resp:         e.newResponse(req),
-		input:        input,
-		history:      history,
-		approvals:    approvals,
-		inputAnswers: inputAnswers,
-		reg:          reg,
-		background:   background,
+		e:              e,
+		req:            req,
+		resp:           e.newResponse(req),
+		input:          input,
+		history:        history,
+		approvals:      approvals,
+		inputAnswers:   inputAnswers,
+		reg:            reg,
+		background:     background,
+		conversationID: conversationID,
+	}
+	if conversationID != "" {
+		r.resp.Conversation, _ = json.Marshal(map[string]string{"id": conversationID})
 	}
 	if queued != nil {
 		r.resp.ID, r.resp.CreatedAt = queued.ID, queued.CreatedAt
@@ -275,7 +287,11 @@ func (e *Engine) execute(ctx context.Context, r *run) (*responses.Response, erro
 	if req.Includes(IncludeEncryptedReasoning) {
 		r.builder.SealReasoning = e.opts.Sealer.Seal
 	}
+	if err := e.claimConversation(ctx, r); err != nil {
+		return nil, err
+	}
 	if err := e.begin(ctx, r); err != nil {
+		e.finishTurn(ctx, r, false)
 		return nil, err
 	}
 	if r.leased {
@@ -294,6 +310,7 @@ func (e *Engine) execute(ctx context.Context, r *run) (*responses.Response, erro
 		r.appender.close()
 	}
 	e.save(ctx, r, upstreamErr)
+	e.finishTurn(ctx, r, true)
 	e.log.LogAttrs(ctx, slog.LevelInfo, "response",
 		slog.String("id", r.resp.ID), slog.String("model", req.Model), slog.String("status", r.resp.Status),
 		slog.Int("output_items", len(r.resp.Output)), slog.Bool("stream", req.Stream), slog.Bool("background", r.background))
@@ -340,6 +357,9 @@ type run struct {
 	// from any replica.
 	background bool
 	appender   *eventAppender
+	// conversationID is the conversation the response continues and adds
+	// its turn to ("" for none).
+	conversationID string
 }
 
 // record keeps the event for the store and passes it to the sink.
