@@ -58,8 +58,14 @@ type Main struct {
 // NewMain returns an unopened Main.
 func NewMain(cfg *Config, log *slog.Logger) *Main { return &Main{cfg: cfg, log: log} }
 
-// Open opens the store, builds the engine and server, and listens.
-func (m *Main) Open(ctx context.Context) error {
+// Open opens the store, builds the engine and server, and listens. If it
+// fails, what it opened is closed again.
+func (m *Main) Open(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			m.Close()
+		}
+	}()
 	dialect, err := responses.ParseDialect(m.cfg.EventDialect)
 	if err != nil {
 		return err
@@ -274,9 +280,12 @@ func (m *Main) Close() error {
 	if m.stopMaintenance != nil {
 		m.stopMaintenance()
 		<-m.maintained
+		m.stopMaintenance = nil
 	}
 	if m.store != nil {
-		return m.store.Close()
+		err := m.store.Close()
+		m.store = nil
+		return err
 	}
 	return nil
 }
