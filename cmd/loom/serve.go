@@ -276,6 +276,7 @@ func (m *Main) Close() error {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		m.jobs.Stop(sctx)
 		cancel()
+		m.jobs = nil
 	}
 	if m.stopMaintenance != nil {
 		m.stopMaintenance()
