@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/loomgate/loom/background"
@@ -53,10 +54,18 @@ type Main struct {
 	// responses still running when the shutdown deadline passes.
 	base       context.Context
 	cancelBase context.CancelFunc
+
+	// draining is closed when the drain begins (/readyz answers 503);
+	// endDrain, closed by EndDrain, cuts the drain delay short.
+	draining    chan struct{}
+	endDrain    chan struct{}
+	endDrainOne sync.Once
 }
 
 // NewMain returns an unopened Main.
-func NewMain(cfg *Config, log *slog.Logger) *Main { return &Main{cfg: cfg, log: log} }
+func NewMain(cfg *Config, log *slog.Logger) *Main {
+	return &Main{cfg: cfg, log: log, draining: make(chan struct{}), endDrain: make(chan struct{})}
+}
 
 // Open opens the store, builds the engine and server, and listens. If it
 // fails, what it opened is closed again.
@@ -219,9 +228,13 @@ func (m *Main) sealer() (*engine.Sealer, error) {
 // Addr is the address the server listens on.
 func (m *Main) Addr() string { return m.listener.Addr().String() }
 
-// Run serves until ctx is done, then shuts down gracefully: it stops
-// accepting, lets in-flight responses finish for up to the shutdown
-// timeout, then cancels them and waits for them to end.
+// Run serves until ctx is done, then shuts down gracefully. First it
+// drains: /readyz answers 503 for the drain delay, so that load balancers
+// health-checking it stop routing here, while it still serves every
+// request that arrives (a balancer's last requests, or one that has not
+// noticed yet). Then it stops accepting, lets in-flight responses finish
+// for up to the shutdown timeout, cancels the rest (they are stored as
+// cancelled) and waits for them to end.
 func (m *Main) Run(ctx context.Context) error {
 	m.log.Info("loom listening", "addr", m.Addr(), "upstream", m.cfg.UpstreamURL, "store", m.storeName, "models", m.cfg.Models)
 	errc := make(chan error, 1)
@@ -231,8 +244,8 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 	}
+	m.drain(errc)
 	m.log.Info("shutting down", "grace", m.cfg.ShutdownTimeout)
-	m.server.SetReady(false)
 	sctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
 	defer cancel()
 	// The background jobs stop alongside the requests, within the same
@@ -261,6 +274,36 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	return err
 }
+
+// drain turns /readyz to 503 and keeps serving for the drain delay, or
+// until EndDrain or the server fails.
+func (m *Main) drain(serveErr chan error) {
+	// Idle keep-alive connections stay open during the drain: closing
+	// them now (http.Server.SetKeepAlivesEnabled(false) would) races
+	// with a balancer that has not yet seen the 503 and sends a request
+	// on one of them just as it closes, which it cannot safely retry.
+	m.server.SetReady(false)
+	close(m.draining)
+	if m.cfg.DrainDelay <= 0 {
+		return
+	}
+	m.log.Info("draining: /readyz answers 503 while requests are still served", "delay", m.cfg.DrainDelay)
+	timer := time.NewTimer(m.cfg.DrainDelay)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-m.endDrain:
+		m.log.Info("drain ended early")
+	case err := <-serveErr:
+		// Serve failed: nothing is accepted any more, so there is
+		// nothing to wait for. Put the error back for Run.
+		serveErr <- err
+	}
+}
+
+// EndDrain cuts the drain delay short (cmd/loom calls it on a second
+// SIGINT or SIGTERM). It is safe to call at any time, more than once.
+func (m *Main) EndDrain() { m.endDrainOne.Do(func() { close(m.endDrain) }) }
 
 // Close releases the store and the base context. The maintenance loop
 // stops first: the responses that were running are saved by then (Run
