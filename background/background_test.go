@@ -71,12 +71,12 @@ type replica struct {
 // store is how a test opens the shared store once per replica, as
 // separate processes would.
 type store struct {
-	open func(t *testing.T) (engine.Store, *background.Jobs)
+	open func(t *testing.T) (engine.Store, *background.Jobs, engine.EventNotifier)
 }
 
 func postgresStore(t *testing.T) store {
 	url := pgtest.URL(t)
-	return store{open: func(t *testing.T) (engine.Store, *background.Jobs) {
+	return store{open: func(t *testing.T) (engine.Store, *background.Jobs, engine.EventNotifier) {
 		db, err := postgres.Open(t.Context(), url, &postgres.Options{Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
@@ -86,13 +86,15 @@ func postgresStore(t *testing.T) store {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return db, jobs
+		n := db.NewNotifier()
+		t.Cleanup(n.Close)
+		return db, jobs, n
 	}}
 }
 
 func sqliteStore(t *testing.T) store {
 	path := t.TempDir() + "/loom.db"
-	return store{open: func(t *testing.T) (engine.Store, *background.Jobs) {
+	return store{open: func(t *testing.T) (engine.Store, *background.Jobs, engine.EventNotifier) {
 		db, err := sqlite.Open(t.Context(), path, &sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
@@ -102,7 +104,7 @@ func sqliteStore(t *testing.T) store {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return db, jobs
+		return db, jobs, nil
 	}}
 }
 
@@ -110,14 +112,20 @@ func sqliteStore(t *testing.T) store {
 // background jobs; without, it only takes requests.
 func newReplica(t *testing.T, name string, st store, u *upstream, work bool, providers ...engine.ToolProvider) *replica {
 	t.Helper()
-	db, jobs := st.open(t)
-	e := engine.New(&replicaBackend{name: name, u: u}, db, &engine.Options{
+	db, jobs, notifier := st.open(t)
+	opts := &engine.Options{
 		Models:        []string{"m"},
 		Owner:         name,
 		Queue:         jobs,
 		CancelPoll:    20 * time.Millisecond,
 		ToolProviders: providers,
-	})
+	}
+	if notifier != nil {
+		// Followers move on notifications alone: a poll would hide a
+		// notification that never came.
+		opts.Notifier, opts.FollowPoll = notifier, time.Hour
+	}
+	e := engine.New(&replicaBackend{name: name, u: u}, db, opts)
 	if work {
 		ctx, cancel := context.WithCancel(context.Background())
 		if err := jobs.Start(ctx, e); err != nil {
@@ -432,7 +440,9 @@ func TestBackgroundStreamResumesOnAnotherReplica(t *testing.T) {
 			json.Unmarshal([]byte(first[0].raw), &created)
 			id := created.Response.ID
 
-			req, _ = http.NewRequestWithContext(t.Context(), "GET", b.url+"/v1/responses/"+id+"?stream=true&starting_after=19", nil)
+			rctx, rcancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer rcancel()
+			req, _ = http.NewRequestWithContext(rctx, "GET", b.url+"/v1/responses/"+id+"?stream=true&starting_after=19", nil)
 			resp, err = http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)

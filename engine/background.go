@@ -19,6 +19,16 @@ type BackgroundJob struct {
 	Request    json.RawMessage `json:"request"`
 }
 
+// EventNotifier tells this replica's followers of a running response that
+// events of it were appended, on whichever replica runs it (PostgreSQL
+// LISTEN/NOTIFY: postgres.Notifier). Without one, followers poll.
+type EventNotifier interface {
+	// Subscribe returns a channel that receives after events of
+	// response id were appended (coalesced), and the function that ends
+	// the subscription.
+	Subscribe(id string) (<-chan struct{}, func())
+}
+
 // Queue hands background responses to a job engine on the shared store.
 // Whichever replica claims a job calls Engine.RunBackground with it. The
 // background package implements it with River.
@@ -249,11 +259,20 @@ func finished(status string) bool {
 // Follow sends to emit the stored events of response id after sequence
 // number after (-1 for all), then, while the response runs (on any
 // replica), the events appended after those, until its terminal event.
-// Between reads it waits CancelPoll. A response that ended without a
-// terminal event stored (its replica died, or it was cancelled while
-// queued) ends the stream when its status says it is over.
+// It reads again when the Notifier says events were appended, and at
+// least every FollowPoll. A response that ended without a terminal event
+// stored (its replica died, or it was cancelled while queued) ends the
+// stream when its status says it is over.
 func (e *Engine) Follow(ctx context.Context, id string, after int, emit func(json.RawMessage) error) error {
-	t := time.NewTicker(e.opts.CancelPoll)
+	var appended <-chan struct{}
+	if e.opts.Notifier != nil {
+		// Subscribed before the first read, so nothing appended after
+		// it goes unnoticed.
+		ch, stop := e.opts.Notifier.Subscribe(id)
+		defer stop()
+		appended = ch
+	}
+	t := time.NewTicker(e.opts.FollowPoll)
 	defer t.Stop()
 	for {
 		// The status is read before the events: if it says finished, the
@@ -284,6 +303,7 @@ func (e *Engine) Follow(ctx context.Context, id string, after int, emit func(jso
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-appended:
 		case <-t.C:
 		}
 	}
@@ -366,9 +386,10 @@ func (a *eventAppender) flush() {
 	}
 }
 
-// close stops the appender once its current write is done. Events not yet
-// written are left to the final save, which writes them all.
+// close stops the appender and writes what is left (the terminal event
+// among it, which wakes the followers), before the final save.
 func (a *eventAppender) close() {
 	close(a.stop)
 	<-a.done
+	a.flush()
 }

@@ -70,6 +70,14 @@ type Options struct {
 	// CancelWait bounds how long a cancel request waits for the running
 	// replica to end the response before answering (default 2s).
 	CancelWait time.Duration
+	// Notifier wakes the streams that follow a running response when
+	// its events are appended on any replica (PostgreSQL). Nil: they
+	// poll every FollowPoll.
+	Notifier EventNotifier
+	// FollowPoll is how often a stream that follows a running response
+	// reads its new events when not woken (default CancelPoll; 1s with
+	// a Notifier, as the fallback when a notification is missed).
+	FollowPoll time.Duration
 }
 
 // Engine runs responses: it resolves the conversation, drives the model
@@ -125,6 +133,12 @@ func New(backend model.Backend, store Store, opts *Options) *Engine {
 	}
 	if e.opts.CancelWait <= 0 {
 		e.opts.CancelWait = 2 * time.Second
+	}
+	if e.opts.FollowPoll <= 0 {
+		e.opts.FollowPoll = e.opts.CancelPoll
+		if e.opts.Notifier != nil {
+			e.opts.FollowPoll = time.Second
+		}
 	}
 	e.owner = e.opts.Owner
 	if e.owner == "" {

@@ -48,7 +48,9 @@ type Main struct {
 	// cancelRuns cancels the background streams at the shutdown deadline.
 	jobs       *background.Jobs
 	cancelRuns func()
-	listener   net.Listener
+	// notifier wakes resumed streams on PostgreSQL (nil on SQLite).
+	notifier *postgres.Notifier
+	listener net.Listener
 
 	// base is the context of every request; cancelling it cancels the
 	// responses still running when the shutdown deadline passes.
@@ -111,6 +113,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		Lease:         m.cfg.StoreLease,
 		Retention:     m.cfg.StoreTTL,
 		Queue:         m.jobs,
+		Notifier:      m.eventNotifier(),
 	})
 	m.cancelRuns = eng.CancelBackground
 	if err := m.jobs.Start(context.WithoutCancel(ctx), eng); err != nil {
@@ -150,7 +153,11 @@ func (m *Main) openStore(ctx context.Context) error {
 		}
 		m.store = db
 		m.jobs, err = background.NewPostgres(ctx, db.Pool(), &background.Options{Logger: m.log})
-		return err
+		if err != nil {
+			return err
+		}
+		m.notifier = db.NewNotifier()
+		return nil
 	}
 	m.storeName = m.cfg.Store
 	db, err := sqlite.Open(ctx, m.cfg.Store, &sqlite.Options{Logger: m.log})
@@ -160,6 +167,15 @@ func (m *Main) openStore(ctx context.Context) error {
 	m.store = db
 	m.jobs, err = background.NewSQLite(ctx, db.SQL(), &background.Options{Logger: m.log})
 	return err
+}
+
+// eventNotifier is the notifier for the engine: none (a nil interface, not
+// a nil pointer in one) on SQLite.
+func (m *Main) eventNotifier() engine.EventNotifier {
+	if m.notifier == nil {
+		return nil
+	}
+	return m.notifier
 }
 
 // noLimit maps the flags' 0 (no limit) to the options' negative.
@@ -320,6 +336,10 @@ func (m *Main) Close() error {
 		m.jobs.Stop(sctx)
 		cancel()
 		m.jobs = nil
+	}
+	if m.notifier != nil {
+		m.notifier.Close()
+		m.notifier = nil
 	}
 	if m.stopMaintenance != nil {
 		m.stopMaintenance()

@@ -13,7 +13,8 @@ import (
 )
 
 // AppendEvents adds events after the stored events of response id, in one
-// statement.
+// statement, and notifies the followers of the response on every replica
+// (see Notifier).
 func (d *DB) AppendEvents(ctx context.Context, id string, events []json.RawMessage) error {
 	if len(events) == 0 {
 		return nil
@@ -22,12 +23,16 @@ func (d *DB) AppendEvents(ctx context.Context, id string, events []json.RawMessa
 	if err != nil {
 		return fmt.Errorf("postgres: append events of %s: %w", id, err)
 	}
-	tag, err := d.pool.Exec(ctx, `UPDATE responses SET events = events || $1 WHERE id = $2`, joined, id)
+	// The notification goes out when the update commits, so a follower
+	// woken by it reads the new events.
+	var one int
+	err = d.pool.QueryRow(ctx, `WITH u AS (UPDATE responses SET events = events || $1 WHERE id = $2 RETURNING id)
+		SELECT 1 FROM u, LATERAL (SELECT pg_notify($3, u.id)) n`, joined, id, eventsChannel).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return engine.ErrNotFound
+	}
 	if err != nil {
 		return fmt.Errorf("postgres: append events of %s: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return engine.ErrNotFound
 	}
 	return nil
 }
