@@ -36,6 +36,9 @@ type upstream struct {
 	turns  int
 	seenBy []string
 	stream func(ctx context.Context, turn int, emit func(model.Delta) error) error
+	// echo, when set, answers each request with its last item's text
+	// instead (stream is not called).
+	echo bool
 }
 
 // replicaBackend is one replica's connection to the upstream.
@@ -50,6 +53,10 @@ func (b *replicaBackend) Stream(ctx context.Context, req *model.Request, emit fu
 	b.u.turns++
 	b.u.seenBy = append(b.u.seenBy, b.name)
 	b.u.mu.Unlock()
+	if b.u.echo {
+		last := req.Items[len(req.Items)-1]
+		return emit(text("re: " + last.Content[0].Text))
+	}
 	return b.u.stream(ctx, turn, emit)
 }
 
@@ -492,4 +499,105 @@ func TestBackgroundStreamResumesOnAnotherReplica(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConversationsAcrossReplicas: 20 clients each add turns to their own
+// conversation, alternating between replicas A and B, while 5 race on one
+// shared conversation through both. Checked against the store: each own
+// conversation holds every turn once, in order; the shared one holds
+// exactly the turns that were accepted, each whole, and every refusal was
+// a 409 on conversation.
+func TestConversationsAcrossReplicas(t *testing.T) {
+	u := &upstream{echo: true}
+	s := postgresStore(t)
+	reps := []*replica{newReplica(t, "A", s, u, false), newReplica(t, "B", s, u, false)}
+	newConv := func() string {
+		code, body := do(t, "POST", reps[0].url+"/v1/conversations", `{}`)
+		if code != http.StatusOK {
+			t.Fatal(code, string(body))
+		}
+		return decode(t, body).ID
+	}
+	say := func(r *replica, conv, text string) (int, []byte) {
+		return do(t, "POST", r.url+"/v1/responses", fmt.Sprintf(`{"model":"m","input":%q,"conversation":%q}`, text, conv))
+	}
+	const own, racers, turns = 20, 5, 3
+	owns := make([]string, own)
+	for i := range owns {
+		owns[i] = newConv()
+	}
+	shared := newConv()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	accepted := map[string]bool{}
+	refused := 0
+	for i := range own {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range turns {
+				if code, body := say(reps[(i+n)%2], owns[i], fmt.Sprintf("c%d t%d", i, n)); code != http.StatusOK {
+					t.Errorf("own conversation %d turn %d: %d %s", i, n, code, body)
+				}
+			}
+		}()
+	}
+	for i := range racers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range turns {
+				text := fmt.Sprintf("r%d t%d", i, n)
+				code, body := say(reps[(i+n)%2], shared, text)
+				mu.Lock()
+				switch {
+				case code == http.StatusOK:
+					accepted[text] = true
+				case code == http.StatusConflict && strings.Contains(string(body), `"param":"conversation"`):
+					refused++
+				default:
+					t.Errorf("racer %d turn %d: %d %s", i, n, code, body)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+
+	st := reps[1].engine.Store()
+	texts := func(id string) []string {
+		items, _, err := st.ConversationItems(context.Background(), id, engine.Page{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, it := range items {
+			out = append(out, it.Content[0].Text)
+		}
+		return out
+	}
+	for i, id := range owns {
+		var want []string
+		for n := range turns {
+			q := fmt.Sprintf("c%d t%d", i, n)
+			want = append(want, q, "re: "+q)
+		}
+		if got := texts(id); strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("own conversation %d: %q, want %q", i, got, want)
+		}
+	}
+	got := texts(shared)
+	if len(got) != 2*len(accepted) {
+		t.Fatalf("shared conversation: %d items for %d accepted turns: %q", len(got), len(accepted), got)
+	}
+	for k := 0; k+1 < len(got); k += 2 {
+		if !accepted[got[k]] || got[k+1] != "re: "+got[k] {
+			t.Errorf("shared conversation turn %d is %q, %q: not an accepted turn whole", k/2, got[k], got[k+1])
+		}
+		delete(accepted, got[k])
+	}
+	if len(accepted) != 0 {
+		t.Errorf("accepted turns missing from the shared conversation: %v", accepted)
+	}
+	t.Logf("shared conversation: %d turns accepted, %d refused with 409, through two replicas", len(got)/2, refused)
 }
