@@ -78,12 +78,12 @@ type replica struct {
 // store is how a test opens the shared store once per replica, as
 // separate processes would.
 type store struct {
-	open func(t *testing.T) (engine.Store, *background.Jobs, engine.EventNotifier)
+	open func(t testing.TB) (engine.Store, *background.Jobs, engine.EventNotifier)
 }
 
-func postgresStore(t *testing.T) store {
+func postgresStore(t testing.TB) store {
 	url := pgtest.URL(t)
-	return store{open: func(t *testing.T) (engine.Store, *background.Jobs, engine.EventNotifier) {
+	return store{open: func(t testing.TB) (engine.Store, *background.Jobs, engine.EventNotifier) {
 		db, err := postgres.Open(t.Context(), url, &postgres.Options{Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
@@ -93,15 +93,18 @@ func postgresStore(t *testing.T) store {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := db.NewNotifier()
+		n, err := db.NewNotifier(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Cleanup(n.Close)
 		return db, jobs, n
 	}}
 }
 
-func sqliteStore(t *testing.T) store {
+func sqliteStore(t testing.TB) store {
 	path := t.TempDir() + "/loom.db"
-	return store{open: func(t *testing.T) (engine.Store, *background.Jobs, engine.EventNotifier) {
+	return store{open: func(t testing.TB) (engine.Store, *background.Jobs, engine.EventNotifier) {
 		db, err := sqlite.Open(t.Context(), path, &sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
@@ -117,7 +120,7 @@ func sqliteStore(t *testing.T) store {
 
 // newReplica starts a replica on st. With work set it claims and runs
 // background jobs; without, it only takes requests.
-func newReplica(t *testing.T, name string, st store, u *upstream, work bool, providers ...engine.ToolProvider) *replica {
+func newReplica(t testing.TB, name string, st store, u *upstream, work bool, providers ...engine.ToolProvider) *replica {
 	t.Helper()
 	db, jobs, notifier := st.open(t)
 	opts := &engine.Options{
@@ -207,8 +210,8 @@ func pollUntil(t *testing.T, r *replica, id string) object {
 
 func text(s string) model.Delta { return model.Delta{Kind: model.DeltaText, Text: s} }
 
-func stores(t *testing.T) map[string]func(t *testing.T) store {
-	return map[string]func(t *testing.T) store{"postgres": postgresStore, "sqlite": sqliteStore}
+func stores(t *testing.T) map[string]func(t testing.TB) store {
+	return map[string]func(t testing.TB) store{"postgres": postgresStore, "sqlite": sqliteStore}
 }
 
 // TestBackgroundRunsOnAnotherReplica: a background response created on A,

@@ -35,7 +35,7 @@ type Options struct {
 	Workers int
 	// PollInterval is how often the replica looks for jobs it was not
 	// notified of (default 1s on PostgreSQL, where inserts are notified,
-	// 100ms on SQLite, where polling is all there is).
+	// 50ms on SQLite, where polling is all there is).
 	PollInterval time.Duration
 }
 
@@ -132,7 +132,7 @@ func NewSQLite(ctx context.Context, db *sql.DB, opts *Options) (*Jobs, error) {
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("background: migrate river: %w", err)
 	}
-	return newJobs(driver, opts, 100*time.Millisecond)
+	return newJobs(driver, opts, 50*time.Millisecond)
 }
 
 func migrateTx[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], tx TTx) error {
@@ -166,8 +166,10 @@ func newJobs[TTx any](driver riverdriver.Driver[TTx], opts *Options, poll time.D
 		Queues:            map[string]river.QueueConfig{queueName: {MaxWorkers: o.Workers}},
 		Workers:           workers,
 		FetchPollInterval: o.PollInterval,
-		FetchCooldown:     min(o.PollInterval, 100*time.Millisecond),
-		JobTimeout:        -1,
+		// River fetches at once when notified of an insert (PostgreSQL),
+		// but at most once per cooldown (River's default 100ms).
+		FetchCooldown: min(o.PollInterval, 10*time.Millisecond),
+		JobTimeout:    -1,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("background: river client: %w", err)

@@ -27,6 +27,9 @@ type EventNotifier interface {
 	// response id were appended (coalesced), and the function that ends
 	// the subscription.
 	Subscribe(id string) (<-chan struct{}, func())
+	// Notify wakes the subscribers of response id on every replica: the
+	// engine calls it once the response is stored with its last events.
+	Notify(ctx context.Context, id string) error
 }
 
 // Queue hands background responses to a job engine on the shared store.
@@ -326,9 +329,9 @@ func terminalEvent(ev json.RawMessage) bool {
 
 // eventAppender writes a background response's events to the store as they
 // are built, off the path that builds them: add never waits for the store.
-// Events that arrive while a write is under way go in the next one, so a
-// fast stream costs a few writes, not one per event. A failed write is
-// retried with the next, so stored events never have a gap.
+// Events that arrive while a write is under way, or within appendInterval
+// of the last, go in the next one. A failed write is retried with the
+// next, so stored events never have a gap.
 type eventAppender struct {
 	e    *Engine
 	id   string
@@ -356,15 +359,28 @@ func (a *eventAppender) add(ev json.RawMessage) {
 	}
 }
 
+// appendInterval is how long the appender gathers events before it writes
+// them: a fast stream costs a write per interval, not one per event, and a
+// resumed stream lags the live one by about this much at most.
+const appendInterval = 20 * time.Millisecond
+
 func (a *eventAppender) run() {
 	defer close(a.done)
+	gather := time.NewTimer(appendInterval)
+	defer gather.Stop()
 	for {
 		select {
 		case <-a.wake:
-			a.flush()
 		case <-a.stop:
 			return
 		}
+		gather.Reset(appendInterval)
+		select {
+		case <-gather.C:
+		case <-a.stop:
+			return
+		}
+		a.flush()
 	}
 }
 
@@ -386,10 +402,9 @@ func (a *eventAppender) flush() {
 	}
 }
 
-// close stops the appender and writes what is left (the terminal event
-// among it, which wakes the followers), before the final save.
+// close stops the appender once its current write is done. The events not
+// yet written are left to the final save, which writes them all.
 func (a *eventAppender) close() {
 	close(a.stop)
 	<-a.done
-	a.flush()
 }

@@ -324,6 +324,14 @@ func (e *Engine) execute(ctx context.Context, r *run) (*responses.Response, erro
 		r.appender.close()
 	}
 	e.save(ctx, r, upstreamErr)
+	if r.appender != nil && e.opts.Notifier != nil {
+		// The last events came with the save: wake the followers.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
+		if err := e.opts.Notifier.Notify(sctx, r.resp.ID); err != nil {
+			e.log.Warn("notify followers", "id", r.resp.ID, "err", err)
+		}
+		cancel()
+	}
 	e.finishTurn(ctx, r, true)
 	e.log.LogAttrs(ctx, slog.LevelInfo, "response",
 		slog.String("id", r.resp.ID), slog.String("model", req.Model), slog.String("status", r.resp.Status),

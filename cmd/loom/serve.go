@@ -156,8 +156,8 @@ func (m *Main) openStore(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		m.notifier = db.NewNotifier()
-		return nil
+		m.notifier, err = db.NewNotifier(ctx)
+		return err
 	}
 	m.storeName = m.cfg.Store
 	db, err := sqlite.Open(ctx, m.cfg.Store, &sqlite.Options{Logger: m.log})

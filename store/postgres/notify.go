@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -28,12 +29,31 @@ type Notifier struct {
 	done   chan struct{}
 }
 
-// NewNotifier starts listening for appended events until Close.
-func (d *DB) NewNotifier() *Notifier {
-	ctx, cancel := context.WithCancel(context.Background())
+// NewNotifier starts listening for appended events until Close. It returns
+// once the first LISTEN is in place, so that nothing notified after it
+// returns is missed.
+func (d *DB) NewNotifier(ctx context.Context) (*Notifier, error) {
+	conn, err := listenConn(ctx, d)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: listen for events: %w", err)
+	}
+	lctx, cancel := context.WithCancel(context.Background())
 	n := &Notifier{d: d, log: d.log, subs: map[string]map[chan struct{}]struct{}{}, cancel: cancel, done: make(chan struct{})}
-	go n.run(ctx)
-	return n
+	go n.run(lctx, conn)
+	return n, nil
+}
+
+// listenConn opens a connection of its own and LISTENs on it.
+func listenConn(ctx context.Context, d *DB) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, d.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+eventsChannel); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return conn, nil
 }
 
 // Subscribe returns a channel that receives once events of response id
@@ -57,6 +77,12 @@ func (n *Notifier) Subscribe(id string) (<-chan struct{}, func()) {
 	}
 }
 
+// Notify wakes the followers of response id on every replica.
+func (n *Notifier) Notify(ctx context.Context, id string) error {
+	_, err := n.d.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, eventsChannel, id)
+	return err
+}
+
 // Close stops listening.
 func (n *Notifier) Close() {
 	n.cancel()
@@ -74,11 +100,13 @@ func (n *Notifier) signal(id string) {
 	}
 }
 
-// run listens, reconnecting a second after a failure, until ctx ends.
-func (n *Notifier) run(ctx context.Context) {
+// run listens on conn, then on new connections a second after each
+// failure, until ctx ends.
+func (n *Notifier) run(ctx context.Context, conn *pgx.Conn) {
 	defer close(n.done)
 	for {
-		err := n.listen(ctx)
+		err := n.listen(ctx, conn)
+		conn = nil
 		if ctx.Err() != nil {
 			return
 		}
@@ -91,15 +119,14 @@ func (n *Notifier) run(ctx context.Context) {
 	}
 }
 
-func (n *Notifier) listen(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, n.d.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return err
+func (n *Notifier) listen(ctx context.Context, conn *pgx.Conn) error {
+	if conn == nil {
+		var err error
+		if conn, err = listenConn(ctx, n.d); err != nil {
+			return err
+		}
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+eventsChannel); err != nil {
-		return err
-	}
 	for {
 		note, err := conn.WaitForNotification(ctx)
 		if err != nil {
