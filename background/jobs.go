@@ -34,7 +34,8 @@ type Options struct {
 	// once (default 100).
 	Workers int
 	// PollInterval is how often the replica looks for jobs it was not
-	// notified of (default 1s on PostgreSQL, where inserts are notified,
+	// notified of (default 100ms on PostgreSQL, where inserts are notified
+	// and the poll catches a notification River coalesced away;
 	// 50ms on SQLite, where polling is all there is).
 	PollInterval time.Duration
 }
@@ -113,7 +114,7 @@ func NewPostgres(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Jobs,
 	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return nil, fmt.Errorf("background: migrate river: %w", err)
 	}
-	return newJobs(driver, opts, time.Second)
+	return newJobs(driver, opts, 100*time.Millisecond)
 }
 
 // NewSQLite returns the jobs of a SQLite store, given its database handle
