@@ -604,3 +604,40 @@ func TestConversationsAcrossReplicas(t *testing.T) {
 	}
 	t.Logf("shared conversation: %d turns accepted, %d refused with 409, through two replicas", len(got)/2, refused)
 }
+
+// TestFollowQueuedKeepsAlive: a stream that follows a background response
+// still queued (no replica runs jobs) gets keep-alive comments while
+// nothing happens, and ends when the response is cancelled.
+func TestFollowQueuedKeepsAlive(t *testing.T) {
+	u := &upstream{stream: func(ctx context.Context, _ int, emit func(model.Delta) error) error { return emit(text("never")) }}
+	idle := newReplica(t, "idle", sqliteStore(t), u, false)
+	code, body := do(t, "POST", idle.url+"/v1/responses", `{"model":"m","input":"hi","background":true}`)
+	if code != http.StatusOK {
+		t.Fatal(code, string(body))
+	}
+	id := decode(t, body).ID
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", idle.url+"/v1/responses/"+id+"?stream=true", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	if !sc.Scan() || sc.Text() != ": keep-alive" {
+		t.Fatalf("first line %q, want a keep-alive comment", sc.Text())
+	}
+	if code, body := do(t, "POST", idle.url+"/v1/responses/"+id+"/cancel", ""); code != http.StatusOK {
+		t.Fatal(code, string(body))
+	}
+	var last string
+	for sc.Scan() {
+		if line := sc.Text(); line != "" && line != ": keep-alive" {
+			last = line
+		}
+	}
+	if last != "data: [DONE]" {
+		t.Errorf("the stream of a cancelled queued response ends with %q, want [DONE]", last)
+	}
+}

@@ -153,6 +153,11 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, id string, diale
 	}
 	sse := newSSEWriter(w, dialect, s.opts.KeepAlive)
 	defer sse.Close()
+	// The response exists (getResponse read it): the stream starts now,
+	// so that a response still queued gets keep-alives until it runs.
+	if sse.Open() != nil {
+		return
+	}
 	err := s.engine.Follow(r.Context(), id, after, func(ev json.RawMessage) error {
 		var head struct {
 			Type string `json:"type"`
