@@ -31,9 +31,11 @@ type Store interface {
 	// absent.
 	GetResponse(ctx context.Context, id string) (*Record, error)
 	// Chain returns the record id and the records it continues through
-	// PreviousResponseID, newest first, without their events, at most
-	// limit of them, read in one query. It stops early at a link that is
-	// no longer stored. ErrNotFound if id itself is absent.
+	// PreviousResponseID, newest first, at most limit of them, read in one
+	// query, for the conversation they hold: with their items and pending
+	// state but without Response (the response objects, which can be
+	// large and repeat the output) and without events. It stops early at a
+	// link that is no longer stored. ErrNotFound if id itself is absent.
 	Chain(ctx context.Context, id string, limit int) ([]*Record, error)
 	// DeleteResponse removes a response and everything stored with it.
 	// ErrNotFound if absent.

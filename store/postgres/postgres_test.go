@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/store/postgres/pgtest"
@@ -97,5 +98,25 @@ func TestRedact(t *testing.T) {
 	}
 	if _, err := Open(t.Context(), "postgres://loom:secret@127.0.0.1:1/loom?connect_timeout=1", nil); err == nil || strings.Contains(err.Error(), "secret") {
 		t.Errorf("failed open: %v (must fail, must not name the password)", err)
+	}
+}
+
+// TestStatementTimeoutAndPoolSize: the options reach the server and the
+// pool.
+func TestStatementTimeoutAndPoolSize(t *testing.T) {
+	d, err := Open(t.Context(), pgtest.URL(t), &Options{Logger: slog.New(slog.DiscardHandler), PoolSize: 3, StatementTimeout: 150 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if got := d.pool.Config().MaxConns; got != 3 {
+		t.Errorf("pool size %d, want 3", got)
+	}
+	var setting string
+	if err := d.pool.QueryRow(t.Context(), `SHOW statement_timeout`).Scan(&setting); err != nil || setting != "150ms" {
+		t.Errorf("statement_timeout %q, %v; want 150ms", setting, err)
+	}
+	if _, err := d.pool.Exec(t.Context(), `SELECT pg_sleep(5)`); err == nil || !strings.Contains(err.Error(), "statement timeout") {
+		t.Errorf("a 5s statement under a 150ms timeout: %v", err)
 	}
 }

@@ -88,22 +88,30 @@ func (d *DB) SaveResponse(ctx context.Context, rec *engine.Record) error {
 
 // recordColumns are the columns of a record read back, with its items as
 // two arrays in order: one statement, so one snapshot.
-const recordColumns = `r.id, r.previous_response_id, r.created_at, r.status, r.response, r.pending, r.lease_owner, r.lease_until,
+const recordColumns = `r.id, r.previous_response_id, r.created_at, r.status, r.response, r.pending, r.lease_owner, r.lease_until,` + itemColumns
+
+// itemColumns are a record's items as two arrays, in order.
+const itemColumns = `
 	ARRAY(SELECT item FROM response_items i WHERE i.response_id = r.id AND i.kind = 'input' ORDER BY i.position),
 	ARRAY(SELECT item FROM response_items i WHERE i.response_id = r.id AND i.kind = 'output' ORDER BY i.position)`
 
-// scanRecord reads one row of recordColumns.
+// chainColumns are recordColumns but the response object, which a chain
+// does not need.
+const chainColumns = `r.id, r.previous_response_id, r.created_at, r.status, NULL::text, r.pending, r.lease_owner, r.lease_until,` + itemColumns
+
+// scanRecord reads one row of recordColumns or chainColumns.
 func scanRecord(row pgx.Row) (*engine.Record, error) {
 	rec := &engine.Record{}
-	var response, pending string
+	var response *string
+	var pending string
 	var leaseUntil int64
 	var input, output []string
 	if err := row.Scan(&rec.ID, &rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &response, &pending,
 		&rec.LeaseOwner, &leaseUntil, &input, &output); err != nil {
 		return nil, err
 	}
-	if response != "" {
-		rec.Response = json.RawMessage(response)
+	if response != nil && *response != "" {
+		rec.Response = json.RawMessage(*response)
 	}
 	if pending != "" {
 		rec.Pending = json.RawMessage(pending)
@@ -154,7 +162,7 @@ const chainQuery = `WITH RECURSIVE chain (id, depth) AS (
 		FROM chain c JOIN responses r ON r.id = c.id
 		WHERE r.previous_response_id <> '' AND c.depth + 1 < $2
 	)
-	SELECT ` + recordColumns + `
+	SELECT ` + chainColumns + `
 	FROM chain c JOIN responses r ON r.id = c.id
 	ORDER BY c.depth`
 

@@ -2,93 +2,48 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 
 	"github.com/loomgate/loom/engine"
-	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/store/internal/records"
 )
 
 // Chain returns response id and the responses it continues, newest first,
-// at most limit of them, with their items but not their events: two
-// queries whatever the length (the records by a recursive query, then all
-// their items), in one read snapshot.
+// at most limit of them, with their items but not their response objects
+// or events: one statement whatever the length (a recursive query, the
+// items of each response joined into one value per kind).
 func (d *DB) Chain(ctx context.Context, id string, limit int) ([]*engine.Record, error) {
-	if limit < 1 {
-		limit = 1
-	}
-	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	rows, err := d.st.chain.QueryContext(ctx, id, max(limit, 1))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: chain of %s: %w", id, err)
 	}
-	defer tx.Rollback()
-
-	rows, err := tx.StmtContext(ctx, d.st.chain).QueryContext(ctx, id, limit)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: chain of %s: %w", id, err)
-	}
+	defer rows.Close()
 	var chain []*engine.Record
-	byID := map[string]*engine.Record{}
 	for rows.Next() {
 		rec := &engine.Record{}
-		var response, pending []byte
+		var pending, input, output []byte
 		var leaseUntil int64
-		if err := rows.Scan(&rec.ID, &rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &response, &pending, &rec.LeaseOwner, &leaseUntil); err != nil {
-			rows.Close()
+		if err := rows.Scan(&rec.ID, &rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &pending, &rec.LeaseOwner, &leaseUntil, &input, &output); err != nil {
 			return nil, fmt.Errorf("sqlite: chain of %s: %w", id, err)
-		}
-		if len(response) > 0 {
-			rec.Response = json.RawMessage(response)
 		}
 		if len(pending) > 0 {
 			rec.Pending = json.RawMessage(pending)
 		}
 		rec.LeaseUntil = leaseTime(leaseUntil)
+		if rec.Input, err = records.SplitItems(input); err != nil {
+			return nil, fmt.Errorf("sqlite: chain of %s: input item of %s: %w", id, rec.ID, err)
+		}
+		if rec.Output, err = records.SplitItems(output); err != nil {
+			return nil, fmt.Errorf("sqlite: chain of %s: output item of %s: %w", id, rec.ID, err)
+		}
 		chain = append(chain, rec)
-		byID[rec.ID] = rec
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: chain of %s: %w", id, err)
 	}
 	if len(chain) == 0 {
 		return nil, engine.ErrNotFound
-	}
-
-	ids := make([]string, len(chain))
-	for i, rec := range chain {
-		ids[i] = rec.ID
-	}
-	idList, err := json.Marshal(ids)
-	if err != nil {
-		return nil, err
-	}
-	items, err := tx.StmtContext(ctx, d.st.chainItems).QueryContext(ctx, string(idList))
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: chain of %s: items: %w", id, err)
-	}
-	defer items.Close()
-	for items.Next() {
-		var rid, kind string
-		var data []byte
-		if err := items.Scan(&rid, &kind, &data); err != nil {
-			return nil, fmt.Errorf("sqlite: chain of %s: items: %w", id, err)
-		}
-		var it responses.Item
-		if err := records.DecodeItem(data, &it); err != nil {
-			return nil, fmt.Errorf("sqlite: chain of %s: decode %s item of %s: %w", id, kind, rid, err)
-		}
-		rec := byID[rid]
-		if kind == kindInput {
-			rec.Input = append(rec.Input, it)
-		} else {
-			rec.Output = append(rec.Output, it)
-		}
-	}
-	if err := items.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: chain of %s: items: %w", id, err)
 	}
 	return chain, nil
 }

@@ -135,10 +135,12 @@ func dataSourceName(path string, busy time.Duration) (string, error) {
 	// the right trade for not syncing on every save.
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(1)")
-	// No automatic checkpoints: SQLite runs one inside the commit that
-	// crosses the threshold, on the path of that save. The writer runs
-	// them on a goroutine of their own instead (see writer.go).
-	q.Add("_pragma", "wal_autocheckpoint(0)")
+	// Automatic checkpoints stay on (every 1000 WAL pages, inside the
+	// commit that crosses the threshold) as a backstop only: the writer
+	// asks for passive checkpoints on a goroutine of its own well before
+	// that (see writer.go). Turning them off in the DSN
+	// (wal_autocheckpoint(0)) left every checkpoint busy with this driver,
+	// and the WAL grew without bound.
 	// Writes begin IMMEDIATE: a deferred transaction that reads and then
 	// writes can find another writer got there first and fail at once
 	// with SQLITE_BUSY, which the busy timeout cannot help with.

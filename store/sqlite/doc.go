@@ -38,8 +38,9 @@
 // caller answered after the commit, so what a save wrote is visible to
 // every reader when it returns. The group is committed by the first of its
 // callers (no hand-off to a writer goroutine when a save is alone).
-// Automatic WAL checkpoints are off; every few hundred commits a goroutine
-// of the store's runs a passive checkpoint, so no save pays for one.
+// Every few dozen commits a goroutine of the store's runs a passive WAL
+// checkpoint, so that SQLite's automatic one (inside some save's commit)
+// is only a backstop.
 //
 // An in-flight response is a row too: the engine saves it in_progress with
 // a lease (owner, expiry in Unix milliseconds) and replaces it when it

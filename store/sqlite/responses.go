@@ -94,21 +94,14 @@ func (d *DB) itemInserts(ctx context.Context, n int) ([]itemInsert, error) {
 }
 
 // GetResponse returns the record stored under id, with its input and
-// output items (nil when there are none) but not its events.
+// output items (nil when there are none) but not its events, in one
+// statement.
 func (d *DB) GetResponse(ctx context.Context, id string) (*engine.Record, error) {
-	// A read transaction gives both queries one snapshot, so a concurrent
-	// re-save cannot pair the new response row with the old items.
-	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: get %s: %w", id, err)
-	}
-	defer tx.Rollback()
-
 	rec := &engine.Record{ID: id}
-	var response, pending []byte
+	var response, pending, input, output []byte
 	var leaseUntil int64
-	err = tx.StmtContext(ctx, d.st.getResponse).QueryRowContext(ctx, id).
-		Scan(&rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &response, &pending, &rec.LeaseOwner, &leaseUntil)
+	err := d.st.getResponse.QueryRowContext(ctx, id).
+		Scan(&rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &response, &pending, &rec.LeaseOwner, &leaseUntil, &input, &output)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, engine.ErrNotFound
 	}
@@ -122,30 +115,11 @@ func (d *DB) GetResponse(ctx context.Context, id string) (*engine.Record, error)
 		rec.Pending = json.RawMessage(pending)
 	}
 	rec.LeaseUntil = leaseTime(leaseUntil)
-
-	rows, err := tx.StmtContext(ctx, d.st.getItems).QueryContext(ctx, id)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: get %s: items: %w", id, err)
+	if rec.Input, err = records.SplitItems(input); err != nil {
+		return nil, fmt.Errorf("sqlite: get %s: decode input item: %w", id, err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var kind string
-		var data []byte
-		if err := rows.Scan(&kind, &data); err != nil {
-			return nil, fmt.Errorf("sqlite: get %s: items: %w", id, err)
-		}
-		var it responses.Item
-		if err := records.DecodeItem(data, &it); err != nil {
-			return nil, fmt.Errorf("sqlite: get %s: decode %s item: %w", id, kind, err)
-		}
-		if kind == kindInput {
-			rec.Input = append(rec.Input, it)
-		} else {
-			rec.Output = append(rec.Output, it)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: get %s: items: %w", id, err)
+	if rec.Output, err = records.SplitItems(output); err != nil {
+		return nil, fmt.Errorf("sqlite: get %s: decode output item: %w", id, err)
 	}
 	return rec, nil
 }

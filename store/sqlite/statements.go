@@ -19,14 +19,12 @@ type statements struct {
 	deleteResponse *sql.Stmt
 	deleteItems    *sql.Stmt
 	getResponse    *sql.Stmt
-	getItems       *sql.Stmt
 	getEvents      *sql.Stmt
 	responseExists *sql.Stmt
 	cursorPosition *sql.Stmt
 	inputPageAsc   *sql.Stmt
 	inputPageDesc  *sql.Stmt
 	chain          *sql.Stmt
-	chainItems     *sql.Stmt
 	renewLeases    *sql.Stmt
 	failExpired    *sql.Stmt
 	oldResponses   *sql.Stmt
@@ -58,9 +56,13 @@ func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
 				lease_until = excluded.lease_until`},
 		{&s.deleteResponse, `DELETE FROM responses WHERE id = ?`},
 		{&s.deleteItems, `DELETE FROM response_items WHERE response_id = ?`},
-		{&s.getResponse, `SELECT previous_response_id, created_at, status, response, pending, lease_owner, lease_until FROM responses WHERE id = ?`},
-		// 'input' sorts before 'output', so inputs come first.
-		{&s.getItems, `SELECT kind, item FROM response_items WHERE response_id = ? ORDER BY kind, position`},
+		// The items come joined as in chain: one statement, one snapshot.
+		{&s.getResponse, `SELECT r.previous_response_id, r.created_at, r.status, r.response, r.pending, r.lease_owner, r.lease_until,
+				(SELECT group_concat(item, char(10) ORDER BY position) FROM response_items i
+					WHERE i.response_id = r.id AND i.kind = 'input'),
+				(SELECT group_concat(item, char(10) ORDER BY position) FROM response_items i
+					WHERE i.response_id = r.id AND i.kind = 'output')
+			FROM responses r WHERE r.id = ?`},
 		{&s.getEvents, `SELECT events FROM responses WHERE id = ?`},
 		{&s.responseExists, `SELECT 1 FROM responses WHERE id = ?`},
 		// Should an id appear twice, the cursor is its first occurrence.
@@ -75,6 +77,9 @@ func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
 			ORDER BY position DESC LIMIT ?`},
 		// The chain is followed inside the database: one query however
 		// long it is. depth bounds it (and any cycle).
+		// Items come as one text per kind, the items' JSON joined by
+		// newlines (compact JSON holds none), so that the whole chain is
+		// one statement, hence one snapshot, with no transaction.
 		{&s.chain, `WITH RECURSIVE chain (id, depth) AS (
 				SELECT ?1, 0
 				UNION ALL
@@ -82,12 +87,13 @@ func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
 				FROM chain c JOIN responses r ON r.id = c.id
 				WHERE r.previous_response_id <> '' AND c.depth + 1 < ?2
 			)
-			SELECT r.id, r.previous_response_id, r.created_at, r.status, r.response, r.pending, r.lease_owner, r.lease_until
+			SELECT r.id, r.previous_response_id, r.created_at, r.status, r.pending, r.lease_owner, r.lease_until,
+				(SELECT group_concat(item, char(10) ORDER BY position) FROM response_items i
+					WHERE i.response_id = r.id AND i.kind = 'input'),
+				(SELECT group_concat(item, char(10) ORDER BY position) FROM response_items i
+					WHERE i.response_id = r.id AND i.kind = 'output')
 			FROM chain c JOIN responses r ON r.id = c.id
 			ORDER BY c.depth`},
-		{&s.chainItems, `SELECT response_id, kind, item FROM response_items
-			WHERE response_id IN (SELECT value FROM json_each(?))
-			ORDER BY response_id, kind, position`},
 		{&s.renewLeases, `UPDATE responses SET lease_until = ?1
 			WHERE lease_owner = ?2 AND status = 'in_progress' AND id IN (SELECT value FROM json_each(?3))`},
 		// The status column and the object's status change together, so
@@ -148,8 +154,8 @@ func (s *statements) close() error {
 	var errs []error
 	sts := []*sql.Stmt{
 		s.upsertResponse, s.deleteResponse, s.deleteItems, s.getResponse,
-		s.getItems, s.getEvents, s.responseExists, s.cursorPosition,
-		s.inputPageAsc, s.inputPageDesc, s.chain, s.chainItems,
+		s.getEvents, s.responseExists, s.cursorPosition,
+		s.inputPageAsc, s.inputPageDesc, s.chain,
 		s.renewLeases, s.failExpired, s.oldResponses,
 	}
 	s.mu.Lock()

@@ -12,8 +12,10 @@ import (
 const maxGroup = 64
 
 // checkpointEvery is how many commits pass between WAL checkpoints. The
-// checkpoint runs on its own goroutine, so no save waits for it.
-const checkpointEvery = 256
+// checkpoint runs on its own goroutine, so no save waits for it. A save
+// appends about ten pages to the WAL, so 32 commits stay well under the
+// 1000 pages at which SQLite would checkpoint inside a commit.
+const checkpointEvery = 32
 
 // A write is one unit of work for the writer: fn runs inside the group's
 // transaction, under a savepoint of its own, so a failing write is undone
@@ -190,9 +192,9 @@ func (w *writer) commit(group []*write) {
 }
 
 // checkpoints copies the WAL back into the database file when the writer
-// asks. Automatic checkpoints are off (see dataSourceName): SQLite would
-// run them inside the commit of whichever save crossed the threshold. A
-// PASSIVE checkpoint never blocks the writer or readers.
+// asks, so that SQLite's own checkpoint, which runs inside the commit of
+// whichever save crosses its threshold, does not have to. A PASSIVE
+// checkpoint never blocks the writer or readers.
 func (w *writer) checkpoints() {
 	defer close(w.stopped)
 	for {

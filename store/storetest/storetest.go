@@ -66,7 +66,7 @@ func record(id, previous string) *engine.Record {
 		Response:           json.RawMessage(fmt.Sprintf(`{"id":%q,"object":"response","status":"completed","output":[]}`, id)),
 		Input: []responses.Item{
 			{Type: responses.ItemMessage, ID: "msg_in_" + id, Status: responses.StatusCompleted, Role: "user",
-				Content: []responses.ContentPart{{Type: responses.PartInputText, Text: "What is the weather in Paris? ünïcödé"}}},
+				Content: []responses.ContentPart{{Type: responses.PartInputText, Text: "What is the weather in Paris?\nLine two, ünïcödé, a tab\t and a quote \""}}},
 			{Type: responses.ItemFunctionCallOutput, ID: "fco_" + id, Status: responses.StatusCompleted,
 				CallID: "call_1", Output: json.RawMessage(`"{\"temp_c\":21}"`)},
 		},
@@ -437,7 +437,13 @@ func testChain(t *testing.T, s engine.Store) {
 		t.Fatalf("chain of 6: got %d records", len(got))
 	}
 	for i, rec := range got {
-		checkRecord(t, rec, chain[5-i])
+		// A chain carries the conversation, not the response objects.
+		if rec.Response != nil {
+			t.Errorf("chain record %s has its response object", rec.ID)
+		}
+		want := *chain[5-i]
+		want.Response = nil
+		checkRecord(t, rec, &want)
 	}
 	// The limit bounds the walk.
 	got, err = s.Chain(ctx, "resp_5", 3)

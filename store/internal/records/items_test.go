@@ -40,3 +40,36 @@ func TestDecodeItem(t *testing.T) {
 		t.Error("truncated item decoded")
 	}
 }
+
+// TestSplitItems: items whose text holds newlines survive being joined by
+// newlines, because their JSON escapes them.
+func TestSplitItems(t *testing.T) {
+	want := []responses.Item{
+		{Type: responses.ItemMessage, ID: "a", Role: "user", Status: "completed",
+			Content: []responses.ContentPart{{Type: responses.PartInputText, Text: "line one\nline two\r\n"}}},
+		{Type: responses.ItemFunctionCall, ID: "b", CallID: "c", Name: "f", Arguments: "{\n\"x\": 1\n}", Status: "completed"},
+	}
+	var joined []byte
+	for i := range want {
+		b, err := json.Marshal(&want[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			joined = append(joined, '\n')
+		}
+		joined = append(joined, b...)
+	}
+	got, err := SplitItems(joined)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gj, _ := json.Marshal(got)
+	wj, _ := json.Marshal(want)
+	if string(gj) != string(wj) {
+		t.Errorf("split %s, want %s", gj, wj)
+	}
+	if got, err := SplitItems(nil); got != nil || err != nil {
+		t.Errorf("SplitItems(nil) = %v, %v", got, err)
+	}
+}
