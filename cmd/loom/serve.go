@@ -297,7 +297,8 @@ func (m *Main) drain(serveErr chan error) {
 	// Idle keep-alive connections stay open during the drain: closing
 	// them now (http.Server.SetKeepAlivesEnabled(false) would) races
 	// with a balancer that has not yet seen the 503 and sends a request
-	// on one of them just as it closes, which it cannot safely retry.
+	// on one of them just as it closes; only a balancer that buffers
+	// requests and retries on an empty response recovers from that.
 	m.server.SetReady(false)
 	close(m.draining)
 	if m.cfg.DrainDelay <= 0 {
