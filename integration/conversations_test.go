@@ -24,7 +24,7 @@ import (
 // order, the second turn's upstream request held the first, and an item
 // can be read and deleted.
 func TestOpenAIGoConversation(t *testing.T) {
-	h := newHarness(t, &harnessOptions{SkipSchema: true})
+	h := newHarness(t, nil)
 	client := newOpenAIGo(h)
 	ctx := clientCtx(t)
 
@@ -154,7 +154,7 @@ func asAPIError(err error, target **openai.Error) bool {
 // response that found another running is refused with a 409 naming
 // conversation, and the items are exactly the accepted turns, whole.
 func TestConversationConcurrency(t *testing.T) {
-	h := newHarness(t, &harnessOptions{SkipSchema: true})
+	h := newHarness(t, nil)
 	client := newOpenAIGo(h)
 	ctx := clientCtx(t)
 	const own, racers, turns = 20, 5, 3

@@ -62,7 +62,7 @@ func chatTexts(t *testing.T, h *harness) string {
 }
 
 func TestNodeConversation(t *testing.T) {
-	h := newHarness(t, &harnessOptions{SkipSchema: true})
+	h := newHarness(t, nil)
 	var out struct {
 		Conversation   string            `json:"conversation"`
 		Metadata       map[string]string `json:"metadata"`
@@ -104,7 +104,7 @@ func TestNodeConversation(t *testing.T) {
 }
 
 func TestAgentsSDKConversation(t *testing.T) {
-	h := newHarness(t, &harnessOptions{SkipSchema: true})
+	h := newHarness(t, nil)
 	var out struct {
 		Conversation string     `json:"conversation"`
 		Outputs      []string   `json:"outputs"`
