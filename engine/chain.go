@@ -41,7 +41,7 @@ func (e *Engine) history(ctx context.Context, previousID string) ([]responses.It
 		calls, err := decodePending(chain[i].Pending)
 		if err != nil {
 			// Its calls cannot be resumed; the rest of the chain can.
-			e.log.Warn("stored pending input state unreadable", "response", chain[i].ID, "err", err)
+			e.log.WarnContext(ctx, "stored pending input state unreadable", "response", chain[i].ID, "err", err)
 		}
 		for _, p := range calls {
 			if pending == nil {

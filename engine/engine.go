@@ -279,7 +279,7 @@ func (r *run) loop(ctx context.Context) error {
 	if listErr != nil {
 		// A server that cannot be listed is left out; the response goes
 		// on with the tools that could be listed.
-		r.e.log.Warn("tool listing failed", "response", r.resp.ID, "err", listErr)
+		r.e.log.WarnContext(ctx, "tool listing failed", "response", r.resp.ID, "err", listErr)
 	}
 	if err := r.listItems(listErr); err != nil {
 		return err

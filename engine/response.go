@@ -97,7 +97,7 @@ func (e *Engine) save(ctx context.Context, r *run, upstreamErr error) {
 	}
 	body, err := json.Marshal(r.resp)
 	if err != nil {
-		e.log.Error("encode response for the store", "id", r.resp.ID, "err", err)
+		e.log.ErrorContext(ctx, "encode response for the store", "id", r.resp.ID, "err", err)
 		return
 	}
 	rec := &Record{
@@ -118,7 +118,7 @@ func (e *Engine) save(ctx context.Context, r *run, upstreamErr error) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
 	defer cancel()
 	if err := e.store.SaveResponse(sctx, rec); err != nil {
-		e.log.Error("store response", "id", r.resp.ID, "err", err)
+		e.log.ErrorContext(ctx, "store response", "id", r.resp.ID, "err", err)
 	}
 }
 

@@ -158,7 +158,7 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, id string, diale
 		json.Unmarshal(ev, &head)
 		data, err := dialect.Rewrite(ev)
 		if err != nil {
-			s.log.Error("replay: stored event is not valid JSON", "id", id, "err", err)
+			s.log.ErrorContext(r.Context(), "replay: stored event is not valid JSON", "id", id, "err", err)
 			return
 		}
 		if sse.Raw(head.Type, data) != nil {

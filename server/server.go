@@ -10,6 +10,10 @@ import (
 
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DialectHeader lets a client choose the event dialect of one request,
@@ -30,6 +34,13 @@ type Options struct {
 	APIKeys []string
 	// Metrics, when set, are updated and served at /metrics.
 	Metrics *Metrics
+	// HideMetrics keeps /metrics off this handler although Metrics is
+	// set: the operator serves Metrics.Handler on a listener of its own.
+	HideMetrics bool
+	// TracerProvider starts the span of each request (nil: spans are not
+	// recorded, but each request still gets a trace id, logged and
+	// propagated).
+	TracerProvider trace.TracerProvider
 }
 
 // Server is loom's HTTP API: the Responses endpoints over an Engine, plus
@@ -40,6 +51,7 @@ type Server struct {
 	log    *slog.Logger
 	mux    *http.ServeMux
 	ready  atomic.Bool
+	tracer trace.Tracer
 }
 
 // New returns a Server for e. It reports ready until SetReady(false).
@@ -58,6 +70,7 @@ func New(e *engine.Engine, opts *Options) *Server {
 		s.opts.KeepAlive = 15 * time.Second
 	}
 	s.log = s.opts.Logger
+	s.tracer = telemetry.Tracer(s.opts.TracerProvider, "github.com/loomgate/loom/server")
 	s.ready.Store(true)
 
 	s.mux.HandleFunc("POST /v1/responses", s.auth(s.createResponse))
@@ -76,8 +89,8 @@ func New(e *engine.Engine, opts *Options) *Server {
 		}
 		w.Write([]byte("ok\n"))
 	})
-	if s.opts.Metrics != nil {
-		s.mux.Handle("GET /metrics", s.opts.Metrics.handler())
+	if s.opts.Metrics != nil && !s.opts.HideMetrics {
+		s.mux.Handle("GET /metrics", s.opts.Metrics.Handler())
 	}
 	s.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &responses.APIError{Status: http.StatusNotFound, Type: responses.ErrNotFound, Code: "unknown_route",
@@ -90,11 +103,26 @@ func New(e *engine.Engine, opts *Options) *Server {
 // that load balancers stop sending traffic before the listener closes.
 func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler. Every request runs in a span of its
+// own, a child of the client's traceparent when it sent one, and the
+// response's traceparent header names that span.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	ctx, span := telemetry.StartRequest(r, s.tracer, r.Method,
+		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
+	defer span.End()
+	r = r.WithContext(ctx)
+	telemetry.Inject(ctx, w.Header())
 	sw := &statusWriter{ResponseWriter: w}
 	s.mux.ServeHTTP(sw, r)
+	if r.Pattern != "" {
+		span.SetName(r.Pattern)
+		span.SetAttributes(attribute.String("http.route", r.Pattern))
+	}
+	span.SetAttributes(attribute.Int("http.response.status_code", sw.status))
+	if sw.status >= 500 {
+		span.SetStatus(codes.Error, http.StatusText(sw.status))
+	}
 	if s.opts.Metrics != nil {
 		// The route pattern, not the path: ids would make the label set
 		// unbounded.
@@ -115,8 +143,7 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 		return h
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if ok {
+		if token, ok := bearerToken(r); ok {
 			for _, k := range s.opts.APIKeys {
 				if subtle.ConstantTimeCompare([]byte(token), []byte(k)) == 1 {
 					h(w, r)
@@ -126,6 +153,17 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 		}
 		writeError(w, &responses.APIError{Status: http.StatusUnauthorized, Type: responses.ErrInvalidRequest, Code: "invalid_api_key", Message: "missing or invalid API key"})
 	}
+}
+
+// bearerToken returns the token of an "Authorization: Bearer <token>"
+// header. The scheme is case-insensitive (RFC 9110 11.1): "bearer" works.
+func bearerToken(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
 }
 
 // statusWriter remembers the status for the access log. It passes Flush and

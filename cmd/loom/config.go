@@ -12,6 +12,7 @@ import (
 // underscores); a flag given on the command line wins over the variable.
 type Config struct {
 	Addr        string
+	MetricsAddr string
 	UpstreamURL string
 	UpstreamAPI string
 	UpstreamKey string
@@ -53,6 +54,7 @@ func parseServeFlags(args []string, getenv func(string) string) (*Config, error)
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var models, apiKeys string
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics on this address instead of on --addr (empty: /metrics on --addr)")
 	fs.StringVar(&cfg.UpstreamURL, "upstream-url", "", "OpenAI-compatible base URL of the inference engine, ending in /v1 (required)")
 	fs.StringVar(&cfg.UpstreamAPI, "upstream-api", "chat", "upstream API: chat (chat completions, any engine) or completions (harmony token ids, gpt-oss)")
 	fs.StringVar(&cfg.UpstreamEngine, "upstream-engine", "vllm", "with --upstream-api completions: the engine's dialect of the completions endpoint: vllm, sglang or llamacpp")

@@ -43,6 +43,8 @@ type Main struct {
 	server          *server.Server
 	http            *http.Server
 	listener        net.Listener
+	metricsHTTP     *http.Server // with --metrics-addr
+	metricsListener net.Listener
 
 	// base is the context of every request; cancelling it cancels the
 	// responses still running when the shutdown deadline passes.
@@ -97,10 +99,21 @@ func (m *Main) Open(ctx context.Context) error {
 		defer close(m.maintained)
 		eng.Maintain(mctx)
 	}()
-	m.server = server.New(eng, &server.Options{Logger: m.log, Dialect: dialect, APIKeys: m.cfg.APIKeys, MaxBodyBytes: m.cfg.MaxBodyBytes, Metrics: metrics})
+	m.server = server.New(eng, &server.Options{Logger: m.log, Dialect: dialect, APIKeys: m.cfg.APIKeys, MaxBodyBytes: m.cfg.MaxBodyBytes,
+		Metrics: metrics, HideMetrics: m.cfg.MetricsAddr != ""})
 	m.listener, err = net.Listen("tcp", m.cfg.Addr)
 	if err != nil {
 		return err
+	}
+	if m.cfg.MetricsAddr != "" {
+		// /metrics on a listener of its own, which can stay inside the
+		// cluster while the API listener faces clients.
+		if m.metricsListener, err = net.Listen("tcp", m.cfg.MetricsAddr); err != nil {
+			return fmt.Errorf("--metrics-addr: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", metrics.Handler())
+		m.metricsHTTP = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 	m.base, m.cancelBase = context.WithCancel(context.Background())
 	m.http = &http.Server{
@@ -201,6 +214,15 @@ func (m *Main) sealer() (*engine.Sealer, error) {
 // Addr is the address the server listens on.
 func (m *Main) Addr() string { return m.listener.Addr().String() }
 
+// MetricsAddr is the address /metrics is served on with --metrics-addr,
+// or "" without.
+func (m *Main) MetricsAddr() string {
+	if m.metricsListener == nil {
+		return ""
+	}
+	return m.metricsListener.Addr().String()
+}
+
 // Run serves until ctx is done, then shuts down gracefully: it stops
 // accepting, lets in-flight responses finish for up to the shutdown
 // timeout, then cancels them and waits for them to end.
@@ -208,6 +230,11 @@ func (m *Main) Run(ctx context.Context) error {
 	m.log.Info("loom listening", "addr", m.Addr(), "upstream", m.cfg.UpstreamURL, "store", m.storeName, "models", m.cfg.Models)
 	errc := make(chan error, 1)
 	go func() { errc <- m.http.Serve(m.listener) }()
+	if m.metricsHTTP != nil {
+		m.log.Info("metrics listening", "addr", m.MetricsAddr())
+		go m.metricsHTTP.Serve(m.metricsListener)
+		defer m.metricsHTTP.Close()
+	}
 	select {
 	case err := <-errc:
 		return err

@@ -8,6 +8,10 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/loomgate/loom/telemetry"
 )
 
 // HeaderError reports a header a request may not send to an MCP server.
@@ -153,11 +157,18 @@ type authTransport struct {
 
 func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c, _ := req.Context().Value(credentialsKey{}).(*credentials)
-	if c == nil || origin(req.URL.Scheme, req.URL.Host) != c.origin {
+	traced := trace.SpanContextFromContext(req.Context()).IsValid()
+	if !traced && (c == nil || origin(req.URL.Scheme, req.URL.Host) != c.origin) {
 		return t.next.RoundTrip(req)
 	}
 	// RoundTrip must not modify the caller's request.
 	r := req.Clone(req.Context())
+	// The request's trace goes to every MCP server; loom's traceparent
+	// wins over one a client put in the tool's headers.
+	telemetry.Inject(r.Context(), r.Header)
+	if c == nil || origin(req.URL.Scheme, req.URL.Host) != c.origin {
+		return t.next.RoundTrip(r)
+	}
 	for name, values := range c.header {
 		if _, set := r.Header[name]; !set {
 			r.Header[name] = values

@@ -200,6 +200,7 @@ func (c *Client) NewServer(ctx context.Context, cfg *ServerConfig) (*Server, err
 		}
 	}
 	s.sdk = mcpsdk.NewClient(&mcpsdk.Implementation{Name: c.name, Version: c.ver}, s.sdkOptions(cfg))
+	s.sdk.AddSendingMiddleware(traceMeta)
 	if len(s.roots) > 0 {
 		roots := make([]*mcpsdk.Root, len(s.roots))
 		for i, r := range s.roots {
