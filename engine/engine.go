@@ -252,7 +252,9 @@ type run struct {
 // record keeps the event for the store and passes it to the sink.
 func (r *run) record(ev *responses.Event) error {
 	if r.req.StoreEnabled() {
-		b, err := ev.AppendJSON(nil, responses.DialectOpenAI)
+		// Encoded once: the SSE writer reuses this encoding when the
+		// client reads the same dialect.
+		b, err := ev.EncodeJSON(responses.DialectOpenAI)
 		if err != nil {
 			return err
 		}

@@ -125,7 +125,7 @@ func decodeItems(raw []string) ([]responses.Item, error) {
 	}
 	items := make([]responses.Item, len(raw))
 	for i, s := range raw {
-		if err := json.Unmarshal([]byte(s), &items[i]); err != nil {
+		if err := records.DecodeItem([]byte(s), &items[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -266,7 +266,7 @@ func (d *DB) ListInputItems(ctx context.Context, id string, page engine.Page) ([
 			continue
 		}
 		var it responses.Item
-		if err := json.Unmarshal([]byte(*item), &it); err != nil {
+		if err := records.DecodeItem([]byte(*item), &it); err != nil {
 			return nil, false, fmt.Errorf("postgres: input items of %s: decode: %w", id, err)
 		}
 		items = append(items, it)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store/internal/records"
 )
 
 // Chain returns response id and the responses it continues, newest first,
@@ -76,7 +77,7 @@ func (d *DB) Chain(ctx context.Context, id string, limit int) ([]*engine.Record,
 			return nil, fmt.Errorf("sqlite: chain of %s: items: %w", id, err)
 		}
 		var it responses.Item
-		if err := json.Unmarshal(data, &it); err != nil {
+		if err := records.DecodeItem(data, &it); err != nil {
 			return nil, fmt.Errorf("sqlite: chain of %s: decode %s item of %s: %w", id, kind, rid, err)
 		}
 		rec := byID[rid]

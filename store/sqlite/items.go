@@ -3,13 +3,13 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store/internal/records"
 )
 
 // Page sizes, as the Responses API defines them for input_items.
@@ -87,7 +87,7 @@ func (d *DB) ListInputItems(ctx context.Context, id string, page engine.Page) ([
 			return nil, false, fmt.Errorf("sqlite: input items of %s: %w", id, err)
 		}
 		var it responses.Item
-		if err := json.Unmarshal(data, &it); err != nil {
+		if err := records.DecodeItem(data, &it); err != nil {
 			return nil, false, fmt.Errorf("sqlite: input items of %s: decode: %w", id, err)
 		}
 		items = append(items, it)

@@ -135,7 +135,7 @@ func (d *DB) GetResponse(ctx context.Context, id string) (*engine.Record, error)
 			return nil, fmt.Errorf("sqlite: get %s: items: %w", id, err)
 		}
 		var it responses.Item
-		if err := json.Unmarshal(data, &it); err != nil {
+		if err := records.DecodeItem(data, &it); err != nil {
 			return nil, fmt.Errorf("sqlite: get %s: decode %s item: %w", id, kind, err)
 		}
 		if kind == kindInput {

@@ -98,8 +98,11 @@ func (w *writer) loop() {
 	}
 }
 
-// commit runs group in one transaction. Each write has a savepoint: one
-// that fails is rolled back to it and answered with its error.
+// commit runs group in one transaction. With several writes each has a
+// savepoint: one that fails is rolled back to it and answered with its
+// error, and the others commit. A write alone needs none: if it fails,
+// the transaction is rolled back (two statements fewer on the path of a
+// save when the writer is not busy).
 func (w *writer) commit(group []*write) {
 	results := make([]error, len(group))
 	ctx := context.Background()
@@ -110,20 +113,27 @@ func (w *writer) commit(group []*write) {
 		}
 		return
 	}
+	alone := len(group) == 1
 	for i, req := range group {
 		if err := req.ctx.Err(); err != nil {
 			results[i] = err
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, `SAVEPOINT w`); err != nil {
-			results[i] = err
-			continue
+		if !alone {
+			if _, err := tx.ExecContext(ctx, `SAVEPOINT w`); err != nil {
+				results[i] = err
+				continue
+			}
 		}
 		// The write runs on the group's context, not its caller's: SQLite
 		// rolls back the whole transaction when a statement in it is
 		// interrupted, which would undo the other writes of the group.
-		if err := req.fn(ctx, tx); err != nil {
-			results[i] = err
+		err := req.fn(ctx, tx)
+		results[i] = err
+		if alone {
+			break
+		}
+		if err != nil {
 			if _, rerr := tx.ExecContext(ctx, `ROLLBACK TO w`); rerr != nil {
 				results[i] = errors.Join(err, rerr)
 			}
@@ -132,7 +142,9 @@ func (w *writer) commit(group []*write) {
 			results[i] = err
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	if alone && results[0] != nil {
+		tx.Rollback()
+	} else if err := tx.Commit(); err != nil {
 		for i := range results {
 			if results[i] == nil {
 				results[i] = fmt.Errorf("commit: %w", err)

@@ -1,0 +1,54 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+)
+
+// TestGroupCommitIsolatesFailures commits a group of three writes whose
+// second fails after writing: the first and third commit, nothing of the
+// second remains, and each caller gets its own result. A failing write
+// alone leaves nothing either.
+func TestGroupCommitIsolatesFailures(t *testing.T) {
+	d := openTest(t, "")
+	ctx := context.Background()
+	boom := errors.New("boom")
+	insert := func(id string, fail bool) func(context.Context, *sql.Tx) error {
+		return func(ctx context.Context, tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO responses (id, created_at, status, response) VALUES (?, 1, 'completed', '{}')`, id); err != nil {
+				return err
+			}
+			if fail {
+				return boom
+			}
+			return nil
+		}
+	}
+	mk := func(fn func(context.Context, *sql.Tx) error) *write {
+		return &write{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	}
+	group := []*write{mk(insert("resp_a", false)), mk(insert("resp_b", true)), mk(insert("resp_c", false))}
+	d.w.commit(group)
+	for i, want := range []error{nil, boom, nil} {
+		if err := <-group[i].done; !errors.Is(err, want) {
+			t.Errorf("write %d: %v, want %v", i, err, want)
+		}
+	}
+	alone := mk(insert("resp_d", true))
+	d.w.commit([]*write{alone})
+	if err := <-alone.done; !errors.Is(err, boom) {
+		t.Errorf("write alone: %v, want boom", err)
+	}
+	for id, want := range map[string]bool{"resp_a": true, "resp_b": false, "resp_c": true, "resp_d": false} {
+		_, err := d.GetResponse(ctx, id)
+		if got := err == nil; got != want {
+			t.Errorf("%s stored: %v, want %v (%v)", id, got, want, err)
+		}
+	}
+	// The writer is still usable after failures.
+	if err := d.SaveResponse(ctx, sampleRecord("resp_after")); err != nil {
+		t.Errorf("save after failed writes: %v", err)
+	}
+}
