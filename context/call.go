@@ -1,6 +1,10 @@
 package conversation
 
 import (
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"fmt"
 
@@ -57,6 +61,15 @@ func (c *Context) call(ctx context.Context, call tools.Call) tools.Result {
 			&SessionError{Op: OpCall, Server: st.label, Tools: []string{call.Name}, Outcome: Failed, Err: tools.ErrClosed})
 	}
 
+	// One span per call, named as the GenAI conventions name tool
+	// execution, with the server that ran it.
+	ctx, span := c.tracer.Start(ctx, "execute_tool "+call.Name, trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "execute_tool"),
+		attribute.String("gen_ai.tool.name", call.Name),
+		attribute.String("gen_ai.tool.call.id", call.CallID),
+		attribute.String("loom.tool.server", st.label),
+		attribute.Bool("loom.tool.retry", call.Input != nil)))
+	defer span.End()
 	if c.opts.CallTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.CallTimeout)
@@ -67,8 +80,12 @@ func (c *Context) call(ctx context.Context, call tools.Call) tools.Result {
 	c.observe(OpCall, st.label, outcome)
 	if err == nil {
 		res.CallID = call.CallID
+		if res.InputRequired != nil {
+			span.SetAttributes(attribute.Bool("loom.tool.input_required", true))
+		}
 		return res
 	}
+	span.SetStatus(codes.Error, outcome.String())
 	e := &SessionError{Op: OpCall, Server: st.label, Tools: []string{call.Name}, Outcome: outcome, Err: err}
 	if outcome == TimedOut {
 		e.Timeout = c.opts.CallTimeout

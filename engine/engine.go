@@ -1,6 +1,11 @@
 package engine
 
 import (
+	"github.com/loomgate/loom/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,6 +63,12 @@ type Options struct {
 	// Owner names this engine in the leases it takes (default: a random
 	// id). Two engines on one store must not share it.
 	Owner string
+	// TracerProvider starts the spans of a response: the run, each model
+	// turn, each MRTR round, the store save, and (through Conversation,
+	// unless it has its own) each tool call and the cleanup pass. Nil: no
+	// spans are recorded, and the request's trace still reaches logs, the
+	// upstream and tools through ctx.
+	TracerProvider trace.TracerProvider
 }
 
 // Engine runs responses: it resolves the conversation, drives the model
@@ -71,6 +82,7 @@ type Engine struct {
 	// owner names this engine's leases; inflight are its leased responses.
 	owner    string
 	inflight inflight
+	tracer   trace.Tracer
 }
 
 // New returns an Engine over backend and store.
@@ -108,6 +120,10 @@ func New(backend model.Backend, store Store, opts *Options) *Engine {
 		e.owner = NewID("replica")
 	}
 	e.log = e.opts.Logger
+	e.tracer = telemetry.Tracer(e.opts.TracerProvider, "github.com/loomgate/loom/engine")
+	if e.opts.Conversation.TracerProvider == nil {
+		e.opts.Conversation.TracerProvider = e.opts.TracerProvider
+	}
 	return e
 }
 
@@ -125,7 +141,18 @@ func (e *Engine) Store() Store { return e.store }
 // Run returns the final response; if the upstream failed, it also returns
 // the *model.Error so that a non-streaming caller can answer with its
 // status.
-func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*responses.Event) error) (*responses.Response, error) {
+func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*responses.Event) error) (resp *responses.Response, err error) {
+	ctx, span := e.tracer.Start(ctx, "response", trace.WithAttributes(
+		attribute.String("gen_ai.request.model", req.Model), attribute.Bool("loom.stream", req.Stream)))
+	defer func() {
+		if resp != nil {
+			span.SetAttributes(attribute.String("gen_ai.response.id", resp.ID), attribute.String("loom.response.status", resp.Status))
+		}
+		if err != nil {
+			span.SetStatus(codes.Error, "response failed")
+		}
+		span.End()
+	}()
 	if err := req.Validate(e.serverToolType); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -262,8 +265,24 @@ func (r *run) resolveInput(ctx context.Context, call tools.Call, server string, 
 func (r *run) rounds(ctx context.Context, st *callState, res tools.Result) tools.Result {
 	limit := r.e.opts.MaxInputRounds
 	shed := 0
+	// Each round is a span: the answers it gathered (sampling turns are
+	// its children) and the retried call.
+	var span trace.Span
+	endRound := func() {
+		if span != nil {
+			span.End()
+			span = nil
+		}
+	}
+	defer endRound()
+	outer := ctx
 	for res.InputRequired != nil {
+		endRound()
 		ir := res.InputRequired
+		var ctx context.Context
+		ctx, span = r.e.tracer.Start(outer, "mcp input round", trace.WithAttributes(
+			attribute.String("loom.tool.server", st.server), attribute.String("gen_ai.tool.name", st.call.Name),
+			attribute.Int("loom.mrtr.round", st.round+1), attribute.Int("loom.mrtr.requests", len(ir.Requests))))
 		if st.round >= limit {
 			err := fmt.Errorf("input rounds exceeded (%d)", limit)
 			r.e.log.WarnContext(ctx, "mcp call stopped", "response", r.resp.ID, "server", st.server, "tool", st.call.Name, "err", err)

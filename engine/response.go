@@ -1,6 +1,10 @@
 package engine
 
 import (
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -115,9 +119,13 @@ func (e *Engine) save(ctx context.Context, r *run, upstreamErr error) {
 	}
 	// The request's context may be cancelled (client gone): the response
 	// is still saved, within a bound of its own.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
+	sctx, span := e.tracer.Start(context.WithoutCancel(ctx), "store save", trace.WithAttributes(
+		attribute.String("gen_ai.response.id", r.resp.ID), attribute.Int("loom.store.events", len(rec.Events))))
+	defer span.End()
+	sctx, cancel := context.WithTimeout(sctx, e.opts.StoreTimeout)
 	defer cancel()
 	if err := e.store.SaveResponse(sctx, rec); err != nil {
+		span.SetStatus(codes.Error, "save failed")
 		e.log.ErrorContext(ctx, "store response", "id", r.resp.ID, "err", err)
 	}
 }

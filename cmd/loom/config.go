@@ -13,11 +13,16 @@ import (
 type Config struct {
 	Addr        string
 	MetricsAddr string
-	UpstreamURL string
-	UpstreamAPI string
-	UpstreamKey string
-	Models      []string
-	Store       string
+	// OTLPEndpoint, when set (or OTEL_EXPORTER_OTLP_ENDPOINT is), turns on
+	// span export; Tracing says whether it is on.
+	OTLPEndpoint    string
+	OTLPSampleRatio float64
+	Tracing         bool
+	UpstreamURL     string
+	UpstreamAPI     string
+	UpstreamKey     string
+	Models          []string
+	Store           string
 	// StoreLease is how long an in-flight response's lease lasts without
 	// a heartbeat; heartbeat and sweep intervals derive from it.
 	StoreLease            time.Duration
@@ -54,6 +59,8 @@ func parseServeFlags(args []string, getenv func(string) string) (*Config, error)
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var models, apiKeys string
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", "export OpenTelemetry spans over OTLP/HTTP to this collector URL (e.g. http://127.0.0.1:4318); the OTEL_EXPORTER_OTLP_* variables work too (empty: no export)")
+	fs.Float64Var(&cfg.OTLPSampleRatio, "otlp-sample-ratio", 1, "share of new traces whose spans are exported, 0 to 1; a client's sampled flag is followed (OTEL_TRACES_SAMPLER applies when this is not set)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics on this address instead of on --addr (empty: /metrics on --addr)")
 	fs.StringVar(&cfg.UpstreamURL, "upstream-url", "", "OpenAI-compatible base URL of the inference engine, ending in /v1 (required)")
 	fs.StringVar(&cfg.UpstreamAPI, "upstream-api", "chat", "upstream API: chat (chat completions, any engine) or completions (harmony token ids, gpt-oss)")
@@ -104,6 +111,12 @@ func parseServeFlags(args []string, getenv func(string) string) (*Config, error)
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
+	ratioSet := getenv("LOOM_OTLP_SAMPLE_RATIO") != ""
+	fs.Visit(func(f *flag.Flag) { ratioSet = ratioSet || f.Name == "otlp-sample-ratio" })
+	if !ratioSet && getenv("OTEL_TRACES_SAMPLER") != "" {
+		cfg.OTLPSampleRatio = -1 // the SDK reads OTEL_TRACES_SAMPLER(_ARG)
+	}
+	cfg.Tracing = cfg.OTLPEndpoint != "" || getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 	cfg.Models = splitList(models)
 	cfg.APIKeys = splitList(apiKeys)
 	return cfg, cfg.validate()
@@ -140,6 +153,9 @@ func (c *Config) validate() error {
 	case "client", "model", "decline":
 	default:
 		return fmt.Errorf("--mcp-elicitation must be client, model or decline")
+	}
+	if c.OTLPSampleRatio > 1 || (c.OTLPSampleRatio < 0 && c.OTLPSampleRatio != -1) {
+		return fmt.Errorf("--otlp-sample-ratio must be between 0 and 1")
 	}
 	switch c.LogFormat {
 	case "text", "json":

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"github.com/loomgate/loom/telemetry"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"crypto/rand"
 	"errors"
@@ -43,7 +47,8 @@ type Main struct {
 	server          *server.Server
 	http            *http.Server
 	listener        net.Listener
-	metricsHTTP     *http.Server // with --metrics-addr
+	metricsHTTP     *http.Server             // with --metrics-addr
+	tracer          *sdktrace.TracerProvider // with --otlp-endpoint
 	metricsListener net.Listener
 
 	// base is the context of every request; cancelling it cancels the
@@ -85,13 +90,23 @@ func (m *Main) Open(ctx context.Context) error {
 			return fmt.Errorf("--mcp-servers: %w", err)
 		}
 	}
+	var tp trace.TracerProvider
+	if m.cfg.Tracing || m.cfg.OTLPEndpoint != "" {
+		m.tracer, err = telemetry.NewProvider(ctx, &telemetry.ProviderOptions{
+			Endpoint: m.cfg.OTLPEndpoint, SampleRatio: m.cfg.OTLPSampleRatio, Logger: m.log})
+		if err != nil {
+			return fmt.Errorf("--otlp-endpoint: %w", err)
+		}
+		tp = m.tracer
+	}
 	metrics := server.NewMetrics()
 	eng := engine.New(m.backend(), m.store, &engine.Options{
 		Logger: m.log, Models: m.cfg.Models, Timeout: m.cfg.RequestTimeout, Sealer: sealer,
-		ToolProviders: []engine.ToolProvider{local, mcpTools},
-		Conversation:  conversation.Options{Metrics: metrics.ConversationMetrics()},
-		Lease:         m.cfg.StoreLease,
-		Retention:     m.cfg.StoreTTL,
+		ToolProviders:  []engine.ToolProvider{local, mcpTools},
+		Conversation:   conversation.Options{Metrics: metrics.ConversationMetrics()},
+		TracerProvider: tp,
+		Lease:          m.cfg.StoreLease,
+		Retention:      m.cfg.StoreTTL,
 	})
 	mctx, stop := context.WithCancel(context.Background())
 	m.stopMaintenance, m.maintained = stop, make(chan struct{})
@@ -100,7 +115,7 @@ func (m *Main) Open(ctx context.Context) error {
 		eng.Maintain(mctx)
 	}()
 	m.server = server.New(eng, &server.Options{Logger: m.log, Dialect: dialect, APIKeys: m.cfg.APIKeys, MaxBodyBytes: m.cfg.MaxBodyBytes,
-		Metrics: metrics, HideMetrics: m.cfg.MetricsAddr != ""})
+		Metrics: metrics, HideMetrics: m.cfg.MetricsAddr != "", TracerProvider: tp})
 	m.listener, err = net.Listen("tcp", m.cfg.Addr)
 	if err != nil {
 		return err
@@ -271,6 +286,15 @@ func (m *Main) Close() error {
 	if m.stopMaintenance != nil {
 		m.stopMaintenance()
 		<-m.maintained
+	}
+	if m.tracer != nil {
+		// Flush the spans still queued, within a bound: a dead collector
+		// must not hold up the exit.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := m.tracer.Shutdown(ctx); err != nil {
+			m.log.Warn("tracing: flushing spans at exit", "err", err)
+		}
+		cancel()
 	}
 	if m.store != nil {
 		return m.store.Close()
