@@ -1,7 +1,9 @@
 package server
 
 import (
-	"crypto/subtle"
+	"errors"
+	"github.com/loomgate/loom/tenant"
+
 	"log/slog"
 	"net/http"
 	"strings"
@@ -30,8 +32,13 @@ type Options struct {
 	// KeepAlive is the longest silence on a stream before a comment line
 	// is sent (default 15s).
 	KeepAlive time.Duration
-	// APIKeys, when not empty, are the bearer tokens accepted on /v1.
+	// APIKeys, when not empty, are bearer tokens accepted on /v1, all of
+	// the one tenant DefaultTenant.
 	APIKeys []string
+	// Authenticators, when not empty, find the tenant of a request's
+	// bearer token (API keys mapped to tenants, JWTs), tried in order
+	// after APIKeys. With neither, every request is the anonymous tenant.
+	Authenticators []Authenticator
 	// Metrics, when set, are updated and served at /metrics.
 	Metrics *Metrics
 	// HideMetrics keeps /metrics off this handler although Metrics is
@@ -52,6 +59,7 @@ type Server struct {
 	mux    *http.ServeMux
 	ready  atomic.Bool
 	tracer trace.Tracer
+	authn  []Authenticator
 }
 
 // New returns a Server for e. It reports ready until SetReady(false).
@@ -70,6 +78,14 @@ func New(e *engine.Engine, opts *Options) *Server {
 		s.opts.KeepAlive = 15 * time.Second
 	}
 	s.log = s.opts.Logger
+	if len(s.opts.APIKeys) > 0 {
+		keys := make(APIKeys, len(s.opts.APIKeys))
+		for i, k := range s.opts.APIKeys {
+			keys[i] = APIKey{Key: k, Tenant: DefaultTenant}
+		}
+		s.authn = append(s.authn, keys)
+	}
+	s.authn = append(s.authn, s.opts.Authenticators...)
 	s.tracer = telemetry.Tracer(s.opts.TracerProvider, "github.com/loomgate/loom/server")
 	s.ready.Store(true)
 
@@ -137,22 +153,36 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		slog.Int("status", sw.status), slog.Duration("elapsed", time.Since(start)))
 }
 
-// auth checks the bearer token when keys are configured.
+// auth finds the request's tenant from its bearer token when
+// authentication is configured, and refuses the request with a 401
+// otherwise. Without authentication every request is the anonymous
+// tenant. Why a token was refused goes to the log, not to the client.
 func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
-	if len(s.opts.APIKeys) == 0 {
+	if len(s.authn) == 0 {
 		return h
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		if token, ok := bearerToken(r); ok {
-			for _, k := range s.opts.APIKeys {
-				if subtle.ConstantTimeCompare([]byte(token), []byte(k)) == 1 {
-					h(w, r)
-					return
-				}
-			}
+		token, ok := bearerToken(r)
+		if !ok {
+			writeError(w, errUnauthorized("missing bearer token (Authorization: Bearer <key>)"))
+			return
 		}
-		writeError(w, &responses.APIError{Status: http.StatusUnauthorized, Type: responses.ErrInvalidRequest, Code: "invalid_api_key", Message: "missing or invalid API key"})
+		var errs []error
+		for _, a := range s.authn {
+			t, err := a.Authenticate(r.Context(), token)
+			if err == nil {
+				h(w, r.WithContext(tenant.With(r.Context(), t)))
+				return
+			}
+			errs = append(errs, err)
+		}
+		s.log.InfoContext(r.Context(), "request refused: bearer token not accepted", "reason", errors.Join(errs...).Error())
+		writeError(w, errUnauthorized("invalid or expired bearer token"))
 	}
+}
+
+func errUnauthorized(msg string) *responses.APIError {
+	return &responses.APIError{Status: http.StatusUnauthorized, Type: responses.ErrInvalidRequest, Code: "invalid_api_key", Message: msg}
 }
 
 // bearerToken returns the token of an "Authorization: Bearer <token>"

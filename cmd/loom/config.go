@@ -15,6 +15,12 @@ type Config struct {
 	MetricsAddr string
 	// OTLPEndpoint, when set (or OTEL_EXPORTER_OTLP_ENDPOINT is), turns on
 	// span export; Tracing says whether it is on.
+	APIKeysFile     string
+	JWTJWKS         string
+	JWTIssuer       string
+	JWTAudience     string
+	JWTTenantClaim  string
+	JWTRefresh      time.Duration
 	OTLPEndpoint    string
 	OTLPSampleRatio float64
 	Tracing         bool
@@ -59,6 +65,12 @@ func parseServeFlags(args []string, getenv func(string) string) (*Config, error)
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var models, apiKeys string
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&cfg.APIKeysFile, "api-keys-file", "", "JSON file of API keys mapped to tenants, [{\"key\": \"...\", \"tenant\": \"...\"}]; each tenant sees only what it created")
+	fs.StringVar(&cfg.JWTJWKS, "jwt-jwks", "", "accept JWT bearer tokens verified against this JWKS: a file path or an https URL (needs --jwt-issuer and --jwt-audience)")
+	fs.StringVar(&cfg.JWTIssuer, "jwt-issuer", "", "the iss a JWT must carry")
+	fs.StringVar(&cfg.JWTAudience, "jwt-audience", "", "the aud a JWT must carry")
+	fs.StringVar(&cfg.JWTTenantClaim, "jwt-tenant-claim", "sub", "the JWT claim naming the tenant")
+	fs.DurationVar(&cfg.JWTRefresh, "jwt-refresh", 10*time.Minute, "how often the JWKS is reloaded (a token with an unknown kid reloads it too, at most every 10s)")
 	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", "export OpenTelemetry spans over OTLP/HTTP to this collector URL (e.g. http://127.0.0.1:4318); the OTEL_EXPORTER_OTLP_* variables work too (empty: no export)")
 	fs.Float64Var(&cfg.OTLPSampleRatio, "otlp-sample-ratio", 1, "share of new traces whose spans are exported, 0 to 1; a client's sampled flag is followed (OTEL_TRACES_SAMPLER applies when this is not set)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics on this address instead of on --addr (empty: /metrics on --addr)")
@@ -153,6 +165,12 @@ func (c *Config) validate() error {
 	case "client", "model", "decline":
 	default:
 		return fmt.Errorf("--mcp-elicitation must be client, model or decline")
+	}
+	if c.JWTJWKS != "" && (c.JWTIssuer == "" || c.JWTAudience == "") {
+		return fmt.Errorf("--jwt-jwks needs --jwt-issuer and --jwt-audience: a token for another service must not pass")
+	}
+	if c.JWTJWKS == "" && (c.JWTIssuer != "" || c.JWTAudience != "") {
+		return fmt.Errorf("--jwt-issuer and --jwt-audience need --jwt-jwks")
 	}
 	if c.OTLPSampleRatio > 1 || (c.OTLPSampleRatio < 0 && c.OTLPSampleRatio != -1) {
 		return fmt.Errorf("--otlp-sample-ratio must be between 0 and 1")

@@ -49,6 +49,7 @@ type Main struct {
 	listener        net.Listener
 	metricsHTTP     *http.Server             // with --metrics-addr
 	tracer          *sdktrace.TracerProvider // with --otlp-endpoint
+	stopJWKS        context.CancelFunc       // ends the JWKS refresh, with --jwt-jwks
 	metricsListener net.Listener
 
 	// base is the context of every request; cancelling it cancels the
@@ -99,6 +100,10 @@ func (m *Main) Open(ctx context.Context) error {
 		}
 		tp = m.tracer
 	}
+	authn, err := m.authenticators(ctx)
+	if err != nil {
+		return err
+	}
 	metrics := server.NewMetrics()
 	eng := engine.New(m.backend(), m.store, &engine.Options{
 		Logger: m.log, Models: m.cfg.Models, Timeout: m.cfg.RequestTimeout, Sealer: sealer,
@@ -115,7 +120,7 @@ func (m *Main) Open(ctx context.Context) error {
 		eng.Maintain(mctx)
 	}()
 	m.server = server.New(eng, &server.Options{Logger: m.log, Dialect: dialect, APIKeys: m.cfg.APIKeys, MaxBodyBytes: m.cfg.MaxBodyBytes,
-		Metrics: metrics, HideMetrics: m.cfg.MetricsAddr != "", TracerProvider: tp})
+		Metrics: metrics, HideMetrics: m.cfg.MetricsAddr != "", TracerProvider: tp, Authenticators: authn})
 	m.listener, err = net.Listen("tcp", m.cfg.Addr)
 	if err != nil {
 		return err
@@ -169,6 +174,34 @@ func (m *Main) noLimit(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// authenticators returns the tenant-mapping authenticators the
+// configuration names: --api-keys-file, then --jwt-jwks (whose keys are
+// reloaded on a timer until Close).
+func (m *Main) authenticators(ctx context.Context) ([]server.Authenticator, error) {
+	var out []server.Authenticator
+	if m.cfg.APIKeysFile != "" {
+		keys, err := server.LoadAPIKeys(m.cfg.APIKeysFile)
+		if err != nil {
+			return nil, fmt.Errorf("--api-keys-file: %w", err)
+		}
+		out = append(out, keys)
+	}
+	if m.cfg.JWTJWKS != "" {
+		v, err := server.NewJWTVerifier(ctx, &server.JWTOptions{
+			JWKS: m.cfg.JWTJWKS, Issuer: m.cfg.JWTIssuer, Audience: m.cfg.JWTAudience,
+			TenantClaim: m.cfg.JWTTenantClaim, Refresh: m.cfg.JWTRefresh, Logger: m.log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("--jwt-jwks: %w", err)
+		}
+		rctx, stop := context.WithCancel(context.Background())
+		m.stopJWKS = stop
+		go v.Run(rctx)
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // backend returns the upstream backend the configuration names.
@@ -286,6 +319,9 @@ func (m *Main) Close() error {
 	if m.stopMaintenance != nil {
 		m.stopMaintenance()
 		<-m.maintained
+	}
+	if m.stopJWKS != nil {
+		m.stopJWKS()
 	}
 	if m.tracer != nil {
 		// Flush the spans still queued, within a bound: a dead collector
