@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"github.com/loomgate/loom/telemetry"
+	"github.com/loomgate/loom/tenant"
+
 	"context"
 	"encoding/json"
 	"net/http"
@@ -86,6 +89,8 @@ func (e *Engine) begin(ctx context.Context, r *run) error {
 		Input:      r.input,
 		LeaseOwner: e.owner,
 		LeaseUntil: e.opts.Now().Add(e.opts.Lease),
+		Tenant:     tenant.From(ctx),
+		TraceID:    telemetry.TraceID(ctx),
 	}
 	if r.req.PreviousResponseID != nil {
 		rec.PreviousResponseID = *r.req.PreviousResponseID

@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"github.com/loomgate/loom/telemetry"
+	"github.com/loomgate/loom/tenant"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -113,6 +116,8 @@ func (e *Engine) save(ctx context.Context, r *run, upstreamErr error) {
 		Output:    r.resp.Output,
 		Events:    r.events,
 		Pending:   encodePending(r.pendingOut),
+		Tenant:    tenant.From(ctx),
+		TraceID:   telemetry.TraceID(ctx),
 	}
 	if r.req.PreviousResponseID != nil {
 		rec.PreviousResponseID = *r.req.PreviousResponseID

@@ -89,6 +89,14 @@ type Record struct {
 	// replica's sweeper: its owner is presumed dead.
 	LeaseOwner string
 	LeaseUntil time.Time
+	// Tenant is the principal that created the response ("" for the
+	// anonymous tenant). The engine shows a response, its items and
+	// events, and lets it be continued, only to its tenant.
+	Tenant string
+	// TraceID is the W3C trace id (32 hex digits) of the request that
+	// created the response, so that an operator can find its logs and
+	// spans; stores index it.
+	TraceID string
 }
 
 // Page selects a page of input items.

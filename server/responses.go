@@ -144,7 +144,7 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, id string, diale
 		}
 		after = n
 	}
-	events, err := s.engine.Store().Events(r.Context(), id, after)
+	events, err := s.engine.Events(r.Context(), id, after)
 	if err != nil {
 		writeError(w, err)
 		return

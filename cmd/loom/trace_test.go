@@ -174,6 +174,16 @@ func TestTraceEndToEnd(t *testing.T) {
 	if got := resp.Header.Get("Traceparent"); traceIDOf(got) != clientTraceID || strings.Contains(got, "00f067aa0ba902b7") {
 		t.Errorf("response traceparent %q: want the client's trace with loom's own span", got)
 	}
+	// The stored response carries the trace id, for operators.
+	var created struct {
+		ID string `json:"id"`
+	}
+	json.Unmarshal(raw, &created)
+	if rec, err := m.store.GetResponse(context.Background(), created.ID); err != nil {
+		t.Errorf("stored response: %v", err)
+	} else if rec.TraceID != clientTraceID {
+		t.Errorf("stored response's trace id %q, want %s", rec.TraceID, clientTraceID)
+	}
 
 	// The upstream: both model turns and the sampling request.
 	reqs := mock.Requests()

@@ -50,6 +50,20 @@ var migrations = []migration{
 			`CREATE INDEX responses_created_at ON responses (created_at)`,
 		},
 	},
+	{
+		// Tenants and traces (issue #15): the principal that created a
+		// response owns it ('' is the anonymous tenant, and owns every
+		// row stored before); the W3C trace id of the request that
+		// created it is indexed, for operators going from a trace to its
+		// responses.
+		version: 2,
+		name:    "tenant and trace id",
+		stmts: []string{
+			`ALTER TABLE responses ADD COLUMN tenant text NOT NULL DEFAULT ''`,
+			`ALTER TABLE responses ADD COLUMN trace_id text NOT NULL DEFAULT ''`,
+			`CREATE INDEX responses_trace_id ON responses (trace_id) WHERE trace_id <> ''`,
+		},
+	},
 }
 
 // migrate applies the steps newer than the database's version in one

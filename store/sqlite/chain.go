@@ -35,7 +35,7 @@ func (d *DB) Chain(ctx context.Context, id string, limit int) ([]*engine.Record,
 		rec := &engine.Record{}
 		var response, pending []byte
 		var leaseUntil int64
-		if err := rows.Scan(&rec.ID, &rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &response, &pending, &rec.LeaseOwner, &leaseUntil); err != nil {
+		if err := rows.Scan(&rec.ID, &rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &response, &pending, &rec.LeaseOwner, &leaseUntil, &rec.Tenant, &rec.TraceID); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("sqlite: chain of %s: %w", id, err)
 		}

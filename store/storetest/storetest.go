@@ -74,6 +74,10 @@ func record(id, previous string) *engine.Record {
 		},
 		Events:  events(4),
 		Pending: json.RawMessage(`{"calls":[{"request_id":"r1"}]}`),
+		// Every read returns the owner and the trace id as saved (the
+		// engine enforces ownership with them).
+		Tenant:  "tenant of " + id,
+		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
 	}
 }
 

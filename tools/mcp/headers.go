@@ -102,18 +102,26 @@ func newCredentials(origin string, headers map[string]string, authorization stri
 	return &credentials{origin: origin, header: h}, nil
 }
 
-// authContext is a keyed hash of the credentials: what the tool-list cache
-// keys private lists by. The key is random per cache, so the hash reveals
+// authContext is a keyed hash of the tenant and the credentials: what the
+// tool-list cache keys private lists by, so that a list one tenant's
+// request fetched is never served to another tenant, even with the same
+// (or no) credentials. The key is random per cache, so the hash reveals
 // nothing about a secret even to someone reading memory or keys; the
 // secret itself is never a key.
 type authContext [sha256.Size]byte
 
-func (c *credentials) authContext(key []byte) authContext {
+func (c *credentials) authContext(key []byte, tenant string) authContext {
 	var out authContext
-	if c == nil || len(c.header) == 0 {
+	if (c == nil || len(c.header) == 0) && tenant == "" {
 		return out // the anonymous context
 	}
 	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(tenant))
+	mac.Write([]byte{0})
+	if c == nil {
+		mac.Sum(out[:0])
+		return out
+	}
 	names := make([]string, 0, len(c.header))
 	for n := range c.header {
 		names = append(names, n)
