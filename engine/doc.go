@@ -4,12 +4,20 @@
 // and events with the responses.Builder, and stores the result.
 //
 // The Engine knows nothing of HTTP: a program that embeds loom can call
-// Engine.Run with its own event sink. It defines the Store it needs;
-// store/sqlite implements it.
+// Engine.Run with its own event sink. It defines the Store it needs, and
+// the error values stores return; store/sqlite and store/postgres
+// implement it, and store/storetest checks that they do.
 //
 // A request that cannot start (bad input, an unknown model or previous
 // response, a function_call_output answering no call) fails before any
 // event and stores nothing. Once started, a response always ends with a
 // terminal event and, when store is on, is saved, even if the client went
 // away (the save runs on a fresh, bounded context).
+//
+// A streamed response with store on is saved in_progress before its first
+// event, under a lease this engine holds (Options.Lease), so any replica
+// on the same store can read it while it runs. Maintain, which every
+// replica runs, renews this engine's leases, fails any replica's responses
+// whose lease ran out (their replica died) with server_error, and applies
+// Options.Retention.
 package engine

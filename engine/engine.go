@@ -69,6 +69,26 @@ type Options struct {
 	// spans are recorded, and the request's trace still reaches logs, the
 	// upstream and tools through ctx.
 	TracerProvider trace.TracerProvider
+	// Queue hands background responses to the job engine that runs
+	// them on whichever replica claims them (see RunBackground). Nil:
+	// background without stream is refused; background with stream
+	// runs on the replica that took the request.
+	Queue Queue
+	// CancelPoll is how often a running background response checks its
+	// cancel flag, and how often a stream that follows a running
+	// response checks for new events (default 200ms).
+	CancelPoll time.Duration
+	// CancelWait bounds how long a cancel request waits for the running
+	// replica to end the response before answering (default 2s).
+	CancelWait time.Duration
+	// Notifier wakes the streams that follow a running response when
+	// its events are appended on any replica (PostgreSQL). Nil: they
+	// poll every FollowPoll.
+	Notifier EventNotifier
+	// FollowPoll is how often a stream that follows a running response
+	// reads its new events when not woken (default CancelPoll; 1s with
+	// a Notifier, as the fallback when a notification is missed).
+	FollowPoll time.Duration
 }
 
 // Engine runs responses: it resolves the conversation, drives the model
@@ -83,11 +103,16 @@ type Engine struct {
 	owner    string
 	inflight inflight
 	tracer   trace.Tracer
+	// life ends with CancelBackground: background streams, which outlive
+	// their request's context, end with it.
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 // New returns an Engine over backend and store.
 func New(backend model.Backend, store Store, opts *Options) *Engine {
 	e := &Engine{backend: backend, store: store}
+	e.life, e.endLife = context.WithCancel(context.Background())
 	if opts != nil {
 		e.opts = *opts
 	}
@@ -115,6 +140,18 @@ func New(backend model.Backend, store Store, opts *Options) *Engine {
 	if e.opts.Lease <= 0 {
 		e.opts.Lease = defaultLease
 	}
+	if e.opts.CancelPoll <= 0 {
+		e.opts.CancelPoll = 200 * time.Millisecond
+	}
+	if e.opts.CancelWait <= 0 {
+		e.opts.CancelWait = 2 * time.Second
+	}
+	if e.opts.FollowPoll <= 0 {
+		e.opts.FollowPoll = e.opts.CancelPoll
+		if e.opts.Notifier != nil {
+			e.opts.FollowPoll = time.Second
+		}
+	}
 	e.owner = e.opts.Owner
 	if e.owner == "" {
 		e.owner = NewID("replica")
@@ -126,6 +163,12 @@ func New(backend model.Backend, store Store, opts *Options) *Engine {
 	}
 	return e
 }
+
+// CancelBackground cancels the background streams running on this engine
+// (they are stored cancelled), which a client disconnect does not end. A
+// shutdown calls it once its deadline has passed, with the requests'
+// contexts; the background jobs it runs end with the job engine's Stop.
+func (e *Engine) CancelBackground() { e.endLife() }
 
 // Models returns the served model names.
 func (e *Engine) Models() []string { return e.opts.Models }
@@ -143,7 +186,7 @@ func (e *Engine) Store() Store { return e.store }
 // status.
 func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*responses.Event) error) (resp *responses.Response, err error) {
 	ctx, span := e.tracer.Start(ctx, "response", trace.WithAttributes(
-		attribute.String("gen_ai.request.model", req.Model), attribute.Bool("loom.stream", req.Stream)))
+		attribute.String("gen_ai.request.model", req.Model), attribute.Bool("loom.stream", req.Stream), attribute.Bool("loom.background", req.Background != nil && *req.Background)))
 	defer func() {
 		if resp != nil {
 			span.SetAttributes(attribute.String("gen_ai.response.id", resp.ID), attribute.String("loom.response.status", resp.Status))
@@ -153,22 +196,65 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 		}
 		span.End()
 	}()
+	r, err := e.prepare(ctx, req, nil)
+	if err != nil {
+		return nil, err
+	}
+	r.sink = sink
+	if r.background && sink == nil {
+		// Queued for whichever replica claims it; the client polls.
+		return e.enqueue(ctx, r)
+	}
+	if r.background {
+		// A background stream runs here, to its end, whether or not its
+		// client stays: it can resume anywhere, or cancel. Only
+		// CancelBackground (a shutdown past its deadline) ends it early.
+		var stop context.CancelFunc
+		ctx, stop = context.WithCancel(context.WithoutCancel(ctx))
+		defer stop()
+		defer context.AfterFunc(e.life, stop)()
+	}
+	return e.execute(ctx, r)
+}
+
+// prepare checks req and resolves what it continues, before anything is
+// stored: every error it returns is the client's, an *APIError. queued,
+// when set, is the stored record of a background response about to run:
+// the run takes its id, creation time and input item ids.
+func (e *Engine) prepare(ctx context.Context, req *responses.Request, queued *Record) (*run, error) {
 	if err := req.Validate(e.serverToolType); err != nil {
 		return nil, err
 	}
 	if len(e.opts.Models) > 0 && !slices.Contains(e.opts.Models, req.Model) {
 		return nil, responses.NotFound("model", "model %q does not exist", req.Model)
 	}
+	background := req.Background != nil && *req.Background
+	if background && !req.Stream && e.opts.Queue == nil {
+		return nil, responses.Unsupported("background", "this server has no job queue configured, so it cannot run background responses without stream")
+	}
 	var history []responses.Item
 	var pending map[string]*pendingCall
-	if req.PreviousResponseID != nil {
+	conversationID, _ := req.ConversationID() // checked by Validate
+	switch {
+	case req.PreviousResponseID != nil:
 		h, p, err := e.history(ctx, *req.PreviousResponseID)
+		if err != nil {
+			return nil, err
+		}
+		history, pending = h, p
+	case conversationID != "":
+		h, p, err := e.conversationHistory(ctx, conversationID)
 		if err != nil {
 			return nil, err
 		}
 		history, pending = h, p
 	}
 	input := slices.Clone(req.Input.Items)
+	if queued != nil && len(queued.Input) == len(input) {
+		for i := range input {
+			input[i].ID = queued.Input[i].ID
+		}
+	}
 	if err := checkCallOutputs(history, input); err != nil {
 		return nil, err
 	}
@@ -198,22 +284,42 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 	if err := checkInputServers(reg, inputAnswers); err != nil {
 		return nil, err
 	}
+	r := &run{
+		e:              e,
+		req:            req,
+		resp:           e.newResponse(req),
+		input:          input,
+		history:        history,
+		approvals:      approvals,
+		inputAnswers:   inputAnswers,
+		reg:            reg,
+		background:     background,
+		conversationID: conversationID,
+	}
+	if conversationID != "" {
+		r.resp.Conversation, _ = json.Marshal(map[string]string{"id": conversationID})
+	}
+	if queued != nil {
+		r.resp.ID, r.resp.CreatedAt = queued.ID, queued.CreatedAt
+	}
+	return r, nil
+}
 
+// execute runs a prepared response to its end and stores it.
+func (e *Engine) execute(ctx context.Context, r *run) (*responses.Response, error) {
+	req := r.req
 	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
 	defer cancel()
-	r := &run{
-		e:            e,
-		req:          req,
-		resp:         e.newResponse(req),
-		input:        input,
-		history:      history,
-		approvals:    approvals,
-		inputAnswers: inputAnswers,
-		reg:          reg,
-		sink:         sink,
+	if r.background {
+		// A cancel asked for on any replica ends the run as a client
+		// disconnect would: upstream and tool calls cancelled, the
+		// cleanup pass run, the response stored cancelled.
+		var stop func()
+		ctx, stop = e.watchCancel(ctx, r.resp.ID)
+		defer stop()
 	}
 	r.setInputHandlers()
-	r.cc = e.newConversation(reg, modelItems(append(history, input...)), r.resp.ID)
+	r.cc = e.newConversation(r.reg, modelItems(append(r.history, r.input...)), r.resp.ID)
 	// Close runs the single cleanup pass over the tools that were called,
 	// then closes the sessions, on every path out of here. It uses a
 	// context of its own: ctx may be cancelled by then.
@@ -222,7 +328,11 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 	if req.Includes(IncludeEncryptedReasoning) {
 		r.builder.SealReasoning = e.opts.Sealer.Seal
 	}
+	if err := e.claimConversation(ctx, r); err != nil {
+		return nil, err
+	}
 	if err := e.begin(ctx, r); err != nil {
+		e.finishTurn(ctx, r, false)
 		return nil, err
 	}
 	if r.leased {
@@ -231,11 +341,20 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 		// the save could not finish is failed by a sweep.
 		defer e.inflight.remove(r.resp.ID)
 	}
+	if r.background {
+		r.appender = newEventAppender(e, r.resp.ID)
+	}
 	upstreamErr := r.loop(ctx)
+	if r.appender != nil {
+		// Every append is written before the final save, which writes
+		// all the events again: none can land after it.
+		r.appender.close()
+	}
 	e.save(ctx, r, upstreamErr)
+	e.finishTurn(ctx, r, true)
 	e.log.LogAttrs(ctx, slog.LevelInfo, "response",
 		slog.String("id", r.resp.ID), slog.String("model", req.Model), slog.String("status", r.resp.Status),
-		slog.Int("output_items", len(r.resp.Output)), slog.Bool("stream", req.Stream))
+		slog.Int("output_items", len(r.resp.Output)), slog.Bool("stream", req.Stream), slog.Bool("background", r.background))
 	return r.resp, upstreamErr
 }
 
@@ -274,6 +393,14 @@ type run struct {
 	// leased is set once the response is stored in progress under this
 	// engine's lease.
 	leased bool
+	// background is set for a background response: stored as it runs,
+	// its events appended by appender as they are built, cancellable
+	// from any replica.
+	background bool
+	appender   *eventAppender
+	// conversationID is the conversation the response continues and adds
+	// its turn to ("" for none).
+	conversationID string
 }
 
 // record keeps the event for the store and passes it to the sink.
@@ -286,6 +413,9 @@ func (r *run) record(ev *responses.Event) error {
 			return err
 		}
 		r.events = append(r.events, b)
+		if r.appender != nil {
+			r.appender.add(b)
+		}
 	}
 	if r.sink == nil || r.sinkErr != nil {
 		return nil

@@ -103,6 +103,11 @@ func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) {
 		s.replay(w, r, id, dialect)
 		return
 	}
+	s.writeStored(w, body, dialect)
+}
+
+// writeStored answers with a stored response object in dialect.
+func (s *Server) writeStored(w http.ResponseWriter, body json.RawMessage, dialect responses.Dialect) {
 	if dialect != responses.DialectOpenAI {
 		var resp responses.Response
 		if err := json.Unmarshal(body, &resp); err != nil {
@@ -133,7 +138,9 @@ func wantsStream(r *http.Request) bool {
 	return err == nil && json.Unmarshal(b, &body) == nil && body.Stream
 }
 
-// replay streams a stored response's events.
+// replay streams a stored response's events after starting_after and,
+// while the response runs (a background one, on any replica), the events
+// that follow, until its last.
 func (s *Server) replay(w http.ResponseWriter, r *http.Request, id string, dialect responses.Dialect) {
 	after := -1
 	if v := r.URL.Query().Get("starting_after"); v != "" {
@@ -144,14 +151,9 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, id string, diale
 		}
 		after = n
 	}
-	events, err := s.engine.Events(r.Context(), id, after)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
 	sse := newSSEWriter(w, dialect, s.opts.KeepAlive)
 	defer sse.Close()
-	for _, ev := range events {
+	err := s.engine.Follow(r.Context(), id, after, func(ev json.RawMessage) error {
 		var head struct {
 			Type string `json:"type"`
 		}
@@ -159,11 +161,15 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, id string, diale
 		data, err := dialect.Rewrite(ev)
 		if err != nil {
 			s.log.ErrorContext(r.Context(), "replay: stored event is not valid JSON", "id", id, "err", err)
-			return
+			return err
 		}
-		if sse.Raw(head.Type, data) != nil {
-			return
+		return sse.Raw(head.Type, data)
+	})
+	if err != nil {
+		if !sse.Started() {
+			writeError(w, err)
 		}
+		return
 	}
 	sse.Done()
 }
@@ -178,14 +184,21 @@ func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response.deleted", "deleted": true})
 }
 
-// cancelResponse serves POST /v1/responses/{id}/cancel. Only background
-// responses can be cancelled, and loom runs none yet.
+// cancelResponse serves POST /v1/responses/{id}/cancel: a background
+// response, queued or running on any replica, ends cancelled; a finished
+// one comes back unchanged; any other is a 400.
 func (s *Server) cancelResponse(w http.ResponseWriter, r *http.Request) {
-	if _, err := s.engine.Get(r.Context(), r.PathValue("id")); err != nil {
+	dialect, err := s.dialect(r)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeError(w, responses.BadRequest("response_id", "only background responses can be cancelled"))
+	body, err := s.engine.Cancel(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.writeStored(w, body, dialect)
 }
 
 // listInputItems serves GET /v1/responses/{id}/input_items.

@@ -73,3 +73,18 @@ func ensureSpan(ctx context.Context, parent trace.SpanContext, span trace.Span) 
 func Detach(ctx context.Context) context.Context {
 	return trace.ContextWithSpanContext(context.Background(), trace.SpanContextFromContext(ctx))
 }
+
+// ContinueTrace returns ctx in the trace traceID (32 hex digits) with a
+// span id of its own, for work that runs later on behalf of a request (a
+// queued background response, on whichever replica claims it): its log
+// lines and spans carry the request's trace id. An invalid traceID leaves
+// ctx as it is.
+func ContinueTrace(ctx context.Context, traceID string) context.Context {
+	tid, err := trace.TraceIDFromHex(traceID)
+	if err != nil {
+		return ctx
+	}
+	cfg := trace.SpanContextConfig{TraceID: tid, TraceFlags: trace.FlagsSampled, Remote: true}
+	rand.Read(cfg.SpanID[:])
+	return trace.ContextWithRemoteSpanContext(ctx, trace.NewSpanContext(cfg))
+}

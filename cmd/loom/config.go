@@ -40,6 +40,7 @@ type Config struct {
 	LogLevel              string
 	APIKeys               []string
 	ShutdownTimeout       time.Duration
+	DrainDelay            time.Duration
 	RequestTimeout        time.Duration
 	MaxBodyBytes          int64
 	UpstreamEngine        string
@@ -89,7 +90,8 @@ func parseServeFlags(args []string, getenv func(string) string) (*Config, error)
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&apiKeys, "api-key", "", "comma-separated bearer tokens clients must send (empty: no authentication)")
-	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight responses may run after SIGINT/SIGTERM before they are cancelled")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "after the drain, how long in-flight responses may run before they are cancelled (and stored as cancelled)")
+	fs.DurationVar(&cfg.DrainDelay, "drain-delay", 5*time.Second, "after SIGINT/SIGTERM, how long /readyz answers 503 while requests are still accepted, so load balancers stop routing here before the listener closes (a second signal ends it early; 0: none)")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", 10*time.Minute, "the longest one response may take")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 32<<20, "largest request body accepted")
 	fs.StringVar(&cfg.MCPAllow, "mcp-allow", "", "comma-separated hosts or CIDRs that request-supplied MCP server_urls may reach although private or loopback (e.g. 127.0.0.1,::1)")
@@ -148,6 +150,9 @@ func (c *Config) validate() error {
 		}
 	default:
 		return fmt.Errorf("--upstream-api %q is not supported (want chat or completions)", c.UpstreamAPI)
+	}
+	if c.DrainDelay < 0 {
+		return fmt.Errorf("--drain-delay must not be negative")
 	}
 	if c.StoreLease < time.Second || c.StoreLease > 10*time.Minute {
 		return fmt.Errorf("--store-lease must be between 1s and 10m")

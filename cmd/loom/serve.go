@@ -12,8 +12,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
+	"github.com/loomgate/loom/background"
 	conversation "github.com/loomgate/loom/context"
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/model"
@@ -46,6 +48,12 @@ type Main struct {
 	maintained      chan struct{}
 	server          *server.Server
 	http            *http.Server
+	// jobs run background responses (River on the store's database);
+	// cancelRuns cancels the background streams at the shutdown deadline.
+	jobs       *background.Jobs
+	cancelRuns func()
+	// notifier wakes resumed streams on PostgreSQL (nil on SQLite).
+	notifier        *postgres.Notifier
 	listener        net.Listener
 	metricsHTTP     *http.Server             // with --metrics-addr
 	tracer          *sdktrace.TracerProvider // with --otlp-endpoint
@@ -56,13 +64,27 @@ type Main struct {
 	// responses still running when the shutdown deadline passes.
 	base       context.Context
 	cancelBase context.CancelFunc
+
+	// draining is closed when the drain begins (/readyz answers 503);
+	// endDrain, closed by EndDrain, cuts the drain delay short.
+	draining    chan struct{}
+	endDrain    chan struct{}
+	endDrainOne sync.Once
 }
 
 // NewMain returns an unopened Main.
-func NewMain(cfg *Config, log *slog.Logger) *Main { return &Main{cfg: cfg, log: log} }
+func NewMain(cfg *Config, log *slog.Logger) *Main {
+	return &Main{cfg: cfg, log: log, draining: make(chan struct{}), endDrain: make(chan struct{})}
+}
 
-// Open opens the store, builds the engine and server, and listens.
-func (m *Main) Open(ctx context.Context) error {
+// Open opens the store, builds the engine and server, and listens. If it
+// fails, what it opened is closed again.
+func (m *Main) Open(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			m.Close()
+		}
+	}()
 	dialect, err := responses.ParseDialect(m.cfg.EventDialect)
 	if err != nil {
 		return err
@@ -112,7 +134,13 @@ func (m *Main) Open(ctx context.Context) error {
 		TracerProvider: tp,
 		Lease:          m.cfg.StoreLease,
 		Retention:      m.cfg.StoreTTL,
+		Queue:          m.jobs,
+		Notifier:       m.eventNotifier(),
 	})
+	m.cancelRuns = eng.CancelBackground
+	if err := m.jobs.Start(context.WithoutCancel(ctx), eng); err != nil {
+		return fmt.Errorf("start background jobs: %w", err)
+	}
 	mctx, stop := context.WithCancel(context.Background())
 	m.stopMaintenance, m.maintained = stop, make(chan struct{})
 	go func() {
@@ -157,6 +185,11 @@ func (m *Main) openStore(ctx context.Context) error {
 			return fmt.Errorf("open store: %w", err)
 		}
 		m.store = db
+		m.jobs, err = background.NewPostgres(ctx, db.Pool(), &background.Options{Logger: m.log.With("component", "jobs")})
+		if err != nil {
+			return err
+		}
+		m.notifier = db.NewNotifier()
 		return nil
 	}
 	m.storeName = m.cfg.Store
@@ -165,7 +198,17 @@ func (m *Main) openStore(ctx context.Context) error {
 		return fmt.Errorf("open store %s: %w", m.cfg.Store, err)
 	}
 	m.store = db
-	return nil
+	m.jobs, err = background.NewSQLite(ctx, db.SQL(), &background.Options{Logger: m.log.With("component", "jobs")})
+	return err
+}
+
+// eventNotifier is the notifier for the engine: none (a nil interface, not
+// a nil pointer in one) on SQLite.
+func (m *Main) eventNotifier() engine.EventNotifier {
+	if m.notifier == nil {
+		return nil
+	}
+	return m.notifier
 }
 
 // noLimit maps the flags' 0 (no limit) to the options' negative.
@@ -271,9 +314,13 @@ func (m *Main) MetricsAddr() string {
 	return m.metricsListener.Addr().String()
 }
 
-// Run serves until ctx is done, then shuts down gracefully: it stops
-// accepting, lets in-flight responses finish for up to the shutdown
-// timeout, then cancels them and waits for them to end.
+// Run serves until ctx is done, then shuts down gracefully. First it
+// drains: /readyz answers 503 for the drain delay, so that load balancers
+// health-checking it stop routing here, while it still serves every
+// request that arrives (a balancer's last requests, or one that has not
+// noticed yet). Then it stops accepting, lets in-flight responses finish
+// for up to the shutdown timeout, cancels the rest (they are stored as
+// cancelled) and waits for them to end.
 func (m *Main) Run(ctx context.Context) error {
 	m.log.Info("loom listening", "addr", m.Addr(), "upstream", m.cfg.UpstreamURL, "store", m.storeName, "models", m.cfg.Models)
 	errc := make(chan error, 1)
@@ -288,14 +335,25 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 	}
+	m.drain(errc)
 	m.log.Info("shutting down", "grace", m.cfg.ShutdownTimeout)
-	m.server.SetReady(false)
 	sctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
 	defer cancel()
+	// The background jobs stop alongside the requests, within the same
+	// deadline; past it, Stop cancels those still running.
+	jobsStopped := make(chan struct{})
+	go func() {
+		defer close(jobsStopped)
+		if err := m.jobs.Stop(sctx); err != nil {
+			m.log.Warn("stop background jobs", "err", err)
+		}
+	}()
+	defer func() { <-jobsStopped }()
 	err := m.http.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		m.log.Warn("shutdown deadline passed; cancelling in-flight responses")
 		m.cancelBase()
+		m.cancelRuns()
 		// Cancelled handlers return promptly; give them a moment to
 		// store what they produced.
 		wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -308,6 +366,36 @@ func (m *Main) Run(ctx context.Context) error {
 	return err
 }
 
+// drain turns /readyz to 503 and keeps serving for the drain delay, or
+// until EndDrain or the server fails.
+func (m *Main) drain(serveErr chan error) {
+	// Idle keep-alive connections stay open during the drain: closing
+	// them now (http.Server.SetKeepAlivesEnabled(false) would) races
+	// with a balancer that has not yet seen the 503 and sends a request
+	// on one of them just as it closes, which it cannot safely retry.
+	m.server.SetReady(false)
+	close(m.draining)
+	if m.cfg.DrainDelay <= 0 {
+		return
+	}
+	m.log.Info("draining: /readyz answers 503 while requests are still served", "delay", m.cfg.DrainDelay)
+	timer := time.NewTimer(m.cfg.DrainDelay)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-m.endDrain:
+		m.log.Info("drain ended early")
+	case err := <-serveErr:
+		// Serve failed: nothing is accepted any more, so there is
+		// nothing to wait for. Put the error back for Run.
+		serveErr <- err
+	}
+}
+
+// EndDrain cuts the drain delay short (cmd/loom calls it on a second
+// SIGINT or SIGTERM). It is safe to call at any time, more than once.
+func (m *Main) EndDrain() { m.endDrainOne.Do(func() { close(m.endDrain) }) }
+
 // Close releases the store and the base context. The maintenance loop
 // stops first: the responses that were running are saved by then (Run
 // waited for them), and a lease left behind by one that was not expires
@@ -316,9 +404,22 @@ func (m *Main) Close() error {
 	if m.cancelBase != nil {
 		m.cancelBase()
 	}
+	if m.jobs != nil {
+		// Stopped already after Run; not when Open failed or Run never
+		// ran. A second Stop does nothing.
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		m.jobs.Stop(sctx)
+		cancel()
+		m.jobs = nil
+	}
+	if m.notifier != nil {
+		m.notifier.Close()
+		m.notifier = nil
+	}
 	if m.stopMaintenance != nil {
 		m.stopMaintenance()
 		<-m.maintained
+		m.stopMaintenance = nil
 	}
 	if m.stopJWKS != nil {
 		m.stopJWKS()
@@ -333,7 +434,9 @@ func (m *Main) Close() error {
 		cancel()
 	}
 	if m.store != nil {
-		return m.store.Close()
+		err := m.store.Close()
+		m.store = nil
+		return err
 	}
 	return nil
 }

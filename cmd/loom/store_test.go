@@ -169,3 +169,20 @@ func TestStoreFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenUnreachablePostgres: a store that cannot be reached fails Open
+// with an error that names the URL without its password.
+func TestOpenUnreachablePostgres(t *testing.T) {
+	cfg, err := parseServeFlags([]string{"--addr", "127.0.0.1:0", "--upstream-url", "http://127.0.0.1:1/v1",
+		"--store", "postgres://loom:pw-not-in-errors@127.0.0.1:1/loom?connect_timeout=2"}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = NewMain(cfg, slog.New(slog.DiscardHandler)).Open(context.Background())
+	if err == nil {
+		t.Fatal("Open succeeded on an unreachable database")
+	}
+	if strings.Contains(err.Error(), "pw-not-in-errors") || !strings.Contains(err.Error(), "xxxxx") {
+		t.Errorf("error %q: want the URL redacted", err)
+	}
+}

@@ -96,6 +96,60 @@ func checkOwnership(t *testing.T, base, tokenA, tokenB string) {
 	}
 }
 
+// checkConversationOwnership runs every conversation operation on a
+// conversation of tenant A as tenant B, then as A.
+func checkConversationOwnership(t *testing.T, base, tokenA, tokenB string) {
+	t.Helper()
+	created := call(t, "POST", base+"/v1/conversations", tokenA, `{"items":[{"type":"message","role":"user","content":"hello"}],"metadata":{"k":"v"}}`)
+	if created.status != http.StatusOK {
+		t.Fatalf("A creates a conversation: %d %s", created.status, created.body)
+	}
+	var conv struct {
+		ID string `json:"id"`
+	}
+	json.Unmarshal([]byte(created.body), &conv)
+	items := call(t, "GET", base+"/v1/conversations/"+conv.ID+"/items", tokenA, "")
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	json.Unmarshal([]byte(items.body), &list)
+	if items.status != http.StatusOK || len(list.Data) != 1 {
+		t.Fatalf("A lists its items: %d %s", items.status, items.body)
+	}
+	id, item := conv.ID, list.Data[0].ID
+	const missing = "conv_0123456789abcdef0123456789abcdef0123456789abcdef"
+	ops := []struct {
+		name, method, path, body string
+		ownerStatus              int
+	}{
+		{"GET", "GET", "/v1/conversations/" + id, "", http.StatusOK},
+		{"update", "POST", "/v1/conversations/" + id, `{"metadata":{"k":"w"}}`, http.StatusOK},
+		{"list items", "GET", "/v1/conversations/" + id + "/items", "", http.StatusOK},
+		{"add items", "POST", "/v1/conversations/" + id + "/items", `{"items":[{"type":"message","role":"user","content":"more"}]}`, http.StatusOK},
+		{"get item", "GET", "/v1/conversations/" + id + "/items/" + item, "", http.StatusOK},
+		{"response on it", "POST", "/v1/responses", `{"model":"m","input":"hi","conversation":"` + id + `"}`, http.StatusOK},
+		{"delete item", "DELETE", "/v1/conversations/" + id + "/items/" + item, "", http.StatusOK},
+		{"DELETE", "DELETE", "/v1/conversations/" + id, "", http.StatusOK},
+	}
+	for _, op := range ops {
+		other := call(t, op.method, base+op.path, tokenB, op.body)
+		absent := call(t, op.method, base+strings.ReplaceAll(op.path, id, missing), tokenB, strings.ReplaceAll(op.body, id, missing))
+		if other.status != http.StatusNotFound {
+			t.Errorf("B conversation %s: %d %s, want 404", op.name, other.status, other.body)
+		}
+		if strings.ReplaceAll(other.body, id, missing) != absent.body {
+			t.Errorf("B conversation %s: %s differs from the 404 of a missing id %s", op.name, other.body, absent.body)
+		}
+	}
+	for _, op := range ops {
+		if got := call(t, op.method, base+op.path, tokenA, op.body); got.status != op.ownerStatus {
+			t.Errorf("A conversation %s: %d %s, want %d", op.name, got.status, got.body, op.ownerStatus)
+		}
+	}
+}
+
 func checkUnauthorized(t *testing.T, base, token, why string) {
 	t.Helper()
 	got := call(t, "POST", base+"/v1/responses", token, `{"model":"m","input":"hi"}`)
@@ -130,6 +184,7 @@ func TestTenantsJWT(t *testing.T) {
 	tokenA := is.Token("rsa-1", authtest.Claims{Subject: "tenant-a"})
 	tokenB := is.Token("ec-1", authtest.Claims{Subject: "tenant-b"})
 	checkOwnership(t, base, tokenA, tokenB)
+	checkConversationOwnership(t, base, tokenA, tokenB)
 
 	a := authtest.Claims{Subject: "tenant-a"}
 	checkUnauthorized(t, base, "", "no token")
@@ -152,8 +207,33 @@ func TestTenantsAPIKeysFile(t *testing.T) {
 	m, _ := runMain(t, cfg, io.Discard)
 	base := "http://" + m.Addr()
 	checkOwnership(t, base, "sk-a", "sk-b")
+	checkConversationOwnership(t, base, "sk-a", "sk-b")
 	checkOwnership(t, base, "sk-default", "sk-a") // --api-key is a tenant of its own
 	checkUnauthorized(t, base, "sk-c", "unknown key")
+
+	// A background response runs later, on whichever replica claims its
+	// job, and is still its tenant's when it ends.
+	queued := call(t, "POST", base+"/v1/responses", "sk-a", `{"model":"m","input":"hi","background":true}`)
+	var bg struct {
+		ID string `json:"id"`
+	}
+	json.Unmarshal([]byte(queued.body), &bg)
+	if queued.status != http.StatusOK || bg.ID == "" {
+		t.Fatalf("background: %d %s", queued.status, queued.body)
+	}
+	if got := call(t, "POST", base+"/v1/responses/"+bg.ID+"/cancel", "sk-b", ""); got.status != http.StatusNotFound {
+		t.Errorf("B cancels A's background response: %d %s", got.status, got.body)
+	}
+	// Following the stream returns once the response has ended.
+	if got := call(t, "GET", base+"/v1/responses/"+bg.ID+"?stream=true", "sk-a", ""); got.status != http.StatusOK || !strings.Contains(got.body, "response.completed") {
+		t.Fatalf("A follows its background response: %d %.300s", got.status, got.body)
+	}
+	if got := call(t, "GET", base+"/v1/responses/"+bg.ID, "sk-a", ""); got.status != http.StatusOK || !strings.Contains(got.body, `"status":"completed"`) {
+		t.Errorf("A's background response after it ran: %d %.300s", got.status, got.body)
+	}
+	if got := call(t, "GET", base+"/v1/responses/"+bg.ID, "sk-b", ""); got.status != http.StatusNotFound {
+		t.Errorf("B reads A's finished background response: %d", got.status)
+	}
 
 	// Two keys of one tenant share what it owns.
 	created := call(t, "POST", base+"/v1/responses", "sk-a", `{"model":"m","input":"hi"}`)

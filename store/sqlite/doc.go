@@ -30,15 +30,16 @@
 // database written by a newer loom is refused rather than misread.
 //
 // Every write (saves, deletes, lease renewals and sweeps, retention) goes
-// through one writer goroutine (writer.go): SQLite has one writer at a
-// time, and writers on many pooled connections sleep in its busy handler,
-// which under load is the p99. The writer commits all the writes waiting
-// at that moment in one transaction (group commit), each under a savepoint
-// so a failing one is undone alone, and answers each caller after the
-// commit, so what a save wrote is visible to every reader when it
-// returns. Automatic WAL checkpoints are off; the writer asks a goroutine
-// of its own for a passive checkpoint every few hundred commits, so no
-// save pays for one.
+// through one writer (writer.go): SQLite has one writer at a time, and
+// writers on many pooled connections sleep in its busy handler, which
+// under load is the p99. Writes queue instead and are committed in groups
+// (group commit): one transaction for all the writes waiting at that
+// moment, each under a savepoint so a failing one is undone alone, each
+// caller answered after the commit, so what a save wrote is visible to
+// every reader when it returns. The group is committed by the first of its
+// callers (no hand-off to a writer goroutine when a save is alone).
+// Automatic WAL checkpoints are off; every few hundred commits a goroutine
+// of the store's runs a passive checkpoint, so no save pays for one.
 //
 // An in-flight response is a row too: the engine saves it in_progress with
 // a lease (owner, expiry in Unix milliseconds) and replaces it when it

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // maxGroup is the most writes one transaction commits together.
@@ -21,81 +22,113 @@ type write struct {
 	ctx  context.Context
 	fn   func(ctx context.Context, tx *sql.Tx) error
 	done chan error
+	// turn is closed when this write's caller is to commit the next
+	// group (see writer).
+	turn chan struct{}
 }
 
-// writer is the store's only writer. SQLite allows one writer at a time;
-// with writers on many pooled connections, all but one sleep in the busy
-// handler, and under load their wake-ups are the p99. Here saves queue on
-// a channel instead, and the writer commits all the saves waiting at that
-// moment in one transaction (group commit): one WAL append and one
-// lock for many saves, each save's caller answered once the commit is
-// durable, so what it wrote is visible to every reader when it returns.
+// writer makes the store's writes one at a time. SQLite allows one writer
+// at a time; with writers on many pooled connections, all but one sleep
+// in the busy handler, and under load their wake-ups are the p99. Here
+// writes queue instead, and the queue is committed in groups (group
+// commit): one transaction, one WAL append and one lock for all the writes
+// waiting at that moment, each caller answered once the commit is done, so
+// what it wrote is visible to every reader when it returns.
+//
+// There is no writer goroutine. A caller that finds nobody committing
+// commits itself (a lone save pays no hand-off to another goroutine);
+// callers that arrive meanwhile queue, and when the group ends the first
+// of them is given the turn to commit the next group, its own write
+// first. So each caller waits for at most the group in progress and its
+// own, and nobody commits for others for ever.
 type writer struct {
 	db         *sql.DB
-	queue      chan *write
+	mu         sync.Mutex
+	queue      []*write
+	committing bool // a caller is committing a group; false: queue is empty
+	closed     bool
+	idle       *sync.Cond // signalled when committing becomes false
+
 	stop       chan struct{}
 	stopped    chan struct{}
 	checkpoint chan struct{} // nil: no checkpointing (in-memory)
-	commits    int
+	commits    int           // under mu
 }
 
 func newWriter(db *sql.DB, checkpoint bool) *writer {
-	w := &writer{db: db, queue: make(chan *write, maxGroup), stop: make(chan struct{}), stopped: make(chan struct{})}
+	w := &writer{db: db, stop: make(chan struct{}), stopped: make(chan struct{})}
+	w.idle = sync.NewCond(&w.mu)
 	if checkpoint {
 		w.checkpoint = make(chan struct{}, 1)
-	}
-	go w.loop()
-	if checkpoint {
 		go w.checkpoints()
+	} else {
+		close(w.stopped)
 	}
 	return w
 }
 
-// do runs fn in the writer's next transaction and waits for its commit.
+// errClosed is the error of a write after Close.
+var errClosed = errors.New("sqlite: store closed")
+
+// do runs fn in a group transaction and returns once it is committed (or
+// refused). Once queued, the write is waited for even if ctx ends, so the
+// caller never returns while it might still land; a write whose ctx ended
+// before its group began is not run.
 func (w *writer) do(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	req := &write{ctx: ctx, fn: fn, done: make(chan error, 1)}
-	select {
-	case w.queue <- req:
-	case <-w.stop:
-		return errors.New("sqlite: store closed")
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	// Once queued, the write is committed or refused by the writer; its
-	// result is waited for even if ctx ends, so the caller never returns
-	// while its write might still land.
-	return <-req.done
+	req := &write{ctx: ctx, fn: fn, done: make(chan error, 1), turn: make(chan struct{})}
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return errClosed
+	}
+	w.queue = append(w.queue, req)
+	lead := !w.committing
+	w.committing = true
+	w.mu.Unlock()
+	if lead {
+		w.commitNext()
+		return <-req.done
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-req.turn:
+		w.commitNext()
+		return <-req.done
+	}
 }
 
-func (w *writer) loop() {
-	defer close(w.stopped)
-	group := make([]*write, 0, maxGroup)
-	for {
+// commitNext commits the next group from the queue (the caller's write is
+// its first), then gives the turn to the first write still queued, or
+// marks the writer idle.
+func (w *writer) commitNext() {
+	w.mu.Lock()
+	n := min(len(w.queue), maxGroup)
+	group := make([]*write, n)
+	copy(group, w.queue)
+	w.queue = w.queue[n:]
+	w.mu.Unlock()
+
+	w.commit(group)
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.commits++
+	if w.checkpoint != nil && w.commits%checkpointEvery == 0 {
 		select {
-		case req := <-w.queue:
-			group = append(group[:0], req)
-		case <-w.stop:
-			// Answer whatever is still queued.
-			for {
-				select {
-				case req := <-w.queue:
-					req.done <- errors.New("sqlite: store closed")
-				default:
-					return
-				}
-			}
+		case w.checkpoint <- struct{}{}:
+		default: // one is running or already asked for
 		}
-	fill:
-		for len(group) < maxGroup {
-			select {
-			case req := <-w.queue:
-				group = append(group, req)
-			default:
-				break fill
-			}
-		}
-		w.commit(group)
 	}
+	if len(w.queue) > 0 {
+		close(w.queue[0].turn)
+		return
+	}
+	w.committing = false
+	w.idle.Broadcast()
 }
 
 // commit runs group in one transaction. With several writes each has a
@@ -154,13 +187,6 @@ func (w *writer) commit(group []*write) {
 	for i, req := range group {
 		req.done <- results[i]
 	}
-	w.commits++
-	if w.checkpoint != nil && w.commits%checkpointEvery == 0 {
-		select {
-		case w.checkpoint <- struct{}{}:
-		default: // one is running or already asked for
-		}
-	}
 }
 
 // checkpoints copies the WAL back into the database file when the writer
@@ -168,6 +194,7 @@ func (w *writer) commit(group []*write) {
 // run them inside the commit of whichever save crossed the threshold. A
 // PASSIVE checkpoint never blocks the writer or readers.
 func (w *writer) checkpoints() {
+	defer close(w.stopped)
 	for {
 		select {
 		case <-w.stop:
@@ -178,8 +205,15 @@ func (w *writer) checkpoints() {
 	}
 }
 
-// close stops the writer after it answered every queued write.
+// close refuses new writes, waits for the queued ones to commit, and
+// stops the checkpoints.
 func (w *writer) close() {
+	w.mu.Lock()
+	w.closed = true
+	for w.committing {
+		w.idle.Wait()
+	}
+	w.mu.Unlock()
 	close(w.stop)
 	<-w.stopped
 }

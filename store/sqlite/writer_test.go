@@ -4,6 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
 	"testing"
 )
 
@@ -50,5 +53,47 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 	// The writer is still usable after failures.
 	if err := d.SaveResponse(ctx, sampleRecord("resp_after")); err != nil {
 		t.Errorf("save after failed writes: %v", err)
+	}
+}
+
+// TestCloseWaitsForQueuedWrites closes the store while saves are queued:
+// each save either reports success, and is there after reopening, or
+// fails; none is lost after reporting success.
+func TestCloseWaitsForQueuedWrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "loom.db")
+	d, err := Open(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers = 16
+	results := make(chan string, writers*10)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for w := range writers {
+		wg.Go(func() {
+			<-start
+			for i := range 10 {
+				id := fmt.Sprintf("resp_%d_%d", w, i)
+				err := d.SaveResponse(context.Background(), sampleRecord(id))
+				// After Close a save fails (refused by the writer,
+				// or earlier by database/sql); that is fine.
+				if err == nil {
+					results <- id
+				}
+			}
+		})
+	}
+	close(start)
+	// Close while the writers are busy (Close waits for what is queued).
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(results)
+	d = openTest(t, path)
+	for id := range results {
+		if _, err := d.GetResponse(context.Background(), id); err != nil {
+			t.Errorf("%s was reported saved but is not there: %v", id, err)
+		}
 	}
 }
