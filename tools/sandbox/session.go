@@ -66,6 +66,10 @@ func (s *Sandbox) NewSession(ctx context.Context, name string, log *slog.Logger,
 	if err != nil {
 		return nil, err
 	}
+	if !s.sandboxed {
+		// Logged with the opening request's trace.
+		s.log.WarnContext(ctx, "sandbox: starting an UNSANDBOXED session", "work_dir", box.dir, "uid", box.uid)
+	}
 	return &Session{box: box, name: name, log: log, logCtx: telemetry.Detach(ctx), halt: stop}, nil
 }
 
