@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/loomgate/loom/telemetry"
 	"github.com/loomgate/loom/tenant"
 
@@ -109,6 +112,9 @@ func (e *Engine) RunBackground(ctx context.Context, job BackgroundJob) error {
 	// The run is the tenant's that queued it, and stays in the trace of
 	// the request that queued it: its log lines and spans carry that id.
 	ctx = telemetry.ContinueTrace(tenant.With(ctx, rec.Tenant), rec.TraceID)
+	ctx, span := e.tracer.Start(ctx, "response", trace.WithAttributes(
+		attribute.String("gen_ai.response.id", rec.ID), attribute.Bool("loom.background", true)))
+	defer span.End()
 	req, apiErr := responses.DecodeRequest(job.Request)
 	if apiErr != nil {
 		return e.failQueued(ctx, rec, apiErr)

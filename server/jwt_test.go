@@ -3,8 +3,13 @@ package server_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
@@ -108,4 +113,72 @@ func TestJWTConfig(t *testing.T) {
 			t.Errorf("%+v accepted", o)
 		}
 	}
+}
+
+// The JWKS at an https URL: loaded at start, and reloaded for an unknown
+// kid, so a rotation published there is picked up.
+func TestJWTJWKSOverHTTPS(t *testing.T) {
+	is := authtest.NewIssuer(t, "https://issuer.test", "loom")
+	var mu sync.Mutex
+	jwks := is.JWKS()
+	var fetches atomic.Int64
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		mu.Lock()
+		defer mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(jwks)
+	}))
+	t.Cleanup(srv.Close)
+	v, err := server.NewJWTVerifier(context.Background(), &server.JWTOptions{
+		JWKS: srv.URL + "/.well-known/jwks.json", Issuer: is.Name, Audience: is.Audience,
+		HTTPClient: srv.Client(), MinRefresh: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := v.Authenticate(context.Background(), is.Token("ed-1", authtest.Claims{Subject: "t"})); err != nil || got != "t" {
+		t.Fatalf("tenant %q, err %v", got, err)
+	}
+	is.AddKey("ec-2", jwa.ES256())
+	mu.Lock()
+	jwks = is.JWKS()
+	mu.Unlock()
+	before := fetches.Load()
+	if got, err := v.Authenticate(context.Background(), is.Token("ec-2", authtest.Claims{Subject: "t"})); err != nil || got != "t" {
+		t.Fatalf("after rotation: tenant %q, err %v", got, err)
+	}
+	if fetches.Load() != before+1 {
+		t.Errorf("%d fetches for the unknown kid, want 1", fetches.Load()-before)
+	}
+	// A known kid fetches nothing.
+	before = fetches.Load()
+	v.Authenticate(context.Background(), is.Token("ec-2", authtest.Claims{Subject: "t"}))
+	if fetches.Load() != before {
+		t.Error("a token of a known key fetched the JWKS")
+	}
+}
+
+// Run reloads the keys on its timer: a key published since is accepted
+// after one Refresh even when unknown kids may not trigger a reload.
+func TestJWTRefreshTimer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		is := authtest.NewIssuer(t, "https://issuer.test", "loom")
+		v, path := newVerifier(t, is, server.JWTOptions{Refresh: time.Minute, MinRefresh: time.Hour})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { v.Run(ctx); close(done) }()
+		is.AddKey("rsa-2", jwa.RS256())
+		is.WriteJWKS(path)
+		tok := is.Token("rsa-2", authtest.Claims{Subject: "t"})
+		if _, err := v.Authenticate(context.Background(), tok); err == nil {
+			t.Fatal("accepted before any reload (MinRefresh forbids one)")
+		}
+		time.Sleep(time.Minute + time.Second)
+		synctest.Wait()
+		if got, err := v.Authenticate(context.Background(), tok); err != nil || got != "t" {
+			t.Errorf("after the timer: tenant %q, err %v", got, err)
+		}
+		cancel()
+		<-done
+	})
 }
