@@ -344,10 +344,13 @@ type eventAppender struct {
 	wake chan struct{}
 	stop chan struct{}
 	done chan struct{}
+	// logCtx carries the response's trace, for the appends that run on
+	// contexts of their own.
+	logCtx context.Context
 }
 
-func newEventAppender(e *Engine, id string) *eventAppender {
-	a := &eventAppender{e: e, id: id, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+func newEventAppender(ctx context.Context, e *Engine, id string) *eventAppender {
+	a := &eventAppender{e: e, id: id, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), logCtx: telemetry.Detach(ctx)}
 	go a.run()
 	return a
 }
@@ -383,7 +386,7 @@ func (a *eventAppender) flush() {
 	if len(batch) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), a.e.opts.StoreTimeout)
+	ctx, cancel := context.WithTimeout(a.logCtx, a.e.opts.StoreTimeout)
 	defer cancel()
 	if err := a.e.store.AppendEvents(ctx, a.id, batch); err != nil {
 		a.e.log.WarnContext(ctx, "append events", "id", a.id, "events", len(batch), "err", err)

@@ -342,7 +342,7 @@ func (e *Engine) execute(ctx context.Context, r *run) (*responses.Response, erro
 		defer e.inflight.remove(r.resp.ID)
 	}
 	if r.background {
-		r.appender = newEventAppender(e, r.resp.ID)
+		r.appender = newEventAppender(ctx, e, r.resp.ID)
 	}
 	upstreamErr := r.loop(ctx)
 	if r.appender != nil {
