@@ -273,10 +273,12 @@ func TestValidateInputResponse(t *testing.T) {
 // tool types pass only when the caller runs them; tool_choice must name
 // what tools gives.
 func TestValidateTools(t *testing.T) {
-	fn := func(name string) string { return `{"type":"function","name":"` + name + `","parameters":{"type":"object"}}` }
+	fn := func(name string) string {
+		return `{"type":"function","name":"` + name + `","parameters":{"type":"object"}}`
+	}
 	tests := []struct {
 		name, tools, choice, param string
-		serverTools            []string
+		serverTools                []string
 	}{
 		{name: "no type", tools: `{"name":"f"}`, param: "tools[0].type"},
 		{name: "unknown type", tools: `{"type":"web_search"}`, param: "tools[0].type"},
