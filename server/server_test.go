@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -81,20 +80,17 @@ func TestKeepAliveDuringSilence(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	r := bufio.NewReader(res.Body)
-	var before strings.Builder
-	for {
-		line, err := r.ReadString('\n')
-		before.WriteString(line)
-		if line == ": keep-alive\n" {
-			break
-		}
+	var before []byte
+	buf := make([]byte, 4096)
+	for !strings.Contains(string(before), "\n: keep-alive\n\n") {
+		n, err := res.Body.Read(buf)
+		before = append(before, buf[:n]...)
 		if err != nil {
-			t.Fatalf("no keep-alive comment while the model was silent (%v):\n%s", err, before.String())
+			t.Fatalf("no keep-alive comment while the model was silent (%v):\n%s", err, before)
 		}
 	}
 	close(sawKeepAlive)
-	rest, err := io.ReadAll(r)
+	rest, err := io.ReadAll(res.Body)
 	if err != nil {
 		t.Fatalf("stream cut after the keep-alive: %v", err)
 	}
