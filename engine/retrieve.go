@@ -31,14 +31,14 @@ func (e *Engine) Delete(ctx context.Context, id string) error {
 }
 
 // InputItems returns a page of a response's input items.
+// The store tells an absent response (ErrNotFound) from an unknown cursor
+// (ErrUnknownCursor) itself, in one read.
 func (e *Engine) InputItems(ctx context.Context, id string, page Page) ([]responses.Item, bool, error) {
-	if _, err := e.store.GetResponse(ctx, id); errors.Is(err, ErrNotFound) {
-		return nil, false, responses.NotFound("response_id", "response %q not found", id)
-	} else if err != nil {
-		return nil, false, err
-	}
 	items, more, err := e.store.ListInputItems(ctx, id, page)
-	if errors.Is(err, ErrUnknownCursor) {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, false, responses.NotFound("response_id", "response %q not found", id)
+	case errors.Is(err, ErrUnknownCursor):
 		return nil, false, responses.BadRequest("after", "no input item %q in this response", page.After)
 	}
 	return items, more, err

@@ -187,6 +187,15 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, id string, diale
 		writeError(w, err)
 		return
 	}
+	if len(events) == 0 && after < 0 {
+		// A response is stored with its events when it ends; one still
+		// running (on this replica or another) has none yet, and an empty
+		// stream would tell the client it ended.
+		if rec, err := s.engine.Store().GetResponse(r.Context(), id); err == nil && rec.Status == responses.ResponseInProgress {
+			writeError(w, responses.BadRequest("stream", "response %q is still in progress; its events can be replayed once it has ended", id))
+			return
+		}
+	}
 	sse := newSSEWriter(w, dialect, s.opts.KeepAlive)
 	defer sse.Close()
 	for _, ev := range events {

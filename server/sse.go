@@ -73,7 +73,9 @@ func (s *sseWriter) Event(ev *responses.Event) error {
 	b := append(s.buf[:0], "event: "...)
 	b = append(b, s.dialect.EventType(ev.Type)...)
 	b = append(b, "\ndata: "...)
-	b, err := ev.AppendJSON(b, s.dialect)
+	// A stored event was encoded once already, for the store; in the
+	// same dialect that encoding is reused.
+	b, err := ev.AppendEncodedJSON(b, s.dialect)
 	if err != nil {
 		return err
 	}
