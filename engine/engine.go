@@ -1,6 +1,11 @@
 package engine
 
 import (
+	"github.com/loomgate/loom/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -68,6 +73,32 @@ type Options struct {
 	// Owner names this engine in the leases it takes (default: a random
 	// id). Two engines on one store must not share it.
 	Owner string
+	// TracerProvider starts the spans of a response: the run, each model
+	// turn, each MRTR round, the store save, and (through Conversation,
+	// unless it has its own) each tool call and the cleanup pass. Nil: no
+	// spans are recorded, and the request's trace still reaches logs, the
+	// upstream and tools through ctx.
+	TracerProvider trace.TracerProvider
+	// Queue hands background responses to the job engine that runs
+	// them on whichever replica claims them (see RunBackground). Nil:
+	// background without stream is refused; background with stream
+	// runs on the replica that took the request.
+	Queue Queue
+	// CancelPoll is how often a running background response checks its
+	// cancel flag, and how often a stream that follows a running
+	// response checks for new events (default 200ms).
+	CancelPoll time.Duration
+	// CancelWait bounds how long a cancel request waits for the running
+	// replica to end the response before answering (default 2s).
+	CancelWait time.Duration
+	// Notifier wakes the streams that follow a running response when
+	// its events are appended on any replica (PostgreSQL). Nil: they
+	// poll every FollowPoll.
+	Notifier EventNotifier
+	// FollowPoll is how often a stream that follows a running response
+	// reads its new events when not woken (default CancelPoll; 1s with
+	// a Notifier, as the fallback when a notification is missed).
+	FollowPoll time.Duration
 }
 
 // Engine runs responses: it resolves the conversation, drives the model
@@ -84,11 +115,17 @@ type Engine struct {
 	// owner names this engine's leases; inflight are its leased responses.
 	owner    string
 	inflight inflight
+	tracer   trace.Tracer
+	// life ends with CancelBackground: background streams, which outlive
+	// their request's context, end with it.
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 // New returns an Engine over backend and store.
 func New(backend model.Backend, store Store, opts *Options) *Engine {
 	e := &Engine{backend: backend, store: store}
+	e.life, e.endLife = context.WithCancel(context.Background())
 	if opts != nil {
 		e.opts = *opts
 	}
@@ -119,13 +156,35 @@ func New(backend model.Backend, store Store, opts *Options) *Engine {
 	if e.opts.Lease <= 0 {
 		e.opts.Lease = defaultLease
 	}
+	if e.opts.CancelPoll <= 0 {
+		e.opts.CancelPoll = 200 * time.Millisecond
+	}
+	if e.opts.CancelWait <= 0 {
+		e.opts.CancelWait = 2 * time.Second
+	}
+	if e.opts.FollowPoll <= 0 {
+		e.opts.FollowPoll = e.opts.CancelPoll
+		if e.opts.Notifier != nil {
+			e.opts.FollowPoll = time.Second
+		}
+	}
 	e.owner = e.opts.Owner
 	if e.owner == "" {
 		e.owner = NewID("replica")
 	}
 	e.log = e.opts.Logger
+	e.tracer = telemetry.Tracer(e.opts.TracerProvider, "github.com/loomgate/loom/engine")
+	if e.opts.Conversation.TracerProvider == nil {
+		e.opts.Conversation.TracerProvider = e.opts.TracerProvider
+	}
 	return e
 }
+
+// CancelBackground cancels the background streams running on this engine
+// (they are stored cancelled), which a client disconnect does not end. A
+// shutdown calls it once its deadline has passed, with the requests'
+// contexts; the background jobs it runs end with the job engine's Stop.
+func (e *Engine) CancelBackground() { e.endLife() }
 
 // Models returns the served model names.
 func (e *Engine) Models() []string { return e.opts.Models }
@@ -148,74 +207,82 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 // RunWith is Run with per-call options (nil: none): a conversation the
 // caller kept in memory to continue, and a hook that receives this
 // response's conversation when it ends.
-func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(*responses.Event) error, opts *RunOptions) (*responses.Response, error) {
-	r, err := e.prepare(ctx, req, sink, opts)
+func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(*responses.Event) error, opts *RunOptions) (resp *responses.Response, err error) {
+	ctx, span := e.tracer.Start(ctx, "response", trace.WithAttributes(
+		attribute.String("gen_ai.request.model", req.Model), attribute.Bool("loom.stream", req.Stream), attribute.Bool("loom.background", req.Background != nil && *req.Background)))
+	defer func() {
+		if resp != nil {
+			span.SetAttributes(attribute.String("gen_ai.response.id", resp.ID), attribute.String("loom.response.status", resp.Status))
+		}
+		if err != nil {
+			span.SetStatus(codes.Error, "response failed")
+		}
+		span.End()
+	}()
+	r, err := e.prepare(ctx, req, opts, nil)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
-	defer cancel()
-	// Close runs the single cleanup pass over the tools that were called,
-	// then closes the sessions, on every path out of here. It uses a
-	// context of its own: ctx may be cancelled by then.
-	defer r.cc.Close(ctx)
-	r.builder = responses.NewBuilder(r.resp, e.opts.NewID, r.record)
-	if req.Includes(IncludeEncryptedReasoning) {
-		r.builder.SealReasoning = e.opts.Sealer.Seal
+	r.sink = sink
+	if r.background && sink == nil {
+		// Queued for whichever replica claims it; the client polls.
+		return e.enqueue(ctx, r)
 	}
-	if err := e.begin(ctx, r); err != nil {
-		return nil, err
+	if r.background {
+		// A background stream runs here, to its end, whether or not its
+		// client stays: it can resume anywhere, or cancel. Only
+		// CancelBackground (a shutdown past its deadline) ends it early.
+		var stop context.CancelFunc
+		ctx, stop = context.WithCancel(context.WithoutCancel(ctx))
+		defer stop()
+		defer context.AfterFunc(e.life, stop)()
 	}
-	if r.leased {
-		// After the final save (below, deferred calls run last first):
-		// whatever it did, this engine stops renewing the lease; a row
-		// the save could not finish is failed by a sweep.
-		defer e.inflight.remove(r.resp.ID)
-	}
-	upstreamErr := r.loop(ctx)
-	e.save(ctx, r, upstreamErr)
-	r.deliverFinal()
-	opts.keep(r, r.history)
-	attrs := []slog.Attr{slog.String("id", r.resp.ID), slog.String("model", req.Model), slog.String("status", r.resp.Status),
-		slog.Int("output_items", len(r.resp.Output)), slog.Bool("stream", req.Stream)}
-	level := slog.LevelInfo
-	if r.resp.Error != nil {
-		// What the client was told; the upstream's own words are on the
-		// "upstream request failed" line before this one.
-		level = slog.LevelWarn
-		attrs = append(attrs, slog.String("error_code", r.resp.Error.Code), slog.String("error", r.resp.Error.Message))
-	}
-	if r.resp.IncompleteDetails != nil {
-		attrs = append(attrs, slog.String("incomplete", r.resp.IncompleteDetails.Reason))
-	}
-	e.log.LogAttrs(ctx, level, "response", attrs...)
-	return r.resp, upstreamErr
+	return e.execute(ctx, r, opts)
 }
 
-// prepare checks a request and builds its run, up to the conversation the
-// model will see, without calling the model: an *responses.APIError for a
-// request that cannot start. The caller closes r.cc.
-func (e *Engine) prepare(ctx context.Context, req *responses.Request, sink func(*responses.Event) error, opts *RunOptions) (*run, error) {
+// prepare checks req and resolves what it continues, before anything is
+// stored, without calling the model: every error it returns is the
+// client's, an *APIError. opts may hold the conversation to continue in
+// memory. queued, when set, is the stored record of a background response
+// about to run: the run takes its id, creation time and input item ids.
+func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunOptions, queued *Record) (*run, error) {
 	if err := req.Validate(e.serverToolType); err != nil {
 		return nil, err
 	}
 	if len(e.opts.Models) > 0 && !slices.Contains(e.opts.Models, req.Model) {
 		return nil, responses.NotFound("model", "model %q does not exist", req.Model)
 	}
+	background := req.Background != nil && *req.Background
+	if background && !req.Stream && e.opts.Queue == nil {
+		return nil, responses.Unsupported("background", "this server has no job queue configured, so it cannot run background responses without stream")
+	}
 	var history []responses.Item
 	var pending map[string]*pendingCall
-	if req.PreviousResponseID != nil {
+	conversationID, _ := req.ConversationID() // checked by Validate
+	switch {
+	case req.PreviousResponseID != nil:
 		if prev := opts.previous(*req.PreviousResponseID); prev != nil {
 			history = slices.Clone(prev.Items)
-		} else {
-			h, p, err := e.history(ctx, *req.PreviousResponseID)
-			if err != nil {
-				return nil, err
-			}
-			history, pending = h, p
+			break
 		}
+		h, p, err := e.history(ctx, *req.PreviousResponseID)
+		if err != nil {
+			return nil, err
+		}
+		history, pending = h, p
+	case conversationID != "":
+		h, p, err := e.conversationHistory(ctx, conversationID)
+		if err != nil {
+			return nil, err
+		}
+		history, pending = h, p
 	}
 	input := slices.Clone(req.Input.Items)
+	if queued != nil && len(queued.Input) == len(input) {
+		for i := range input {
+			input[i].ID = queued.Input[i].ID
+		}
+	}
 	if err := checkCallOutputs(history, input); err != nil {
 		return nil, err
 	}
@@ -259,19 +326,105 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, sink func(
 		return nil, err
 	}
 	r := &run{
-		e:            e,
-		req:          req,
-		resp:         e.newResponse(req),
-		input:        input,
-		history:      history,
-		approvals:    approvals,
-		inputAnswers: inputAnswers,
-		reg:          reg,
-		sink:         sink,
+		e:              e,
+		req:            req,
+		resp:           e.newResponse(req),
+		input:          input,
+		history:        history,
+		seen:           seen,
+		approvals:      approvals,
+		inputAnswers:   inputAnswers,
+		reg:            reg,
+		background:     background,
+		conversationID: conversationID,
 	}
-	r.setInputHandlers()
-	r.cc = e.newConversation(reg, modelItems(seen), r.resp.ID)
+	if conversationID != "" {
+		r.resp.Conversation, _ = json.Marshal(map[string]string{"id": conversationID})
+	}
+	if queued != nil {
+		r.resp.ID, r.resp.CreatedAt = queued.ID, queued.CreatedAt
+	}
 	return r, nil
+}
+
+// openConversation builds the conversation the model sees, with its
+// tools, from a prepared run. The caller closes r.cc.
+func (r *run) openConversation() {
+	r.setInputHandlers()
+	r.cc = r.e.newConversation(r.reg, modelItems(r.seen), r.resp.ID)
+}
+
+// execute runs a prepared response to its end and stores it; opts (nil:
+// none) receives its conversation when it ends.
+func (e *Engine) execute(ctx context.Context, r *run, opts *RunOptions) (*responses.Response, error) {
+	req := r.req
+	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
+	defer cancel()
+	if r.background {
+		// A cancel asked for on any replica ends the run as a client
+		// disconnect would: upstream and tool calls cancelled, the
+		// cleanup pass run, the response stored cancelled.
+		var stop func()
+		ctx, stop = e.watchCancel(ctx, r.resp.ID)
+		defer stop()
+	}
+	r.openConversation()
+	// Close runs the single cleanup pass over the tools that were called,
+	// then closes the sessions, on every path out of here. It uses a
+	// context of its own: ctx may be cancelled by then.
+	defer r.cc.Close(ctx)
+	r.builder = responses.NewBuilder(r.resp, e.opts.NewID, r.record)
+	if req.Includes(IncludeEncryptedReasoning) {
+		r.builder.SealReasoning = e.opts.Sealer.Seal
+	}
+	if err := e.claimConversation(ctx, r); err != nil {
+		return nil, err
+	}
+	if err := e.begin(ctx, r); err != nil {
+		e.finishTurn(ctx, r, false)
+		return nil, err
+	}
+	if r.leased {
+		// After the final save (below, deferred calls run last first):
+		// whatever it did, this engine stops renewing the lease; a row
+		// the save could not finish is failed by a sweep.
+		defer e.inflight.remove(r.resp.ID)
+	}
+	if r.background {
+		r.appender = newEventAppender(ctx, e, r.resp.ID)
+	}
+	upstreamErr := r.loop(ctx)
+	if r.appender != nil {
+		// Every append is written before the final save, which writes
+		// all the events again: none can land after it.
+		r.appender.close()
+	}
+	e.save(ctx, r, upstreamErr)
+	if r.appender != nil && e.opts.Notifier != nil {
+		// The last events came with the save: wake the followers.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
+		if err := e.opts.Notifier.Notify(sctx, r.resp.ID); err != nil {
+			e.log.Warn("notify followers", "id", r.resp.ID, "err", err)
+		}
+		cancel()
+	}
+	e.finishTurn(ctx, r, true)
+	r.deliverFinal()
+	opts.keep(r, r.history)
+	attrs := []slog.Attr{slog.String("id", r.resp.ID), slog.String("model", req.Model), slog.String("status", r.resp.Status),
+		slog.Int("output_items", len(r.resp.Output)), slog.Bool("stream", req.Stream), slog.Bool("background", r.background)}
+	level := slog.LevelInfo
+	if r.resp.Error != nil {
+		// What the client was told; the upstream's own words are on the
+		// "upstream request failed" line before this one.
+		level = slog.LevelWarn
+		attrs = append(attrs, slog.String("error_code", r.resp.Error.Code), slog.String("error", r.resp.Error.Message))
+	}
+	if r.resp.IncompleteDetails != nil {
+		attrs = append(attrs, slog.String("incomplete", r.resp.IncompleteDetails.Reason))
+	}
+	e.log.LogAttrs(ctx, level, "response", attrs...)
+	return r.resp, upstreamErr
 }
 
 // run is the state of one Run.
@@ -282,6 +435,7 @@ type run struct {
 	builder *responses.Builder
 	input   []responses.Item // this request's input, with ids
 	history []responses.Item // the stored conversation it continues
+	seen    []responses.Item // what the model reads of history and input (compactions opened, files as text)
 	reg     *tools.Registry
 	cc      *conversation.Context // the conversation the model sees, and its tools
 	sink    func(*responses.Event) error
@@ -311,6 +465,14 @@ type run struct {
 	// leased is set once the response is stored in progress under this
 	// engine's lease.
 	leased bool
+	// background is set for a background response: stored as it runs,
+	// its events appended by appender as they are built, cancellable
+	// from any replica.
+	background bool
+	appender   *eventAppender
+	// conversationID is the conversation the response continues and adds
+	// its turn to ("" for none).
+	conversationID string
 }
 
 // record keeps the event for the store and passes it to the sink.
@@ -323,6 +485,9 @@ func (r *run) record(ev *responses.Event) error {
 			return err
 		}
 		r.events = append(r.events, b)
+		if r.appender != nil {
+			r.appender.add(b)
+		}
 	}
 	if r.sink == nil || r.sinkErr != nil {
 		return nil
@@ -367,7 +532,7 @@ func (r *run) loop(ctx context.Context) error {
 	if listErr != nil {
 		// A server that cannot be listed is left out; the response goes
 		// on with the tools that could be listed.
-		r.e.log.Warn("tool listing failed", "response", r.resp.ID, "err", listErr)
+		r.e.log.WarnContext(ctx, "tool listing failed", "response", r.resp.ID, "err", listErr)
 	}
 	if err := r.listItems(listErr); err != nil {
 		return err

@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -262,11 +265,27 @@ func (r *run) resolveInput(ctx context.Context, call tools.Call, server string, 
 func (r *run) rounds(ctx context.Context, st *callState, res tools.Result) tools.Result {
 	limit := r.e.opts.MaxInputRounds
 	shed := 0
+	// Each round is a span: the answers it gathered (sampling turns are
+	// its children) and the retried call.
+	var span trace.Span
+	endRound := func() {
+		if span != nil {
+			span.End()
+			span = nil
+		}
+	}
+	defer endRound()
+	outer := ctx
 	for res.InputRequired != nil {
+		endRound()
 		ir := res.InputRequired
+		var ctx context.Context
+		ctx, span = r.e.tracer.Start(outer, "mcp input round", trace.WithAttributes(
+			attribute.String("loom.tool.server", st.server), attribute.String("gen_ai.tool.name", st.call.Name),
+			attribute.Int("loom.mrtr.round", st.round+1), attribute.Int("loom.mrtr.requests", len(ir.Requests))))
 		if st.round >= limit {
 			err := fmt.Errorf("input rounds exceeded (%d)", limit)
-			r.e.log.Warn("mcp call stopped", "response", r.resp.ID, "server", st.server, "tool", st.call.Name, "err", err)
+			r.e.log.WarnContext(ctx, "mcp call stopped", "response", r.resp.ID, "server", st.server, "tool", st.call.Name, "err", err)
 			return tools.ErrorResult(st.call.CallID, fmt.Sprintf(
 				"The tool server %q asked for more input %d times without finishing the call, the most this server allows; the call was stopped.", st.server, limit), err)
 		}
@@ -292,7 +311,7 @@ func (r *run) rounds(ctx context.Context, st *callState, res tools.Result) tools
 			case methodCreateMessage:
 				a, err := r.sample(ctx, req.Params)
 				if err != nil {
-					r.e.log.Warn("mcp sampling failed", "response", r.resp.ID, "server", st.server, "err", err)
+					r.e.log.WarnContext(ctx, "mcp sampling failed", "response", r.resp.ID, "server", st.server, "err", err)
 					return tools.ErrorResult(st.call.CallID, fmt.Sprintf("The tool server %q asked the model for a completion, which failed; the call was stopped.", st.server), err)
 				}
 				answers[key] = a
@@ -308,7 +327,7 @@ func (r *run) rounds(ctx context.Context, st *callState, res tools.Result) tools
 					if !r.req.StoreEnabled() {
 						// Without store the client cannot answer in a
 						// follow-up (previous_response_id needs it).
-						r.e.log.Info("mcp elicitation declined: the client answers elicitations in a follow-up, which needs store", "response", r.resp.ID, "server", st.server)
+						r.e.log.InfoContext(ctx, "mcp elicitation declined: the client answers elicitations in a follow-up, which needs store", "response", r.resp.ID, "server", st.server)
 						answers[key] = declined
 						continue
 					}
@@ -430,7 +449,7 @@ func (r *run) resumeInputs(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := r.finishCall(p.Server, p.Tool, p.Name, p.CallID, p.Arguments, p.ApprovalRequestID, res); err != nil {
+		if err := r.finishCall(ctx, p.Server, p.Tool, p.Name, p.CallID, p.Arguments, p.ApprovalRequestID, res); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
@@ -442,7 +461,7 @@ func (r *run) resumeInputs(ctx context.Context) error {
 
 // finishCall reports a call that ran outside a model turn (resumed after
 // input) as an mcp_call item, and gives the model the call and its result.
-func (r *run) finishCall(server, tool, offered, callID, arguments, approvalID string, res tools.Result) error {
+func (r *run) finishCall(ctx context.Context, server, tool, offered, callID, arguments, approvalID string, res tools.Result) error {
 	text := res.Text()
 	item := responses.Item{Type: responses.ItemMCPCall, ID: r.e.opts.NewID("mcp"), ServerLabel: server,
 		Name: tool, Arguments: arguments, Status: responses.StatusCompleted}
@@ -459,7 +478,7 @@ func (r *run) finishCall(server, tool, offered, callID, arguments, approvalID st
 		item.Output, _ = json.Marshal(text)
 	}
 	if res.Err != nil {
-		r.e.log.Warn("tool call failed", "response", r.resp.ID, "tool", offered, "server", server, "err", res.Err)
+		r.e.log.WarnContext(ctx, "tool call failed", "response", r.resp.ID, "tool", offered, "server", server, "err", res.Err)
 	}
 	if err := r.builder.AddItem(item); err != nil {
 		return err
@@ -630,16 +649,16 @@ func (r *run) elicitByModel(ctx context.Context, call *tools.Call, params json.R
 	}
 	text, _, err := r.complete(ctx, mreq)
 	if err != nil {
-		r.e.log.Warn("mcp elicitation by the model failed; declined", "response", r.resp.ID, "err", err)
+		r.e.log.WarnContext(ctx, "mcp elicitation by the model failed; declined", "response", r.resp.ID, "err", err)
 		return declined
 	}
 	content := firstJSONObject(text)
 	if content == nil {
-		r.e.log.Info("mcp elicitation declined: the model gave no JSON object", "response", r.resp.ID)
+		r.e.log.InfoContext(ctx, "mcp elicitation declined: the model gave no JSON object", "response", r.resp.ID)
 		return declined
 	}
 	if msg := checkSchema(schema, content); msg != "" {
-		r.e.log.Info("mcp elicitation declined: the model's answer does not match the schema", "response", r.resp.ID, "reason", msg)
+		r.e.log.InfoContext(ctx, "mcp elicitation declined: the model's answer does not match the schema", "response", r.resp.ID, "reason", msg)
 		return declined
 	}
 	b, _ := json.Marshal(map[string]any{"action": "accept", "content": content})

@@ -1,6 +1,13 @@
 package engine
 
 import (
+	"github.com/loomgate/loom/telemetry"
+	"github.com/loomgate/loom/tenant"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,7 +47,7 @@ func (e *Engine) newResponse(req *responses.Request) *responses.Response {
 		MaxOutputTokens:    req.MaxOutputTokens,
 		MaxToolCalls:       req.MaxToolCalls,
 		Store:              req.StoreEnabled(),
-		Background:         false,
+		Background:         req.Background != nil && *req.Background,
 		ServiceTier:        "default",
 		Metadata:           req.Metadata,
 		SafetyIdentifier:   req.SafetyIdentifier,
@@ -90,14 +97,14 @@ func (e *Engine) newResponse(req *responses.Request) *responses.Response {
 
 // save stores the response when store is on. A non-streaming response that
 // failed upstream is not stored: its client gets an HTTP error and never
-// learns the id.
+// learns the id. A background response always is: its client polls it.
 func (e *Engine) save(ctx context.Context, r *run, upstreamErr error) {
-	if !r.req.StoreEnabled() || (r.sink == nil && upstreamErr != nil) {
+	if !r.req.StoreEnabled() || (r.sink == nil && !r.background && upstreamErr != nil) {
 		return
 	}
 	body, err := json.Marshal(r.resp)
 	if err != nil {
-		e.log.Error("encode response for the store", "id", r.resp.ID, "err", err)
+		e.log.ErrorContext(ctx, "encode response for the store", "id", r.resp.ID, "err", err)
 		return
 	}
 	rec := &Record{
@@ -109,16 +116,22 @@ func (e *Engine) save(ctx context.Context, r *run, upstreamErr error) {
 		Output:    r.resp.Output,
 		Events:    r.events,
 		Pending:   encodePending(r.pendingOut),
+		Tenant:    tenant.From(ctx),
+		TraceID:   telemetry.TraceID(ctx),
 	}
 	if r.req.PreviousResponseID != nil {
 		rec.PreviousResponseID = *r.req.PreviousResponseID
 	}
 	// The request's context may be cancelled (client gone): the response
 	// is still saved, within a bound of its own.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
+	sctx, span := e.tracer.Start(context.WithoutCancel(ctx), "store save", trace.WithAttributes(
+		attribute.String("gen_ai.response.id", r.resp.ID), attribute.Int("loom.store.events", len(rec.Events))))
+	defer span.End()
+	sctx, cancel := context.WithTimeout(sctx, e.opts.StoreTimeout)
 	defer cancel()
 	if err := e.store.SaveResponse(sctx, rec); err != nil {
-		e.log.Error("store response", "id", r.resp.ID, "err", err)
+		span.SetStatus(codes.Error, "save failed")
+		e.log.ErrorContext(ctx, "store response", "id", r.resp.ID, "err", err)
 	}
 }
 

@@ -263,7 +263,7 @@ func (r *run) runServerCalls(ctx context.Context, calls []*turnCall) error {
 			return err
 		}
 		if res.Err != nil {
-			r.e.log.Warn("tool call failed", "response", r.resp.ID, "tool", c.name, "server", c.server, "err", res.Err)
+			r.e.log.WarnContext(ctx, "tool call failed", "response", r.resp.ID, "tool", c.name, "server", c.server, "err", res.Err)
 		}
 		r.appendModelPair(c, modelArguments(c), text)
 	}

@@ -1,6 +1,10 @@
 package engine
 
 import (
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"strings"
 
@@ -19,9 +23,27 @@ type turnResult struct {
 
 // turn runs one model turn, streaming its deltas into the builder, and
 // adds what the model wrote to the conversation.
-func (r *run) turn(ctx context.Context) (turnResult, error) {
+func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 	mreq := r.modelRequest()
-	var res turnResult
+	// One span per model turn, with the GenAI semantic conventions'
+	// attributes: the model, this turn's token counts, its finish reason.
+	ctx, span := r.e.tracer.Start(ctx, "chat "+mreq.Model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "chat"),
+		attribute.String("gen_ai.request.model", mreq.Model),
+		attribute.String("gen_ai.response.id", r.resp.ID)))
+	var usage responses.Usage
+	defer func() {
+		span.SetAttributes(
+			attribute.Int("gen_ai.usage.input_tokens", usage.InputTokens),
+			attribute.Int("gen_ai.usage.output_tokens", usage.OutputTokens))
+		if res.finish != "" {
+			span.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", []string{res.finish}))
+		}
+		if err != nil {
+			span.SetStatus(codes.Error, "model turn failed")
+		}
+		span.End()
+	}()
 	start := len(r.resp.Output)
 	// Tool calls the engine accepted this turn, by upstream index:
 	// parallel_tool_calls false admits one call, max_tool_calls caps the
@@ -32,7 +54,7 @@ func (r *run) turn(ctx context.Context) (turnResult, error) {
 	if r.req.MaxToolCalls != nil {
 		maxCalls = *r.req.MaxToolCalls
 	}
-	err := r.e.backend.Stream(ctx, mreq, func(d model.Delta) error {
+	err = r.e.backend.Stream(ctx, mreq, func(d model.Delta) error {
 		switch d.Kind {
 		case model.DeltaText:
 			return r.builder.TextDelta(d.Text)
@@ -109,6 +131,7 @@ func (r *run) turn(ctx context.Context) (turnResult, error) {
 			return r.builder.ToolCallDelta(d.ToolIndex, c.callID, c.name, d.ToolArguments)
 		case model.DeltaUsage:
 			r.usage.Add(d.Usage)
+			usage.Add(d.Usage)
 		case model.DeltaFinish:
 			res.finish = d.FinishReason
 		}

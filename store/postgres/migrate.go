@@ -50,6 +50,53 @@ var migrations = []migration{
 			`CREATE INDEX responses_created_at ON responses (created_at)`,
 		},
 	},
+	{
+		// Background responses (issue #11): a cancel asked for on any
+		// replica is a flag the replica running the response watches.
+		version: 2,
+		name:    "cancel flag",
+		stmts: []string{
+			`ALTER TABLE responses ADD COLUMN cancel_requested boolean NOT NULL DEFAULT false`,
+		},
+	},
+	{
+		// The Conversations API (issue #11).
+		version: 3,
+		name:    "conversations",
+		stmts: []string{
+			`CREATE TABLE conversations (
+				id               text   NOT NULL PRIMARY KEY,
+				created_at       bigint NOT NULL,
+				metadata         text   NOT NULL DEFAULT '{}',
+				last_response_id text   NOT NULL DEFAULT '',
+				busy_response    text   NOT NULL DEFAULT '',
+				busy_until       bigint NOT NULL DEFAULT 0
+			)`,
+			`CREATE TABLE conversation_items (
+				conversation_id text    NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+				position        integer NOT NULL,
+				item_id         text    NOT NULL,
+				item            text    NOT NULL,
+				PRIMARY KEY (conversation_id, position)
+			)`,
+			`CREATE INDEX conversation_items_item_id ON conversation_items (conversation_id, item_id)`,
+		},
+	},
+	{
+		// Tenants and traces (issue #15): the principal that created a
+		// response or conversation owns it ('' is the anonymous tenant, and owns every
+		// row stored before); the W3C trace id of the request that
+		// created it is indexed, for operators going from a trace to its
+		// responses.
+		version: 4,
+		name:    "tenant and trace id",
+		stmts: []string{
+			`ALTER TABLE responses ADD COLUMN tenant text NOT NULL DEFAULT ''`,
+			`ALTER TABLE responses ADD COLUMN trace_id text NOT NULL DEFAULT ''`,
+			`CREATE INDEX responses_trace_id ON responses (trace_id) WHERE trace_id <> ''`,
+			`ALTER TABLE conversations ADD COLUMN tenant text NOT NULL DEFAULT ''`,
+		},
+	},
 }
 
 // migrate applies the steps newer than the database's version in one

@@ -105,8 +105,8 @@ func (s *Server) Tools(context.Context) ([]tools.Definition, error) {
 }
 
 // Open implements tools.Server: it creates the session's work directory.
-func (s *Server) Open(context.Context) (tools.Session, error) {
-	ss, err := s.sb.NewSession(Name, s.opts.Logger, nil)
+func (s *Server) Open(ctx context.Context) (tools.Session, error) {
+	ss, err := s.sb.NewSession(ctx, Name, s.opts.Logger, nil)
 	if err != nil {
 		return nil, err
 	}
