@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/loomgate/loom/tools"
@@ -93,17 +94,19 @@ func TestPartialOpenFailure(t *testing.T) {
 // Faults during Close: each is logged (response, server, tools, error),
 // counted, and named in Close's error; none stops the others; every opened
 // session is closed, in reverse order, after every cleanup has started.
+//
+// The test runs in a synctest bubble: the timeouts are on its fake clock,
+// so a healthy session is never cut short by a loaded machine, and a hung
+// operation costs exactly its timeout.
 func TestCloseFaults(t *testing.T) {
 	const (
 		timeout  = 50 * time.Millisecond
 		deadline = 300 * time.Millisecond
 	)
-	release := make(chan struct{}) // frees the cleanup that ignores its ctx
-	defer close(release)
 
 	tests := []struct {
 		name     string
-		faulty   func(*fakeSession)
+		faulty   func(s *fakeSession, release <-chan struct{})
 		outcome  Outcome
 		op       Op
 		errText  string // in Close's error
@@ -112,7 +115,7 @@ func TestCloseFaults(t *testing.T) {
 	}{
 		{
 			name: "cleanup hangs, honours ctx",
-			faulty: func(s *fakeSession) {
+			faulty: func(s *fakeSession, _ <-chan struct{}) {
 				s.CleanupFunc = func(ctx context.Context) error {
 					<-ctx.Done()
 					return ctx.Err()
@@ -124,7 +127,7 @@ func TestCloseFaults(t *testing.T) {
 		},
 		{
 			name: "cleanup hangs, ignores ctx",
-			faulty: func(s *fakeSession) {
+			faulty: func(s *fakeSession, release <-chan struct{}) {
 				s.CleanupFunc = func(context.Context) error {
 					<-release
 					return nil
@@ -136,14 +139,14 @@ func TestCloseFaults(t *testing.T) {
 		},
 		{
 			name:    "cleanup panics",
-			faulty:  func(s *fakeSession) { s.CleanupFunc = func(context.Context) error { panic("boom") } },
+			faulty:  func(s *fakeSession, _ <-chan struct{}) { s.CleanupFunc = func(context.Context) error { panic("boom") } },
 			outcome: Panicked, op: OpCleanup,
 			errText: `cleanup of server "bad" (tools bad_tool) panicked: panic: boom`,
 			logText: "stack=",
 		},
 		{
 			name: "cleanup fails",
-			faulty: func(s *fakeSession) {
+			faulty: func(s *fakeSession, _ <-chan struct{}) {
 				s.CleanupFunc = func(context.Context) error { return errors.New("no such session") }
 			},
 			outcome: Failed, op: OpCleanup,
@@ -151,22 +154,26 @@ func TestCloseFaults(t *testing.T) {
 			logText: `error="no such session"`,
 		},
 		{
-			name:    "close fails",
-			faulty:  func(s *fakeSession) { s.CloseFunc = func() error { return errors.New("broken pipe") } },
+			name: "close fails",
+			faulty: func(s *fakeSession, _ <-chan struct{}) {
+				s.CloseFunc = func() error { return errors.New("broken pipe") }
+			},
 			outcome: Failed, op: OpClose,
 			errText: `close of server "bad" (tools bad_tool) failed: broken pipe`,
 			logText: `error="broken pipe"`,
 		},
 		{
-			name:    "close panics",
-			faulty:  func(s *fakeSession) { s.CloseFunc = func() error { panic(errors.New("nil transport")) } },
+			name: "close panics",
+			faulty: func(s *fakeSession, _ <-chan struct{}) {
+				s.CloseFunc = func() error { panic(errors.New("nil transport")) }
+			},
 			outcome: Panicked, op: OpClose,
 			errText: `close of server "bad" (tools bad_tool) panicked`,
 			logText: "nil transport",
 		},
 		{
 			name: "close hangs",
-			faulty: func(s *fakeSession) {
+			faulty: func(s *fakeSession, release <-chan struct{}) {
 				s.CloseFunc = func() error {
 					<-release
 					return nil
@@ -179,75 +186,84 @@ func TestCloseFaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			log := &eventLog{}
-			var logs syncBuffer
-			metrics := &countingMetrics{}
-			bad := newFake(log, "bad", "bad_tool")
-			wrapSession(bad, func(s *fakeSession) {
-				// Record the start of the faulty operation like any other.
-				cleanup, closeFn := s.CleanupFunc, s.CloseFunc
-				tt.faulty(s)
-				faultyCleanup, faultyClose := s.CleanupFunc, s.CloseFunc
-				if tt.op == OpCleanup {
-					s.CleanupFunc = func(ctx context.Context) error { log.add("cleanup", "bad"); return faultyCleanup(ctx) }
-					s.CloseFunc = closeFn
-				} else {
-					s.CleanupFunc = cleanup
-					s.CloseFunc = func() error { log.add("close", "bad"); return faultyClose() }
+			synctest.Test(t, func(t *testing.T) {
+				release := make(chan struct{}) // frees the operation that ignores its ctx
+				defer close(release)
+				log := &eventLog{}
+				var logs syncBuffer
+				metrics := &countingMetrics{}
+				bad := newFake(log, "bad", "bad_tool")
+				wrapSession(bad, func(s *fakeSession) {
+					// Record the start of the faulty operation like any other.
+					cleanup, closeFn := s.CleanupFunc, s.CloseFunc
+					tt.faulty(s, release)
+					faultyCleanup, faultyClose := s.CleanupFunc, s.CloseFunc
+					if tt.op == OpCleanup {
+						s.CleanupFunc = func(ctx context.Context) error { log.add("cleanup", "bad"); return faultyCleanup(ctx) }
+						s.CloseFunc = closeFn
+					} else {
+						s.CleanupFunc = cleanup
+						s.CloseFunc = func() error { log.add("close", "bad"); return faultyClose() }
+					}
+				})
+				servers := []tools.Server{newFake(log, "s1", "t1"), bad, newFake(log, "s2", "t2"), newFake(log, "s3", "t3")}
+				c := New(registry(t, servers...), nil, &Options{
+					ResponseID: "resp_faults", Logger: testLogger(&logs), Metrics: metrics,
+					CleanupTimeout: timeout, CleanupDeadline: deadline, CloseTimeout: timeout,
+				})
+				ctx := context.Background()
+				// One call per turn, so the order of opening is known.
+				for _, name := range []string{"t2", "bad_tool", "t1", "t3"} {
+					if r := c.Call(ctx, calls(name))[0]; r.IsError {
+						t.Fatal(r.Err)
+					}
+				}
+				start := time.Now()
+				err := closeWithin(t, c, 10*time.Second)
+				// On the bubble's clock: nothing hung costs no time at all; a
+				// hung operation is given its timeout, and Close stays within
+				// the cleanup deadline plus the close timeout.
+				switch elapsed := time.Since(start); {
+				case tt.outcome == TimedOut && elapsed < timeout:
+					t.Errorf("Close took %v: the hung %v was not given its %v", elapsed, tt.op, timeout)
+				case tt.outcome != TimedOut && elapsed != 0:
+					t.Errorf("Close took %v with nothing hung", elapsed)
+				case elapsed > deadline+timeout:
+					t.Errorf("Close took %v, past the cleanup deadline %v and the close timeout %v", elapsed, deadline, timeout)
+				}
+				var se *SessionError
+				if !errors.As(err, &se) || se.Op != tt.op || se.Server != "bad" || se.Outcome != tt.outcome {
+					t.Fatalf("Close = %v, want a %v %v of bad", err, tt.op, tt.outcome)
+				}
+				if !strings.Contains(err.Error(), tt.errText) {
+					t.Errorf("Close error %q does not contain %q", err, tt.errText)
+				}
+				l := logs.String()
+				for _, want := range []string{"response_id=resp_faults", "server=bad", "tools=[bad_tool]", "op=" + tt.op.String(), tt.logText} {
+					if !strings.Contains(l, want) {
+						t.Errorf("log lacks %q:\n%s", want, l)
+					}
+				}
+				st := c.Stats()
+				if got := st.counts(tt.op); got.Failures() != 1 || *got != countsOf(tt.outcome, 3) {
+					t.Errorf("%v counts %+v, want 3 ok and one %v", tt.op, *got, tt.outcome)
+				}
+				if metrics.get(tt.op.String()+"/bad/"+tt.outcome.String()) != 1 {
+					t.Errorf("metrics %v", metrics.n)
+				}
+
+				// The others were unaffected: one cleanup and one close each,
+				// all cleanups before any close, closes in reverse opening.
+				for _, s := range []string{"s1", "bad", "s2", "s3"} {
+					if log.count("cleanup", s) != 1 || log.count("close", s) != 1 {
+						t.Errorf("%s: %d cleanups, %d closes", s, log.count("cleanup", s), log.count("close", s))
+					}
+				}
+				assertCleanupsBeforeCloses(t, log)
+				if got, want := log.servers("close"), []string{"s3", "s1", "bad", "s2"}; !slices.Equal(got, want) {
+					t.Errorf("closed %v, want %v", got, want)
 				}
 			})
-			servers := []tools.Server{newFake(log, "s1", "t1"), bad, newFake(log, "s2", "t2"), newFake(log, "s3", "t3")}
-			c := New(registry(t, servers...), nil, &Options{
-				ResponseID: "resp_faults", Logger: testLogger(&logs), Metrics: metrics,
-				CleanupTimeout: timeout, CleanupDeadline: deadline, CloseTimeout: timeout,
-			})
-			ctx := context.Background()
-			// One call per turn, so the order of opening is known.
-			for _, name := range []string{"t2", "bad_tool", "t1", "t3"} {
-				if r := c.Call(ctx, calls(name))[0]; r.IsError {
-					t.Fatal(r.Err)
-				}
-			}
-			start := time.Now()
-			err := closeWithin(t, c, 10*time.Second)
-			elapsed := time.Since(start)
-
-			// Bounded: generous margins, this is not a timing test.
-			if elapsed > deadline+3*timeout+2*time.Second {
-				t.Errorf("Close took %v with deadline %v", elapsed, deadline)
-			}
-			var se *SessionError
-			if !errors.As(err, &se) || se.Op != tt.op || se.Server != "bad" || se.Outcome != tt.outcome {
-				t.Fatalf("Close = %v, want a %v %v of bad", err, tt.op, tt.outcome)
-			}
-			if !strings.Contains(err.Error(), tt.errText) {
-				t.Errorf("Close error %q does not contain %q", err, tt.errText)
-			}
-			l := logs.String()
-			for _, want := range []string{"response_id=resp_faults", "server=bad", "tools=[bad_tool]", "op=" + tt.op.String(), tt.logText} {
-				if !strings.Contains(l, want) {
-					t.Errorf("log lacks %q:\n%s", want, l)
-				}
-			}
-			st := c.Stats()
-			if got := st.counts(tt.op); got.Failures() != 1 || *got != countsOf(tt.outcome, 3) {
-				t.Errorf("%v counts %+v, want 3 ok and one %v", tt.op, *got, tt.outcome)
-			}
-			if metrics.get(tt.op.String()+"/bad/"+tt.outcome.String()) != 1 {
-				t.Errorf("metrics %v", metrics.n)
-			}
-
-			// The others were unaffected: one cleanup and one close each,
-			// all cleanups before any close, closes in reverse opening.
-			for _, s := range []string{"s1", "bad", "s2", "s3"} {
-				if log.count("cleanup", s) != 1 || log.count("close", s) != 1 {
-					t.Errorf("%s: %d cleanups, %d closes", s, log.count("cleanup", s), log.count("close", s))
-				}
-			}
-			assertCleanupsBeforeCloses(t, log)
-			if got, want := log.servers("close"), []string{"s3", "s1", "bad", "s2"}; !slices.Equal(got, want) {
-				t.Errorf("closed %v, want %v", got, want)
-			}
 		})
 	}
 }
@@ -276,7 +292,11 @@ func assertCleanupsBeforeCloses(t *testing.T, log *eventLog) {
 // The cleanup pass honours its deadline however many sessions hang: with a
 // bound of 2 and five hanging cleanups, the ones that never got a slot are
 // reported as not started, not silently dropped.
-func TestCleanupDeadlineAndBound(t *testing.T) {
+func TestCleanupDeadlineAndBound(t *testing.T) { synctest.Test(t, testCleanupDeadlineAndBound) }
+
+// testCleanupDeadlineAndBound runs in a synctest bubble, so the deadline is
+// on a fake clock and Close's time is exact.
+func testCleanupDeadlineAndBound(t *testing.T) {
 	log := &eventLog{}
 	var logs syncBuffer
 	var running, peak atomic.Int32
@@ -308,7 +328,7 @@ func TestCleanupDeadlineAndBound(t *testing.T) {
 	c.Call(context.Background(), calls(toolNames...))
 	start := time.Now()
 	err := closeWithin(t, c, 10*time.Second)
-	if d := time.Since(start); d > 5*time.Second {
+	if d := time.Since(start); d != 100*time.Millisecond {
 		t.Errorf("Close took %v with a 100ms deadline", d)
 	}
 	if err == nil {
@@ -337,7 +357,12 @@ func TestCleanupDeadlineAndBound(t *testing.T) {
 // Calls of one turn run concurrently, bounded, and come back in call order
 // whatever order they finish in. A panicking tool is an error result, and
 // the other calls of its turn are unaffected.
-func TestCallConcurrency(t *testing.T) {
+//
+// It runs in a synctest bubble: were the slow calls never released, the
+// bubble would deadlock and the test fail at once rather than hang.
+func TestCallConcurrency(t *testing.T) { synctest.Test(t, testCallConcurrency) }
+
+func testCallConcurrency(t *testing.T) {
 	log := &eventLog{}
 	var running, peak atomic.Int32
 	gate := make(chan struct{})
@@ -370,7 +395,6 @@ func TestCallConcurrency(t *testing.T) {
 	c := New(registry(t, s), nil, &Options{CallConcurrency: 3, Logger: testLogger(&syncBuffer{})})
 	defer c.Close(context.Background())
 	names := []string{"slow", "fast", "crash", "slow", "fast", "fast", "fast"}
-	go func() { time.Sleep(5 * time.Second); once.Do(func() { close(gate) }) }() // a safety net only
 	res := c.Call(context.Background(), calls(names...))
 	for i, r := range res {
 		if r.CallID != calls(names...)[i].CallID {

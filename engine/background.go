@@ -118,8 +118,12 @@ func (e *Engine) RunBackground(ctx context.Context, job BackgroundJob) error {
 	ctx, span := e.tracer.Start(ctx, "response", trace.WithAttributes(
 		attribute.String("gen_ai.response.id", rec.ID), attribute.Bool("loom.background", true)))
 	defer span.End()
-	req, apiErr := responses.DecodeRequest(job.Request)
-	if apiErr != nil {
+	req, err := responses.DecodeRequest(job.Request)
+	if err != nil {
+		var apiErr *responses.APIError
+		if !errors.As(err, &apiErr) {
+			return err
+		}
 		return e.failQueued(ctx, rec, apiErr)
 	}
 	r, err := e.prepare(ctx, req, nil, rec)

@@ -11,7 +11,18 @@ import (
 // is a 400 with no param; a field of the wrong type is a 400 naming it as
 // the API does ("temperature", "input[2].call_id"), with a message that
 // says what was expected and nothing of loom's internals.
-func DecodeRequest(body []byte) (*Request, *APIError) {
+//
+// The error is nil or an *APIError, returned as an error so that success
+// is a nil interface.
+func DecodeRequest(body []byte) (*Request, error) {
+	req, err := decodeRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+func decodeRequest(body []byte) (*Request, *APIError) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
 		var syntaxErr *json.SyntaxError

@@ -25,12 +25,13 @@ func TestDecodeRequestNamesTheField(t *testing.T) {
 			t.Errorf("%s: decoded to %+v, want an error", tt.body, req)
 			continue
 		}
-		if err.Status != 400 || err.Param != tt.param {
-			t.Errorf("%s: status %d param %q, want 400 %q", tt.body, err.Status, err.Param, tt.param)
+		e := mustAPIError(t, err)
+		if e.Status != 400 || e.Param != tt.param {
+			t.Errorf("%s: status %d param %q, want 400 %q", tt.body, e.Status, e.Param, tt.param)
 		}
 		for _, leak := range []string{"Go value", "responses.", "json:", "plain"} {
-			if strings.Contains(err.Message, leak) {
-				t.Errorf("%s: message leaks %q: %s", tt.body, leak, err.Message)
+			if strings.Contains(e.Message, leak) {
+				t.Errorf("%s: message leaks %q: %s", tt.body, leak, e.Message)
 			}
 		}
 	}

@@ -148,7 +148,18 @@ func (r *RequireApproval) Needs(name string) bool {
 }
 
 // ParseMCPTool decodes the mcp tool at tools[index]; errors name the field.
-func ParseMCPTool(t Tool, index int) (*MCPTool, *APIError) {
+//
+// The error is nil or an *APIError, returned as an error so that success
+// is a nil interface.
+func ParseMCPTool(t Tool, index int) (*MCPTool, error) {
+	m, err := parseMCPTool(t, index)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func parseMCPTool(t Tool, index int) (*MCPTool, *APIError) {
 	param := fmt.Sprintf("tools[%d]", index)
 	var m MCPTool
 	if err := json.Unmarshal(t.Raw, &m); err != nil {

@@ -37,10 +37,10 @@ func TestParseMCPTool(t *testing.T) {
 	if (*RequireApproval)(nil).Needs("z") != true {
 		t.Error("approval is required by default")
 	}
-	if _, err := ParseMCPTool(req.Tools[2], 2); err == nil || err.Param != "tools[2].server_label" {
+	if _, err := ParseMCPTool(req.Tools[2], 2); err == nil || mustAPIError(t, err).Param != "tools[2].server_label" {
 		t.Errorf("missing label: %v", err)
 	}
-	if _, err := ParseMCPTool(req.Tools[3], 3); err == nil || err.Param != "tools[3].elicitation" {
+	if _, err := ParseMCPTool(req.Tools[3], 3); err == nil || mustAPIError(t, err).Param != "tools[3].elicitation" {
 		t.Errorf("bad elicitation: %v", err)
 	}
 	// The echoed tool never carries the credentials.

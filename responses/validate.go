@@ -16,7 +16,17 @@ import (
 //
 // serverTool, when not nil, reports which non-function tool types the
 // caller runs itself (MCP, local tools); other types are rejected.
-func (r *Request) Validate(serverTool func(toolType string) bool) *APIError {
+//
+// The error is nil or an *APIError. It is returned as an error so that a
+// valid request gives a nil interface, not a nil *APIError in one.
+func (r *Request) Validate(serverTool func(toolType string) bool) error {
+	if err := r.validate(serverTool); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (r *Request) validate(serverTool func(toolType string) bool) *APIError {
 	if strings.TrimSpace(r.Model) == "" {
 		return BadRequest("model", "model is required")
 	}

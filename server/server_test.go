@@ -59,24 +59,44 @@ func post(t *testing.T, url, body string, header map[string]string) *http.Respon
 }
 
 func TestKeepAliveDuringSilence(t *testing.T) {
-	// The model is silent for a while before answering: the stream must
-	// carry keep-alive comments meanwhile.
+	// The model is silent until the client has seen a keep-alive comment:
+	// the stream must carry them meanwhile. (Were there none, the model
+	// would answer only when the test's bound ends the request.)
+	sawKeepAlive := make(chan struct{})
 	b := backendFunc(func(ctx context.Context, _ *model.Request, emit func(model.Delta) error) error {
 		select {
-		case <-time.After(300 * time.Millisecond):
+		case <-sawKeepAlive:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 		return emit(model.Delta{Kind: model.DeltaText, Text: "late"})
 	})
 	srv := newServer(t, b, &server.Options{KeepAlive: 40 * time.Millisecond})
-	res := post(t, srv.URL, `{"model":"m","input":"x","stream":true}`, nil)
-	body, _ := io.ReadAll(res.Body)
-	if !strings.Contains(string(body), ": keep-alive\n\n") {
-		t.Fatalf("no keep-alive comment in a stream with 300ms of silence:\n%s", body)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // the test's bound
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/responses", strings.NewReader(`{"model":"m","input":"x","stream":true}`))
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
-		t.Fatalf("stream does not end with [DONE]")
+	defer res.Body.Close()
+	var before []byte
+	buf := make([]byte, 4096)
+	for !strings.Contains(string(before), "\n: keep-alive\n\n") {
+		n, err := res.Body.Read(buf)
+		before = append(before, buf[:n]...)
+		if err != nil {
+			t.Fatalf("no keep-alive comment while the model was silent (%v):\n%s", err, before)
+		}
+	}
+	close(sawKeepAlive)
+	rest, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("stream cut after the keep-alive: %v", err)
+	}
+	if !strings.Contains(string(rest), "late") || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
+		t.Fatalf("the answer after the silence:\n%s", rest)
 	}
 }
 

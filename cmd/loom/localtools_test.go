@@ -204,12 +204,14 @@ func startToolMain(t *testing.T, shutdown time.Duration) (addr, base string, sto
 }
 
 // waitEmpty waits, boundedly, until dir holds nothing and no process runs
-// as uid (when uid is not 0).
+// as uid (when uid is not 0). Nothing signals the kernel's reaping or the
+// removal, so it polls; the bound (a minute) only keeps a broken cleanup
+// from hanging the test, and a loaded machine stays far from it.
 func waitEmpty(t *testing.T, dir string, uid uint32) {
 	t.Helper()
 	var entries []os.DirEntry
 	var pids []int
-	for range 750 {
+	for range 3000 {
 		entries, _ = os.ReadDir(dir)
 		pids = nil
 		if uid != 0 {
@@ -220,7 +222,7 @@ func waitEmpty(t *testing.T, dir string, uid uint32) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Errorf("after 15s, work directories %v and processes %v of uid %d are left", entries, pids, uid)
+	t.Errorf("after a minute, work directories %v and processes %v of uid %d are left", entries, pids, uid)
 }
 
 func TestServePythonOpenAIGo(t *testing.T) {
@@ -271,9 +273,12 @@ func TestServePythonCancelledAtShutdown(t *testing.T) {
 		"tools": []any{map[string]any{"type": "code_interpreter", "container": map[string]any{"type": "auto"}}}})
 	got := postInBackground(addr, body)
 	var uid uint32
+	// The code says it runs by creating a file in its work directory;
+	// polled, at most for a minute (the interpreter starting in a
+	// sandbox on a loaded machine takes seconds, never that).
 	for i := 0; uid == 0; i++ {
-		if i == 1000 {
-			t.Fatal("the code never started")
+		if i == 6000 {
+			t.Fatal("the code did not start within a minute")
 		}
 		if m, _ := filepath.Glob(filepath.Join(base, "*", "started")); len(m) > 0 {
 			if fi, err := os.Stat(filepath.Dir(m[0])); err == nil {
@@ -285,7 +290,6 @@ func TestServePythonCancelledAtShutdown(t *testing.T) {
 	if len(sandbox.UIDPIDs(uid)) == 0 {
 		t.Error("no process of the session runs while its code sleeps")
 	}
-	start := time.Now()
 	if err := stop(); err != nil {
 		t.Errorf("Run: %v", err)
 	}
@@ -294,7 +298,4 @@ func TestServePythonCancelledAtShutdown(t *testing.T) {
 		t.Errorf("want the call interpreting, then the response cancelled:\n%s", stream)
 	}
 	waitEmpty(t, base, uid)
-	if d := time.Since(start); d > 15*time.Second {
-		t.Errorf("shutdown and cleanup took %s", d)
-	}
 }

@@ -238,14 +238,18 @@ func TestNoLoopbackConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	var accepted atomic.Bool
+	// The accept loop reports every connection's peer until the test's
+	// own marker connection, dialled once the sandbox's attempt is over:
+	// a connection from the sandbox would have been queued before it.
+	peers := make(chan string, 16)
 	go func() {
-		for {
+		defer close(peers)
+		for range cap(peers) {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			accepted.Store(true)
+			peers <- c.RemoteAddr().String()
 			c.Close()
 		}
 	}()
@@ -254,10 +258,18 @@ func TestNoLoopbackConnection(t *testing.T) {
 	if !res.IsError || strings.Contains(res.Text(), "connected\n") || !strings.Contains(res.Text(), "ConnectionRefusedError") {
 		t.Errorf("connecting to the host's loopback: %q (IsError %v)", res.Text(), res.IsError)
 	}
-	time.Sleep(20 * time.Millisecond)
-	if accepted.Load() {
-		t.Error("the host listener accepted a connection from the sandbox")
+	marker, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer marker.Close()
+	for peer := range peers {
+		if peer == marker.LocalAddr().String() {
+			return
+		}
+		t.Errorf("the host listener accepted a connection from %s, before the marker", peer)
+	}
+	t.Error("the marker connection was not accepted")
 }
 
 func TestWritesOutsideWorkDirFail(t *testing.T) {
@@ -324,28 +336,22 @@ func TestCloseDuringCall(t *testing.T) {
 	s := open(t, newServer(t, nil, nil))
 	errc := make(chan error, 1)
 	go func() {
-		_, err := s.Call(context.Background(), tools.Call{Arguments: "import time\ntime.sleep(300)"})
+		_, err := s.Call(context.Background(), tools.Call{Arguments: "import time\nopen('started', 'w').close()\ntime.sleep(300)"})
 		errc <- err
 	}()
-	uid, _ := s.Box().UID()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(sandbox.UIDPIDs(uid)) < 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(100 * time.Millisecond) // into the sleep
-	start := time.Now()
+	// The code says it is in its sleep by creating a file.
+	waitForFile(t, filepath.Join(s.Box().Dir(), "started"))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("Close took %v", d)
-	}
+	// The bound only keeps a Close that waits for the call from hanging
+	// the test (the call sleeps 300s).
 	select {
 	case err := <-errc:
 		if !errors.Is(err, tools.ErrClosed) {
 			t.Errorf("the running call returned %v, want ErrClosed", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(60 * time.Second):
 		t.Fatal("the running call did not return after Close")
 	}
 	assertGone(t, s)
@@ -439,4 +445,18 @@ func TestCode(t *testing.T) {
 			t.Errorf("Code(%q) = %q, want %q", tc.args, got, tc.want)
 		}
 	}
+}
+
+// waitForFile polls, at most for a minute, until path exists: what a
+// sandboxed program creates to say it has got somewhere. The bound only
+// keeps a broken test from hanging.
+func waitForFile(t *testing.T, path string) {
+	t.Helper()
+	for range 6000 {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s did not appear within a minute", path)
 }

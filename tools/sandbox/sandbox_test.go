@@ -1,10 +1,12 @@
 package sandbox
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -131,11 +133,19 @@ func TestNoNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	accepted := make(chan struct{}, 1)
+	// The accept loop reports every connection's peer until the test's
+	// own marker connection, dialled once the sandbox's attempt is over:
+	// a connection from the sandbox would have been queued before it.
+	peers := make(chan string, 16)
 	go func() {
-		if c, err := ln.Accept(); err == nil {
+		defer close(peers)
+		for range cap(peers) {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			peers <- c.RemoteAddr().String()
 			c.Close()
-			accepted <- struct{}{}
 		}
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
@@ -146,11 +156,18 @@ func TestNoNetwork(t *testing.T) {
 	if strings.TrimSpace(out) != "lo" {
 		t.Errorf("network interfaces in the sandbox: %q, want only lo", out)
 	}
-	select {
-	case <-accepted:
-		t.Error("the host listener accepted a connection from the sandbox")
-	case <-time.After(50 * time.Millisecond):
+	marker, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer marker.Close()
+	for peer := range peers {
+		if peer == marker.LocalAddr().String() {
+			return
+		}
+		t.Errorf("the host listener accepted a connection from %s, before the marker", peer)
+	}
+	t.Error("the marker connection was not accepted")
 }
 
 // Only the work directory, /tmp and /dev/shm are writable; the host's
@@ -198,12 +215,22 @@ func TestKillAndClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	p, err := b.Start(Command{Args: []string{"bash", "-c", `sleep 300 & setsid sleep 300 & nohup sleep 300 >/dev/null 2>&1 & echo started; wait`}, Stdout: &out})
+	// "started" comes once the three background processes exist.
+	started, w := pipe(t)
+	p, err := b.Start(Command{Args: []string{"bash", "-c", `sleep 300 & setsid sleep 300 & nohup sleep 300 >/dev/null 2>&1 & echo started; wait`}, Stdout: w})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return p.PIDNamespace() != 0 && len(NamespacePIDs(p.PIDNamespace())) >= 4 })
+	w.Close()
+	if line, err := bufio.NewReader(started).ReadString('\n'); line != "started\n" {
+		t.Fatalf("the program did not start: %q, %v", line, err)
+	}
+	// bwrap reported the namespace before the program ran; the Process
+	// reads it on its own goroutine.
+	waitFor(t, func() bool { return p.PIDNamespace() != 0 })
+	if n := len(NamespacePIDs(p.PIDNamespace())); n < 4 {
+		t.Fatalf("%d processes in the namespace, want at least 4", n)
+	}
 	ns := p.PIDNamespace()
 	if err := p.Kill(); err != nil {
 		t.Fatal(err)
@@ -242,15 +269,30 @@ func assertGone(t *testing.T, b *Box, dir string) {
 	}
 }
 
+// waitFor polls cond, boundedly, for what no signal reports: the kernel
+// reaping processes, another goroutine storing a value. The bound only
+// keeps a broken test from hanging; a loaded machine never comes near it.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in time")
+	for range 6000 {
+		if cond() {
+			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	t.Fatal("condition not met in 60s")
+}
+
+// pipe returns both ends of an os.Pipe, closed at the end of the test
+// (closing the write end early, once handed on, is the caller's).
+func pipe(t *testing.T) (r, w *os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return r, w
 }
 
 // A sandbox that cannot be built is a SetupError, not an exit code of the
@@ -274,13 +316,22 @@ func TestRunTimeout(t *testing.T) {
 	b := newBox(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	start := time.Now()
-	exit, err := b.Run(ctx, Command{Args: []string{"bash", "-c", "trap '' TERM; sleep 300"}})
-	if !errors.Is(err, context.DeadlineExceeded) || !exit.Killed {
-		t.Errorf("Run: %+v, %v; want killed at the deadline", exit, err)
+	type result struct {
+		exit Exit
+		err  error
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("Run took %v", d)
+	done := make(chan result, 1)
+	go func() {
+		exit, err := b.Run(ctx, Command{Args: []string{"bash", "-c", "trap '' TERM; sleep 300"}})
+		done <- result{exit, err}
+	}()
+	select {
+	case r := <-done:
+		if !errors.Is(r.err, context.DeadlineExceeded) || !r.exit.Killed {
+			t.Errorf("Run: %+v, %v; want killed at the deadline", r.exit, r.err)
+		}
+	case <-time.After(60 * time.Second): // only a broken Run comes here
+		t.Fatal("Run still running a minute after its deadline")
 	}
 }
 
@@ -351,8 +402,13 @@ func TestDiesWithLoom(t *testing.T) {
 		t.Fatal("tests must run as root: the check finds the sandbox by its uid")
 	}
 	base := testBase(t)
+	// The program's stdout, handed through the helper (its fd 3): it
+	// says when the program runs, and reaches end of file when the last
+	// process holding it (bwrap, the shell, the sleeps) is gone.
+	program, programW := pipe(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperLoom$")
 	cmd.Env = append(os.Environ(), "LOOM_SANDBOX_HELPER="+base)
+	cmd.ExtraFiles = []*os.File{programW}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -366,20 +422,24 @@ func TestDiesWithLoom(t *testing.T) {
 		cmd.Wait()
 		t.Fatalf("reading the helper's uid: %v", err)
 	}
-	// Wait for the program itself (both sleeps), not just bwrap: killed
-	// while bwrap is still setting up, before it asked to die with its
-	// parent, the sandbox would outlive the helper and the test flake.
-	waitFor(t, func() bool {
-		sleeps := 0
-		for _, pid := range UIDPIDs(uid) {
-			if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); strings.TrimSpace(string(comm)) == "sleep" {
-				sleeps++
-			}
-		}
-		return sleeps >= 2
-	})
+	programW.Close()
+	// Wait for the program itself, not just bwrap: killed while bwrap is
+	// still setting up, before it asked to die with its parent, the
+	// sandbox would outlive the helper.
+	pr := bufio.NewReader(program)
+	if line, err := pr.ReadString('\n'); line != "running\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("the program did not start: %q, %v", line, err)
+	}
 	cmd.Process.Kill()
 	cmd.Wait()
+	// End of file: every process of the sandbox has exited. Should one
+	// survive, the read blocks and the test's own timeout reports it.
+	if rest, err := io.ReadAll(pr); err != nil || len(rest) != 0 {
+		t.Errorf("after the helper died the program wrote %q, %v", rest, err)
+	}
+	// Exited processes of the uid may still wait to be reaped.
 	waitFor(t, func() bool { return len(UIDPIDs(uid)) == 0 })
 }
 
@@ -399,12 +459,15 @@ func TestHelperLoom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Start(Command{Args: []string{"bash", "-c", "sleep 300 & sleep 300"}}); err != nil {
+	// fd 3 is the test's pipe: the program's stdout.
+	program := os.NewFile(3, "program")
+	if _, err := b.Start(Command{Args: []string{"bash", "-c", "sleep 300 & echo running; exec sleep 300"}, Stdout: program}); err != nil {
 		t.Fatal(err)
 	}
+	program.Close()
 	uid, _ := b.UID()
 	fmt.Println(uid)
-	time.Sleep(time.Minute) // until killed
+	time.Sleep(time.Minute) // until killed; a bound should the test be gone
 }
 
 // When loom is a subreaper (a container's PID 1 is one), the sandbox's PID
@@ -459,7 +522,7 @@ func TestHelperReaper(t *testing.T) {
 	// Children still exiting on a loaded machine are not zombies yet:
 	// poll, boundedly. Without reaping they stay forever.
 	zombies := 0
-	for range 100 {
+	for range 1200 { // at most a minute
 		zombies = 0
 		for _, pid := range livePIDsAll() {
 			if string(statusField(pid, "PPid:")) == strconv.Itoa(os.Getpid()) {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -188,15 +189,22 @@ func TestCleanupAndClose(t *testing.T) {
 	// A long command still running when the response ends.
 	errc := make(chan error, 1)
 	go func() {
-		_, err := s.Call(context.Background(), tools.Call{Arguments: `{"commands":["sleep 300"]}`})
+		_, err := s.Call(context.Background(), tools.Call{Arguments: `{"commands":["touch started; sleep 300"]}`})
 		errc <- err
 	}()
 	uid, _ := s.Box().UID()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(sandbox.UIDPIDs(uid)) < 2 && time.Now().Before(deadline) {
+	dir := s.Box().Dir()
+	// The command says it runs by creating a file; polled, at most for a
+	// minute (the bound only keeps a broken test from hanging).
+	for i := 0; ; i++ {
+		if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
+			break
+		}
+		if i == 6000 {
+			t.Fatal("the command did not start within a minute")
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	dir := s.Box().Dir()
 	if err := s.Cleanup(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +213,7 @@ func TestCleanupAndClose(t *testing.T) {
 		if !errors.Is(err, tools.ErrClosed) {
 			t.Errorf("the running call returned %v, want ErrClosed", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(60 * time.Second): // only a broken Cleanup comes here
 		t.Fatal("the running call did not end at Cleanup")
 	}
 	if left := sandbox.UIDPIDs(uid); len(left) > 0 {
