@@ -45,7 +45,9 @@ func TestKillMidStream(t *testing.T) {
 	// A stream cut by the kill is watched at once, while the load goes
 	// on, so the time until it reads failed is measured from the kill.
 	killed := make(chan struct{})
-	var killedAt time.Time
+	// killedAt is just before the signal, diedBy just after the victim's
+	// exit was seen: a stream running on it died between the two.
+	var killedAt, diedBy time.Time
 	bound := killLease*3/2 + 3*time.Second
 	cl := client(bal.url())
 	type watched struct {
@@ -80,12 +82,15 @@ func TestKillMidStream(t *testing.T) {
 			case <-time.After(2 * time.Minute):
 				return fmt.Errorf("the load never reached %d completed requests", killAt)
 			}
+			// Taken before the signal: the victim may die, and a client
+			// see its stream cut, before the signal call returns.
+			killedAt = time.Now()
 			if err := victim.signal(syscall.SIGKILL); err != nil {
 				return err
 			}
-			killedAt = time.Now()
 			close(killed)
 			_, err := victim.waitExit(30 * time.Second)
+			diedBy = time.Now()
 			return err
 		}()
 	}()
@@ -105,7 +110,7 @@ func TestKillMidStream(t *testing.T) {
 		if o.ok() {
 			continue
 		}
-		inFlight := o.start.Before(killedAt) && o.end.After(killedAt)
+		inFlight := o.start.Before(diedBy) && o.end.After(killedAt)
 		if !inFlight || o.replica != victim.name || o.created == "" {
 			t.Errorf("a request failed that was not a stream running on the killed replica when it died (sent %v after the kill, ended %v after): %v",
 				o.start.Sub(killedAt).Round(time.Millisecond), o.end.Sub(killedAt).Round(time.Millisecond), o)
