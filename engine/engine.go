@@ -238,8 +238,9 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, sink func(
 		reg:          reg,
 		sink:         sink,
 	}
-	r.setInputHandlers()
-	r.cc = e.newConversation(reg, modelItems(seen), r.resp.ID)
+	r.clientKinds = clientKinds(req)
+	r.serverCaps()
+	r.cc = e.newConversation(reg, tools.History(seen), r.resp.ID)
 	return r, nil
 }
 
@@ -252,9 +253,13 @@ type run struct {
 	input   []responses.Item // this request's input, with ids
 	history []responses.Item // the stored conversation it continues
 	reg     *tools.Registry
-	cc      *conversation.Context // the conversation the model sees, and its tools
-	sink    func(*responses.Event) error
-	calls   int // tool calls accepted so far
+	// capsByServer is what each server declares, by label;
+	// clientKinds the client-run kinds by function name.
+	capsByServer map[string]tools.Capabilities
+	clientKinds  map[string]*tools.Kind
+	cc           *conversation.Context // the conversation the model sees, and its tools
+	sink         func(*responses.Event) error
+	calls        int // tool calls accepted so far
 	// waiting is set when the response must end to wait for the client:
 	// an approval or input it has to give.
 	waiting bool
@@ -269,11 +274,12 @@ type run struct {
 	// stored with the response.
 	suspended  map[string]*pendingCall
 	pendingOut []*pendingCall
-	// usageMu guards usage while tool calls run: the model answers a
-	// server's sampling from the call's goroutine.
+	// usageMu guards usage, which the model's turns and the answers to
+	// a server's sampling (from the call's goroutine) add to: every read
+	// and write goes through addUsage and usagePtr.
 	usageMu sync.Mutex
-	events  []json.RawMessage
 	usage   responses.Usage
+	events  []json.RawMessage
 	sinkErr error // the client went away
 }
 

@@ -26,10 +26,10 @@ import (
 //
 //   - sampling/createMessage is answered by the upstream model (the
 //     request's messages, system prompt and token limit; no tools);
-//   - roots/list by the server's configured roots (RootsLister);
-//   - elicitation/create by the server's policy (ElicitationPolicer):
+//   - roots/list by the server's configured roots (Capabilities.Roots);
+//   - elicitation/create by the server's policy (Capabilities.Elicitation):
 //     "model" fills the requested schema from the conversation, the
-//     answer validated against it, else declined; "decline" declines;
+//     answer validated against it, else tools.Declined; "decline" declines;
 //     "client" ends the response with an mcp_input_request item that the
 //     client answers in a follow-up request (previous_response_id and an
 //     mcp_input_response input item).
@@ -38,51 +38,6 @@ import (
 // requests, the answers loom already gave, the requestState, the round
 // count) is stored with the response, in Record.Pending, so the follow-up
 // may land on any replica, or after a restart.
-
-// Elicitation policies (the values of ElicitationPolicer).
-const (
-	ElicitClient  = "client"
-	ElicitModel   = "model"
-	ElicitDecline = "decline"
-)
-
-// Input request methods.
-const (
-	methodElicit        = "elicitation/create"
-	methodCreateMessage = "sampling/createMessage"
-	methodListRoots     = "roots/list"
-)
-
-// ElicitationPolicer is implemented by servers whose elicitations have a
-// policy (an MCP tool's "elicitation"); "" or a server without it means
-// ElicitClient, the --mcp-elicitation default.
-type ElicitationPolicer interface {
-	ElicitationPolicy() string
-}
-
-// RootsLister is implemented by servers configured with roots: Roots
-// returns the ListRootsResult to answer roots/list with. A server without
-// it has no roots.
-type RootsLister interface {
-	Roots() json.RawMessage
-}
-
-// InputHandlerSetter is implemented by servers that may ask for input
-// inside a running call rather than through MRTR (a session-based MCP
-// server's in-session sampling and elicitation). The engine hands each
-// such server of a response a handler that answers with the response's
-// model and conversation. The handler may be called from any goroutine
-// while a call of the response runs.
-type InputHandlerSetter interface {
-	SetInputHandler(func(ctx context.Context, req tools.InputRequest) (json.RawMessage, error))
-}
-
-// serverURLer is implemented by servers with a URL (MCP): a follow-up
-// resuming a call must offer the server at the same URL, so the server's
-// requestState never goes to another server.
-type serverURLer interface {
-	URL() string
-}
 
 // defaultMaxInputRounds bounds the input rounds of one call.
 const defaultMaxInputRounds = 5
@@ -229,7 +184,7 @@ func checkInputServers(reg *tools.Registry, answers []inputAnswer) error {
 		if !ok {
 			return responses.BadRequest("tools", "the input request %s is for a call to server %q, which this request does not offer; send its mcp tool again", p.RequestID, p.Server)
 		}
-		if u, ok := s.(serverURLer); ok && p.ServerURL != "" && u.URL() != p.ServerURL {
+		if u := s.Capabilities().URL; u != "" && p.ServerURL != "" && u != p.ServerURL {
 			return responses.BadRequest("tools", "server %q has another server_url than the call waiting for input was made to", p.Server)
 		}
 	}
@@ -289,27 +244,27 @@ func (r *run) rounds(ctx context.Context, st *callState, res tools.Result) tools
 		for _, key := range slices.Sorted(maps.Keys(ir.Requests)) {
 			req := ir.Requests[key]
 			switch req.Method {
-			case methodCreateMessage:
+			case tools.MethodCreateMessage:
 				a, err := r.sample(ctx, req.Params)
 				if err != nil {
 					r.e.log.Warn("mcp sampling failed", "response", r.resp.ID, "server", st.server, "err", err)
 					return tools.ErrorResult(st.call.CallID, fmt.Sprintf("The tool server %q asked the model for a completion, which failed; the call was stopped.", st.server), err)
 				}
 				answers[key] = a
-			case methodListRoots:
-				answers[key] = r.roots(st.server)
-			case methodElicit:
-				switch r.policy(st.server) {
-				case ElicitModel:
+			case tools.MethodListRoots:
+				answers[key] = r.caps(st.server).RootsResult()
+			case tools.MethodElicit:
+				switch r.caps(st.server).ElicitationPolicy() {
+				case tools.ElicitModel:
 					answers[key] = r.elicitByModel(ctx, &st.call, req.Params)
-				case ElicitDecline:
-					answers[key] = declined
+				case tools.ElicitDecline:
+					answers[key] = tools.Declined
 				default:
 					if !r.req.StoreEnabled() {
 						// Without store the client cannot answer in a
 						// follow-up (previous_response_id needs it).
-						r.e.log.Info("mcp elicitation declined: the client answers elicitations in a follow-up, which needs store", "response", r.resp.ID, "server", st.server)
-						answers[key] = declined
+						r.e.log.Info("mcp elicitation tools.Declined: the client answers elicitations in a follow-up, which needs store", "response", r.resp.ID, "server", st.server)
+						answers[key] = tools.Declined
 						continue
 					}
 					client = append(client, key)
@@ -330,15 +285,14 @@ func (r *run) rounds(ctx context.Context, st *callState, res tools.Result) tools
 	return res
 }
 
-var declined = json.RawMessage(`{"action":"decline"}`)
-
 // suspend keeps the state of a call that waits for the client, until the
 // caller reports it with askClient.
 func (r *run) suspend(st *callState, ir *tools.InputRequired, client []string, answers map[string]json.RawMessage) {
 	p := &pendingCall{
 		Server:            st.server,
 		Name:              st.call.Name,
-		Tool:              toolName(r.reg, st.server, st.call.Name),
+		Tool:              r.caps(st.server).OwnName(st.call.Name),
+		ServerURL:         r.caps(st.server).URL,
 		Arguments:         st.call.Arguments,
 		CallID:            st.call.CallID,
 		ApprovalRequestID: st.approval,
@@ -346,11 +300,6 @@ func (r *run) suspend(st *callState, ir *tools.InputRequired, client []string, a
 		Client:            client,
 		State:             []byte(ir.State),
 		Round:             st.round,
-	}
-	if s, ok := r.reg.Server(st.server); ok {
-		if u, ok := s.(serverURLer); ok {
-			p.ServerURL = u.URL()
-		}
 	}
 	for k, req := range ir.Requests {
 		p.Requests[k] = inputRequest{Method: req.Method, Params: req.Params}
@@ -430,7 +379,7 @@ func (r *run) resumeInputs(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := r.finishCall(p.Server, p.Tool, p.Name, p.CallID, p.Arguments, p.ApprovalRequestID, res); err != nil {
+		if err := r.finishCall(p, res); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
@@ -441,60 +390,18 @@ func (r *run) resumeInputs(ctx context.Context) error {
 }
 
 // finishCall reports a call that ran outside a model turn (resumed after
-// input) as an mcp_call item, and gives the model the call and its result.
-func (r *run) finishCall(server, tool, offered, callID, arguments, approvalID string, res tools.Result) error {
-	text := res.Text()
-	item := responses.Item{Type: responses.ItemMCPCall, ID: r.e.opts.NewID("mcp"), ServerLabel: server,
-		Name: tool, Arguments: arguments, Status: responses.StatusCompleted}
-	if approvalID != "" {
-		item.ApprovalRequestID = &approvalID
-	}
-	if res.IsError {
-		msg := text
-		if msg == "" {
-			msg = "the tool failed"
-		}
-		item.Error, item.Status = &msg, "failed"
-	} else {
-		item.Output, _ = json.Marshal(text)
-	}
+// input) as its kind's items, and gives the model the call and its result.
+func (r *run) finishCall(p *pendingCall, res tools.Result) error {
 	if res.Err != nil {
-		r.e.log.Warn("tool call failed", "response", r.resp.ID, "tool", offered, "server", server, "err", res.Err)
+		r.e.log.Warn("tool call failed", "response", r.resp.ID, "tool", p.Name, "server", p.Server, "err", res.Err)
 	}
-	if err := r.builder.AddItem(item); err != nil {
+	text := res.Text()
+	ran := tools.RanCall{Server: p.Server, Tool: p.Tool, CallID: p.CallID, Arguments: p.Arguments, ApprovalRequestID: p.ApprovalRequestID}
+	if _, err := r.addRanItems(r.caps(p.Server).KindOf(), ran, res, text); err != nil {
 		return err
 	}
-	out, _ := json.Marshal(text)
-	r.cc.Append(
-		responses.Item{Type: responses.ItemFunctionCall, CallID: callID, Name: offered, Arguments: arguments, Status: responses.StatusCompleted},
-		responses.Item{Type: responses.ItemFunctionCallOutput, CallID: callID, Output: out, Status: responses.StatusCompleted},
-	)
+	r.cc.Append(tools.CallPair("", p.CallID, p.Name, p.Arguments, text)...)
 	return nil
-}
-
-// policy is the elicitation policy of a server.
-func (r *run) policy(server string) string {
-	if s, ok := r.reg.Server(server); ok {
-		if p, ok := s.(ElicitationPolicer); ok {
-			switch v := p.ElicitationPolicy(); v {
-			case ElicitModel, ElicitDecline, ElicitClient:
-				return v
-			}
-		}
-	}
-	return ElicitClient
-}
-
-// roots is the ListRootsResult of a server: its configured roots, or none.
-func (r *run) roots(server string) json.RawMessage {
-	if s, ok := r.reg.Server(server); ok {
-		if l, ok := s.(RootsLister); ok {
-			if raw := l.Roots(); len(raw) > 0 {
-				return raw
-			}
-		}
-	}
-	return json.RawMessage(`{"roots":[]}`)
 }
 
 // sample answers a sampling/createMessage with the upstream model: the
@@ -561,9 +468,7 @@ func (r *run) complete(ctx context.Context, mreq *model.Request) (string, string
 		}
 		return nil
 	})
-	r.usageMu.Lock()
-	r.usage.Add(usage)
-	r.usageMu.Unlock()
+	r.addUsage(usage)
 	return text.String(), finish, err
 }
 
@@ -596,7 +501,7 @@ func contentText(raw json.RawMessage) string {
 // elicitByModel asks the upstream model to fill an elicitation's requested
 // schema from the conversation. The answer is the first JSON object in
 // what the model writes; if there is none, or it does not match the
-// schema, the elicitation is declined. call is the call that elicits (nil
+// schema, the elicitation is tools.Declined. call is the call that elicits (nil
 // for an in-session elicitation).
 func (r *run) elicitByModel(ctx context.Context, call *tools.Call, params json.RawMessage) json.RawMessage {
 	var p struct {
@@ -606,7 +511,7 @@ func (r *run) elicitByModel(ctx context.Context, call *tools.Call, params json.R
 	}
 	if json.Unmarshal(params, &p) != nil || p.Mode == "url" {
 		// A URL elicitation needs a person at a browser.
-		return declined
+		return tools.Declined
 	}
 	schema := requestedSchema(params)
 	instruction := fmt.Sprintf("The tool cannot finish until it is given this information: %q\n"+
@@ -630,17 +535,17 @@ func (r *run) elicitByModel(ctx context.Context, call *tools.Call, params json.R
 	}
 	text, _, err := r.complete(ctx, mreq)
 	if err != nil {
-		r.e.log.Warn("mcp elicitation by the model failed; declined", "response", r.resp.ID, "err", err)
-		return declined
+		r.e.log.Warn("mcp elicitation by the model failed; tools.Declined", "response", r.resp.ID, "err", err)
+		return tools.Declined
 	}
 	content := firstJSONObject(text)
 	if content == nil {
-		r.e.log.Info("mcp elicitation declined: the model gave no JSON object", "response", r.resp.ID)
-		return declined
+		r.e.log.Info("mcp elicitation tools.Declined: the model gave no JSON object", "response", r.resp.ID)
+		return tools.Declined
 	}
 	if msg := checkSchema(schema, content); msg != "" {
-		r.e.log.Info("mcp elicitation declined: the model's answer does not match the schema", "response", r.resp.ID, "reason", msg)
-		return declined
+		r.e.log.Info("mcp elicitation tools.Declined: the model's answer does not match the schema", "response", r.resp.ID, "reason", msg)
+		return tools.Declined
 	}
 	b, _ := json.Marshal(map[string]any{"action": "accept", "content": content})
 	return b
@@ -722,27 +627,17 @@ func (noLoader) Load(url string) (any, error) {
 // running call (its server applies the elicitation policy first): the
 // sampling by the upstream model, an elicitation by the model from the
 // conversation, the roots from configuration.
-func (r *run) inSessionHandler(server string) func(ctx context.Context, req tools.InputRequest) (json.RawMessage, error) {
+func (r *run) inSessionHandler(server string) tools.InputHandler {
 	return func(ctx context.Context, req tools.InputRequest) (json.RawMessage, error) {
 		switch req.Method {
-		case methodCreateMessage:
+		case tools.MethodCreateMessage:
 			return r.sample(ctx, req.Params)
-		case methodElicit:
+		case tools.MethodElicit:
 			return r.elicitByModel(ctx, nil, req.Params), nil
-		case methodListRoots:
-			return r.roots(server), nil
+		case tools.MethodListRoots:
+			return r.caps(server).RootsResult(), nil
 		}
 		return nil, fmt.Errorf("unknown input request method %q", req.Method)
-	}
-}
-
-// setInputHandlers hands the response's in-session handler to the servers
-// that take one.
-func (r *run) setInputHandlers() {
-	for _, s := range r.reg.Servers() {
-		if h, ok := s.(InputHandlerSetter); ok {
-			h.SetInputHandler(r.inSessionHandler(s.Name()))
-		}
 	}
 }
 

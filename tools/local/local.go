@@ -18,12 +18,6 @@ import (
 	"github.com/loomgate/loom/tools/shell"
 )
 
-// Item types of local tool calls, as the client sees them.
-const (
-	ItemCodeInterpreterCall = responses.ItemCodeInterpreterCall
-	ItemShellCall           = "shell_call"
-)
-
 // Provider serves the tools of type code_interpreter and shell. A nil
 // server means that tool is disabled.
 type Provider struct {
@@ -49,7 +43,7 @@ func (p *Provider) Servers(ctx context.Context, req *responses.Request) ([]tools
 				return nil, responses.BadRequest(param+".type", "code_interpreter is not enabled on this server (the operator enables it with --enable-python)")
 			}
 			if !seen[t.Type] {
-				out = append(out, typed{p.Python, ItemCodeInterpreterCall})
+				out = append(out, p.Python)
 			}
 		case responses.ToolShell:
 			var env struct {
@@ -65,7 +59,7 @@ func (p *Provider) Servers(ctx context.Context, req *responses.Request) ([]tools
 				return nil, responses.BadRequest(param+".type", "the shell tool is not enabled on this server (the operator enables it with --enable-shell)")
 			}
 			if !seen[t.Type] {
-				out = append(out, typed{p.Shell, ItemShellCall})
+				out = append(out, p.Shell)
 			}
 		default:
 			continue
@@ -74,12 +68,3 @@ func (p *Provider) Servers(ctx context.Context, req *responses.Request) ([]tools
 	}
 	return out, nil
 }
-
-// typed is a tool server whose calls the client sees as items of a given
-// type (the engine asks through ItemType).
-type typed struct {
-	tools.Server
-	itemType string
-}
-
-func (t typed) ItemType() string { return t.itemType }

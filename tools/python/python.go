@@ -111,6 +111,14 @@ func (s *Server) Tools(context.Context) ([]tools.Definition, error) {
 	return []tools.Definition{s.def}, nil
 }
 
+var _ tools.Server = (*Server)(nil)
+
+// Capabilities implements tools.Server: calls are code_interpreter_call
+// items.
+func (s *Server) Capabilities() tools.Capabilities {
+	return tools.Capabilities{Kind: tools.KindCodeInterpreter}
+}
+
 // Open implements tools.Server. It creates the session's work directory;
 // the interpreter starts at the first call.
 func (s *Server) Open(context.Context) (tools.Session, error) {

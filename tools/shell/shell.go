@@ -104,6 +104,14 @@ func (s *Server) Tools(context.Context) ([]tools.Definition, error) {
 	return []tools.Definition{s.def}, nil
 }
 
+var _ tools.Server = (*Server)(nil)
+
+// Capabilities implements tools.Server: calls are shell_call items,
+// reported once they ran.
+func (s *Server) Capabilities() tools.Capabilities {
+	return tools.Capabilities{Kind: tools.KindShell}
+}
+
 // Open implements tools.Server: it creates the session's work directory.
 func (s *Server) Open(context.Context) (tools.Session, error) {
 	ss, err := s.sb.NewSession(Name, s.opts.Logger, nil)
