@@ -111,8 +111,6 @@ func (s *Server) Tools(context.Context) ([]tools.Definition, error) {
 	return []tools.Definition{s.def}, nil
 }
 
-var _ tools.Server = (*Server)(nil)
-
 // Capabilities implements tools.Server: calls are code_interpreter_call
 // items.
 func (s *Server) Capabilities() tools.Capabilities {

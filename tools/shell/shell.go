@@ -104,8 +104,6 @@ func (s *Server) Tools(context.Context) ([]tools.Definition, error) {
 	return []tools.Definition{s.def}, nil
 }
 
-var _ tools.Server = (*Server)(nil)
-
 // Capabilities implements tools.Server: calls are shell_call items,
 // reported once they ran.
 func (s *Server) Capabilities() tools.Capabilities {
