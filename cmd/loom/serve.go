@@ -46,7 +46,14 @@ type Main struct {
 func NewMain(cfg *Config, log *slog.Logger) *Main { return &Main{cfg: cfg, log: log} }
 
 // Open opens the store, builds the engine and server, and listens.
-func (m *Main) Open(ctx context.Context) error {
+func (m *Main) Open(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			// What was opened before the failure is closed: the caller
+			// only closes a Main that opened.
+			m.closeOpened()
+		}
+	}()
 	dialect, err := responses.ParseDialect(m.cfg.EventDialect)
 	if err != nil {
 		return err
@@ -224,4 +231,17 @@ func (m *Main) Close() error {
 		return m.store.Close()
 	}
 	return nil
+}
+
+// closeOpened closes what a failed Open opened: the listener and the
+// store.
+func (m *Main) closeOpened() {
+	if m.listener != nil {
+		m.listener.Close()
+		m.listener = nil
+	}
+	if err := m.Close(); err != nil {
+		m.log.Warn("close the store after a failed start", "err", err)
+	}
+	m.store = nil
 }
