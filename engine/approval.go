@@ -177,7 +177,8 @@ func (r *run) runApprovals(ctx context.Context) error {
 		if a.approve {
 			res := r.cc.Call(ctx, []tools.Call{{CallID: callID, Name: offered, Arguments: req.Arguments}})[0]
 			if res.InputRequired != nil {
-				res = r.resolveInputAfterApproval(ctx, tools.Call{CallID: callID, Name: offered, Arguments: req.Arguments}, req.ServerLabel, req.ID, res)
+				st := &callState{call: tools.Call{CallID: callID, Name: offered, Arguments: req.Arguments}, server: req.ServerLabel, approval: req.ID}
+				res = r.rounds(ctx, st, res)
 			}
 			if res.InputRequired != nil {
 				// The approved call waits for the client's input.

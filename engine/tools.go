@@ -130,7 +130,7 @@ func (r *run) runServerCalls(ctx context.Context, calls []*turnCall) error {
 	results := r.cc.Call(ctx, batch)
 	for i := range results {
 		if results[i].InputRequired != nil {
-			results[i] = r.resolveInput(ctx, batch[i], owners[i].server, results[i])
+			results[i] = r.rounds(ctx, &callState{call: batch[i], server: owners[i].server}, results[i])
 		}
 	}
 	for i, res := range results {
