@@ -114,7 +114,8 @@ func (e *Engine) Store() Store { return e.store }
 
 // Run runs one response for req. Events go to sink as they are built (sink
 // may be nil when the caller wants only the final response; it must not
-// keep the *Event). Run returns an *responses.APIError, before any event,
+// keep the *Event). Run returns an *responses.APIError (or a domain error,
+// *responses.Error, of a tool provider), before any event,
 // for a request that cannot start (bad input, unknown model or previous
 // response); such a request stores nothing. Once the response has started,
 // Run returns the final response; if the upstream failed, it also returns

@@ -43,3 +43,13 @@ func (e *Engine) InputItems(ctx context.Context, id string, page Page) ([]respon
 	}
 	return items, more, err
 }
+
+// Events returns the stored events of a response whose sequence number is
+// greater than after (-1: all), in order, for a stream replay.
+func (e *Engine) Events(ctx context.Context, id string, after int) ([]json.RawMessage, error) {
+	events, err := e.store.Events(ctx, id, after)
+	if errors.Is(err, ErrNotFound) {
+		return nil, responses.NotFound("response_id", "response %q not found", id)
+	}
+	return events, err
+}

@@ -4,7 +4,8 @@
 // ToolProvider for those tool types.
 //
 // Both are off unless an operator turns them on; a request asking for a
-// tool that is off gets a 400 that says so, never a silent fallback.
+// tool that is off gets an error that says so (a 400), never a silent
+// fallback.
 package local
 
 import (
@@ -23,6 +24,19 @@ import (
 type Provider struct {
 	Python *python.Server
 	Shell  *shell.Server
+	// HowToEnable says, by tool type, how the operator turns a disabled
+	// tool on (cmd/loom: "the operator enables it with --enable-python"),
+	// for the error a request asking for it gets; empty says nothing.
+	HowToEnable map[string]string
+}
+
+// disabled is the error for a request asking for a tool that is off.
+func (p *Provider) disabled(param, toolType, what string) error {
+	msg := what + " is not enabled on this server"
+	if how := p.HowToEnable[toolType]; how != "" {
+		msg += " (" + how + ")"
+	}
+	return responses.Errorf(responses.EInvalid, param+".type", "%s", msg)
 }
 
 // Handles reports whether typ is a local tool type.
@@ -30,8 +44,8 @@ func (p *Provider) Handles(typ string) bool {
 	return typ == responses.ToolCodeInterpreter || typ == responses.ToolShell
 }
 
-// Servers returns the local tool servers the request asks for, or a 400
-// naming the tool when it is disabled.
+// Servers returns the local tool servers the request asks for, or an
+// EInvalid error naming the tool when it is disabled.
 func (p *Provider) Servers(ctx context.Context, req *responses.Request) ([]tools.Server, error) {
 	var out []tools.Server
 	seen := map[string]bool{}
@@ -40,7 +54,7 @@ func (p *Provider) Servers(ctx context.Context, req *responses.Request) ([]tools
 		switch t.Type {
 		case responses.ToolCodeInterpreter:
 			if p.Python == nil {
-				return nil, responses.BadRequest(param+".type", "code_interpreter is not enabled on this server (the operator enables it with --enable-python)")
+				return nil, p.disabled(param, t.Type, "code_interpreter")
 			}
 			if !seen[t.Type] {
 				out = append(out, p.Python)
@@ -53,10 +67,10 @@ func (p *Provider) Servers(ctx context.Context, req *responses.Request) ([]tools
 			}
 			json.Unmarshal(t.Raw, &env)
 			if env.Environment.Type == "local" {
-				return nil, responses.Unsupported(param+".environment", "a shell with a local environment runs on the client; loom runs shell tools in its own sandbox (environment container_auto)")
+				return nil, responses.Errorf(responses.EUnsupported, param+".environment", "a shell with a local environment runs on the client; loom runs shell tools in its own sandbox (environment container_auto)")
 			}
 			if p.Shell == nil {
-				return nil, responses.BadRequest(param+".type", "the shell tool is not enabled on this server (the operator enables it with --enable-shell)")
+				return nil, p.disabled(param, t.Type, "the shell tool")
 			}
 			if !seen[t.Type] {
 				out = append(out, p.Shell)
