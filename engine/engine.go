@@ -229,15 +229,14 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, sink func(
 		return nil, err
 	}
 	r := &run{
-		e:            e,
-		req:          req,
-		resp:         e.newResponse(req),
-		input:        input,
-		history:      history,
-		approvals:    approvals,
-		inputAnswers: inputAnswers,
-		reg:          reg,
-		sink:         sink,
+		e:           e,
+		req:         req,
+		resp:        e.newResponse(req),
+		input:       input,
+		history:     history,
+		reg:         reg,
+		clientWaits: clientWaits{approvals: approvals, inputAnswers: inputAnswers},
+		eventLog:    eventLog{sink: sink},
 	}
 	r.clientKinds = clientKinds(req)
 	r.serverCaps()
@@ -245,7 +244,9 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, sink func(
 	return r, nil
 }
 
-// run is the state of one Run.
+// run is the state of one Run: what the response owns. A turn's own
+// state is a turnState, a call's a turnCall (and, through its input
+// rounds, a callState).
 type run struct {
 	e       *Engine
 	req     *responses.Request
@@ -259,8 +260,15 @@ type run struct {
 	capsByServer map[string]tools.Capabilities
 	clientKinds  map[string]*tools.Kind
 	cc           *conversation.Context // the conversation the model sees, and its tools
-	sink         func(*responses.Event) error
-	calls        int // tool calls accepted so far
+	calls        int                   // tool calls accepted so far
+	usage        usageTotal
+	clientWaits
+	eventLog
+}
+
+// clientWaits is what the response gets from, or leaves to, the client:
+// its answers to approval and input requests, and the calls that wait.
+type clientWaits struct {
 	// waiting is set when the response must end to wait for the client:
 	// an approval or input it has to give.
 	waiting bool
@@ -275,13 +283,38 @@ type run struct {
 	// stored with the response.
 	suspended  map[string]*pendingCall
 	pendingOut []*pendingCall
-	// usageMu guards usage, which the model's turns and the answers to
-	// a server's sampling (from the call's goroutine) add to: every read
-	// and write goes through addUsage and usagePtr.
-	usageMu sync.Mutex
-	usage   responses.Usage
+}
+
+// eventLog is where the response's events go: the store's copy and the
+// caller's sink.
+type eventLog struct {
+	sink    func(*responses.Event) error
 	events  []json.RawMessage
 	sinkErr error // the client went away
+}
+
+// usageTotal is the response's usage. The model's turns and the answers to
+// a server's sampling (from the call's goroutine) add to it, so every read
+// and write takes mu: add and total are the only ways in.
+type usageTotal struct {
+	mu sync.Mutex
+	u  responses.Usage
+}
+
+func (t *usageTotal) add(u responses.Usage) {
+	t.mu.Lock()
+	t.u.Add(u)
+	t.mu.Unlock()
+}
+
+// total returns the usage so far, its total filled in, for the response
+// object.
+func (t *usageTotal) total() *responses.Usage {
+	t.mu.Lock()
+	u := t.u
+	t.mu.Unlock()
+	u.TotalTokens = u.InputTokens + u.OutputTokens
+	return &u
 }
 
 // record keeps the event for the store and passes it to the sink.
@@ -330,7 +363,7 @@ func (r *run) loop(ctx context.Context) error {
 	if r.waiting {
 		// A resumed call waits for the client again: nothing for the
 		// model to do until it answers.
-		return r.builder.Complete(r.usagePtr(), r.e.opts.Now().Unix())
+		return r.builder.Complete(r.usage.total(), r.e.opts.Now().Unix())
 	}
 	for turn := 0; ; turn++ {
 		res, err := r.turn(ctx)
@@ -342,21 +375,21 @@ func (r *run) loop(ctx context.Context) error {
 		}
 		switch {
 		case res.finish == model.FinishLength:
-			return r.builder.Incomplete(responses.ReasonMaxOutputTokens, r.usagePtr())
+			return r.builder.Incomplete(responses.ReasonMaxOutputTokens, r.usage.total())
 		case res.finish == model.FinishFilter:
-			return r.builder.Incomplete(responses.ReasonContentFilter, r.usagePtr())
+			return r.builder.Incomplete(responses.ReasonContentFilter, r.usage.total())
 		case len(res.calls) == 0 && r.calls == 0 && r.toolRequired():
 			// tool_choice asked for a call and the model answered without
 			// one (a backend without guided decoding, or an engine that
 			// ignores tool_choice): the response says so rather than
 			// passing the answer off as what was asked for.
-			return r.builder.Incomplete(responses.ReasonToolChoiceRequired, r.usagePtr())
+			return r.builder.Incomplete(responses.ReasonToolChoiceRequired, r.usage.total())
 		case !res.serverCalls || res.clientCalls || r.waiting:
 			// Nothing left for loom to run: the answer is final, or the
 			// client must run its function calls and come back.
-			return r.builder.Complete(r.usagePtr(), r.e.opts.Now().Unix())
+			return r.builder.Complete(r.usage.total(), r.e.opts.Now().Unix())
 		case turn+1 >= r.e.opts.MaxTurns:
-			return r.builder.Incomplete("max_turns", r.usagePtr())
+			return r.builder.Incomplete("max_turns", r.usage.total())
 		}
 	}
 }
@@ -375,10 +408,10 @@ func (r *run) fail(ctx context.Context, err error) error {
 	switch {
 	case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
 		apiErr := &responses.APIError{Status: http.StatusGatewayTimeout, Type: responses.ErrUpstream, Code: "timeout", Message: "the response took longer than the server allows"}
-		r.builder.Fail(responses.ResponseFailed, apiErr.Payload(), r.usagePtr())
+		r.builder.Fail(responses.ResponseFailed, apiErr.Payload(), r.usage.total())
 		return &model.Error{Status: http.StatusGatewayTimeout, Message: apiErr.Message, Err: err}
 	case ctx.Err() != nil:
-		r.builder.Fail(responses.ResponseCancelled, nil, r.usagePtr())
+		r.builder.Fail(responses.ResponseCancelled, nil, r.usage.total())
 		return ctx.Err()
 	}
 	var me *model.Error
@@ -386,6 +419,6 @@ func (r *run) fail(ctx context.Context, err error) error {
 		me = &model.Error{Status: http.StatusBadGateway, Message: "the upstream model failed", Err: err}
 	}
 	apiErr := upstreamAPIError(me)
-	r.builder.Fail(responses.ResponseFailed, apiErr.Payload(), r.usagePtr())
+	r.builder.Fail(responses.ResponseFailed, apiErr.Payload(), r.usage.total())
 	return me
 }

@@ -446,7 +446,7 @@ func (r *run) complete(ctx context.Context, mreq *model.Request) (string, string
 		}
 		return nil
 	})
-	r.addUsage(usage)
+	r.usage.add(usage)
 	return text.String(), finish, err
 }
 

@@ -11,23 +11,6 @@ import (
 	"github.com/loomgate/loom/responses"
 )
 
-// usagePtr returns the usage so far, its total filled in, for the
-// response object.
-func (r *run) usagePtr() *responses.Usage {
-	r.usageMu.Lock()
-	u := r.usage
-	r.usageMu.Unlock()
-	u.TotalTokens = u.InputTokens + u.OutputTokens
-	return &u
-}
-
-// addUsage adds to the response's usage.
-func (r *run) addUsage(u responses.Usage) {
-	r.usageMu.Lock()
-	r.usage.Add(u)
-	r.usageMu.Unlock()
-}
-
 // newResponse builds the response object, echoing the request's knobs.
 func (e *Engine) newResponse(req *responses.Request) *responses.Response {
 	resp := &responses.Response{

@@ -46,7 +46,7 @@ func (r *run) turn(ctx context.Context) (turnResult, error) {
 		case model.DeltaToolCall:
 			return r.toolCallDelta(st, d)
 		case model.DeltaUsage:
-			r.addUsage(d.Usage)
+			r.usage.add(d.Usage)
 		case model.DeltaFinish:
 			st.res.finish = d.FinishReason
 		}
