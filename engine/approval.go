@@ -11,13 +11,6 @@ import (
 	"github.com/loomgate/loom/tools"
 )
 
-// Events of mcp_list_tools items.
-const (
-	eventListInProgress = "response.mcp_list_tools.in_progress"
-	eventListCompleted  = "response.mcp_list_tools.completed"
-	eventListFailed     = "response.mcp_list_tools.failed"
-)
-
 // approval is the client's answer to an approval request of the chain.
 type approval struct {
 	request responses.Item // the mcp_approval_request it answers
@@ -117,7 +110,7 @@ func (r *run) listItems(listErr error) error {
 		item := responses.Item{Type: responses.ItemMCPListTools, ID: r.e.opts.NewID("mcpl"), ServerLabel: label}
 		if msg, ok := failed[label]; ok {
 			item.Error = &msg
-			if err := r.builder.AddItemEvents(item, eventListInProgress, eventListFailed); err != nil {
+			if err := r.builder.AddItemEvents(item, responses.EventMCPListToolsInProgress, responses.EventMCPListToolsFailed); err != nil {
 				return err
 			}
 			continue
@@ -143,7 +136,7 @@ func (r *run) listItems(listErr error) error {
 			list = append(list, listed{r.caps(label).OwnName(d.Name), d.Description, schema, ann})
 		}
 		item.Tools, _ = json.Marshal(list)
-		if err := r.builder.AddItemEvents(item, eventListInProgress, eventListCompleted); err != nil {
+		if err := r.builder.AddItemEvents(item, responses.EventMCPListToolsInProgress, responses.EventMCPListToolsCompleted); err != nil {
 			return err
 		}
 	}

@@ -8,3 +8,10 @@ const (
 	ItemLocalShellCall       = "local_shell_call"
 	ItemLocalShellCallOutput = "local_shell_call_output"
 )
+
+// Events of mcp_list_tools items.
+const (
+	EventMCPListToolsInProgress = "response.mcp_list_tools.in_progress"
+	EventMCPListToolsCompleted  = "response.mcp_list_tools.completed"
+	EventMCPListToolsFailed     = "response.mcp_list_tools.failed"
+)
