@@ -34,7 +34,7 @@ func clientKinds(req *responses.Request) map[string]*tools.Kind {
 			if m == nil {
 				m = map[string]*tools.Kind{}
 			}
-			m[k.Definition.Name] = k
+			m[k.Define(t).Name] = k
 		}
 	}
 	return m

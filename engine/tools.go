@@ -46,7 +46,7 @@ func (e *Engine) registry(ctx context.Context, req *responses.Request) (*tools.R
 	for i, t := range req.Tools {
 		def := tools.FunctionDefinition(t)
 		if k := tools.ClientKind(t.Type); k != nil {
-			def = *k.Definition
+			def = k.Define(t)
 		} else if t.Type != responses.ToolFunction {
 			continue
 		}

@@ -36,9 +36,10 @@ type Kind struct {
 	// a deferred call, or one that ran after an approval or an input
 	// round.
 	Items func(c RanCall, res Result, text string, newID func(prefix string) string) []responses.Item
-	// Definition is the function a client-run kind is offered to the model
-	// as; ClientItem reports the model's call to it, which the client runs.
-	Definition *Definition
+	// Define is the function a request's tool of a client-run kind is
+	// offered to the model as; ClientItem reports the model's call to it,
+	// which the client runs.
+	Define     func(t responses.Tool) Definition
 	ClientItem func(callID, arguments string, newID func(prefix string) string) responses.Item
 	// OutputType is the item type of the client's answer to a
 	// client-run kind's call (local_shell_call_output).

@@ -15,17 +15,7 @@ var KindLocalShell = Register(&Kind{
 	ItemType:   responses.ItemLocalShellCall,
 	OutputType: responses.ItemLocalShellCallOutput,
 	Deferred:   true,
-	Definition: &Definition{
-		Name: localShellName,
-		Description: "Runs a command on the user's machine and returns its output. " +
-			"command is the program and its arguments (use [\"bash\", \"-lc\", \"...\"] for a shell line).",
-		Parameters: json.RawMessage(`{"type":"object","properties":{` +
-			`"command":{"type":"array","items":{"type":"string"}},` +
-			`"working_directory":{"type":"string"},` +
-			`"timeout_ms":{"type":"integer"},` +
-			`"env":{"type":"object","additionalProperties":{"type":"string"}}},` +
-			`"required":["command"]}`),
-	},
+	Define:     func(responses.Tool) Definition { return localShellDefinition },
 	ClientItem: func(callID, arguments string, newID func(string) string) responses.Item {
 		return responses.Item{Type: responses.ItemLocalShellCall, ID: newID("lsh"), CallID: callID,
 			Action: localShellAction(arguments), Status: responses.StatusCompleted}
@@ -41,6 +31,20 @@ var KindLocalShell = Register(&Kind{
 })
 
 const localShellName = "local_shell"
+
+// localShellDefinition is the function the model is offered local_shell
+// as, taking the exec action.
+var localShellDefinition = Definition{
+	Name: localShellName,
+	Description: "Runs a command on the user's machine and returns its output. " +
+		"command is the program and its arguments (use [\"bash\", \"-lc\", \"...\"] for a shell line).",
+	Parameters: json.RawMessage(`{"type":"object","properties":{` +
+		`"command":{"type":"array","items":{"type":"string"}},` +
+		`"working_directory":{"type":"string"},` +
+		`"timeout_ms":{"type":"integer"},` +
+		`"env":{"type":"object","additionalProperties":{"type":"string"}}},` +
+		`"required":["command"]}`),
+}
 
 // localShellAction turns the model's arguments into the exec action of a
 // local_shell_call item.
