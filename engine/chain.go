@@ -18,27 +18,22 @@ const maxChain = 1000
 // and the calls of the chain waiting for the client's input, by the id of
 // the mcp_input_request that asks.
 func (e *Engine) history(ctx context.Context, previousID string) ([]responses.Item, map[string]*pendingCall, error) {
-	var chain []*Record
-	cut := false
-	for id := previousID; id != ""; {
-		if len(chain) == maxChain {
-			return nil, nil, responses.BadRequest("previous_response_id", "the response chain is longer than %d responses", maxChain)
-		}
-		rec, err := e.store.GetResponse(ctx, id)
-		if errors.Is(err, ErrNotFound) {
-			if id == previousID {
-				return nil, nil, responses.NotFound("previous_response_id", "previous response %q not found", previousID)
-			}
-			// An earlier link was deleted: the conversation starts after it.
-			cut = true
-			break
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("load response %s: %w", id, err)
-		}
-		chain = append(chain, rec)
-		id = rec.PreviousResponseID
+	// One read for the whole chain, however long: the store follows
+	// the links itself. One record more than the bound tells a chain
+	// that is too long.
+	chain, err := e.store.Chain(ctx, previousID, maxChain+1)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil, responses.NotFound("previous_response_id", "previous response %q not found", previousID)
 	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("load response chain of %s: %w", previousID, err)
+	}
+	if len(chain) > maxChain {
+		return nil, nil, responses.BadRequest("previous_response_id", "the response chain is longer than %d responses", maxChain)
+	}
+	// A chain that ends on a link naming a previous response was cut: an
+	// earlier link was deleted, and the conversation starts after it.
+	cut := chain[len(chain)-1].PreviousResponseID != ""
 	var items []responses.Item
 	var pending map[string]*pendingCall
 	for i := len(chain) - 1; i >= 0; i-- {

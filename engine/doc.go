@@ -4,8 +4,9 @@
 // and events with the responses.Builder, and stores the result.
 //
 // The Engine knows nothing of HTTP: a program that embeds loom can call
-// Engine.Run with its own event sink. It defines the Store it needs;
-// store/sqlite implements it.
+// Engine.Run with its own event sink. It defines the Store it needs, and
+// the error values stores return; store/sqlite and store/postgres
+// implement it, and store/storetest checks that they do.
 //
 // A request that cannot start (bad input, an unknown model or previous
 // response, a function_call_output answering no call) fails before any
@@ -18,4 +19,11 @@
 // InputTokens counts a request's input without running it; Compact
 // summarises a conversation into a sealed compaction item, which, sent
 // back as input, stands in for the turns it replaced.
+//
+// A streamed response with store on is saved in_progress before its first
+// event, under a lease this engine holds (Options.Lease), so any replica
+// on the same store can read it while it runs. Maintain, which every
+// replica runs, renews this engine's leases, fails any replica's responses
+// whose lease ran out (their replica died) with server_error, and applies
+// Options.Retention.
 package engine

@@ -57,6 +57,17 @@ type Options struct {
 	ImageURLPolicy URLPolicy
 	// MaxImageBytes caps a fetched image (default DefaultMaxImageBytes).
 	MaxImageBytes int64
+	// Lease is how long the lease on an in-flight stored response lasts
+	// without renewal (default 30s). Maintain renews this engine's every
+	// third of it and fails any replica's expired ones every half, so a
+	// response of a replica that died is failed within 1.5 leases.
+	Lease time.Duration
+	// Retention, when positive, is how long stored responses are kept:
+	// Maintain deletes older ones. Zero keeps them.
+	Retention time.Duration
+	// Owner names this engine in the leases it takes (default: a random
+	// id). Two engines on one store must not share it.
+	Owner string
 }
 
 // Engine runs responses: it resolves the conversation, drives the model
@@ -70,6 +81,9 @@ type Engine struct {
 	images  *imageFetcher // nil: image URLs are refused
 
 	warnRandomKey sync.Once
+	// owner names this engine's leases; inflight are its leased responses.
+	owner    string
+	inflight inflight
 }
 
 // New returns an Engine over backend and store.
@@ -101,6 +115,13 @@ func New(backend model.Backend, store Store, opts *Options) *Engine {
 	}
 	if e.opts.ImageURLPolicy != nil {
 		e.images = newImageFetcher(e.opts.ImageURLPolicy, e.opts.MaxImageBytes)
+	}
+	if e.opts.Lease <= 0 {
+		e.opts.Lease = defaultLease
+	}
+	e.owner = e.opts.Owner
+	if e.owner == "" {
+		e.owner = NewID("replica")
 	}
 	e.log = e.opts.Logger
 	return e
@@ -143,8 +164,18 @@ func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(
 	if req.Includes(IncludeEncryptedReasoning) {
 		r.builder.SealReasoning = e.opts.Sealer.Seal
 	}
+	if err := e.begin(ctx, r); err != nil {
+		return nil, err
+	}
+	if r.leased {
+		// After the final save (below, deferred calls run last first):
+		// whatever it did, this engine stops renewing the lease; a row
+		// the save could not finish is failed by a sweep.
+		defer e.inflight.remove(r.resp.ID)
+	}
 	upstreamErr := r.loop(ctx)
 	e.save(ctx, r, upstreamErr)
+	r.deliverFinal()
 	opts.keep(r, r.history)
 	attrs := []slog.Attr{slog.String("id", r.resp.ID), slog.String("model", req.Model), slog.String("status", r.resp.Status),
 		slog.Int("output_items", len(r.resp.Output)), slog.Bool("stream", req.Stream)}
@@ -291,6 +322,11 @@ type eventLog struct {
 	sink    func(*responses.Event) error
 	events  []json.RawMessage
 	sinkErr error // the client went away
+	// final is the terminal event, held back until the response is saved.
+	final *responses.Event
+	// leased is set once the response is stored in progress under this
+	// engine's lease.
+	leased bool
 }
 
 // usageTotal is the response's usage. The model's turns and the answers to
@@ -320,7 +356,9 @@ func (t *usageTotal) total() *responses.Usage {
 // record keeps the event for the store and passes it to the sink.
 func (r *run) record(ev *responses.Event) error {
 	if r.req.StoreEnabled() {
-		b, err := ev.AppendJSON(nil, responses.DialectOpenAI)
+		// Encoded once: the SSE writer reuses this encoding when the
+		// client reads the same dialect.
+		b, err := ev.EncodeJSON(responses.DialectOpenAI)
 		if err != nil {
 			return err
 		}
@@ -329,12 +367,34 @@ func (r *run) record(ev *responses.Event) error {
 	if r.sink == nil || r.sinkErr != nil {
 		return nil
 	}
+	if ev.Terminal() && r.req.StoreEnabled() {
+		// Read your writes: a client that has the final event may at once
+		// GET or continue the response on any replica, so the event goes
+		// out only after the final save (deliverFinal). It is the
+		// builder's last event, so holding it is safe.
+		r.final = ev
+		return nil
+	}
+	r.deliver(ev)
+	return nil
+}
+
+// deliverFinal sends the terminal event held back by record, once the
+// response is saved.
+func (r *run) deliverFinal() {
+	if r.final != nil && r.sinkErr == nil {
+		r.deliver(r.final)
+	}
+	r.final = nil
+}
+
+// deliver sends ev to the client; a failure means the client is gone.
+func (r *run) deliver(ev *responses.Event) {
 	if err := r.sink(ev); err != nil {
 		// The client is gone. The response still ends properly (and is
 		// stored); the caller cancels ctx, which stops the upstream.
 		r.sinkErr = err
 	}
-	return nil
 }
 
 // loop drives the model until the response ends. It returns the upstream

@@ -172,3 +172,50 @@ func TestUpstreamErrorBeforeFirstDelta(t *testing.T) {
 		t.Errorf("mapped to %d, want 429", apiErr.Status)
 	}
 }
+
+// TestFinalEventAfterSave: a client that has the terminal event can read
+// the response at once (read your writes, on any replica): the event goes
+// out only once the final save is done, whatever the ending.
+func TestFinalEventAfterSave(t *testing.T) {
+	tests := []struct {
+		name   string
+		stream func(*model.Request, func(model.Delta) error) error
+		status string
+	}{
+		{"completed", deltas(model.Delta{Kind: model.DeltaText, Text: "hi"}, model.Delta{Kind: model.DeltaFinish, FinishReason: model.FinishStop}), responses.StatusCompleted},
+		{"incomplete", deltas(model.Delta{Kind: model.DeltaText, Text: "hi"}, model.Delta{Kind: model.DeltaFinish, FinishReason: model.FinishLength}), responses.StatusIncomplete},
+		{"failed", func(*model.Request, func(model.Delta) error) error {
+			return &model.Error{Status: http.StatusBadGateway, Message: "boom"}
+		}, "failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, err := sqlite.Open(context.Background(), ":memory:", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			e := engine.New(&fakeBackend{stream: tt.stream}, db, &engine.Options{Models: []string{"m"}})
+			var terminal int
+			sink := func(ev *responses.Event) error {
+				if !ev.Terminal() {
+					return nil
+				}
+				terminal++
+				rec, err := db.GetResponse(context.Background(), ev.Response.ID)
+				if err != nil {
+					t.Errorf("at %s the response is not stored: %v", ev.Type, err)
+					return nil
+				}
+				if rec.Status != tt.status {
+					t.Errorf("at %s the stored status is %q, want %q", ev.Type, rec.Status, tt.status)
+				}
+				return nil
+			}
+			e.Run(context.Background(), decodeRequest(t, `{"model":"m","input":"x","stream":true}`), sink)
+			if terminal != 1 {
+				t.Fatalf("%d terminal events, want 1", terminal)
+			}
+		})
+	}
+}

@@ -31,25 +31,36 @@ func (e *Engine) Delete(ctx context.Context, id string) error {
 }
 
 // InputItems returns a page of a response's input items.
+// The store tells an absent response (ErrNotFound) from an unknown cursor
+// (ErrUnknownCursor) itself, in one read.
 func (e *Engine) InputItems(ctx context.Context, id string, page Page) ([]responses.Item, bool, error) {
-	if _, err := e.store.GetResponse(ctx, id); errors.Is(err, ErrNotFound) {
-		return nil, false, responses.NotFound("response_id", "response %q not found", id)
-	} else if err != nil {
-		return nil, false, err
-	}
 	items, more, err := e.store.ListInputItems(ctx, id, page)
-	if errors.Is(err, ErrUnknownCursor) {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, false, responses.NotFound("response_id", "response %q not found", id)
+	case errors.Is(err, ErrUnknownCursor):
 		return nil, false, responses.BadRequest("after", "no input item %q in this response", page.After)
 	}
 	return items, more, err
 }
 
 // Events returns the stored events of a response whose sequence number is
-// greater than after (-1: all), in order, for a stream replay.
+// greater than after (-1: all), in order, for a stream replay. A response
+// still in progress is a 400 naming stream: it is stored with its events
+// when it ends, so one still running (on this replica or another) has none
+// yet, and an empty stream would tell the client it ended.
 func (e *Engine) Events(ctx context.Context, id string, after int) ([]json.RawMessage, error) {
 	events, err := e.store.Events(ctx, id, after)
 	if errors.Is(err, ErrNotFound) {
 		return nil, responses.NotFound("response_id", "response %q not found", id)
 	}
-	return events, err
+	if err != nil {
+		return nil, err
+	}
+	if len(events) == 0 && after < 0 {
+		if rec, err := e.store.GetResponse(ctx, id); err == nil && rec.Status == responses.ResponseInProgress {
+			return nil, responses.BadRequest("stream", "response %q is still in progress; its events can be replayed once it has ended", id)
+		}
+	}
+	return events, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/loomgate/loom/responses"
 )
@@ -12,27 +13,54 @@ import (
 var ErrNotFound = errors.New("not found")
 
 // ErrUnknownCursor is returned by ListInputItems when Page.After names no
-// item of the response.
+// input item of the response. Stores return this value (wrapped or not);
+// they never define their own, so the engine can map it to a 400 on the
+// after parameter.
 var ErrUnknownCursor = errors.New("unknown cursor")
 
-// Store persists responses. store/sqlite implements it. Implementations are
-// safe for concurrent use.
+// Store persists responses. store/sqlite and store/postgres implement it,
+// and store/storetest checks that an implementation behaves as described
+// here. Implementations are safe for concurrent use.
 type Store interface {
 	// SaveResponse writes a response with its input items, output items
 	// and events in one transaction, replacing any earlier record of the
-	// same id (a response is saved again when it changes state).
+	// same id (a response is saved again when it changes state). Once it
+	// returns, every reader of the store sees the new record.
 	SaveResponse(ctx context.Context, rec *Record) error
 	// GetResponse returns the record without its events. ErrNotFound if
 	// absent.
 	GetResponse(ctx context.Context, id string) (*Record, error)
+	// Chain returns the record id and the records it continues through
+	// PreviousResponseID, newest first, at most limit of them, read in one
+	// query, for the conversation they hold: with their items and pending
+	// state but without Response (the response objects, which can be
+	// large and repeat the output) and without events. It stops early at a
+	// link that is no longer stored. ErrNotFound if id itself is absent.
+	Chain(ctx context.Context, id string, limit int) ([]*Record, error)
 	// DeleteResponse removes a response and everything stored with it.
 	// ErrNotFound if absent.
 	DeleteResponse(ctx context.Context, id string) error
-	// ListInputItems pages through a response's input items.
+	// ListInputItems pages through a response's input items. ErrNotFound
+	// if the response is absent, ErrUnknownCursor if Page.After names no
+	// input item of it.
 	ListInputItems(ctx context.Context, id string, page Page) ([]responses.Item, bool, error)
 	// Events returns the stored events of a response with sequence
-	// number greater than after (-1 for all), in order.
+	// number greater than after (-1 for all), in order. ErrNotFound if
+	// the response is absent.
 	Events(ctx context.Context, id string, after int) ([]json.RawMessage, error)
+	// RenewLeases moves to until the lease expiry of those of ids that
+	// are in progress and leased by owner (the heartbeat of a replica).
+	RenewLeases(ctx context.Context, owner string, ids []string, until time.Time) error
+	// FailExpiredLeases marks failed up to limit in-progress responses
+	// whose lease expired before now: their status column and the
+	// response object's status become "failed", the object's error
+	// becomes errorObject, and the lease is cleared. It returns how many
+	// it marked. Any replica may call it; a response is marked once.
+	FailExpiredLeases(ctx context.Context, now time.Time, errorObject json.RawMessage, limit int) (int, error)
+	// DeleteCreatedBefore removes up to limit responses created before
+	// before (CreatedAt, in Unix seconds), with their items and events,
+	// and returns how many it removed.
+	DeleteCreatedBefore(ctx context.Context, before int64, limit int) (int, error)
 	Close() error
 }
 
@@ -57,6 +85,12 @@ type Record struct {
 	// so that any replica, or the same one after a restart, can resume
 	// the calls, and no client can read or alter it.
 	Pending json.RawMessage
+	// LeaseOwner is the replica running an in-progress response ("" for
+	// none), and LeaseUntil when its lease runs out unless renewed (zero
+	// for none). A response whose lease ran out is failed by any
+	// replica's sweeper: its owner is presumed dead.
+	LeaseOwner string
+	LeaseUntil time.Time
 }
 
 // Page selects a page of input items.

@@ -142,10 +142,13 @@ func readUntilDelta(t *testing.T, resp *http.Response) string {
 func waitStored(ctx context.Context, t *testing.T, h *harness, id string) string {
 	t.Helper()
 	for range 500 {
+		// A streamed response is stored in progress from its start;
+		// wait for its final save.
 		rec, err := h.Store.GetResponse(ctx, id)
 		switch {
-		case err == nil:
+		case err == nil && rec.Status != "in_progress":
 			return rec.Status
+		case err == nil:
 		case !errors.Is(err, engine.ErrNotFound):
 			t.Fatalf("get %s: %v", id, err)
 		}

@@ -135,6 +135,28 @@ func TestNotFound(t *testing.T) {
 	checkNothingHappened(t, h, 0, 1)
 }
 
+// TestInputItemsUnknownCursor pages a stored response's input items from
+// an item it does not have: a 400 naming after (it was a 500 while the
+// SQLite store had its own copy of the engine's cursor error).
+func TestInputItemsUnknownCursor(t *testing.T) {
+	h := newHarness(t, nil)
+	status, body := doRaw(t, http.MethodPost, h.BaseURL+"/responses", `{"model":"mock-model","input":"#say kept"}`)
+	if status != http.StatusOK {
+		t.Fatalf("create: %d %s", status, body)
+	}
+	var created struct{ ID string }
+	if err := json.Unmarshal(body, &created); err != nil || created.ID == "" {
+		t.Fatalf("create: no id in %s", body)
+	}
+	status, body = doRaw(t, http.MethodGet, h.BaseURL+"/responses/"+created.ID+"/input_items?after=msg_nope", "")
+	checkAPIError(t, h, status, body, wantError{400, "invalid_request_error", "after", ""})
+	// A known cursor still pages.
+	status, body = doRaw(t, http.MethodGet, h.BaseURL+"/responses/"+created.ID+"/input_items", "")
+	if status != http.StatusOK {
+		t.Fatalf("input_items without a cursor: %d %s", status, body)
+	}
+}
+
 // TestUpstreamFailures maps upstream failures of non-streaming requests to
 // their statuses, and checks that what the upstream said (its address, its
 // message) never reaches the client, and that nothing is stored.

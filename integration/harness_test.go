@@ -6,8 +6,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -232,11 +234,26 @@ func sequentialIDs() func(string) string {
 type countingStore struct {
 	engine.Store
 	saves atomic.Int64
+	mu    sync.Mutex
+	ids   map[string]bool // the ids of the responses saved
 }
 
 func (s *countingStore) SaveResponse(ctx context.Context, rec *engine.Record) error {
 	s.saves.Add(1)
+	s.mu.Lock()
+	if s.ids == nil {
+		s.ids = make(map[string]bool)
+	}
+	s.ids[rec.ID] = true
+	s.mu.Unlock()
 	return s.Store.SaveResponse(ctx, rec)
+}
+
+// savedIDs returns the ids of the responses saved so far.
+func (s *countingStore) savedIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.ids))
 }
 
 // capture records what loom sends for later schema validation.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/loomgate/loom/store/postgres/pgtest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -32,7 +33,8 @@ import (
 // ends, and the model gets the result. Helpers are prefixed mrtr.
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	// pgtest.Main stops the private PostgreSQL cluster, if one started.
+	code := pgtest.Main(m)
 	mcptest.RemoveBuild()
 	os.Exit(code)
 }

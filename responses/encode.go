@@ -6,6 +6,33 @@ import (
 	"unicode/utf8"
 )
 
+// EncodeJSON returns the event's JSON form in dialect d, in a slice of its
+// own that the caller may keep but not modify, and remembers it:
+// AppendEncodedJSON in the same dialect then copies it rather than
+// encoding the event again. The engine encodes each stored event once,
+// for the store, and the SSE writer reuses that encoding for the client.
+func (e *Event) EncodeJSON(d Dialect) ([]byte, error) {
+	if e.encoded != nil && e.encodedIn == d {
+		return e.encoded, nil
+	}
+	b, err := e.AppendJSON(nil, d)
+	if err != nil {
+		return nil, err
+	}
+	e.encoded, e.encodedIn = b, d
+	return b, nil
+}
+
+// AppendEncodedJSON appends the event's JSON form in dialect d to dst,
+// copying the encoding EncodeJSON made if it was in d, and encoding the
+// event otherwise.
+func (e *Event) AppendEncodedJSON(dst []byte, d Dialect) ([]byte, error) {
+	if e.encoded != nil && e.encodedIn == d {
+		return append(dst, e.encoded...), nil
+	}
+	return e.AppendJSON(dst, d)
+}
+
 // AppendJSON appends the event's JSON form in dialect d to dst. Delta events,
 // the hot path of a stream, are written by hand without reflection; events
 // that carry items or a response snapshot use encoding/json for those.

@@ -47,6 +47,12 @@ type Event struct {
 
 	// Error is carried by the error event.
 	Error *ErrorPayload
+
+	// encoded is the event's JSON in encodedIn, kept by EncodeJSON so
+	// that the store and the client share one encoding (the builder
+	// assigns a whole new Event for each event, which clears it).
+	encoded   []byte
+	encodedIn Dialect
 }
 
 // ErrorPayload is the body of an error event.

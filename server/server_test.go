@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -176,5 +177,68 @@ func TestReplayStoredEvents(t *testing.T) {
 	tail, _ := io.ReadAll(after.Body)
 	if strings.Contains(string(tail), `"sequence_number":5,`) || !strings.Contains(string(tail), `"sequence_number":6,`) {
 		t.Errorf("starting_after=5 replay:\n%s", tail)
+	}
+}
+
+// TestReplayInProgress: a response still running has no stored events to
+// replay: GET ?stream=true is a 400 naming stream, not an empty stream
+// that would look finished; a plain GET answers in_progress.
+func TestReplayInProgress(t *testing.T) {
+	release := make(chan struct{})
+	b := backendFunc(func(ctx context.Context, _ *model.Request, emit func(model.Delta) error) error {
+		if err := emit(model.Delta{Kind: model.DeltaText, Text: "so far"}); err != nil {
+			return err
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return emit(model.Delta{Kind: model.DeltaText, Text: " done"})
+	})
+	srv := newServer(t, b, nil)
+	res := post(t, srv.URL, `{"model":"m","input":"x","stream":true}`, nil)
+	// The first data line is response.created, with the id.
+	r := bufio.NewReader(res.Body)
+	var id string
+	for id == "" {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			var ev struct{ Response struct{ ID string } }
+			json.Unmarshal([]byte(data), &ev)
+			id = ev.Response.ID
+		}
+	}
+	get, err := http.Get(srv.URL + "/v1/responses/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(get.Body)
+	get.Body.Close()
+	if get.StatusCode != http.StatusOK || !strings.Contains(string(body), `"status":"in_progress"`) {
+		t.Errorf("GET while running: %d %s", get.StatusCode, body)
+	}
+	replay, err := http.Get(srv.URL + "/v1/responses/" + id + "?stream=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(replay.Body)
+	replay.Body.Close()
+	if replay.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"param":"stream"`) {
+		t.Errorf("replay while running: %d %s", replay.StatusCode, body)
+	}
+	close(release)
+	io.ReadAll(r)
+	replay, err = http.Get(srv.URL + "/v1/responses/" + id + "?stream=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(replay.Body)
+	replay.Body.Close()
+	if replay.StatusCode != http.StatusOK || !strings.Contains(string(body), "response.completed") {
+		t.Errorf("replay after the end: %d %s", replay.StatusCode, body)
 	}
 }

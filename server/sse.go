@@ -64,7 +64,9 @@ func (s *sseWriter) keepAlive() {
 
 // Event writes one event and flushes it.
 func (s *sseWriter) Event(ev *responses.Event) error {
-	return s.frame(ev.Type, func(b []byte) ([]byte, error) { return ev.AppendJSON(b, s.dialect) })
+	// A stored event was encoded once already, for the store; in the
+	// same dialect that encoding is reused.
+	return s.frame(ev.Type, func(b []byte) ([]byte, error) { return ev.AppendEncodedJSON(b, s.dialect) })
 }
 
 // Raw writes a stored event (canonical JSON) in the writer's dialect.

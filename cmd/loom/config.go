@@ -30,21 +30,28 @@ func envName(flagName string) string {
 // Every flag --name can also be set as LOOM_NAME (dashes become
 // underscores); a flag given on the command line wins over the variable.
 type Config struct {
-	Addr            string
-	UpstreamURL     string
-	UpstreamAPI     string
-	UpstreamKey     string
-	Models          []string
-	Store           string
-	EventDialect    string
-	LogFormat       string
-	LogLevel        string
-	APIKeys         []string
-	ShutdownTimeout time.Duration
-	RequestTimeout  time.Duration
-	MaxBodyBytes    int64
-	UpstreamEngine  string
-	ReasoningKey    string
+	Addr        string
+	UpstreamURL string
+	UpstreamAPI string
+	UpstreamKey string
+	Models      []string
+	Store       string
+	// StoreLease is how long an in-flight response's lease lasts without
+	// a heartbeat; heartbeat and sweep intervals derive from it.
+	StoreLease            time.Duration
+	StoreTTL              time.Duration
+	StorePoolSize         int
+	StoreStatementTimeout time.Duration
+	EventDialect          string
+	LogFormat             string
+	LogLevel              string
+	APIKeys               []string
+	ShutdownTimeout       time.Duration
+	DrainDelay            time.Duration
+	RequestTimeout        time.Duration
+	MaxBodyBytes          int64
+	UpstreamEngine        string
+	ReasoningKey          string
 
 	UpstreamTokenizeURL string
 	MaxImageBytes       int64
@@ -104,12 +111,17 @@ func serveFlags(cfg *Config, models, apiKeys *string) *flag.FlagSet {
 	fs.StringVar(&cfg.UpstreamTokenizeURL, "upstream-tokenize-url", "", "with --upstream-api chat: the engine's tokenize endpoint in vLLM's chat form (e.g. http://localhost:8000/tokenize), for exact /v1/responses/input_tokens counts (empty: an o200k estimate)")
 	fs.Int64Var(&cfg.MaxImageBytes, "max-image-bytes", 20<<20, "largest image loom fetches for an input_image URL (URLs are checked like MCP server URLs: see --mcp-allow)")
 	fs.StringVar(models, "model", "", "comma-separated model names served; a request for another model is a 404 (empty: any)")
-	fs.StringVar(&cfg.Store, "store", "./loom.db", "SQLite database file, or :memory:")
+	fs.StringVar(&cfg.Store, "store", "./loom.db", "where responses are kept: a SQLite database file or :memory: (one replica), or a postgres:// or postgresql:// URL (replicas share it)")
+	fs.DurationVar(&cfg.StoreLease, "store-lease", 30*time.Second, "lease of an in-flight stored response: a replica that stops renewing it (it died) has its responses marked failed by another within about this long (heartbeat every third of it)")
+	fs.DurationVar(&cfg.StoreTTL, "store-ttl", 0, "delete stored responses, their items and events this long after they were created (0: keep them)")
+	fs.IntVar(&cfg.StorePoolSize, "store-pool-size", 16, "PostgreSQL store: the most connections a replica opens")
+	fs.DurationVar(&cfg.StoreStatementTimeout, "store-statement-timeout", 10*time.Second, "PostgreSQL store: the longest one statement may run on the server (0: no limit)")
 	fs.StringVar(&cfg.EventDialect, "event-dialect", "openai", "default event dialect: openai or openresponses (a request may override it with the X-Loom-Dialect header)")
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(apiKeys, "api-key", "", "comma-separated bearer tokens clients must send (empty: no authentication)")
-	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight responses may run after SIGINT/SIGTERM before they are cancelled")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "after the drain, how long in-flight responses may run before they are cancelled (and stored as cancelled)")
+	fs.DurationVar(&cfg.DrainDelay, "drain-delay", 5*time.Second, "after SIGINT/SIGTERM, how long /readyz answers 503 while requests are still accepted, so load balancers stop routing here before the listener closes (a second signal ends it early; 0: none)")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", 10*time.Minute, "the longest one response may take")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 32<<20, "largest request body accepted")
 	fs.StringVar(&cfg.MCPAllow, "mcp-allow", "", "comma-separated hosts or CIDRs that request-supplied MCP server_urls may reach although private or loopback (e.g. 127.0.0.1,::1)")
@@ -211,6 +223,21 @@ func (c *Config) validate() error {
 		}
 	default:
 		return configErrorf("--upstream-api %q is not supported (want chat or completions)", c.UpstreamAPI)
+	}
+	if c.DrainDelay < 0 {
+		return configErrorf("--drain-delay must not be negative")
+	}
+	if c.StoreLease < time.Second || c.StoreLease > 10*time.Minute {
+		return configErrorf("--store-lease must be between 1s and 10m")
+	}
+	if c.StoreTTL < 0 {
+		return configErrorf("--store-ttl must not be negative")
+	}
+	if c.StorePoolSize < 1 {
+		return configErrorf("--store-pool-size must be at least 1")
+	}
+	if c.StoreStatementTimeout < 0 {
+		return configErrorf("--store-statement-timeout must not be negative")
 	}
 	switch c.MCPElicitation {
 	case "client", "model", "decline":

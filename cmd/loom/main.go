@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"syscall"
 	"time"
 
@@ -52,7 +53,10 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) er
 		fmt.Fprint(stderr, usage)
 		return configErrorf("a subcommand is required")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	second := make(chan struct{})
+	stop := onSignals(cancel, func() { close(second) })
 	defer stop()
 	switch args[0] {
 	case "serve":
@@ -72,7 +76,18 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) er
 		if err := m.Open(ctx); err != nil {
 			return err
 		}
+		// A second signal cuts the drain short (an operator at a
+		// terminal pressing Ctrl-C twice).
+		served := make(chan struct{})
+		go func() {
+			select {
+			case <-second:
+				m.EndDrain()
+			case <-served:
+			}
+		}()
 		err = m.Run(ctx)
+		close(served)
 		if cerr := m.Close(); err == nil {
 			err = cerr
 		}
@@ -114,6 +129,28 @@ func versionString() string {
 		commit += " (modified)"
 	}
 	return fmt.Sprintf("loom %s commit %s %s", version, commit, runtime.Version())
+}
+
+// onSignals calls first on the first SIGINT or SIGTERM and second on the
+// next one, after which the signals get their default action again (a
+// third one terminates the process at once). stop stops listening.
+func onSignals(first, second func()) (stop func()) {
+	sigs := make(chan os.Signal, 1)
+	done := make(chan struct{})
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		defer signal.Stop(sigs)
+		for _, f := range []func(){first, second} {
+			select {
+			case <-sigs:
+				f()
+			case <-done:
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(done) }) }
 }
 
 // newLogger logs as text through tint (coloured on a terminal) or as JSON.

@@ -7,8 +7,10 @@ import (
 	"flag"
 	"os/exec"
 	"path/filepath"
+	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -21,12 +23,16 @@ func TestFlagsAndEnvironment(t *testing.T) {
 		"LOOM_ADDR":             "127.0.0.1:1",
 		"LOOM_SHUTDOWN_TIMEOUT": "3s",
 		"LOOM_EVENT_DIALECT":    "openresponses",
+		"LOOM_DRAIN_DELAY":      "7s",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.UpstreamURL != "http://127.0.0.1:8000/v1" || cfg.ShutdownTimeout != 3*time.Second || cfg.EventDialect != "openresponses" {
 		t.Errorf("environment not read: %+v", cfg)
+	}
+	if cfg.DrainDelay != 7*time.Second {
+		t.Errorf("LOOM_DRAIN_DELAY not read: %v", cfg.DrainDelay)
 	}
 	if cfg.Addr != "127.0.0.1:9" {
 		t.Errorf("flag did not win over the environment: addr %q", cfg.Addr)
@@ -52,6 +58,7 @@ func TestBadConfiguration(t *testing.T) {
 		{[]string{"--upstream-url", "http://x/v1", "--log-level", "loud"}, nil, "--log-level"},
 		{[]string{"--upstream-url", "http://x/v1", "--addr", "8080"}, nil, "--addr"},
 		{[]string{"--upstream-url", "http://x/v1", "--no-such-flag"}, nil, "no-such-flag"},
+		{[]string{"--upstream-url", "http://x/v1", "--drain-delay", "-1s"}, nil, "--drain-delay"},
 	}
 	// Every numeric flag refuses a value out of its range.
 	for _, f := range []string{"max-body-bytes", "tool-cpu-seconds", "tool-memory-bytes", "tool-max-processes", "tool-max-output", "tool-disk-bytes",
@@ -124,6 +131,35 @@ func TestServeHelpAndVersion(t *testing.T) {
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(stderr.String(), "--max-body-bytes") {
 		t.Errorf("bad flag: %v, stderr %q", err, stderr.String())
+	}
+}
+
+func TestDefaultDrainDelay(t *testing.T) {
+	cfg, err := parseServeFlags([]string{"--upstream-url", "http://x/v1"}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DrainDelay <= 0 || cfg.DrainDelay > 30*time.Second {
+		t.Errorf("default drain delay %v: want a few seconds, so balancers notice /readyz", cfg.DrainDelay)
+	}
+}
+
+func TestSignals(t *testing.T) {
+	// The first SIGTERM starts the shutdown, the second ends the drain.
+	// Both are delivered to this process for real; onSignals has caught
+	// them by the time it returns.
+	first, second := make(chan struct{}), make(chan struct{})
+	stop := onSignals(func() { close(first) }, func() { close(second) })
+	defer stop()
+	for i, ch := range []chan struct{}{first, second} {
+		if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("signal %d was not handled", i+1)
+		}
 	}
 }
 

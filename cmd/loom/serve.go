@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	conversation "github.com/loomgate/loom/context"
@@ -17,6 +18,7 @@ import (
 	"github.com/loomgate/loom/model/completions"
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/server"
+	"github.com/loomgate/loom/store/postgres"
 	"github.com/loomgate/loom/store/sqlite"
 	"github.com/loomgate/loom/tools/local"
 	"github.com/loomgate/loom/tools/mcp"
@@ -31,36 +33,49 @@ type Main struct {
 	cfg *Config
 	log *slog.Logger
 
-	store    *sqlite.DB
-	server   *server.Server
-	http     *http.Server
-	listener net.Listener
+	store engine.Store
+	// storeName names the store in logs: the SQLite path, or the
+	// PostgreSQL URL without its password.
+	storeName string
+	// stopMaintenance ends the engine's lease heartbeat, sweep and
+	// retention loop; maintained is closed when it has.
+	stopMaintenance context.CancelFunc
+	maintained      chan struct{}
+	server          *server.Server
+	http            *http.Server
+	listener        net.Listener
 
 	// base is the context of every request; cancelling it cancels the
 	// responses still running when the shutdown deadline passes.
 	base       context.Context
 	cancelBase context.CancelFunc
+
+	// draining is closed when the drain begins (/readyz answers 503);
+	// endDrain, closed by EndDrain, cuts the drain delay short.
+	draining    chan struct{}
+	endDrain    chan struct{}
+	endDrainOne sync.Once
 }
 
 // NewMain returns an unopened Main.
-func NewMain(cfg *Config, log *slog.Logger) *Main { return &Main{cfg: cfg, log: log} }
+func NewMain(cfg *Config, log *slog.Logger) *Main {
+	return &Main{cfg: cfg, log: log, draining: make(chan struct{}), endDrain: make(chan struct{})}
+}
 
-// Open opens the store, builds the engine and server, and listens.
+// Open opens the store, builds the engine and server, and listens. If it
+// fails, what it opened is closed again.
 func (m *Main) Open(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
-			// What was opened before the failure is closed: the caller
-			// only closes a Main that opened.
-			m.closeOpened()
+			m.Close()
 		}
 	}()
 	dialect, err := responses.ParseDialect(m.cfg.EventDialect)
 	if err != nil {
 		return err
 	}
-	m.store, err = sqlite.Open(ctx, m.cfg.Store, &sqlite.Options{Logger: m.log})
-	if err != nil {
-		return fmt.Errorf("open store %s: %w", m.cfg.Store, err)
+	if err := m.openStore(ctx); err != nil {
+		return err
 	}
 	sealer, err := m.sealer()
 	if err != nil {
@@ -90,7 +105,15 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		ImageURLPolicy: policy, MaxImageBytes: m.cfg.MaxImageBytes,
 		ToolProviders: []engine.ToolProvider{local, mcpTools},
 		Conversation:  conversation.Options{Metrics: metrics.ConversationMetrics()},
+		Lease:         m.cfg.StoreLease,
+		Retention:     m.cfg.StoreTTL,
 	})
+	mctx, stop := context.WithCancel(context.Background())
+	m.stopMaintenance, m.maintained = stop, make(chan struct{})
+	go func() {
+		defer close(m.maintained)
+		eng.Maintain(mctx)
+	}()
 	m.server = server.New(eng, &server.Options{Logger: m.log, Dialect: dialect, APIKeys: m.cfg.APIKeys, MaxBodyBytes: m.cfg.MaxBodyBytes, Metrics: metrics,
 		BodyReadTimeout: m.cfg.BodyReadTimeout, WriteTimeout: m.cfg.WriteTimeout})
 	m.listener, err = net.Listen("tcp", m.cfg.Addr)
@@ -108,6 +131,38 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	// waits for them, so the server does both (see Run).
 	m.http.RegisterOnShutdown(m.server.CloseSockets)
 	return nil
+}
+
+// openStore opens the store --store names: a postgres:// or postgresql://
+// URL is PostgreSQL, anything else a SQLite path (or :memory:).
+func (m *Main) openStore(ctx context.Context) error {
+	if postgres.IsURL(m.cfg.Store) {
+		m.storeName = postgres.Redact(m.cfg.Store)
+		db, err := postgres.Open(ctx, m.cfg.Store, &postgres.Options{
+			Logger: m.log, PoolSize: m.cfg.StorePoolSize, StatementTimeout: m.noLimit(m.cfg.StoreStatementTimeout),
+		})
+		if err != nil {
+			// The error names the URL redacted.
+			return fmt.Errorf("open store: %w", err)
+		}
+		m.store = db
+		return nil
+	}
+	m.storeName = m.cfg.Store
+	db, err := sqlite.Open(ctx, m.cfg.Store, &sqlite.Options{Logger: m.log})
+	if err != nil {
+		return fmt.Errorf("open store %s: %w", m.cfg.Store, err)
+	}
+	m.store = db
+	return nil
+}
+
+// noLimit maps the flags' 0 (no limit) to the options' negative.
+func (m *Main) noLimit(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // backend returns the upstream backend the configuration names, and what
@@ -187,11 +242,15 @@ func sharedStore(store string) bool {
 // Addr is the address the server listens on.
 func (m *Main) Addr() string { return m.listener.Addr().String() }
 
-// Run serves until ctx is done, then shuts down gracefully: it stops
-// accepting, lets in-flight responses finish for up to the shutdown
-// timeout, then cancels them and waits for them to end.
+// Run serves until ctx is done, then shuts down gracefully. First it
+// drains: /readyz answers 503 for the drain delay, so that load balancers
+// health-checking it stop routing here, while it still serves every
+// request that arrives (a balancer's last requests, or one that has not
+// noticed yet). Then it stops accepting, lets in-flight responses finish
+// for up to the shutdown timeout, cancels the rest (they are stored as
+// cancelled) and waits for them to end.
 func (m *Main) Run(ctx context.Context) error {
-	m.log.Info("loom listening", "addr", m.Addr(), "upstream", m.cfg.UpstreamURL, "store", m.cfg.Store, "models", m.cfg.Models)
+	m.log.Info("loom listening", "addr", m.Addr(), "upstream", m.cfg.UpstreamURL, "store", m.storeName, "models", m.cfg.Models)
 	errc := make(chan error, 1)
 	go func() { errc <- m.http.Serve(m.listener) }()
 	select {
@@ -199,8 +258,8 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 	}
+	m.drain(errc)
 	m.log.Info("shutting down", "grace", m.cfg.ShutdownTimeout)
-	m.server.SetReady(false)
 	sctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
 	defer cancel()
 	err := m.http.Shutdown(sctx)
@@ -225,26 +284,54 @@ func (m *Main) Run(ctx context.Context) error {
 	return err
 }
 
-// Close releases the store and the base context.
+// drain turns /readyz to 503 and keeps serving for the drain delay, or
+// until EndDrain or the server fails.
+func (m *Main) drain(serveErr chan error) {
+	// Idle keep-alive connections stay open during the drain: closing
+	// them now (http.Server.SetKeepAlivesEnabled(false) would) races
+	// with a balancer that has not yet seen the 503 and sends a request
+	// on one of them just as it closes; only a balancer that buffers
+	// requests and retries on an empty response recovers from that.
+	m.server.SetReady(false)
+	close(m.draining)
+	if m.cfg.DrainDelay <= 0 {
+		return
+	}
+	m.log.Info("draining: /readyz answers 503 while requests are still served", "delay", m.cfg.DrainDelay)
+	timer := time.NewTimer(m.cfg.DrainDelay)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-m.endDrain:
+		m.log.Info("drain ended early")
+	case err := <-serveErr:
+		// Serve failed: nothing is accepted any more, so there is
+		// nothing to wait for. Put the error back for Run.
+		serveErr <- err
+	}
+}
+
+// EndDrain cuts the drain delay short (cmd/loom calls it on a second
+// SIGINT or SIGTERM). It is safe to call at any time, more than once.
+func (m *Main) EndDrain() { m.endDrainOne.Do(func() { close(m.endDrain) }) }
+
+// Close releases the store and the base context. The maintenance loop
+// stops first: the responses that were running are saved by then (Run
+// waited for them), and a lease left behind by one that was not expires
+// and is swept by another replica.
 func (m *Main) Close() error {
 	if m.cancelBase != nil {
 		m.cancelBase()
 	}
+	if m.stopMaintenance != nil {
+		m.stopMaintenance()
+		<-m.maintained
+		m.stopMaintenance = nil
+	}
 	if m.store != nil {
-		return m.store.Close()
+		err := m.store.Close()
+		m.store = nil
+		return err
 	}
 	return nil
-}
-
-// closeOpened closes what a failed Open opened: the listener and the
-// store.
-func (m *Main) closeOpened() {
-	if m.listener != nil {
-		m.listener.Close()
-		m.listener = nil
-	}
-	if err := m.Close(); err != nil {
-		m.log.Warn("close the store after a failed start", "err", err)
-	}
-	m.store = nil
 }

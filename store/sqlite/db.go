@@ -40,6 +40,7 @@ type DB struct {
 	db  *sql.DB
 	log *slog.Logger
 	st  statements
+	w   *writer // every write goes through it
 }
 
 var _ engine.Store = (*DB)(nil)
@@ -101,11 +102,13 @@ func (d *DB) init(ctx context.Context, path string) error {
 		d.st.close()
 		return fmt.Errorf("sqlite: prepare statements: %w", err)
 	}
+	d.w = newWriter(d.db, path != Memory)
 	return nil
 }
 
 // Close releases the database. An in-memory database is gone afterwards.
 func (d *DB) Close() error {
+	d.w.close()
 	err := d.st.close()
 	return errors.Join(err, d.db.Close())
 }
@@ -132,6 +135,12 @@ func dataSourceName(path string, busy time.Duration) (string, error) {
 	// the right trade for not syncing on every save.
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(1)")
+	// Automatic checkpoints stay on (every 1000 WAL pages, inside the
+	// commit that crosses the threshold) as a backstop only: the writer
+	// asks for passive checkpoints on a goroutine of its own well before
+	// that (see writer.go). Turning them off in the DSN
+	// (wal_autocheckpoint(0)) left every checkpoint busy with this driver,
+	// and the WAL grew without bound.
 	// Writes begin IMMEDIATE: a deferred transaction that reads and then
 	// writes can find another writer got there first and fail at once
 	// with SQLITE_BUSY, which the busy timeout cannot help with.

@@ -29,10 +29,29 @@
 // schema_migrations; opening an up-to-date database changes nothing, and a
 // database written by a newer loom is refused rather than misread.
 //
+// Every write (saves, deletes, lease renewals and sweeps, retention) goes
+// through one writer (writer.go): SQLite has one writer at a time, and
+// writers on many pooled connections sleep in its busy handler, which
+// under load is the p99. Writes queue instead and are committed in groups
+// (group commit): one transaction for all the writes waiting at that
+// moment, each under a savepoint so a failing one is undone alone, each
+// caller answered after the commit, so what a save wrote is visible to
+// every reader when it returns. The group is committed by the first of its
+// callers (no hand-off to a writer goroutine when a save is alone).
+// Every few dozen commits a goroutine of the store's runs a passive WAL
+// checkpoint, so that SQLite's automatic one (inside some save's commit)
+// is only a backstop.
+//
+// An in-flight response is a row too: the engine saves it in_progress with
+// a lease (owner, expiry in Unix milliseconds) and replaces it when it
+// ends; RenewLeases, FailExpiredLeases and DeleteCreatedBefore serve the
+// engine's heartbeat, sweep and retention. Chain follows
+// previous_response_id with a recursive query.
+//
 // Open accepts a file path or ":memory:". A file database runs in WAL mode
-// with a busy timeout, so readers do not block the writer and concurrent
-// writers queue instead of failing; write transactions begin IMMEDIATE so
-// two writers never deadlock upgrading a read lock. An in-memory database
+// with a busy timeout, so readers do not block the writer and another
+// process's writer queues instead of failing; write transactions begin
+// IMMEDIATE so two writers never deadlock upgrading a read lock. An in-memory database
 // lives only as long as its connection, so it is held on exactly one
 // connection that every call shares.
 //

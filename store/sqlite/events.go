@@ -1,15 +1,14 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/store/internal/records"
 )
 
 // Events returns the stored events of response id whose sequence number
@@ -27,52 +26,5 @@ func (d *DB) Events(ctx context.Context, id string, after int) ([]json.RawMessag
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: events of %s: %w", id, err)
 	}
-	return splitEvents(all, after), nil
-}
-
-// joinEvents encodes events for the events column: each event followed by
-// '\n', in order. JSON can only hold a raw newline as whitespace between
-// tokens, so an event with one is compacted first, which changes nothing
-// but that whitespace; the events the engine records are compact already
-// and are stored byte for byte.
-func joinEvents(events []json.RawMessage) (string, error) {
-	n := 0
-	for _, ev := range events {
-		n += len(ev) + 1
-	}
-	var b strings.Builder
-	b.Grow(n)
-	var compact bytes.Buffer
-	for seq, ev := range events {
-		if bytes.IndexByte(ev, '\n') >= 0 {
-			compact.Reset()
-			if err := json.Compact(&compact, ev); err != nil {
-				return "", fmt.Errorf("event %d: %w", seq, err)
-			}
-			ev = compact.Bytes()
-		}
-		b.Write(ev)
-		b.WriteByte('\n')
-	}
-	return b.String(), nil
-}
-
-// splitEvents returns the events of an events column with sequence number
-// greater than after. The events share all's memory; each is capped at its
-// own length, so appending to one cannot overwrite the next.
-func splitEvents(all []byte, after int) []json.RawMessage {
-	skip := max(after+1, 0)
-	events := make([]json.RawMessage, 0, max(bytes.Count(all, []byte{'\n'})-skip, 0))
-	for seq := 0; len(all) > 0; seq++ {
-		i := bytes.IndexByte(all, '\n')
-		if i < 0 {
-			// Not written by joinEvents; keep what is there.
-			i = len(all)
-		}
-		if seq >= skip {
-			events = append(events, json.RawMessage(all[:i:i]))
-		}
-		all = all[min(i+1, len(all)):]
-	}
-	return events
+	return records.SplitEvents(all, after), nil
 }

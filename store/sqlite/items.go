@@ -3,19 +3,14 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store/internal/records"
 )
-
-// ErrUnknownCursor is returned by ListInputItems when Page.After names no
-// input item of the response. The server maps it to a 400 on the after
-// parameter, where engine.ErrNotFound would be a 404 for the response.
-var ErrUnknownCursor = errors.New("sqlite: unknown cursor item")
 
 // Page sizes, as the Responses API defines them for input_items.
 const (
@@ -62,7 +57,7 @@ func (d *DB) ListInputItems(ctx context.Context, id string, page engine.Page) ([
 	if page.After != "" {
 		err := tx.StmtContext(ctx, d.st.cursorPosition).QueryRowContext(ctx, id, page.After).Scan(&from)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, false, fmt.Errorf("%w %q in response %s", ErrUnknownCursor, page.After, id)
+			return nil, false, fmt.Errorf("%w %q in response %s", engine.ErrUnknownCursor, page.After, id)
 		}
 		if err != nil {
 			return nil, false, fmt.Errorf("sqlite: input items of %s: %w", id, err)
@@ -92,7 +87,7 @@ func (d *DB) ListInputItems(ctx context.Context, id string, page engine.Page) ([
 			return nil, false, fmt.Errorf("sqlite: input items of %s: %w", id, err)
 		}
 		var it responses.Item
-		if err := json.Unmarshal(data, &it); err != nil {
+		if err := records.DecodeItem(data, &it); err != nil {
 			return nil, false, fmt.Errorf("sqlite: input items of %s: decode: %w", id, err)
 		}
 		items = append(items, it)

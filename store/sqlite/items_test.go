@@ -62,7 +62,7 @@ func TestListInputItemsUnknownCursor(t *testing.T) {
 	for _, after := range []string{"in_nope", rec.Output[0].ID} {
 		for _, desc := range []bool{false, true} {
 			_, _, err := d.ListInputItems(ctx, "resp_1", engine.Page{After: after, Limit: 10, Desc: desc})
-			if !errors.Is(err, ErrUnknownCursor) {
+			if !errors.Is(err, engine.ErrUnknownCursor) {
 				t.Errorf("After %q desc=%v: %v, want ErrUnknownCursor", after, desc, err)
 			}
 			if errors.Is(err, engine.ErrNotFound) {

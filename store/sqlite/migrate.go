@@ -67,6 +67,21 @@ var migrations = []migration{
 			`ALTER TABLE responses ADD COLUMN pending TEXT NOT NULL DEFAULT ''`,
 		},
 	},
+	{
+		// In-flight responses are rows (issue #9): the replica running
+		// one holds a lease on it, renewed by its heartbeat; lease_until
+		// is in Unix milliseconds (0: no lease). The partial index finds
+		// expired leases without reading finished responses; the
+		// created_at index serves retention.
+		version: 3,
+		name:    "leases and retention",
+		stmts: []string{
+			`ALTER TABLE responses ADD COLUMN lease_owner TEXT NOT NULL DEFAULT ''`,
+			`ALTER TABLE responses ADD COLUMN lease_until INTEGER NOT NULL DEFAULT 0`,
+			`CREATE INDEX responses_leases ON responses (lease_until) WHERE status = 'in_progress'`,
+			`CREATE INDEX responses_created_at ON responses (created_at)`,
+		},
+	},
 }
 
 // migrate applies the steps of steps newer than the database's version, all

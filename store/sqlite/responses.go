@@ -9,6 +9,7 @@ import (
 
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store/internal/records"
 )
 
 // Item kinds, as stored in response_items.kind.
@@ -33,7 +34,7 @@ func (d *DB) SaveResponse(ctx context.Context, rec *engine.Record) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: save %s: %w", rec.ID, err)
 	}
-	events, err := joinEvents(rec.Events)
+	events, err := records.JoinEvents(rec.Events)
 	if err != nil {
 		return fmt.Errorf("sqlite: save %s: %w", rec.ID, err)
 	}
@@ -42,34 +43,31 @@ func (d *DB) SaveResponse(ctx context.Context, rec *engine.Record) error {
 		return fmt.Errorf("sqlite: save %s: %w", rec.ID, err)
 	}
 
-	tx, err := d.db.BeginTx(ctx, nil)
+	err = d.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.StmtContext(ctx, d.st.upsertResponse).ExecContext(ctx,
+			rec.ID, rec.PreviousResponseID, rec.CreatedAt, rec.Status, string(rec.Response), events, string(rec.Pending),
+			rec.LeaseOwner, leaseMillis(rec.LeaseUntil)); err != nil {
+			return err
+		}
+		// A re-save may have fewer items than the last one, so the old
+		// rows go rather than being overwritten position by position.
+		if _, err := tx.StmtContext(ctx, d.st.deleteItems).ExecContext(ctx, rec.ID); err != nil {
+			return err
+		}
+		for _, ins := range inserts {
+			batch := args
+			if len(inserts) > 1 {
+				batch = make([]any, 0, 1+ins.n*itemArgs)
+				batch = append(batch, rec.ID)
+				batch = append(batch, args[1+ins.first*itemArgs:1+(ins.first+ins.n)*itemArgs]...)
+			}
+			if _, err := tx.StmtContext(ctx, ins.stmt).ExecContext(ctx, batch...); err != nil {
+				return fmt.Errorf("items %d..%d: %w", ins.first, ins.first+ins.n-1, err)
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("sqlite: save %s: %w", rec.ID, err)
-	}
-	defer tx.Rollback()
-
-	if _, err := tx.StmtContext(ctx, d.st.upsertResponse).ExecContext(ctx,
-		rec.ID, rec.PreviousResponseID, rec.CreatedAt, rec.Status, string(rec.Response), events, string(rec.Pending)); err != nil {
-		return fmt.Errorf("sqlite: save %s: %w", rec.ID, err)
-	}
-	// A re-save may have fewer items than the last one, so the old rows
-	// go rather than being overwritten position by position.
-	if _, err := tx.StmtContext(ctx, d.st.deleteItems).ExecContext(ctx, rec.ID); err != nil {
-		return fmt.Errorf("sqlite: save %s: %w", rec.ID, err)
-	}
-	for _, ins := range inserts {
-		batch := args
-		if len(inserts) > 1 {
-			batch = make([]any, 0, 1+ins.n*itemArgs)
-			batch = append(batch, rec.ID)
-			batch = append(batch, args[1+ins.first*itemArgs:1+(ins.first+ins.n)*itemArgs]...)
-		}
-		if _, err := tx.StmtContext(ctx, ins.stmt).ExecContext(ctx, batch...); err != nil {
-			return fmt.Errorf("sqlite: save %s: items %d..%d: %w", rec.ID, ins.first, ins.first+ins.n-1, err)
-		}
-	}
-
-	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlite: save %s: %w", rec.ID, err)
 	}
 	return nil
@@ -96,20 +94,14 @@ func (d *DB) itemInserts(ctx context.Context, n int) ([]itemInsert, error) {
 }
 
 // GetResponse returns the record stored under id, with its input and
-// output items (nil when there are none) but not its events.
+// output items (nil when there are none) but not its events, in one
+// statement.
 func (d *DB) GetResponse(ctx context.Context, id string) (*engine.Record, error) {
-	// A read transaction gives both queries one snapshot, so a concurrent
-	// re-save cannot pair the new response row with the old items.
-	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: get %s: %w", id, err)
-	}
-	defer tx.Rollback()
-
 	rec := &engine.Record{ID: id}
-	var response, pending []byte
-	err = tx.StmtContext(ctx, d.st.getResponse).QueryRowContext(ctx, id).
-		Scan(&rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &response, &pending)
+	var response, pending, input, output []byte
+	var leaseUntil int64
+	err := d.st.getResponse.QueryRowContext(ctx, id).
+		Scan(&rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &response, &pending, &rec.LeaseOwner, &leaseUntil, &input, &output)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, engine.ErrNotFound
 	}
@@ -122,30 +114,12 @@ func (d *DB) GetResponse(ctx context.Context, id string) (*engine.Record, error)
 	if len(pending) > 0 {
 		rec.Pending = json.RawMessage(pending)
 	}
-
-	rows, err := tx.StmtContext(ctx, d.st.getItems).QueryContext(ctx, id)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: get %s: items: %w", id, err)
+	rec.LeaseUntil = leaseTime(leaseUntil)
+	if rec.Input, err = records.SplitItems(input); err != nil {
+		return nil, fmt.Errorf("sqlite: get %s: decode input item: %w", id, err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var kind string
-		var data []byte
-		if err := rows.Scan(&kind, &data); err != nil {
-			return nil, fmt.Errorf("sqlite: get %s: items: %w", id, err)
-		}
-		var it responses.Item
-		if err := json.Unmarshal(data, &it); err != nil {
-			return nil, fmt.Errorf("sqlite: get %s: decode %s item: %w", id, kind, err)
-		}
-		if kind == kindInput {
-			rec.Input = append(rec.Input, it)
-		} else {
-			rec.Output = append(rec.Output, it)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: get %s: items: %w", id, err)
+	if rec.Output, err = records.SplitItems(output); err != nil {
+		return nil, fmt.Errorf("sqlite: get %s: decode output item: %w", id, err)
 	}
 	return rec, nil
 }
@@ -153,29 +127,35 @@ func (d *DB) GetResponse(ctx context.Context, id string) (*engine.Record, error)
 // DeleteResponse removes the response stored under id with its items and
 // events.
 func (d *DB) DeleteResponse(ctx context.Context, id string) error {
-	tx, err := d.db.BeginTx(ctx, nil)
+	var found bool
+	err := d.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		found, err = deleteResponse(ctx, tx, &d.st, id)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("sqlite: delete %s: %w", id, err)
 	}
-	defer tx.Rollback()
-
-	// Items first: the foreign keys refuse to orphan them. The events
-	// go with the response's row.
-	if _, err := tx.StmtContext(ctx, d.st.deleteItems).ExecContext(ctx, id); err != nil {
-		return fmt.Errorf("sqlite: delete %s: %w", id, err)
-	}
-	res, err := tx.StmtContext(ctx, d.st.deleteResponse).ExecContext(ctx, id)
-	if err != nil {
-		return fmt.Errorf("sqlite: delete %s: %w", id, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("sqlite: delete %s: %w", id, err)
-	}
-	if n == 0 {
+	if !found {
 		return engine.ErrNotFound
 	}
-	return tx.Commit()
+	return nil
+}
+
+// deleteResponse removes response id with its items and events inside tx,
+// and reports whether it was there.
+func deleteResponse(ctx context.Context, tx *sql.Tx, st *statements, id string) (bool, error) {
+	// Items first: the foreign keys refuse to orphan them. The events
+	// go with the response's row.
+	if _, err := tx.StmtContext(ctx, st.deleteItems).ExecContext(ctx, id); err != nil {
+		return false, err
+	}
+	res, err := tx.StmtContext(ctx, st.deleteResponse).ExecContext(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
 }
 
 // itemArgs is the number of parameters of one item row, after the

@@ -19,12 +19,15 @@ type statements struct {
 	deleteResponse *sql.Stmt
 	deleteItems    *sql.Stmt
 	getResponse    *sql.Stmt
-	getItems       *sql.Stmt
 	getEvents      *sql.Stmt
 	responseExists *sql.Stmt
 	cursorPosition *sql.Stmt
 	inputPageAsc   *sql.Stmt
 	inputPageDesc  *sql.Stmt
+	chain          *sql.Stmt
+	renewLeases    *sql.Stmt
+	failExpired    *sql.Stmt
+	oldResponses   *sql.Stmt
 
 	// insertItems[n] inserts n item rows in one statement. They are
 	// prepared on first use (a record has few items, so few sizes are
@@ -40,20 +43,26 @@ func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
 	}{
 		// An upsert rather than INSERT OR REPLACE: REPLACE deletes the
 		// row first, which the foreign keys of the old items forbid.
-		{&s.upsertResponse, `INSERT INTO responses (id, previous_response_id, created_at, status, response, events, pending)
-			VALUES (?, ?, ?, ?, ?, ?, ?)
+		{&s.upsertResponse, `INSERT INTO responses (id, previous_response_id, created_at, status, response, events, pending, lease_owner, lease_until)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET
 				previous_response_id = excluded.previous_response_id,
 				created_at = excluded.created_at,
 				status = excluded.status,
 				response = excluded.response,
 				events = excluded.events,
-				pending = excluded.pending`},
+				pending = excluded.pending,
+				lease_owner = excluded.lease_owner,
+				lease_until = excluded.lease_until`},
 		{&s.deleteResponse, `DELETE FROM responses WHERE id = ?`},
 		{&s.deleteItems, `DELETE FROM response_items WHERE response_id = ?`},
-		{&s.getResponse, `SELECT previous_response_id, created_at, status, response, pending FROM responses WHERE id = ?`},
-		// 'input' sorts before 'output', so inputs come first.
-		{&s.getItems, `SELECT kind, item FROM response_items WHERE response_id = ? ORDER BY kind, position`},
+		// The items come joined as in chain: one statement, one snapshot.
+		{&s.getResponse, `SELECT r.previous_response_id, r.created_at, r.status, r.response, r.pending, r.lease_owner, r.lease_until,
+				(SELECT group_concat(item, char(10) ORDER BY position) FROM response_items i
+					WHERE i.response_id = r.id AND i.kind = 'input'),
+				(SELECT group_concat(item, char(10) ORDER BY position) FROM response_items i
+					WHERE i.response_id = r.id AND i.kind = 'output')
+			FROM responses r WHERE r.id = ?`},
 		{&s.getEvents, `SELECT events FROM responses WHERE id = ?`},
 		{&s.responseExists, `SELECT 1 FROM responses WHERE id = ?`},
 		// Should an id appear twice, the cursor is its first occurrence.
@@ -66,6 +75,37 @@ func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
 		{&s.inputPageDesc, `SELECT item FROM response_items
 			WHERE response_id = ? AND kind = 'input' AND position < ?
 			ORDER BY position DESC LIMIT ?`},
+		// The chain is followed inside the database: one query however
+		// long it is. depth bounds it (and any cycle).
+		// Items come as one text per kind, the items' JSON joined by
+		// newlines (compact JSON holds none), so that the whole chain is
+		// one statement, hence one snapshot, with no transaction.
+		{&s.chain, `WITH RECURSIVE chain (id, depth) AS (
+				SELECT ?1, 0
+				UNION ALL
+				SELECT r.previous_response_id, c.depth + 1
+				FROM chain c JOIN responses r ON r.id = c.id
+				WHERE r.previous_response_id <> '' AND c.depth + 1 < ?2
+			)
+			SELECT r.id, r.previous_response_id, r.created_at, r.status, r.pending, r.lease_owner, r.lease_until,
+				(SELECT group_concat(item, char(10) ORDER BY position) FROM response_items i
+					WHERE i.response_id = r.id AND i.kind = 'input'),
+				(SELECT group_concat(item, char(10) ORDER BY position) FROM response_items i
+					WHERE i.response_id = r.id AND i.kind = 'output')
+			FROM chain c JOIN responses r ON r.id = c.id
+			ORDER BY c.depth`},
+		{&s.renewLeases, `UPDATE responses SET lease_until = ?1
+			WHERE lease_owner = ?2 AND status = 'in_progress' AND id IN (SELECT value FROM json_each(?3))`},
+		// The status column and the object's status change together, so
+		// GET and the sweeper agree.
+		{&s.failExpired, `UPDATE responses
+			SET status = 'failed',
+				response = json_set(response, '$.status', 'failed', '$.error', json(?2)),
+				lease_owner = '', lease_until = 0
+			WHERE id IN (SELECT id FROM responses
+				WHERE status = 'in_progress' AND lease_until > 0 AND lease_until < ?1
+				LIMIT ?3)`},
+		{&s.oldResponses, `SELECT id FROM responses WHERE created_at < ? ORDER BY created_at LIMIT ?`},
 	} {
 		st, err := db.PrepareContext(ctx, p.query)
 		if err != nil {
@@ -114,8 +154,9 @@ func (s *statements) close() error {
 	var errs []error
 	sts := []*sql.Stmt{
 		s.upsertResponse, s.deleteResponse, s.deleteItems, s.getResponse,
-		s.getItems, s.getEvents, s.responseExists, s.cursorPosition,
-		s.inputPageAsc, s.inputPageDesc,
+		s.getEvents, s.responseExists, s.cursorPosition,
+		s.inputPageAsc, s.inputPageDesc, s.chain,
+		s.renewLeases, s.failExpired, s.oldResponses,
 	}
 	s.mu.Lock()
 	sts = append(sts, s.insertItems[:]...)

@@ -1,0 +1,210 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/loomgate/loom/responses"
+)
+
+// defaultLease is the lease of an in-flight response when Options.Lease is
+// unset: a dead replica's responses are failed within 1.5 times it (45s).
+const defaultLease = 30 * time.Second
+
+// sweepBatch is the most responses one sweep or retention statement
+// touches, so neither holds locks long; maxBatches bounds one round.
+const (
+	sweepBatch = 100
+	maxBatches = 50
+)
+
+// errServerStopped is the error an in-flight response gets when the
+// replica running it stopped renewing its lease. OpenAI's error codes for
+// a response are a closed list; server_error is the one that says the
+// fault was the server's. The message says what happened.
+var errServerStopped = &responses.APIError{
+	Status:  http.StatusInternalServerError,
+	Type:    responses.ErrServer,
+	Code:    "server_error",
+	Message: "the server running this response stopped before it finished; it can be retried",
+}
+
+// inflight are the in-progress responses this engine runs and holds a
+// lease on: the heartbeat renews their leases.
+type inflight struct {
+	mu  sync.Mutex
+	ids map[string]struct{}
+}
+
+func (f *inflight) add(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ids == nil {
+		f.ids = map[string]struct{}{}
+	}
+	f.ids[id] = struct{}{}
+}
+
+func (f *inflight) remove(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.ids, id)
+}
+
+func (f *inflight) list() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, 0, len(f.ids))
+	for id := range f.ids {
+		out = append(out, id)
+	}
+	return out
+}
+
+// begin stores the response as in progress, leased by this engine, before
+// its first event is sent, so that any replica answers a GET of the id
+// the client is about to see. Only streamed responses are: a
+// non-streaming client learns the id with the final response, when it is
+// stored whole. It returns an error, before any event, when the store
+// cannot take the write: the response is refused rather than run unseen.
+func (e *Engine) begin(ctx context.Context, r *run) error {
+	if !r.req.StoreEnabled() || r.sink == nil {
+		return nil
+	}
+	body, err := json.Marshal(r.resp)
+	if err != nil {
+		return err
+	}
+	rec := &Record{
+		ID:         r.resp.ID,
+		CreatedAt:  r.resp.CreatedAt,
+		Status:     r.resp.Status,
+		Response:   body,
+		Input:      r.input,
+		LeaseOwner: e.owner,
+		LeaseUntil: e.opts.Now().Add(e.opts.Lease),
+	}
+	if r.req.PreviousResponseID != nil {
+		rec.PreviousResponseID = *r.req.PreviousResponseID
+	}
+	// Registered before the write, so a heartbeat between the two cannot
+	// miss it.
+	e.inflight.add(rec.ID)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
+	defer cancel()
+	if err := e.store.SaveResponse(sctx, rec); err != nil {
+		e.inflight.remove(rec.ID)
+		e.log.Error("store in-progress response", "id", rec.ID, "err", err)
+		return &responses.APIError{Status: http.StatusServiceUnavailable, Type: responses.ErrServer,
+			Message: "the response store is unavailable; try again"}
+	}
+	r.leased = true
+	return nil
+}
+
+// Maintain runs the engine's store upkeep until ctx ends: the heartbeat
+// that renews the leases of this engine's in-flight responses (every third
+// of the lease), the sweep that fails any replica's responses whose lease
+// ran out (every half lease), and, with Options.Retention set, the
+// deletion of responses older than that (in small batches). Every replica
+// runs it; the sweep and the deletion are safe to run on all at once.
+func (e *Engine) Maintain(ctx context.Context) {
+	heartbeat := time.NewTicker(e.opts.Lease / 3)
+	defer heartbeat.Stop()
+	sweep := time.NewTicker(e.opts.Lease / 2)
+	defer sweep.Stop()
+	var retention <-chan time.Time
+	if e.opts.Retention > 0 {
+		t := time.NewTicker(retentionInterval(e.opts.Retention))
+		defer t.Stop()
+		retention = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-heartbeat.C:
+			e.RenewLeases(ctx)
+		case <-sweep.C:
+			e.SweepLeases(ctx)
+		case <-retention:
+			e.DeleteExpired(ctx)
+		}
+	}
+}
+
+// retentionInterval is how often expired responses are deleted: a tenth of
+// the retention, between a second and a minute.
+func retentionInterval(ttl time.Duration) time.Duration {
+	return min(max(ttl/10, time.Second), time.Minute)
+}
+
+// RenewLeases extends the leases of this engine's in-flight responses by
+// a lease from now. Maintain calls it; it is exported for tests and for
+// programs that schedule upkeep themselves.
+func (e *Engine) RenewLeases(ctx context.Context) {
+	ids := e.inflight.list()
+	if len(ids) == 0 {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, e.opts.StoreTimeout)
+	defer cancel()
+	if err := e.store.RenewLeases(sctx, e.owner, ids, e.opts.Now().Add(e.opts.Lease)); err != nil {
+		e.log.Warn("renew leases", "responses", len(ids), "err", err)
+	}
+}
+
+// SweepLeases marks failed the in-progress responses, of any replica,
+// whose lease ran out, and returns how many.
+func (e *Engine) SweepLeases(ctx context.Context) int {
+	payload, _ := json.Marshal(errServerStopped.Payload())
+	total := 0
+	for range maxBatches {
+		sctx, cancel := context.WithTimeout(ctx, e.opts.StoreTimeout)
+		n, err := e.store.FailExpiredLeases(sctx, e.opts.Now(), payload, sweepBatch)
+		cancel()
+		if err != nil {
+			e.log.Warn("sweep expired leases", "err", err)
+			break
+		}
+		total += n
+		if n < sweepBatch {
+			break
+		}
+	}
+	if total > 0 {
+		e.log.Warn("responses of a stopped replica marked failed", "responses", total)
+	}
+	return total
+}
+
+// DeleteExpired deletes responses created longer than Options.Retention
+// ago, in batches, and returns how many. Without a retention it does
+// nothing.
+func (e *Engine) DeleteExpired(ctx context.Context) int {
+	if e.opts.Retention <= 0 {
+		return 0
+	}
+	before := e.opts.Now().Add(-e.opts.Retention).Unix()
+	total := 0
+	for range maxBatches {
+		sctx, cancel := context.WithTimeout(ctx, e.opts.StoreTimeout)
+		n, err := e.store.DeleteCreatedBefore(sctx, before, sweepBatch)
+		cancel()
+		if err != nil {
+			e.log.Warn("delete expired responses", "err", err)
+			break
+		}
+		total += n
+		if n < sweepBatch {
+			break
+		}
+	}
+	if total > 0 {
+		e.log.Info("expired responses deleted", "responses", total, "retention", e.opts.Retention)
+	}
+	return total
+}

@@ -1,0 +1,205 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/model/chat"
+	"github.com/loomgate/loom/model/mockllm"
+	"github.com/loomgate/loom/server"
+	"github.com/loomgate/loom/store/postgres"
+	"github.com/loomgate/loom/store/postgres/pgtest"
+	"github.com/loomgate/loom/store/sqlite"
+)
+
+// The stored path measured side by side: the upstream direct, through a
+// bare pooled reverse proxy, and through loom with store true on a SQLite
+// file (the default store) and on PostgreSQL (the replicas' store), in
+// one rotation so all targets see the same load. Run with:
+//
+//	go test ./integration -run '^$' -bench 'Stored|ChainLink' -benchtime 3000x
+
+// storedLoom is a loom server over upstream (base URL ending in /v1) on
+// store.
+func storedLoom(b *testing.B, upstream string, store engine.Store) string {
+	b.Helper()
+	backend := chat.New(upstream, "test-key", &chat.Options{HTTPClient: &http.Client{Transport: pooledTransport()}})
+	srv := httptest.NewServer(server.New(engine.New(backend, store, &engine.Options{Models: []string{mockllm.DefaultModel}}), nil))
+	b.Cleanup(srv.Close)
+	return srv.URL + "/v1"
+}
+
+// benchStores opens the two stores a stored benchmark compares.
+func benchStores(b *testing.B) (sqliteStore, pgStore engine.Store) {
+	b.Helper()
+	quiet := slog.New(slog.DiscardHandler)
+	s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "loom.db"), &sqlite.Options{Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	p, err := postgres.Open(context.Background(), pgtest.URL(b), &postgres.Options{Logger: quiet, PoolSize: 40})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Close() })
+	return s, p
+}
+
+// newStoredBenchSetup: direct, proxy, loom-sqlite, loom-postgres.
+func newStoredBenchSetup(b *testing.B) *benchSetup {
+	b.Helper()
+	mock := mockllm.New(nil)
+	up := httptest.NewServer(mock)
+	b.Cleanup(up.Close)
+	b.Cleanup(mock.Close)
+	mockRoot, err := url.Parse(up.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(mockRoot)
+	rp.Transport = pooledTransport()
+	proxy := httptest.NewServer(rp)
+	b.Cleanup(proxy.Close)
+	sq, pg := benchStores(b)
+
+	const script = "#say ok"
+	chatBody := fmt.Appendf(nil, `{"model":"mock-model","messages":[{"role":"user","content":%q}]}`, script)
+	loomBody := fmt.Appendf(nil, `{"model":"mock-model","store":true,"input":%q}`, script)
+	s := &benchSetup{
+		client: &http.Client{Transport: pooledTransport()},
+		targets: []benchTarget{
+			{name: "direct", url: up.URL + "/v1/chat/completions", body: chatBody},
+			{name: "proxy", url: proxy.URL + "/v1/chat/completions", body: chatBody},
+			{name: "loom-sqlite", url: storedLoom(b, up.URL+"/v1", sq) + "/responses", body: loomBody},
+			{name: "loom-postgres", url: storedLoom(b, up.URL+"/v1", pg) + "/responses", body: loomBody},
+		},
+	}
+	b.Cleanup(s.client.CloseIdleConnections)
+	return s
+}
+
+// BenchmarkStoredLatency: non-streaming requests with store true, total
+// time per request; metrics as BenchmarkAddedLatency's.
+func BenchmarkStoredLatency(b *testing.B) {
+	for _, clients := range []int{1, 32} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			s := newStoredBenchSetup(b)
+			res := s.run(b, clients)
+			s.report(b, res, func(t timing) time.Duration { return t.total }, "")
+		})
+	}
+}
+
+// BenchmarkChainLink: a request continuing a chain of 1, 10 or 50 stored
+// turns (previous_response_id; store false, so the chain stays as long),
+// on each store, side by side with the upstream called directly with the
+// same conversation (direct-Nturns), so that the longer prompt's cost to
+// the upstream is not counted as loom's. added-<store>-Nturns is loom's
+// percentile minus direct-Nturns'; the difference between the 50-turn and
+// the 1-turn added figure is what 49 more links cost loom: loading them
+// (one query) and translating the longer history.
+func BenchmarkChainLink(b *testing.B) {
+	mock := mockllm.New(nil)
+	up := httptest.NewServer(mock)
+	b.Cleanup(up.Close)
+	b.Cleanup(mock.Close)
+	sq, pg := benchStores(b)
+	client := &http.Client{Transport: pooledTransport()}
+	b.Cleanup(client.CloseIdleConnections)
+	turnCounts := []int{1, 10, 50}
+	s := &benchSetup{client: client}
+	for _, turns := range turnCounts {
+		s.targets = append(s.targets, benchTarget{
+			name: fmt.Sprintf("direct-%dturns", turns), url: up.URL + "/v1/chat/completions",
+			body: chainChatBody(turns),
+		})
+	}
+	for _, st := range []struct {
+		name  string
+		store engine.Store
+	}{{"sqlite", sq}, {"postgres", pg}} {
+		base := storedLoom(b, up.URL+"/v1", st.store)
+		for _, turns := range turnCounts {
+			last := buildChain(b, client, base, turns)
+			s.targets = append(s.targets, benchTarget{
+				name: fmt.Sprintf("%s-%dturns", st.name, turns),
+				url:  base + "/responses",
+				body: fmt.Appendf(nil, `{"model":"mock-model","store":false,"input":"#say ok","previous_response_id":%q}`, last),
+			})
+		}
+	}
+	res := s.run(b, 1)
+	pct := make([][2]float64, len(s.targets))
+	for ti, ts := range res {
+		d := make([]time.Duration, len(ts))
+		for i, t := range ts {
+			d[i] = t.total
+		}
+		slices.Sort(d)
+		pct[ti] = [2]float64{us(d[len(d)*50/100]), us(d[min(len(d)-1, len(d)*99/100)])}
+	}
+	for ti, t := range s.targets {
+		b.ReportMetric(pct[ti][0], "p50-"+t.name+"-us")
+		b.ReportMetric(pct[ti][1], "p99-"+t.name+"-us")
+		if ti >= len(turnCounts) {
+			direct := pct[ti%len(turnCounts)]
+			b.ReportMetric(pct[ti][0]-direct[0], "p50-added-"+t.name+"-us")
+			b.ReportMetric(pct[ti][1]-direct[1], "p99-added-"+t.name+"-us")
+		}
+	}
+}
+
+// chainChatBody is the chat request a chain of turns becomes upstream:
+// each stored turn's question and answer, then the new question.
+func chainChatBody(turns int) []byte {
+	type message struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}
+	var msgs []message
+	for i := range turns {
+		msgs = append(msgs, message{"user", fmt.Sprintf("#say turn %d answered", i)}, message{"assistant", fmt.Sprintf("turn %d answered", i)})
+	}
+	msgs = append(msgs, message{"user", "#say ok"})
+	body, _ := json.Marshal(map[string]any{"model": "mock-model", "messages": msgs})
+	return body
+}
+
+// buildChain stores turns linked responses on loom at base and returns
+// the id of the last.
+func buildChain(b *testing.B, client *http.Client, base string, turns int) string {
+	b.Helper()
+	prev := ""
+	for i := range turns {
+		body := fmt.Sprintf(`{"model":"mock-model","input":"#say turn %d answered"`, i)
+		if prev != "" {
+			body += fmt.Sprintf(`,"previous_response_id":%q`, prev)
+		}
+		body += "}"
+		resp, err := client.Post(base+"/responses", "application/json", strings.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var r struct{ ID string }
+		err = json.NewDecoder(resp.Body).Decode(&r)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || r.ID == "" {
+			b.Fatalf("turn %d: status %d, %v", i, resp.StatusCode, err)
+		}
+		prev = r.ID
+	}
+	return prev
+}

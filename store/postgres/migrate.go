@@ -1,0 +1,110 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A migration is one step of the schema's history. Released steps are
+// never edited; a change is a new step at the end.
+type migration struct {
+	version int
+	name    string
+	stmts   []string
+}
+
+// migrationLock is the advisory lock key that serialises migrations of
+// every loom replica on one database (an arbitrary constant: "loom" in
+// ASCII).
+const migrationLock = 0x6c6f6f6d
+
+var migrations = []migration{
+	{
+		version: 1,
+		name:    "responses, items, events, pending input, leases",
+		stmts: []string{
+			// lease_until is Unix milliseconds, 0 for no lease.
+			`CREATE TABLE responses (
+				id                   text   NOT NULL PRIMARY KEY,
+				previous_response_id text   NOT NULL DEFAULT '',
+				created_at           bigint NOT NULL,
+				status               text   NOT NULL,
+				response             text   NOT NULL,
+				pending              text   NOT NULL DEFAULT '',
+				lease_owner          text   NOT NULL DEFAULT '',
+				lease_until          bigint NOT NULL DEFAULT 0,
+				events               text   NOT NULL DEFAULT ''
+			)`,
+			`CREATE TABLE response_items (
+				response_id text    NOT NULL REFERENCES responses (id) ON DELETE CASCADE,
+				kind        text    NOT NULL CHECK (kind IN ('input', 'output')),
+				position    integer NOT NULL,
+				item_id     text    NOT NULL,
+				item        text    NOT NULL,
+				PRIMARY KEY (response_id, kind, position)
+			)`,
+			`CREATE INDEX response_items_item_id ON response_items (response_id, kind, item_id)`,
+			`CREATE INDEX responses_leases ON responses (lease_until) WHERE status = 'in_progress'`,
+			`CREATE INDEX responses_created_at ON responses (created_at)`,
+		},
+	},
+}
+
+// migrate applies the steps newer than the database's version in one
+// transaction, holding the migration lock, and returns how many it
+// applied.
+func migrate(ctx context.Context, conn interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, steps []migration) (int, error) {
+	for i, m := range steps {
+		if m.version != i+1 {
+			return 0, fmt.Errorf("migration %d (%s) is out of order", m.version, m.name)
+		}
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(ctx)
+	// Released at commit or rollback; replicas starting together queue
+	// here, and the later ones find nothing left to do.
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
+		return 0, err
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    integer     NOT NULL PRIMARY KEY,
+		name       text        NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now()
+	)`); err != nil {
+		return 0, err
+	}
+	var current int
+	if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return 0, err
+	}
+	if current > len(steps) {
+		return 0, fmt.Errorf("database schema version %d is newer than this build knows (%d)", current, len(steps))
+	}
+	applied := 0
+	for _, m := range steps[current:] {
+		for _, s := range m.stmts {
+			if _, err := tx.Exec(ctx, s); err != nil {
+				return 0, fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
+			}
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
+			return 0, err
+		}
+		applied++
+	}
+	return applied, tx.Commit(ctx)
+}
+
+// SchemaVersion reports the highest schema migration recorded.
+func (d *DB) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := d.pool.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
+	return v, err
+}

@@ -1,0 +1,357 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store/internal/records"
+)
+
+// Item kinds, as stored in response_items.kind.
+const (
+	kindInput  = "input"
+	kindOutput = "output"
+)
+
+const upsertResponse = `INSERT INTO responses
+	(id, previous_response_id, created_at, status, response, events, pending, lease_owner, lease_until)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+	ON CONFLICT (id) DO UPDATE SET
+		previous_response_id = excluded.previous_response_id,
+		created_at = excluded.created_at,
+		status = excluded.status,
+		response = excluded.response,
+		events = excluded.events,
+		pending = excluded.pending,
+		lease_owner = excluded.lease_owner,
+		lease_until = excluded.lease_until`
+
+// insertItems writes every item of a save from four parallel arrays: one
+// statement whatever the number of items.
+const insertItems = `INSERT INTO response_items (response_id, kind, position, item_id, item)
+	SELECT $1, k, p, i, it FROM unnest($2::text[], $3::integer[], $4::text[], $5::text[]) AS t (k, p, i, it)`
+
+// SaveResponse writes rec with its items and events, replacing whatever
+// was stored under rec.ID, in one round trip: the statements go as one
+// batch, which the server runs as one implicit transaction, so readers see
+// the old record or the new one, never a mix.
+func (d *DB) SaveResponse(ctx context.Context, rec *engine.Record) error {
+	if rec == nil || rec.ID == "" {
+		return errNoID
+	}
+	events, err := records.JoinEvents(rec.Events)
+	if err != nil {
+		return fmt.Errorf("postgres: save %s: %w", rec.ID, err)
+	}
+	n := len(rec.Input) + len(rec.Output)
+	kinds := make([]string, 0, n)
+	positions := make([]int32, 0, n)
+	itemIDs := make([]string, 0, n)
+	items := make([]string, 0, n)
+	for _, g := range []struct {
+		kind  string
+		items []responses.Item
+	}{{kindInput, rec.Input}, {kindOutput, rec.Output}} {
+		for pos := range g.items {
+			it := &g.items[pos]
+			b, err := json.Marshal(it)
+			if err != nil {
+				return fmt.Errorf("postgres: save %s: %s item %d (%s): %w", rec.ID, g.kind, pos, it.Type, err)
+			}
+			kinds = append(kinds, g.kind)
+			positions = append(positions, int32(pos))
+			itemIDs = append(itemIDs, it.ID)
+			items = append(items, string(b))
+		}
+	}
+
+	b := &pgx.Batch{}
+	b.Queue(upsertResponse, rec.ID, rec.PreviousResponseID, rec.CreatedAt, rec.Status, string(rec.Response), events,
+		string(rec.Pending), rec.LeaseOwner, leaseMillis(rec.LeaseUntil))
+	// A re-save may have fewer items than the last one.
+	b.Queue(`DELETE FROM response_items WHERE response_id = $1`, rec.ID)
+	if n > 0 {
+		b.Queue(insertItems, rec.ID, kinds, positions, itemIDs, items)
+	}
+	if err := d.pool.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("postgres: save %s: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// recordColumns are the columns of a record read back, with its items as
+// two arrays in order: one statement, so one snapshot.
+const recordColumns = `r.id, r.previous_response_id, r.created_at, r.status, r.response, r.pending, r.lease_owner, r.lease_until,` + itemColumns
+
+// itemColumns are a record's items as two arrays, in order.
+const itemColumns = `
+	ARRAY(SELECT item FROM response_items i WHERE i.response_id = r.id AND i.kind = 'input' ORDER BY i.position),
+	ARRAY(SELECT item FROM response_items i WHERE i.response_id = r.id AND i.kind = 'output' ORDER BY i.position)`
+
+// chainColumns are recordColumns but the response object, which a chain
+// does not need.
+const chainColumns = `r.id, r.previous_response_id, r.created_at, r.status, NULL::text, r.pending, r.lease_owner, r.lease_until,` + itemColumns
+
+// scanRecord reads one row of recordColumns or chainColumns.
+func scanRecord(row pgx.Row) (*engine.Record, error) {
+	rec := &engine.Record{}
+	var response *string
+	var pending string
+	var leaseUntil int64
+	var input, output []string
+	if err := row.Scan(&rec.ID, &rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &response, &pending,
+		&rec.LeaseOwner, &leaseUntil, &input, &output); err != nil {
+		return nil, err
+	}
+	if response != nil && *response != "" {
+		rec.Response = json.RawMessage(*response)
+	}
+	if pending != "" {
+		rec.Pending = json.RawMessage(pending)
+	}
+	rec.LeaseUntil = leaseTime(leaseUntil)
+	var err error
+	if rec.Input, err = decodeItems(input); err != nil {
+		return nil, fmt.Errorf("decode input item: %w", err)
+	}
+	if rec.Output, err = decodeItems(output); err != nil {
+		return nil, fmt.Errorf("decode output item: %w", err)
+	}
+	return rec, nil
+}
+
+func decodeItems(raw []string) ([]responses.Item, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	items := make([]responses.Item, len(raw))
+	for i, s := range raw {
+		if err := records.DecodeItem([]byte(s), &items[i]); err != nil {
+			return nil, err
+		}
+	}
+	return items, nil
+}
+
+// GetResponse returns the record stored under id, with its items but not
+// its events.
+func (d *DB) GetResponse(ctx context.Context, id string) (*engine.Record, error) {
+	rec, err := scanRecord(d.pool.QueryRow(ctx, `SELECT `+recordColumns+` FROM responses r WHERE r.id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, engine.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get %s: %w", id, err)
+	}
+	return rec, nil
+}
+
+// chainQuery follows previous_response_id inside the database; depth
+// bounds it (and any cycle).
+const chainQuery = `WITH RECURSIVE chain (id, depth) AS (
+		SELECT $1::text, 0
+		UNION ALL
+		SELECT r.previous_response_id, c.depth + 1
+		FROM chain c JOIN responses r ON r.id = c.id
+		WHERE r.previous_response_id <> '' AND c.depth + 1 < $2
+	)
+	SELECT ` + chainColumns + `
+	FROM chain c JOIN responses r ON r.id = c.id
+	ORDER BY c.depth`
+
+// Chain returns response id and those it continues, newest first, at most
+// limit, with their items: one statement whatever the length.
+func (d *DB) Chain(ctx context.Context, id string, limit int) ([]*engine.Record, error) {
+	rows, err := d.pool.Query(ctx, chainQuery, id, max(limit, 1))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: chain of %s: %w", id, err)
+	}
+	defer rows.Close()
+	var chain []*engine.Record
+	for rows.Next() {
+		rec, err := scanRecord(rows)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: chain of %s: %w", id, err)
+		}
+		chain = append(chain, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: chain of %s: %w", id, err)
+	}
+	if len(chain) == 0 {
+		return nil, engine.ErrNotFound
+	}
+	return chain, nil
+}
+
+// DeleteResponse removes response id; its items go with it (ON DELETE
+// CASCADE), its events are a column of its row.
+func (d *DB) DeleteResponse(ctx context.Context, id string) error {
+	tag, err := d.pool.Exec(ctx, `DELETE FROM responses WHERE id = $1`, id)
+	if err != nil {
+		return fmt.Errorf("postgres: delete %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return engine.ErrNotFound
+	}
+	return nil
+}
+
+// Events returns the stored events of response id with sequence number
+// greater than after.
+func (d *DB) Events(ctx context.Context, id string, after int) ([]json.RawMessage, error) {
+	var all []byte
+	err := d.pool.QueryRow(ctx, `SELECT events FROM responses WHERE id = $1`, id).Scan(&all)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, engine.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: events of %s: %w", id, err)
+	}
+	return records.SplitEvents(all, after), nil
+}
+
+// Page sizes, as the Responses API defines them for input_items.
+const (
+	defaultPageLimit = 20
+	maxPageLimit     = 100
+)
+
+// ListInputItems returns one page of the input items of response id, and
+// whether more follow, in one statement: the response's existence, the
+// cursor's position and the page come from one snapshot.
+func (d *DB) ListInputItems(ctx context.Context, id string, page engine.Page) ([]responses.Item, bool, error) {
+	limit := page.Limit
+	switch {
+	case limit < 1:
+		limit = defaultPageLimit
+	case limit > maxPageLimit:
+		limit = maxPageLimit
+	}
+	order, cmp := "ASC", ">"
+	if page.Desc {
+		order, cmp = "DESC", "<"
+	}
+	// found: whether the response exists; cursor: the position after
+	// which the page starts (NULL: the cursor names no item); the page
+	// then fetches one row more than asked to tell whether more follow.
+	query := `WITH found AS (SELECT EXISTS (SELECT 1 FROM responses WHERE id = $1) AS ok),
+		cursor AS (SELECT CASE WHEN $2 = '' THEN NULL ELSE (
+			SELECT position FROM response_items
+			WHERE response_id = $1 AND kind = 'input' AND item_id = $2
+			ORDER BY position LIMIT 1) END AS pos)
+		SELECT found.ok, $2 = '' OR cursor.pos IS NOT NULL, page.item
+		FROM found CROSS JOIN cursor LEFT JOIN LATERAL (
+			SELECT item FROM response_items
+			WHERE response_id = $1 AND kind = 'input' AND found.ok
+				AND ($2 = '' OR position ` + cmp + ` cursor.pos)
+			ORDER BY position ` + order + ` LIMIT $3) page ON true`
+	rows, err := d.pool.Query(ctx, query, id, page.After, limit+1)
+	if err != nil {
+		return nil, false, fmt.Errorf("postgres: input items of %s: %w", id, err)
+	}
+	defer rows.Close()
+	items := make([]responses.Item, 0, limit)
+	hasMore := false
+	found, cursorOK := false, false
+	for rows.Next() {
+		var item *string
+		if err := rows.Scan(&found, &cursorOK, &item); err != nil {
+			return nil, false, fmt.Errorf("postgres: input items of %s: %w", id, err)
+		}
+		if item == nil {
+			continue
+		}
+		if len(items) == limit {
+			hasMore = true
+			continue
+		}
+		var it responses.Item
+		if err := records.DecodeItem([]byte(*item), &it); err != nil {
+			return nil, false, fmt.Errorf("postgres: input items of %s: decode: %w", id, err)
+		}
+		items = append(items, it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("postgres: input items of %s: %w", id, err)
+	}
+	if !found {
+		return nil, false, engine.ErrNotFound
+	}
+	if !cursorOK {
+		return nil, false, fmt.Errorf("%w %q in response %s", engine.ErrUnknownCursor, page.After, id)
+	}
+	return items, hasMore, nil
+}
+
+// leaseMillis is a lease expiry as stored: Unix milliseconds, 0 for none.
+func leaseMillis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func leaseTime(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+// RenewLeases moves the lease expiry of owner's in-progress responses ids
+// to until.
+func (d *DB) RenewLeases(ctx context.Context, owner string, ids []string, until time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := d.pool.Exec(ctx, `UPDATE responses SET lease_until = $1
+		WHERE id = ANY($3) AND lease_owner = $2 AND status = 'in_progress'`, until.UnixMilli(), owner, ids)
+	if err != nil {
+		return fmt.Errorf("postgres: renew leases of %s: %w", owner, err)
+	}
+	return nil
+}
+
+// FailExpiredLeases marks failed up to limit in-progress responses whose
+// lease ran out before now. Rows another sweeper holds are skipped, and
+// the conditions are checked again on the locked row, so a response its
+// owner finished meanwhile is left alone.
+func (d *DB) FailExpiredLeases(ctx context.Context, now time.Time, errorObject json.RawMessage, limit int) (int, error) {
+	// The batch is chosen once (MATERIALIZED) and locked; the outer
+	// conditions are checked again on each locked row.
+	tag, err := d.pool.Exec(ctx, `WITH expired AS MATERIALIZED (
+			SELECT id FROM responses
+			WHERE status = 'in_progress' AND lease_until > 0 AND lease_until < $1
+			ORDER BY lease_until LIMIT $3 FOR UPDATE SKIP LOCKED)
+		UPDATE responses r
+		SET status = 'failed',
+			response = jsonb_set(jsonb_set(r.response::jsonb, '{status}', '"failed"'), '{error}', $2::jsonb)::text,
+			lease_owner = '', lease_until = 0
+		FROM expired
+		WHERE r.id = expired.id AND r.status = 'in_progress' AND r.lease_until > 0 AND r.lease_until < $1`,
+		now.UnixMilli(), string(errorObject), limit)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: fail expired leases: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// DeleteCreatedBefore removes up to limit responses created before before
+// (Unix seconds), oldest first, with their items and events.
+func (d *DB) DeleteCreatedBefore(ctx context.Context, before int64, limit int) (int, error) {
+	tag, err := d.pool.Exec(ctx, `WITH old AS MATERIALIZED (
+			SELECT id FROM responses WHERE created_at < $1 ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+		DELETE FROM responses r USING old WHERE r.id = old.id`, before, limit)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: delete responses created before %d: %w", before, err)
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -1,0 +1,99 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// leaseMillis is a lease expiry as stored: Unix milliseconds, 0 for none.
+func leaseMillis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// leaseTime is the inverse of leaseMillis.
+func leaseTime(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+// RenewLeases moves the lease expiry of owner's in-progress responses ids
+// to until.
+func (d *DB) RenewLeases(ctx context.Context, owner string, ids []string, until time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return err
+	}
+	err = d.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.StmtContext(ctx, d.st.renewLeases).ExecContext(ctx, until.UnixMilli(), owner, string(list))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: renew leases of %s: %w", owner, err)
+	}
+	return nil
+}
+
+// FailExpiredLeases marks failed up to limit in-progress responses whose
+// lease ran out before now.
+func (d *DB) FailExpiredLeases(ctx context.Context, now time.Time, errorObject json.RawMessage, limit int) (int, error) {
+	var n int64
+	err := d.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.StmtContext(ctx, d.st.failExpired).ExecContext(ctx, now.UnixMilli(), string(errorObject), limit)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: fail expired leases: %w", err)
+	}
+	return int(n), nil
+}
+
+// DeleteCreatedBefore removes up to limit responses created before before
+// (Unix seconds), oldest first, with their items and events.
+func (d *DB) DeleteCreatedBefore(ctx context.Context, before int64, limit int) (int, error) {
+	n := 0
+	err := d.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		rows, err := tx.StmtContext(ctx, d.st.oldResponses).QueryContext(ctx, before, limit)
+		if err != nil {
+			return err
+		}
+		var ids []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if _, err := deleteResponse(ctx, tx, &d.st, id); err != nil {
+				return err
+			}
+		}
+		n = len(ids)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: delete responses created before %d: %w", before, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,29 @@
+package sqlite
+
+import (
+	"log/slog"
+	"path/filepath"
+	"testing"
+
+	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/store/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	for _, name := range []string{"memory", "file"} {
+		t.Run(name, func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) engine.Store {
+				path := Memory
+				if name == "file" {
+					path = filepath.Join(t.TempDir(), "loom.db")
+				}
+				d, err := Open(t.Context(), path, &Options{Logger: slog.New(slog.DiscardHandler)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { d.Close() })
+				return d
+			})
+		})
+	}
+}
