@@ -44,6 +44,7 @@ func (e *Engine) Compact(ctx context.Context, req *responses.Request) (*response
 	if err != nil {
 		return nil, err
 	}
+	r.openConversation()
 	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
 	defer cancel()
 	defer r.cc.Close(ctx)

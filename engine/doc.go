@@ -26,4 +26,17 @@
 // replica runs, renews this engine's leases, fails any replica's responses
 // whose lease ran out (their replica died) with server_error, and applies
 // Options.Retention.
+//
+// A background response (background.go) is stored queued and handed to a
+// job engine through the Queue the engine defines (package background
+// implements it with River); whichever replica claims the job calls
+// RunBackground. Its events are appended to the store as they are built,
+// so Follow can replay and then follow them from any replica (woken by an
+// EventNotifier where the store has one), and Cancel sets a flag the
+// running replica watches.
+//
+// A response on a conversation (conversations.go) reads the conversation's
+// items as its history, holds the conversation while it runs (a second
+// response is a 409), and appends its turn when it ends. The
+// Conversations API's own operations are methods of the Engine too.
 package engine

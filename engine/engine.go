@@ -68,6 +68,26 @@ type Options struct {
 	// Owner names this engine in the leases it takes (default: a random
 	// id). Two engines on one store must not share it.
 	Owner string
+	// Queue hands background responses to the job engine that runs
+	// them on whichever replica claims them (see RunBackground). Nil:
+	// background without stream is refused; background with stream
+	// runs on the replica that took the request.
+	Queue Queue
+	// CancelPoll is how often a running background response checks its
+	// cancel flag, and how often a stream that follows a running
+	// response checks for new events (default 200ms).
+	CancelPoll time.Duration
+	// CancelWait bounds how long a cancel request waits for the running
+	// replica to end the response before answering (default 2s).
+	CancelWait time.Duration
+	// Notifier wakes the streams that follow a running response when
+	// its events are appended on any replica (PostgreSQL). Nil: they
+	// poll every FollowPoll.
+	Notifier EventNotifier
+	// FollowPoll is how often a stream that follows a running response
+	// reads its new events when not woken (default CancelPoll; 1s with
+	// a Notifier, as the fallback when a notification is missed).
+	FollowPoll time.Duration
 }
 
 // Engine runs responses: it resolves the conversation, drives the model
@@ -84,11 +104,16 @@ type Engine struct {
 	// owner names this engine's leases; inflight are its leased responses.
 	owner    string
 	inflight inflight
+	// life ends with CancelBackground: background streams, which outlive
+	// their request's context, end with it.
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 // New returns an Engine over backend and store.
 func New(backend model.Backend, store Store, opts *Options) *Engine {
 	e := &Engine{backend: backend, store: store}
+	e.life, e.endLife = context.WithCancel(context.Background())
 	if opts != nil {
 		e.opts = *opts
 	}
@@ -119,6 +144,18 @@ func New(backend model.Backend, store Store, opts *Options) *Engine {
 	if e.opts.Lease <= 0 {
 		e.opts.Lease = defaultLease
 	}
+	if e.opts.CancelPoll <= 0 {
+		e.opts.CancelPoll = 200 * time.Millisecond
+	}
+	if e.opts.CancelWait <= 0 {
+		e.opts.CancelWait = 2 * time.Second
+	}
+	if e.opts.FollowPoll <= 0 {
+		e.opts.FollowPoll = e.opts.CancelPoll
+		if e.opts.Notifier != nil {
+			e.opts.FollowPoll = time.Second
+		}
+	}
 	e.owner = e.opts.Owner
 	if e.owner == "" {
 		e.owner = NewID("replica")
@@ -126,6 +163,12 @@ func New(backend model.Backend, store Store, opts *Options) *Engine {
 	e.log = e.opts.Logger
 	return e
 }
+
+// CancelBackground cancels the background streams running on this engine
+// (they are stored cancelled), which a client disconnect does not end. A
+// shutdown calls it once its deadline has passed, with the requests'
+// contexts; the background jobs it runs end with the job engine's Stop.
+func (e *Engine) CancelBackground() { e.endLife() }
 
 // Models returns the served model names.
 func (e *Engine) Models() []string { return e.opts.Models }
@@ -150,73 +193,70 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 // caller kept in memory to continue, and a hook that receives this
 // response's conversation when it ends.
 func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(*responses.Event) error, opts *RunOptions) (*responses.Response, error) {
-	r, err := e.prepare(ctx, req, sink, opts)
+	r, err := e.prepare(ctx, req, opts, nil)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
-	defer cancel()
-	// Close runs the single cleanup pass over the tools that were called,
-	// then closes the sessions, on every path out of here. It uses a
-	// context of its own: ctx may be cancelled by then.
-	defer r.cc.Close(ctx)
-	r.builder = responses.NewBuilder(r.resp, e.opts.NewID, r.record)
-	if req.Includes(IncludeEncryptedReasoning) {
-		r.builder.SealReasoning = e.opts.Sealer.Seal
+	r.sink = sink
+	if r.background && sink == nil {
+		// Queued for whichever replica claims it; the client polls.
+		return e.enqueue(ctx, r)
 	}
-	if err := e.begin(ctx, r); err != nil {
-		return nil, err
+	if r.background {
+		// A background stream runs here, to its end, whether or not its
+		// client stays: it can resume anywhere, or cancel. Only
+		// CancelBackground (a shutdown past its deadline) ends it early.
+		var stop context.CancelFunc
+		ctx, stop = context.WithCancel(context.WithoutCancel(ctx))
+		defer stop()
+		defer context.AfterFunc(e.life, stop)()
 	}
-	if r.leased {
-		// After the final save (below, deferred calls run last first):
-		// whatever it did, this engine stops renewing the lease; a row
-		// the save could not finish is failed by a sweep.
-		defer e.inflight.remove(r.resp.ID)
-	}
-	upstreamErr := r.loop(ctx)
-	e.save(ctx, r, upstreamErr)
-	r.deliverFinal()
-	opts.keep(r, r.history)
-	attrs := []slog.Attr{slog.String("id", r.resp.ID), slog.String("model", req.Model), slog.String("status", r.resp.Status),
-		slog.Int("output_items", len(r.resp.Output)), slog.Bool("stream", req.Stream)}
-	level := slog.LevelInfo
-	if r.resp.Error != nil {
-		// What the client was told; the upstream's own words are on the
-		// "upstream request failed" line before this one.
-		level = slog.LevelWarn
-		attrs = append(attrs, slog.String("error_code", r.resp.Error.Code), slog.String("error", r.resp.Error.Message))
-	}
-	if r.resp.IncompleteDetails != nil {
-		attrs = append(attrs, slog.String("incomplete", r.resp.IncompleteDetails.Reason))
-	}
-	e.log.LogAttrs(ctx, level, "response", attrs...)
-	return r.resp, upstreamErr
+	return e.execute(ctx, r, opts)
 }
 
-// prepare checks a request and builds its run, up to the conversation the
-// model will see, without calling the model: an *responses.APIError for a
-// request that cannot start. The caller closes r.cc.
-func (e *Engine) prepare(ctx context.Context, req *responses.Request, sink func(*responses.Event) error, opts *RunOptions) (*run, error) {
+// prepare checks req and resolves what it continues, before anything is
+// stored, without calling the model: every error it returns is the
+// client's, an *APIError. opts may hold the conversation to continue in
+// memory. queued, when set, is the stored record of a background response
+// about to run: the run takes its id, creation time and input item ids.
+func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunOptions, queued *Record) (*run, error) {
 	if err := req.Validate(e.serverToolType); err != nil {
 		return nil, err
 	}
 	if len(e.opts.Models) > 0 && !slices.Contains(e.opts.Models, req.Model) {
 		return nil, responses.NotFound("model", "model %q does not exist", req.Model)
 	}
+	background := req.Background != nil && *req.Background
+	if background && !req.Stream && e.opts.Queue == nil {
+		return nil, responses.Unsupported("background", "this server has no job queue configured, so it cannot run background responses without stream")
+	}
 	var history []responses.Item
 	var pending map[string]*pendingCall
-	if req.PreviousResponseID != nil {
+	conversationID, _ := req.ConversationID() // checked by Validate
+	switch {
+	case req.PreviousResponseID != nil:
 		if prev := opts.previous(*req.PreviousResponseID); prev != nil {
 			history = slices.Clone(prev.Items)
-		} else {
-			h, p, err := e.history(ctx, *req.PreviousResponseID)
-			if err != nil {
-				return nil, err
-			}
-			history, pending = h, p
+			break
 		}
+		h, p, err := e.history(ctx, *req.PreviousResponseID)
+		if err != nil {
+			return nil, err
+		}
+		history, pending = h, p
+	case conversationID != "":
+		h, p, err := e.conversationHistory(ctx, conversationID)
+		if err != nil {
+			return nil, err
+		}
+		history, pending = h, p
 	}
 	input := slices.Clone(req.Input.Items)
+	if queued != nil && len(queued.Input) == len(input) {
+		for i := range input {
+			input[i].ID = queued.Input[i].ID
+		}
+	}
 	if err := checkCallOutputs(history, input); err != nil {
 		return nil, err
 	}
@@ -260,19 +300,105 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, sink func(
 		return nil, err
 	}
 	r := &run{
-		e:           e,
-		req:         req,
-		resp:        e.newResponse(req),
-		input:       input,
-		history:     history,
-		reg:         reg,
-		clientWaits: clientWaits{approvals: approvals, inputAnswers: inputAnswers},
-		eventLog:    eventLog{sink: sink},
+		e:              e,
+		req:            req,
+		resp:           e.newResponse(req),
+		input:          input,
+		history:        history,
+		seen:           seen,
+		reg:            reg,
+		clientWaits:    clientWaits{approvals: approvals, inputAnswers: inputAnswers},
+		background:     background,
+		conversationID: conversationID,
 	}
-	r.clientKinds = clientKinds(req)
-	r.serverCaps()
-	r.cc = e.newConversation(reg, tools.History(seen), r.resp.ID)
+	if conversationID != "" {
+		r.resp.Conversation, _ = json.Marshal(map[string]string{"id": conversationID})
+	}
+	if queued != nil {
+		r.resp.ID, r.resp.CreatedAt = queued.ID, queued.CreatedAt
+	}
 	return r, nil
+}
+
+// openConversation builds the conversation the model sees, with its
+// tools, from a prepared run. The caller closes r.cc.
+func (r *run) openConversation() {
+	r.clientKinds = clientKinds(r.req)
+	r.serverCaps()
+	r.cc = r.e.newConversation(r.reg, tools.History(r.seen), r.resp.ID)
+}
+
+// execute runs a prepared response to its end and stores it; opts (nil:
+// none) receives its conversation when it ends.
+func (e *Engine) execute(ctx context.Context, r *run, opts *RunOptions) (*responses.Response, error) {
+	req := r.req
+	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
+	defer cancel()
+	if r.background {
+		// A cancel asked for on any replica ends the run as a client
+		// disconnect would: upstream and tool calls cancelled, the
+		// cleanup pass run, the response stored cancelled.
+		var stop func()
+		ctx, stop = e.watchCancel(ctx, r.resp.ID)
+		defer stop()
+	}
+	r.openConversation()
+	// Close runs the single cleanup pass over the tools that were called,
+	// then closes the sessions, on every path out of here. It uses a
+	// context of its own: ctx may be cancelled by then.
+	defer r.cc.Close(ctx)
+	r.builder = responses.NewBuilder(r.resp, e.opts.NewID, r.record)
+	if req.Includes(IncludeEncryptedReasoning) {
+		r.builder.SealReasoning = e.opts.Sealer.Seal
+	}
+	if err := e.claimConversation(ctx, r); err != nil {
+		return nil, err
+	}
+	if err := e.begin(ctx, r); err != nil {
+		e.finishTurn(ctx, r, false)
+		return nil, err
+	}
+	if r.leased {
+		// After the final save (below, deferred calls run last first):
+		// whatever it did, this engine stops renewing the lease; a row
+		// the save could not finish is failed by a sweep.
+		defer e.inflight.remove(r.resp.ID)
+	}
+	if r.background {
+		r.appender = newEventAppender(e, r.resp.ID)
+	}
+	upstreamErr := r.loop(ctx)
+	if r.appender != nil {
+		// Every append is written before the final save, which writes
+		// all the events again: none can land after it.
+		r.appender.close()
+	}
+	e.save(ctx, r, upstreamErr)
+	if r.appender != nil && e.opts.Notifier != nil {
+		// The last events came with the save: wake the followers.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
+		if err := e.opts.Notifier.Notify(sctx, r.resp.ID); err != nil {
+			e.log.Warn("notify followers", "id", r.resp.ID, "err", err)
+		}
+		cancel()
+	}
+	e.finishTurn(ctx, r, true)
+	r.deliverFinal()
+	opts.keep(r, r.history)
+	attrs := []slog.Attr{slog.String("id", r.resp.ID), slog.String("model", req.Model), slog.String("status", r.resp.Status),
+		slog.Int("output_items", len(r.resp.Output)), slog.Bool("stream", req.Stream), slog.Bool("background", r.background)}
+	level := slog.LevelInfo
+	if r.resp.Error != nil {
+		// What the client was told; the upstream's own words are on the
+		// "upstream request failed" line before this one.
+		level = slog.LevelWarn
+		attrs = append(attrs, slog.String("error_code", r.resp.Error.Code), slog.String("error", r.resp.Error.Message))
+	}
+	if r.resp.IncompleteDetails != nil {
+		attrs = append(attrs, slog.String("incomplete", r.resp.IncompleteDetails.Reason))
+	}
+	e.log.LogAttrs(ctx, level, "response", attrs...)
+	return r.resp, upstreamErr
 }
 
 // run is the state of one Run: what the response owns. A turn's own
@@ -285,6 +411,7 @@ type run struct {
 	builder *responses.Builder
 	input   []responses.Item // this request's input, with ids
 	history []responses.Item // the stored conversation it continues
+	seen    []responses.Item // what the model reads of history and input (compactions opened, files as text)
 	reg     *tools.Registry
 	// capsByServer is what each server declares, by label;
 	// clientKinds the client-run kinds by function name.
@@ -293,6 +420,16 @@ type run struct {
 	cc           *conversation.Context // the conversation the model sees, and its tools
 	calls        int                   // tool calls accepted so far
 	usage        usageTotal
+	// leased is set once the response is stored in progress under this
+	// engine's lease.
+	leased bool
+	// background is set for a background response: stored as it runs,
+	// its events appended (eventLog.appender) as they are built,
+	// cancellable from any replica.
+	background bool
+	// conversationID is the conversation the response continues and adds
+	// its turn to ("" for none).
+	conversationID string
 	clientWaits
 	eventLog
 }
@@ -324,9 +461,8 @@ type eventLog struct {
 	sinkErr error // the client went away
 	// final is the terminal event, held back until the response is saved.
 	final *responses.Event
-	// leased is set once the response is stored in progress under this
-	// engine's lease.
-	leased bool
+	// appender appends a background response's events as they are built.
+	appender *eventAppender
 }
 
 // usageTotal is the response's usage. The model's turns and the answers to
@@ -363,6 +499,9 @@ func (r *run) record(ev *responses.Event) error {
 			return err
 		}
 		r.events = append(r.events, b)
+		if r.appender != nil {
+			r.appender.add(b)
+		}
 	}
 	if r.sink == nil || r.sinkErr != nil {
 		return nil

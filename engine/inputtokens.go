@@ -23,6 +23,7 @@ func (e *Engine) InputTokens(ctx context.Context, req *responses.Request) (model
 	if err != nil {
 		return model.InputCount{}, err
 	}
+	r.openConversation()
 	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
 	defer cancel()
 	defer r.cc.Close(ctx)

@@ -66,12 +66,12 @@ func (f *inflight) list() []string {
 
 // begin stores the response as in progress, leased by this engine, before
 // its first event is sent, so that any replica answers a GET of the id
-// the client is about to see. Only streamed responses are: a
+// the client is about to see. Only streamed and background responses are: a
 // non-streaming client learns the id with the final response, when it is
 // stored whole. It returns an error, before any event, when the store
 // cannot take the write: the response is refused rather than run unseen.
 func (e *Engine) begin(ctx context.Context, r *run) error {
-	if !r.req.StoreEnabled() || r.sink == nil {
+	if !r.req.StoreEnabled() || (r.sink == nil && !r.background) {
 		return nil
 	}
 	body, err := json.Marshal(r.resp)

@@ -32,7 +32,7 @@ func (e *Engine) newResponse(req *responses.Request) *responses.Response {
 		MaxOutputTokens:    req.MaxOutputTokens,
 		MaxToolCalls:       req.MaxToolCalls,
 		Store:              req.StoreEnabled(),
-		Background:         false,
+		Background:         req.Background != nil && *req.Background,
 		ServiceTier:        "default",
 		Metadata:           req.Metadata,
 		SafetyIdentifier:   req.SafetyIdentifier,
@@ -82,9 +82,9 @@ func (e *Engine) newResponse(req *responses.Request) *responses.Response {
 
 // save stores the response when store is on. A non-streaming response that
 // failed upstream is not stored: its client gets an HTTP error and never
-// learns the id.
+// learns the id. A background response always is: its client polls it.
 func (e *Engine) save(ctx context.Context, r *run, upstreamErr error) {
-	if !r.req.StoreEnabled() || (r.sink == nil && upstreamErr != nil) {
+	if !r.req.StoreEnabled() || (r.sink == nil && !r.background && upstreamErr != nil) {
 		return
 	}
 	body, err := json.Marshal(r.resp)

@@ -43,24 +43,3 @@ func (e *Engine) InputItems(ctx context.Context, id string, page Page) ([]respon
 	}
 	return items, more, err
 }
-
-// Events returns the stored events of a response whose sequence number is
-// greater than after (-1: all), in order, for a stream replay. A response
-// still in progress is a 400 naming stream: it is stored with its events
-// when it ends, so one still running (on this replica or another) has none
-// yet, and an empty stream would tell the client it ended.
-func (e *Engine) Events(ctx context.Context, id string, after int) ([]json.RawMessage, error) {
-	events, err := e.store.Events(ctx, id, after)
-	if errors.Is(err, ErrNotFound) {
-		return nil, responses.NotFound("response_id", "response %q not found", id)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if len(events) == 0 && after < 0 {
-		if rec, err := e.store.GetResponse(ctx, id); err == nil && rec.Status == responses.ResponseInProgress {
-			return nil, responses.BadRequest("stream", "response %q is still in progress; its events can be replayed once it has ended", id)
-		}
-	}
-	return events, nil
-}

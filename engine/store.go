@@ -61,7 +61,78 @@ type Store interface {
 	// before (CreatedAt, in Unix seconds), with their items and events,
 	// and returns how many it removed.
 	DeleteCreatedBefore(ctx context.Context, before int64, limit int) (int, error)
+	// AppendEvents adds events after those stored for response id, in
+	// order, in one write: a background response's events as they are
+	// built, so a stream can be resumed from any replica before the
+	// response ends. The final SaveResponse writes them all again.
+	// ErrNotFound if absent.
+	AppendEvents(ctx context.Context, id string, events []json.RawMessage) error
+	// RequestCancel flags response id for cancellation. A queued
+	// response (its run not started) becomes cancelled at once, its
+	// status column and object both; a running one is cancelled by the
+	// replica running it, which watches CancelRequested. A finished one
+	// is left as it is. ErrNotFound if absent.
+	RequestCancel(ctx context.Context, id string) error
+	// CancelRequested reports whether RequestCancel was called for id.
+	// ErrNotFound if absent.
+	CancelRequested(ctx context.Context, id string) (bool, error)
+
+	ConversationStore
 	Close() error
+}
+
+// ErrConversationBusy is returned by ClaimConversation when another
+// response holds the conversation.
+var ErrConversationBusy = errors.New("conversation busy")
+
+// ConversationStore persists conversations and their items (the
+// Conversations API). Items keep the order they were added in; ids are
+// unique within a conversation. Every method returns ErrNotFound for an
+// absent conversation.
+type ConversationStore interface {
+	// CreateConversation stores c with its first items, in one
+	// transaction.
+	CreateConversation(ctx context.Context, c *Conversation, items []responses.Item) error
+	// GetConversation returns the conversation without its items.
+	GetConversation(ctx context.Context, id string) (*Conversation, error)
+	// SetConversationMetadata replaces the metadata and returns the
+	// conversation.
+	SetConversationMetadata(ctx context.Context, id string, metadata map[string]string) (*Conversation, error)
+	// DeleteConversation removes the conversation and its items (the
+	// responses made on it stay).
+	DeleteConversation(ctx context.Context, id string) error
+	// AddConversationItems appends items, in one transaction.
+	AddConversationItems(ctx context.Context, id string, items []responses.Item) error
+	// ConversationItems pages through the items; a Page.Limit of 0
+	// returns them all (oldest first unless Desc). ErrUnknownCursor if
+	// Page.After names no item of it.
+	ConversationItems(ctx context.Context, id string, page Page) ([]responses.Item, bool, error)
+	// ConversationItem returns one item; ErrNotFound if either is absent.
+	ConversationItem(ctx context.Context, id, itemID string) (responses.Item, error)
+	// DeleteConversationItem removes one item; ErrNotFound if either is
+	// absent.
+	DeleteConversationItem(ctx context.Context, id, itemID string) error
+	// ClaimConversation lets response responseID run on the conversation
+	// until until: it succeeds when no response holds it, when the hold
+	// ran out before now (its replica died), or when responseID holds it
+	// already (the hold is extended); otherwise ErrConversationBusy.
+	ClaimConversation(ctx context.Context, id, responseID string, now, until time.Time) error
+	// FinishConversationTurn appends items (a response's input and
+	// output; none for a response that failed) and releases the hold of
+	// responseID, in one transaction, and records responseID as the
+	// conversation's last response when items were added. A hold that
+	// is no longer responseID's is left as it is.
+	FinishConversationTurn(ctx context.Context, id, responseID string, items []responses.Item) error
+}
+
+// Conversation is a stored conversation, without its items.
+type Conversation struct {
+	ID        string
+	CreatedAt int64
+	Metadata  map[string]string
+	// LastResponseID is the last response whose turn was added ("" for
+	// none): the calls it left pending continue from there.
+	LastResponseID string
 }
 
 // Record is a stored response.

@@ -60,6 +60,32 @@ func (r *Request) Includes(what string) bool {
 	return false
 }
 
+// ConversationID returns the id the conversation field names ("" for
+// none): a string, or an object {"id": ...}. Anything else is a 400 on
+// conversation.
+func (r *Request) ConversationID() (string, *APIError) {
+	raw := bytes.TrimSpace(r.Conversation)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return "", nil
+	}
+	var id string
+	if raw[0] == '{' {
+		var obj struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(raw, &obj) != nil {
+			return "", BadRequest("conversation", "conversation must be a conversation id or an object with its id")
+		}
+		id = obj.ID
+	} else if json.Unmarshal(raw, &id) != nil {
+		return "", BadRequest("conversation", "conversation must be a conversation id or an object with its id")
+	}
+	if id == "" {
+		return "", BadRequest("conversation", "conversation must not be empty")
+	}
+	return id, nil
+}
+
 // Input is a request's input: a plain string (one user message) or a list
 // of items. After decoding, Items always holds the list form.
 type Input struct {

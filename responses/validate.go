@@ -81,11 +81,14 @@ func (r *Request) validateUnsupported() *APIError {
 	if r.PreviousResponseID != nil && *r.PreviousResponseID == "" {
 		return BadRequest("previous_response_id", "previous_response_id must not be empty")
 	}
-	if r.Background != nil && *r.Background {
-		return Unsupported("background", "background responses are not supported yet")
+	if r.Background != nil && *r.Background && !r.StoreEnabled() {
+		// As OpenAI: a background response lives in the store.
+		return BadRequest("background", "background responses must be stored: store cannot be false")
 	}
-	if len(r.Conversation) > 0 && string(r.Conversation) != "null" {
-		return Unsupported("conversation", "conversations are not supported yet")
+	if id, err := r.ConversationID(); err != nil {
+		return err
+	} else if id != "" && r.PreviousResponseID != nil {
+		return BadRequest("conversation", "conversation and previous_response_id cannot both be set: a conversation holds its own history")
 	}
 	if len(r.ContextManagement) > 0 && string(r.ContextManagement) != "null" && string(r.ContextManagement) != "[]" {
 		return Unsupported("context_management", "server-side compaction (context_management) is not supported: compact with POST /v1/responses/compact and send the compaction item back as input")

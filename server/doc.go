@@ -11,7 +11,7 @@
 //	POST   /v1/responses/input_tokens      count a create request's input tokens
 //	GET    /v1/responses/{id}              retrieve; ?stream=true&starting_after=N replays events
 //	DELETE /v1/responses/{id}              delete
-//	POST   /v1/responses/{id}/cancel       cancel (background responses only)
+//	POST   /v1/responses/{id}/cancel       cancel a background response (any replica)
 //	GET    /v1/responses/{id}/input_items  list input items (after, limit, order)
 //	GET    /v1/models                      served models
 //	GET    /healthz, /readyz               liveness, readiness

@@ -134,6 +134,11 @@ func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) {
 		s.replay(w, r, id, dialect)
 		return
 	}
+	s.writeStored(w, body, dialect)
+}
+
+// writeStored answers with a stored response object in dialect.
+func (s *Server) writeStored(w http.ResponseWriter, body json.RawMessage, dialect responses.Dialect) {
 	if dialect != responses.DialectOpenAI {
 		var resp responses.Response
 		if err := json.Unmarshal(body, &resp); err != nil {
@@ -171,7 +176,9 @@ func wantsStream(r *http.Request) (bool, *responses.APIError) {
 	return err == nil && json.Unmarshal(b, &body) == nil && body.Stream, nil
 }
 
-// replay streams a stored response's events.
+// replay streams a stored response's events after starting_after and,
+// while the response runs (a background one, on any replica), the events
+// that follow, until its last.
 func (s *Server) replay(w http.ResponseWriter, r *http.Request, id string, dialect responses.Dialect) {
 	after := -1
 	if v := r.URL.Query().Get("starting_after"); v != "" {
@@ -182,14 +189,14 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, id string, diale
 		}
 		after = n
 	}
-	events, err := s.engine.Events(r.Context(), id, after)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
 	sse := newSSEWriter(w, dialect, s.opts.KeepAlive)
 	defer sse.Close()
-	for _, ev := range events {
+	// The response exists (getResponse read it): the stream starts now,
+	// so that a response still queued gets keep-alives until it runs.
+	if sse.Open() != nil {
+		return
+	}
+	err := s.engine.Follow(r.Context(), id, after, func(ev json.RawMessage) error {
 		var head struct {
 			Type string `json:"type"`
 		}
@@ -197,11 +204,15 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, id string, diale
 		data, err := dialect.Rewrite(ev)
 		if err != nil {
 			s.log.Error("replay: stored event is not valid JSON", "id", id, "err", err)
-			return
+			return err
 		}
-		if sse.Raw(head.Type, data) != nil {
-			return
+		return sse.Raw(head.Type, data)
+	})
+	if err != nil {
+		if !sse.Started() {
+			writeError(w, err)
 		}
+		return
 	}
 	sse.Done()
 }
@@ -216,14 +227,21 @@ func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response.deleted", "deleted": true})
 }
 
-// cancelResponse serves POST /v1/responses/{id}/cancel. Only background
-// responses can be cancelled, and loom runs none yet.
+// cancelResponse serves POST /v1/responses/{id}/cancel: a background
+// response, queued or running on any replica, ends cancelled; a finished
+// one comes back unchanged; any other is a 400.
 func (s *Server) cancelResponse(w http.ResponseWriter, r *http.Request) {
-	if _, err := s.engine.Get(r.Context(), r.PathValue("id")); err != nil {
+	dialect, err := s.dialect(r)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeError(w, responses.BadRequest("response_id", "only background responses can be cancelled"))
+	body, err := s.engine.Cancel(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.writeStored(w, body, dialect)
 }
 
 // listInputItems serves GET /v1/responses/{id}/input_items.

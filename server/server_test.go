@@ -180,9 +180,11 @@ func TestReplayStoredEvents(t *testing.T) {
 	}
 }
 
-// TestReplayInProgress: a response still running has no stored events to
-// replay: GET ?stream=true is a 400 naming stream, not an empty stream
-// that would look finished; a plain GET answers in_progress.
+// TestReplayInProgress: a response still running (not a background one, so
+// its events are stored when it ends) is followed: GET ?stream=true opens
+// the stream at once and, once the response has ended, replays all of it
+// to response.completed, rather than an empty stream that would look
+// finished; a plain GET answers in_progress meanwhile.
 func TestReplayInProgress(t *testing.T) {
 	release := make(chan struct{})
 	b := backendFunc(func(ctx context.Context, _ *model.Request, emit func(model.Delta) error) error {
@@ -221,18 +223,21 @@ func TestReplayInProgress(t *testing.T) {
 	if get.StatusCode != http.StatusOK || !strings.Contains(string(body), `"status":"in_progress"`) {
 		t.Errorf("GET while running: %d %s", get.StatusCode, body)
 	}
-	replay, err := http.Get(srv.URL + "/v1/responses/" + id + "?stream=true")
+	follow, err := http.Get(srv.URL + "/v1/responses/" + id + "?stream=true")
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ = io.ReadAll(replay.Body)
-	replay.Body.Close()
-	if replay.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"param":"stream"`) {
-		t.Errorf("replay while running: %d %s", replay.StatusCode, body)
+	if follow.StatusCode != http.StatusOK {
+		t.Errorf("follow while running: %d", follow.StatusCode)
 	}
 	close(release)
 	io.ReadAll(r)
-	replay, err = http.Get(srv.URL + "/v1/responses/" + id + "?stream=true")
+	body, _ = io.ReadAll(follow.Body)
+	follow.Body.Close()
+	if !strings.Contains(string(body), "response.created") || !strings.Contains(string(body), "response.completed") {
+		t.Errorf("follow of a running response: %s", body)
+	}
+	replay, err := http.Get(srv.URL + "/v1/responses/" + id + "?stream=true")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -115,6 +115,23 @@ func (s *sseWriter) Close() {
 	s.timer.Stop()
 }
 
+// Open sends the headers now, before any event, so that keep-alive
+// comments flow while a followed response has nothing to send yet.
+func (s *sseWriter) Open() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil || s.started {
+		return s.err
+	}
+	s.start()
+	if err := s.rc.Flush(); err != nil {
+		s.err = err
+		return err
+	}
+	s.last = time.Now()
+	return nil
+}
+
 // Started reports whether the stream's headers were sent.
 func (s *sseWriter) Started() bool {
 	s.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/loomgate/loom/background"
 	conversation "github.com/loomgate/loom/context"
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/model"
@@ -43,7 +44,13 @@ type Main struct {
 	maintained      chan struct{}
 	server          *server.Server
 	http            *http.Server
-	listener        net.Listener
+	// jobs run background responses (River on the store's database);
+	// cancelRuns cancels the background streams at the shutdown deadline.
+	jobs       *background.Jobs
+	cancelRuns func()
+	// notifier wakes resumed streams on PostgreSQL (nil on SQLite).
+	notifier *postgres.Notifier
+	listener net.Listener
 
 	// base is the context of every request; cancelling it cancels the
 	// responses still running when the shutdown deadline passes.
@@ -107,7 +114,13 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		Conversation:  conversation.Options{Metrics: metrics.ConversationMetrics()},
 		Lease:         m.cfg.StoreLease,
 		Retention:     m.cfg.StoreTTL,
+		Queue:         m.jobs,
+		Notifier:      m.eventNotifier(),
 	})
+	m.cancelRuns = eng.CancelBackground
+	if err := m.jobs.Start(context.WithoutCancel(ctx), eng); err != nil {
+		return fmt.Errorf("start background jobs: %w", err)
+	}
 	mctx, stop := context.WithCancel(context.Background())
 	m.stopMaintenance, m.maintained = stop, make(chan struct{})
 	go func() {
@@ -146,7 +159,12 @@ func (m *Main) openStore(ctx context.Context) error {
 			return fmt.Errorf("open store: %w", err)
 		}
 		m.store = db
-		return nil
+		m.jobs, err = background.NewPostgres(ctx, db.Pool(), &background.Options{Logger: m.log})
+		if err != nil {
+			return err
+		}
+		m.notifier, err = db.NewNotifier(ctx)
+		return err
 	}
 	m.storeName = m.cfg.Store
 	db, err := sqlite.Open(ctx, m.cfg.Store, &sqlite.Options{Logger: m.log})
@@ -154,7 +172,17 @@ func (m *Main) openStore(ctx context.Context) error {
 		return fmt.Errorf("open store %s: %w", m.cfg.Store, err)
 	}
 	m.store = db
-	return nil
+	m.jobs, err = background.NewSQLite(ctx, db.SQL(), &background.Options{Logger: m.log})
+	return err
+}
+
+// eventNotifier is the notifier for the engine: none (a nil interface, not
+// a nil pointer in one) on SQLite.
+func (m *Main) eventNotifier() engine.EventNotifier {
+	if m.notifier == nil {
+		return nil
+	}
+	return m.notifier
 }
 
 // noLimit maps the flags' 0 (no limit) to the options' negative.
@@ -262,6 +290,16 @@ func (m *Main) Run(ctx context.Context) error {
 	m.log.Info("shutting down", "grace", m.cfg.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
 	defer cancel()
+	// The background jobs stop alongside the requests, within the same
+	// deadline; past it, Stop cancels those still running.
+	jobsStopped := make(chan struct{})
+	go func() {
+		defer close(jobsStopped)
+		if err := m.jobs.Stop(sctx); err != nil {
+			m.log.Warn("stop background jobs", "err", err)
+		}
+	}()
+	defer func() { <-jobsStopped }()
 	err := m.http.Shutdown(sctx)
 	if err == nil {
 		err = m.server.WaitSockets(sctx)
@@ -269,6 +307,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		m.log.Warn("shutdown deadline passed; cancelling in-flight responses")
 		m.cancelBase()
+		m.cancelRuns()
 		// Cancelled handlers return promptly; give them a moment to
 		// store what they produced.
 		wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -322,6 +361,18 @@ func (m *Main) EndDrain() { m.endDrainOne.Do(func() { close(m.endDrain) }) }
 func (m *Main) Close() error {
 	if m.cancelBase != nil {
 		m.cancelBase()
+	}
+	if m.jobs != nil {
+		// Stopped already after Run; not when Open failed or Run never
+		// ran. A second Stop does nothing.
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		m.jobs.Stop(sctx)
+		cancel()
+		m.jobs = nil
+	}
+	if m.notifier != nil {
+		m.notifier.Close()
+		m.notifier = nil
 	}
 	if m.stopMaintenance != nil {
 		m.stopMaintenance()

@@ -117,3 +117,7 @@ func (d *DB) Close() error {
 
 // errNoID is the error of a save of a record without an id.
 var errNoID = errors.New("postgres: save: record has no id")
+
+// Pool returns the store's connection pool, for a job engine that keeps
+// its tables in the same database (background responses).
+func (d *DB) Pool() *pgxpool.Pool { return d.pool }

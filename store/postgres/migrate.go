@@ -50,6 +50,38 @@ var migrations = []migration{
 			`CREATE INDEX responses_created_at ON responses (created_at)`,
 		},
 	},
+	{
+		// Background responses (issue #11): a cancel asked for on any
+		// replica is a flag the replica running the response watches.
+		version: 2,
+		name:    "cancel flag",
+		stmts: []string{
+			`ALTER TABLE responses ADD COLUMN cancel_requested boolean NOT NULL DEFAULT false`,
+		},
+	},
+	{
+		// The Conversations API (issue #11).
+		version: 3,
+		name:    "conversations",
+		stmts: []string{
+			`CREATE TABLE conversations (
+				id               text   NOT NULL PRIMARY KEY,
+				created_at       bigint NOT NULL,
+				metadata         text   NOT NULL DEFAULT '{}',
+				last_response_id text   NOT NULL DEFAULT '',
+				busy_response    text   NOT NULL DEFAULT '',
+				busy_until       bigint NOT NULL DEFAULT 0
+			)`,
+			`CREATE TABLE conversation_items (
+				conversation_id text    NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+				position        integer NOT NULL,
+				item_id         text    NOT NULL,
+				item            text    NOT NULL,
+				PRIMARY KEY (conversation_id, position)
+			)`,
+			`CREATE INDEX conversation_items_item_id ON conversation_items (conversation_id, item_id)`,
+		},
+	},
 }
 
 // migrate applies the steps newer than the database's version in one

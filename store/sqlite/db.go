@@ -149,3 +149,8 @@ func dataSourceName(path string, busy time.Duration) (string, error) {
 	q.Set("_txlock", "immediate")
 	return path + "?" + q.Encode(), nil
 }
+
+// SQL returns the store's database handle, for a job engine that keeps its
+// tables in the same database (background responses). For ":memory:" it is
+// the only way to reach the same data.
+func (d *DB) SQL() *sql.DB { return d.db }

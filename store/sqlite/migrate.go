@@ -82,6 +82,41 @@ var migrations = []migration{
 			`CREATE INDEX responses_created_at ON responses (created_at)`,
 		},
 	},
+	{
+		// Background responses (issue #11): a cancel asked for on any
+		// replica is a flag the replica running the response watches.
+		version: 4,
+		name:    "cancel flag",
+		stmts: []string{
+			`ALTER TABLE responses ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0`,
+		},
+	},
+	{
+		// The Conversations API (issue #11).
+		version: 5,
+		name:    "conversations",
+		stmts: []string{
+			// busy_response holds the conversation for the response
+			// running on it until busy_until (Unix milliseconds), so two
+			// responses never interleave their turns.
+			`CREATE TABLE conversations (
+				id               TEXT    NOT NULL PRIMARY KEY,
+				created_at       INTEGER NOT NULL,
+				metadata         TEXT    NOT NULL DEFAULT '{}',
+				last_response_id TEXT    NOT NULL DEFAULT '',
+				busy_response    TEXT    NOT NULL DEFAULT '',
+				busy_until       INTEGER NOT NULL DEFAULT 0
+			) STRICT`,
+			`CREATE TABLE conversation_items (
+				conversation_id TEXT    NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+				position        INTEGER NOT NULL,
+				item_id         TEXT    NOT NULL,
+				item            TEXT    NOT NULL,
+				PRIMARY KEY (conversation_id, position)
+			) STRICT, WITHOUT ROWID`,
+			`CREATE INDEX conversation_items_item_id ON conversation_items (conversation_id, item_id)`,
+		},
+	},
 }
 
 // migrate applies the steps of steps newer than the database's version, all

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,6 +38,12 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		{"Leases", testLeases},
 		{"LeaseSweepLimit", testLeaseSweepLimit},
 		{"Retention", testRetention},
+		{"AppendEvents", testAppendEvents},
+		{"Cancel", testCancel},
+		{"Conversations", testConversations},
+		{"ConversationItemsPaging", testConversationPaging},
+		{"ConversationClaims", testConversationClaims},
+		{"ConversationConcurrentAppends", testConversationConcurrentAppends},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -696,6 +703,353 @@ func testRetention(t *testing.T, s engine.Store) {
 			}
 		} else if err != nil || lerr != nil || eerr != nil {
 			t.Errorf("%s (new) after retention: %v, %v, %v", id, err, lerr, eerr)
+		}
+	}
+}
+
+// testAppendEvents checks that events appended while a response runs read
+// back in order after the ones saved with it, that concurrent appenders
+// of different responses do not mix, and that the final save replaces
+// them all.
+func testAppendEvents(t *testing.T, s engine.Store) {
+	all := events(10)
+	rec := inFlight("resp_app", "replica-a", time.Now().Add(time.Minute))
+	rec.Events = all[:2]
+	save(t, s, rec)
+	other := inFlight("resp_app_other", "replica-a", time.Now().Add(time.Minute))
+	other.Events = nil
+	save(t, s, other)
+	if err := s.AppendEvents(ctx, "resp_app", nil); err != nil {
+		t.Fatalf("append nothing: %v", err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range 5 {
+			if err := s.AppendEvents(ctx, "resp_app_other", all[i:i+1]); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	for _, batch := range [][]json.RawMessage{all[2:3], all[3:7], all[7:10]} {
+		if err := s.AppendEvents(ctx, "resp_app", batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	for _, tc := range []struct {
+		id    string
+		after int
+		first int
+		n     int
+	}{{"resp_app", -1, 0, 10}, {"resp_app", 6, 7, 3}, {"resp_app_other", -1, 0, 5}} {
+		evs, err := s.Events(ctx, tc.id, tc.after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != tc.n {
+			t.Fatalf("%s after %d: %d events, want %d", tc.id, tc.after, len(evs), tc.n)
+		}
+		for i, ev := range evs {
+			if want := string(all[tc.first+i]); string(ev) != want {
+				t.Errorf("%s after %d: event %d is %s, want %s", tc.id, tc.after, i, ev, want)
+			}
+		}
+	}
+	final := record("resp_app", "")
+	final.Events = all[:4]
+	save(t, s, final)
+	if evs, _ := s.Events(ctx, "resp_app", -1); len(evs) != 4 {
+		t.Errorf("after the final save: %d events, want the 4 it saved", len(evs))
+	}
+	if err := s.AppendEvents(ctx, "resp_missing", all[:1]); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("append to a missing response: %v, want ErrNotFound", err)
+	}
+}
+
+// testCancel checks the cancel flag: a queued response is cancelled at
+// once, a running one keeps its status with the flag set (and keeps it
+// through later saves, which the running replica makes), a finished one
+// is unchanged.
+func testCancel(t *testing.T, s engine.Store) {
+	queued := inFlight("resp_queued", "", time.Time{})
+	queued.Status = responses.ResponseQueued
+	queued.Response = json.RawMessage(`{"id":"resp_queued","object":"response","status":"queued","background":true,"output":[]}`)
+	save(t, s, queued)
+	running := inFlight("resp_running", "replica-a", time.Now().Add(time.Minute))
+	save(t, s, running)
+	done := record("resp_done", "")
+	save(t, s, done)
+
+	for _, id := range []string{"resp_queued", "resp_running", "resp_done"} {
+		if got, err := s.CancelRequested(ctx, id); err != nil || got {
+			t.Fatalf("%s before cancel: flag %v, %v; want false", id, got, err)
+		}
+		if err := s.RequestCancel(ctx, id); err != nil {
+			t.Fatalf("cancel %s: %v", id, err)
+		}
+		if got, err := s.CancelRequested(ctx, id); err != nil || !got {
+			t.Errorf("%s after cancel: flag %v, %v; want true", id, got, err)
+		}
+	}
+	for _, tc := range []struct{ id, status string }{
+		{"resp_queued", responses.ResponseCancelled},
+		{"resp_running", responses.ResponseInProgress},
+		{"resp_done", responses.StatusCompleted},
+	} {
+		got, err := s.GetResponse(ctx, tc.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var obj struct {
+			Status     string `json:"status"`
+			Background bool   `json:"background"`
+		}
+		if err := json.Unmarshal(got.Response, &obj); err != nil {
+			t.Fatalf("%s: %v", tc.id, err)
+		}
+		if got.Status != tc.status || obj.Status != tc.status {
+			t.Errorf("%s after cancel: status column %q, object %q; want %q", tc.id, got.Status, obj.Status, tc.status)
+		}
+		if tc.id == "resp_queued" && !obj.Background {
+			t.Errorf("cancelling rewrote the rest of the object: %s", got.Response)
+		}
+	}
+	// The running replica saves the response again as it ends: the flag
+	// stays, so a cancel racing with a save is not lost.
+	running.Status = responses.ResponseCancelled
+	save(t, s, running)
+	if got, _ := s.CancelRequested(ctx, "resp_running"); !got {
+		t.Error("a save cleared the cancel flag")
+	}
+	if err := s.RequestCancel(ctx, "resp_missing"); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("cancel a missing response: %v, want ErrNotFound", err)
+	}
+	if _, err := s.CancelRequested(ctx, "resp_missing"); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("flag of a missing response: %v, want ErrNotFound", err)
+	}
+}
+
+// message is a conversation item with an id.
+func message(id, text string) responses.Item {
+	return responses.Item{Type: responses.ItemMessage, ID: id, Role: "user", Status: responses.StatusCompleted,
+		Content: []responses.ContentPart{{Type: "input_text", Text: text}}}
+}
+
+func testConversations(t *testing.T, s engine.Store) {
+	c := &engine.Conversation{ID: "conv_1", CreatedAt: 1767225600, Metadata: map[string]string{"topic": "demo"}}
+	if err := s.CreateConversation(ctx, c, []responses.Item{message("msg_1", "one"), message("msg_2", "two")}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetConversation(ctx, "conv_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != c.ID || got.CreatedAt != c.CreatedAt || !reflect.DeepEqual(got.Metadata, c.Metadata) || got.LastResponseID != "" {
+		t.Errorf("conversation read back as %+v, want %+v", got, c)
+	}
+	updated, err := s.SetConversationMetadata(ctx, "conv_1", map[string]string{"topic": "other", "k": "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if updated.Metadata["topic"] != "other" || len(updated.Metadata) != 2 || updated.CreatedAt != c.CreatedAt {
+		t.Errorf("after the metadata update: %+v", updated)
+	}
+	if err := s.AddConversationItems(ctx, "conv_1", []responses.Item{message("msg_3", "three")}); err != nil {
+		t.Fatal(err)
+	}
+	items, more, err := s.ConversationItems(ctx, "conv_1", engine.Page{})
+	if err != nil || more {
+		t.Fatalf("all items: more %v, %v", more, err)
+	}
+	if got := ids(items); !slices.Equal(got, []string{"msg_1", "msg_2", "msg_3"}) {
+		t.Errorf("items %v", got)
+	}
+	if !reflect.DeepEqual(items[2], message("msg_3", "three")) {
+		t.Errorf("item read back as %+v", items[2])
+	}
+	it, err := s.ConversationItem(ctx, "conv_1", "msg_2")
+	if err != nil || it.ID != "msg_2" || it.Content[0].Text != "two" {
+		t.Errorf("item msg_2: %+v, %v", it, err)
+	}
+	if err := s.DeleteConversationItem(ctx, "conv_1", "msg_2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ConversationItem(ctx, "conv_1", "msg_2"); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("deleted item: %v, want ErrNotFound", err)
+	}
+	if err := s.DeleteConversationItem(ctx, "conv_1", "msg_2"); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("deleting it again: %v, want ErrNotFound", err)
+	}
+	// Appending after a delete keeps the order.
+	if err := s.AddConversationItems(ctx, "conv_1", []responses.Item{message("msg_4", "four")}); err != nil {
+		t.Fatal(err)
+	}
+	items, _, _ = s.ConversationItems(ctx, "conv_1", engine.Page{})
+	if got := ids(items); !slices.Equal(got, []string{"msg_1", "msg_3", "msg_4"}) {
+		t.Errorf("items after delete and append %v", got)
+	}
+
+	// A second conversation is untouched by the first's delete.
+	if err := s.CreateConversation(ctx, &engine.Conversation{ID: "conv_2", CreatedAt: 1}, []responses.Item{message("msg_1", "same id, other conversation")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteConversation(ctx, "conv_1"); err != nil {
+		t.Fatal(err)
+	}
+	for name, err := range map[string]error{
+		"get":         func() error { _, err := s.GetConversation(ctx, "conv_1"); return err }(),
+		"items":       func() error { _, _, err := s.ConversationItems(ctx, "conv_1", engine.Page{}); return err }(),
+		"item":        func() error { _, err := s.ConversationItem(ctx, "conv_1", "msg_1"); return err }(),
+		"add":         s.AddConversationItems(ctx, "conv_1", []responses.Item{message("msg_x", "x")}),
+		"delete":      s.DeleteConversation(ctx, "conv_1"),
+		"delete item": s.DeleteConversationItem(ctx, "conv_1", "msg_1"),
+		"metadata":    func() error { _, err := s.SetConversationMetadata(ctx, "conv_1", nil); return err }(),
+		"claim":       s.ClaimConversation(ctx, "conv_1", "resp_1", time.Now(), time.Now().Add(time.Minute)),
+		"finish":      s.FinishConversationTurn(ctx, "conv_1", "resp_1", []responses.Item{message("msg_y", "y")}),
+	} {
+		if !errors.Is(err, engine.ErrNotFound) {
+			t.Errorf("%s on a deleted conversation: %v, want ErrNotFound", name, err)
+		}
+	}
+	if it, err := s.ConversationItem(ctx, "conv_2", "msg_1"); err != nil || it.Content[0].Text != "same id, other conversation" {
+		t.Errorf("the other conversation's item: %+v, %v", it, err)
+	}
+	empty := &engine.Conversation{ID: "conv_empty", CreatedAt: 2}
+	if err := s.CreateConversation(ctx, empty, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetConversation(ctx, "conv_empty"); err != nil || len(got.Metadata) != 0 {
+		t.Errorf("a conversation without metadata: %+v, %v", got, err)
+	}
+	if items, more, err := s.ConversationItems(ctx, "conv_empty", engine.Page{Limit: 20}); err != nil || len(items) != 0 || more {
+		t.Errorf("an empty conversation's items: %v, %v, %v", items, more, err)
+	}
+}
+
+func testConversationPaging(t *testing.T, s engine.Store) {
+	var items []responses.Item
+	for i := range 7 {
+		items = append(items, message(fmt.Sprintf("msg_%d", i), fmt.Sprint(i)))
+	}
+	if err := s.CreateConversation(ctx, &engine.Conversation{ID: "conv_p", CreatedAt: 1}, items); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		page engine.Page
+		want []string
+		more bool
+	}{
+		{engine.Page{Limit: 3}, []string{"msg_0", "msg_1", "msg_2"}, true},
+		{engine.Page{Limit: 3, After: "msg_2"}, []string{"msg_3", "msg_4", "msg_5"}, true},
+		{engine.Page{Limit: 3, After: "msg_5"}, []string{"msg_6"}, false},
+		{engine.Page{Limit: 3, Desc: true}, []string{"msg_6", "msg_5", "msg_4"}, true},
+		{engine.Page{Limit: 4, Desc: true, After: "msg_4"}, []string{"msg_3", "msg_2", "msg_1", "msg_0"}, false},
+		{engine.Page{Limit: 7}, ids(items), false},
+	} {
+		got, more, err := s.ConversationItems(ctx, "conv_p", tc.page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(ids(got), tc.want) || more != tc.more {
+			t.Errorf("page %+v: %v more %v, want %v more %v", tc.page, ids(got), more, tc.want, tc.more)
+		}
+	}
+	if _, _, err := s.ConversationItems(ctx, "conv_p", engine.Page{Limit: 3, After: "msg_nope"}); !errors.Is(err, engine.ErrUnknownCursor) {
+		t.Errorf("unknown cursor: %v, want ErrUnknownCursor", err)
+	}
+}
+
+func testConversationClaims(t *testing.T, s engine.Store) {
+	if err := s.CreateConversation(ctx, &engine.Conversation{ID: "conv_c", CreatedAt: 1}, []responses.Item{message("msg_0", "hi")}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if err := s.ClaimConversation(ctx, "conv_c", "resp_a", now, now.Add(time.Minute)); err != nil {
+		t.Fatalf("first claim: %v", err)
+	}
+	if err := s.ClaimConversation(ctx, "conv_c", "resp_b", now, now.Add(time.Minute)); !errors.Is(err, engine.ErrConversationBusy) {
+		t.Fatalf("second response's claim: %v, want ErrConversationBusy", err)
+	}
+	if err := s.ClaimConversation(ctx, "conv_c", "resp_a", now, now.Add(2*time.Minute)); err != nil {
+		t.Fatalf("the holder claims again: %v", err)
+	}
+	// A turn finished by another response adds nothing to the hold.
+	if err := s.FinishConversationTurn(ctx, "conv_c", "resp_b", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ClaimConversation(ctx, "conv_c", "resp_b", now, now.Add(time.Minute)); !errors.Is(err, engine.ErrConversationBusy) {
+		t.Fatalf("a non-holder's finish released the hold: %v", err)
+	}
+	if err := s.FinishConversationTurn(ctx, "conv_c", "resp_a", []responses.Item{message("msg_1", "q"), message("msg_2", "a")}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.GetConversation(ctx, "conv_c")
+	if err != nil || c.LastResponseID != "resp_a" {
+		t.Errorf("last response %+v, %v; want resp_a", c, err)
+	}
+	items, _, _ := s.ConversationItems(ctx, "conv_c", engine.Page{})
+	if got := ids(items); !slices.Equal(got, []string{"msg_0", "msg_1", "msg_2"}) {
+		t.Errorf("items after the turn %v", got)
+	}
+	if err := s.ClaimConversation(ctx, "conv_c", "resp_b", now, now.Add(time.Minute)); err != nil {
+		t.Fatalf("claim after release: %v", err)
+	}
+	// A failed turn releases without adding or moving the last response.
+	if err := s.FinishConversationTurn(ctx, "conv_c", "resp_b", nil); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := s.GetConversation(ctx, "conv_c"); c.LastResponseID != "resp_a" {
+		t.Errorf("a turn without items moved the last response to %q", c.LastResponseID)
+	}
+	// A hold that ran out (its replica died) is taken over.
+	if err := s.ClaimConversation(ctx, "conv_c", "resp_dead", now, now.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ClaimConversation(ctx, "conv_c", "resp_c", now.Add(2*time.Second), now.Add(time.Minute)); err != nil {
+		t.Errorf("an expired hold was not taken over: %v", err)
+	}
+}
+
+// testConversationConcurrentAppends: writers appending to one
+// conversation at once lose nothing and duplicate nothing.
+func testConversationConcurrentAppends(t *testing.T, s engine.Store) {
+	if err := s.CreateConversation(ctx, &engine.Conversation{ID: "conv_race", CreatedAt: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	const writers, turns = 8, 5
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range turns {
+				batch := []responses.Item{message(fmt.Sprintf("msg_%d_%d_q", w, i), "q"), message(fmt.Sprintf("msg_%d_%d_a", w, i), "a")}
+				if err := s.AddConversationItems(ctx, "conv_race", batch); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	items, _, err := s.ConversationItems(ctx, "conv_race", engine.Page{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != writers*turns*2 {
+		t.Fatalf("%d items, want %d", len(items), writers*turns*2)
+	}
+	seen := map[string]bool{}
+	for i, it := range items {
+		if seen[it.ID] {
+			t.Fatalf("item %s twice", it.ID)
+		}
+		seen[it.ID] = true
+		// A batch is written whole: its answer follows its question.
+		if strings.HasSuffix(it.ID, "_q") && (i+1 >= len(items) || items[i+1].ID != strings.TrimSuffix(it.ID, "_q")+"_a") {
+			t.Errorf("batch of %s interleaved", it.ID)
 		}
 	}
 }

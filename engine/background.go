@@ -1,0 +1,410 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/loomgate/loom/responses"
+)
+
+// BackgroundJob is what the job engine carries for a background response:
+// the id it was stored under (queued) and the request as the client sent
+// it, which the replica that claims the job runs again from the start.
+type BackgroundJob struct {
+	ResponseID string          `json:"response_id"`
+	Request    json.RawMessage `json:"request"`
+}
+
+// EventNotifier tells this replica's followers of a running response that
+// events of it were appended, on whichever replica runs it (PostgreSQL
+// LISTEN/NOTIFY: postgres.Notifier). Without one, followers poll.
+type EventNotifier interface {
+	// Subscribe returns a channel that receives after events of
+	// response id were appended (coalesced), and the function that ends
+	// the subscription.
+	Subscribe(id string) (<-chan struct{}, func())
+	// Notify wakes the subscribers of response id on every replica: the
+	// engine calls it once the response is stored with its last events.
+	Notify(ctx context.Context, id string) error
+}
+
+// Queue hands background responses to a job engine on the shared store.
+// Whichever replica claims a job calls Engine.RunBackground with it. The
+// background package implements it with River.
+type Queue interface {
+	// Enqueue stores job durably: once it returns, some replica will run
+	// it, even if this one stops.
+	Enqueue(ctx context.Context, job BackgroundJob) error
+}
+
+// errCancelled is the cause of a background run's context when a cancel
+// was asked for.
+var errCancelled = errors.New("the response was cancelled")
+
+// enqueue stores a prepared background response as queued and hands it to
+// the job engine. If the job cannot be stored, neither is the response: the
+// client gets a 503 and nothing is left half done.
+func (e *Engine) enqueue(ctx context.Context, r *run) (*responses.Response, error) {
+	r.resp.Status = responses.ResponseQueued
+	body, err := json.Marshal(r.resp)
+	if err != nil {
+		return nil, err
+	}
+	request, err := json.Marshal(r.req)
+	if err != nil {
+		return nil, err
+	}
+	rec := &Record{ID: r.resp.ID, CreatedAt: r.resp.CreatedAt, Status: r.resp.Status, Response: body, Input: r.input}
+	if r.req.PreviousResponseID != nil {
+		rec.PreviousResponseID = *r.req.PreviousResponseID
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
+	defer cancel()
+	unavailable := &responses.APIError{Status: http.StatusServiceUnavailable, Type: responses.ErrServer,
+		Message: "the response store is unavailable; try again"}
+	// The conversation is held from now: a second response on it is
+	// refused at once, not when this one starts running.
+	if err := e.claimConversation(ctx, r); err != nil {
+		return nil, err
+	}
+	if err := e.store.SaveResponse(sctx, rec); err != nil {
+		e.log.Error("store queued response", "id", rec.ID, "err", err)
+		e.finishTurn(ctx, r, false)
+		return nil, unavailable
+	}
+	if err := e.opts.Queue.Enqueue(sctx, BackgroundJob{ResponseID: rec.ID, Request: request}); err != nil {
+		e.log.Error("enqueue background response", "id", rec.ID, "err", err)
+		if derr := e.store.DeleteResponse(sctx, rec.ID); derr != nil {
+			e.log.Error("delete unqueued response", "id", rec.ID, "err", derr)
+		}
+		e.finishTurn(ctx, r, false)
+		return nil, unavailable
+	}
+	e.log.Info("response queued", "id", rec.ID, "model", r.req.Model)
+	return r.resp, nil
+}
+
+// RunBackground runs a queued background response: the job engine calls it
+// on the replica that claimed job. A response that is no longer queued
+// (cancelled before it started, deleted, or already run by an earlier
+// attempt of the job) is left alone, so a job delivered twice runs once.
+// The error is for the job engine's log; the response itself is stored
+// with its outcome.
+func (e *Engine) RunBackground(ctx context.Context, job BackgroundJob) error {
+	rec, err := e.store.GetResponse(ctx, job.ResponseID)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if rec.Status != responses.ResponseQueued {
+		return nil
+	}
+	req, apiErr := responses.DecodeRequest(job.Request)
+	if apiErr != nil {
+		return e.failQueued(ctx, rec, apiErr)
+	}
+	r, err := e.prepare(ctx, req, nil, rec)
+	if err != nil {
+		// What was checked when the response was queued no longer holds
+		// (the previous response was deleted meanwhile, say).
+		var ae *responses.APIError
+		if !errors.As(err, &ae) {
+			ae = &responses.APIError{Status: http.StatusInternalServerError, Type: responses.ErrServer, Message: "the server could not start the response"}
+		}
+		return e.failQueued(ctx, rec, ae)
+	}
+	_, err = e.execute(ctx, r, nil)
+	if errors.Is(err, context.Canceled) {
+		return nil // cancelled: the response says so
+	}
+	var ae *responses.APIError
+	if errors.As(err, &ae) && !r.leased {
+		// The run could not start (the store refused the write).
+		return err
+	}
+	return nil
+}
+
+// failQueued stores a queued response as failed with apiErr, when its run
+// cannot start.
+func (e *Engine) failQueued(ctx context.Context, rec *Record, apiErr *responses.APIError) error {
+	var resp responses.Response
+	if err := json.Unmarshal(rec.Response, &resp); err != nil {
+		return err
+	}
+	p := apiErr.Payload()
+	code := p.Type
+	if p.Code != nil {
+		code = *p.Code
+	}
+	resp.Status = responses.ResponseFailed
+	resp.Error = &responses.ResponseError{Code: code, Message: p.Message}
+	body, err := json.Marshal(&resp)
+	if err != nil {
+		return err
+	}
+	failed := *rec
+	failed.Status, failed.Response = resp.Status, body
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
+	defer cancel()
+	err = e.store.SaveResponse(sctx, &failed)
+	e.releaseConversation(sctx, rec.ID, rec.Response)
+	return err
+}
+
+// watchCancel returns a context that is cancelled, with errCancelled as
+// its cause, once the response's cancel flag is set; stop ends the watch.
+// The flag is read at once (a cancel may have come while the response was
+// queued) and then every CancelPoll.
+func (e *Engine) watchCancel(ctx context.Context, id string) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(e.opts.CancelPoll)
+		defer t.Stop()
+		for {
+			flag, err := e.store.CancelRequested(ctx, id)
+			if err == nil && flag {
+				e.log.Info("response cancel requested", "id", id)
+				cancel(errCancelled)
+				return
+			}
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return ctx, func() {
+		close(done)
+		wg.Wait()
+		cancel(nil)
+	}
+}
+
+// Cancel cancels a background response from any replica and returns the
+// response object. A queued one is cancelled at once; a running one is
+// cancelled by the replica running it, which Cancel waits for (up to
+// CancelWait). A finished one is returned unchanged, as OpenAI does; a
+// response that is not a background one is a 400.
+func (e *Engine) Cancel(ctx context.Context, id string) (json.RawMessage, error) {
+	rec, err := e.store.GetResponse(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, responses.NotFound("response_id", "response %q not found", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var head struct {
+		Background bool `json:"background"`
+	}
+	if err := json.Unmarshal(rec.Response, &head); err != nil {
+		return nil, err
+	}
+	if !head.Background {
+		return nil, responses.BadRequest("response_id", "only background responses can be cancelled")
+	}
+	if finished(rec.Status) {
+		return rec.Response, nil
+	}
+	if err := e.store.RequestCancel(ctx, id); err != nil {
+		return nil, err
+	}
+	if rec.Status == responses.ResponseQueued {
+		// Cancelled before it ran: its hold on a conversation goes. (Had
+		// it started meanwhile, the flag cancels the run, which then adds
+		// nothing to the conversation.)
+		e.releaseConversation(ctx, id, rec.Response)
+	}
+	t := time.NewTicker(e.opts.CancelPoll)
+	defer t.Stop()
+	deadline := time.NewTimer(e.opts.CancelWait)
+	defer deadline.Stop()
+	for {
+		rec, err = e.store.GetResponse(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if finished(rec.Status) {
+			return rec.Response, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-deadline.C:
+			return rec.Response, nil
+		case <-t.C:
+		}
+	}
+}
+
+// finished reports whether a response status is final.
+func finished(status string) bool {
+	switch status {
+	case responses.ResponseQueued, responses.ResponseInProgress:
+		return false
+	}
+	return true
+}
+
+// Follow sends to emit the stored events of response id after sequence
+// number after (-1 for all), then, while the response runs (on any
+// replica), the events appended after those, until its terminal event.
+// It reads again when the Notifier says events were appended, and at
+// least every FollowPoll. A response that ended without a terminal event
+// stored (its replica died, or it was cancelled while queued) ends the
+// stream when its status says it is over.
+func (e *Engine) Follow(ctx context.Context, id string, after int, emit func(json.RawMessage) error) error {
+	var appended <-chan struct{}
+	if e.opts.Notifier != nil {
+		// Subscribed before the first read, so nothing appended after
+		// it goes unnoticed.
+		ch, stop := e.opts.Notifier.Subscribe(id)
+		defer stop()
+		appended = ch
+	}
+	t := time.NewTicker(e.opts.FollowPoll)
+	defer t.Stop()
+	for {
+		// The status is read before the events: if it says finished, the
+		// events read next are all there will be.
+		rec, err := e.store.GetResponse(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			return responses.NotFound("response_id", "response %q not found", id)
+		}
+		if err != nil {
+			return err
+		}
+		events, err := e.store.Events(ctx, id, after)
+		if err != nil {
+			return err
+		}
+		for _, ev := range events {
+			if err := emit(ev); err != nil {
+				return err
+			}
+			after++
+			if terminalEvent(ev) {
+				return nil
+			}
+		}
+		if finished(rec.Status) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-appended:
+		case <-t.C:
+		}
+	}
+}
+
+// terminalEvent reports whether a stored event ends its response's stream.
+func terminalEvent(ev json.RawMessage) bool {
+	var head struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(ev, &head) != nil {
+		return false
+	}
+	switch head.Type {
+	case responses.EventCompleted, responses.EventFailed, responses.EventIncomplete:
+		return true
+	}
+	return false
+}
+
+// eventAppender writes a background response's events to the store as they
+// are built, off the path that builds them: add never waits for the store.
+// Events that arrive while a write is under way, or within appendInterval
+// of the last, go in the next one. A failed write is retried with the
+// next, so stored events never have a gap.
+type eventAppender struct {
+	e    *Engine
+	id   string
+	mu   sync.Mutex
+	buf  []json.RawMessage
+	wake chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newEventAppender(e *Engine, id string) *eventAppender {
+	a := &eventAppender{e: e, id: id, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go a.run()
+	return a
+}
+
+// add queues ev for the next write.
+func (a *eventAppender) add(ev json.RawMessage) {
+	a.mu.Lock()
+	a.buf = append(a.buf, ev)
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// appendInterval is how long the appender gathers events before it writes
+// them: a fast stream costs a write per interval, not one per event, and a
+// resumed stream lags the live one by about this much at most.
+const appendInterval = 20 * time.Millisecond
+
+func (a *eventAppender) run() {
+	defer close(a.done)
+	gather := time.NewTimer(appendInterval)
+	defer gather.Stop()
+	for {
+		select {
+		case <-a.wake:
+		case <-a.stop:
+			return
+		}
+		gather.Reset(appendInterval)
+		select {
+		case <-gather.C:
+		case <-a.stop:
+			return
+		}
+		a.flush()
+	}
+}
+
+func (a *eventAppender) flush() {
+	a.mu.Lock()
+	batch := a.buf
+	a.buf = nil
+	a.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.e.opts.StoreTimeout)
+	defer cancel()
+	if err := a.e.store.AppendEvents(ctx, a.id, batch); err != nil {
+		a.e.log.Warn("append events", "id", a.id, "events", len(batch), "err", err)
+		a.mu.Lock()
+		a.buf = append(batch, a.buf...)
+		a.mu.Unlock()
+	}
+}
+
+// close stops the appender once its current write is done. The events not
+// yet written are left to the final save, which writes them all.
+func (a *eventAppender) close() {
+	close(a.stop)
+	<-a.done
+}

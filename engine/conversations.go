@@ -1,0 +1,269 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/loomgate/loom/responses"
+)
+
+// A response created with conversation reads the conversation's items as
+// its history and, when it ends, appends its input and output items to
+// it. Two responses never run on one conversation at once: the first
+// holds it (ClaimConversation) until it ends; a second is refused with a
+// 409 rather than queued behind it, so that no request waits on another
+// client's run, and the client decides whether to retry. The hold is
+// bounded by the response timeout, so a replica that dies releases it.
+
+// conversationBusy is the 409 of a second response on a held conversation.
+func conversationBusy(id string) *responses.APIError {
+	return &responses.APIError{Status: http.StatusConflict, Type: responses.ErrInvalidRequest, Param: "conversation", Code: "conversation_locked",
+		Message: fmt.Sprintf("another response is in progress on conversation %q; retry once it has finished", id)}
+}
+
+// conversationHistory loads the items of conversation id and the calls its
+// last response left waiting for the client.
+func (e *Engine) conversationHistory(ctx context.Context, id string) ([]responses.Item, map[string]*pendingCall, error) {
+	conv, err := e.store.GetConversation(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil, responses.NotFound("conversation", "conversation %q not found", id)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("load conversation %s: %w", id, err)
+	}
+	items, _, err := e.store.ConversationItems(ctx, id, Page{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("load conversation %s: %w", id, err)
+	}
+	var pending map[string]*pendingCall
+	if conv.LastResponseID != "" {
+		rec, err := e.store.GetResponse(ctx, conv.LastResponseID)
+		if err == nil {
+			calls, err := decodePending(rec.Pending)
+			if err != nil {
+				e.log.Warn("stored pending input state unreadable", "response", rec.ID, "err", err)
+			}
+			for _, p := range calls {
+				if pending == nil {
+					pending = map[string]*pendingCall{}
+				}
+				pending[p.RequestID] = p
+			}
+		} else if !errors.Is(err, ErrNotFound) {
+			return nil, nil, fmt.Errorf("load conversation %s: %w", id, err)
+		}
+	}
+	return items, pending, nil
+}
+
+// claimConversation holds the run's conversation for it, for as long as a
+// response may run.
+func (e *Engine) claimConversation(ctx context.Context, r *run) error {
+	if r.conversationID == "" {
+		return nil
+	}
+	now := e.opts.Now()
+	err := e.store.ClaimConversation(ctx, r.conversationID, r.resp.ID, now, now.Add(e.opts.Timeout+2*e.opts.StoreTimeout))
+	switch {
+	case errors.Is(err, ErrConversationBusy):
+		return conversationBusy(r.conversationID)
+	case errors.Is(err, ErrNotFound):
+		return responses.NotFound("conversation", "conversation %q not found", r.conversationID)
+	case err != nil:
+		e.log.Error("claim conversation", "conversation", r.conversationID, "err", err)
+		return &responses.APIError{Status: http.StatusServiceUnavailable, Type: responses.ErrServer, Message: "the response store is unavailable; try again"}
+	}
+	return nil
+}
+
+// finishTurn appends the run's input and output to its conversation and
+// releases it, in one transaction. A response that failed or was
+// cancelled adds nothing: the conversation stays as it was before it.
+func (e *Engine) finishTurn(ctx context.Context, r *run, added bool) {
+	if r.conversationID == "" {
+		return
+	}
+	var items []responses.Item
+	if added {
+		switch r.resp.Status {
+		case responses.ResponseCompleted, responses.ResponseIncomplete:
+			items = append(append(items, r.input...), r.resp.Output...)
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
+	defer cancel()
+	if err := e.store.FinishConversationTurn(sctx, r.conversationID, r.resp.ID, items); err != nil {
+		e.log.Error("append the response to its conversation", "conversation", r.conversationID, "id", r.resp.ID, "err", err)
+	}
+}
+
+// releaseConversation lets go of the conversation of a background response
+// cancelled before it ran.
+func (e *Engine) releaseConversation(ctx context.Context, responseID string, body json.RawMessage) {
+	var head struct {
+		Conversation *struct {
+			ID string `json:"id"`
+		} `json:"conversation"`
+	}
+	if json.Unmarshal(body, &head) != nil || head.Conversation == nil || head.Conversation.ID == "" {
+		return
+	}
+	if err := e.store.FinishConversationTurn(ctx, head.Conversation.ID, responseID, nil); err != nil && !errors.Is(err, ErrNotFound) {
+		e.log.Warn("release conversation", "conversation", head.Conversation.ID, "id", responseID, "err", err)
+	}
+}
+
+// Limits of the Conversations API, as OpenAI documents them.
+const (
+	maxConversationItems = 20 // items in one create or add
+	maxMetadataKeys      = 16
+	maxMetadataKey       = 64
+	maxMetadataValue     = 512
+)
+
+// CheckMetadata checks a metadata object against the API's limits.
+func CheckMetadata(m map[string]string) error {
+	if len(m) > maxMetadataKeys {
+		return responses.BadRequest("metadata", "metadata has %d keys; at most %d are allowed", len(m), maxMetadataKeys)
+	}
+	for k, v := range m {
+		if len(k) > maxMetadataKey {
+			return responses.BadRequest("metadata", "metadata key %.20q... is longer than %d characters", k, maxMetadataKey)
+		}
+		if len(v) > maxMetadataValue {
+			return responses.BadRequest("metadata", "metadata value of %q is longer than %d characters", k, maxMetadataValue)
+		}
+	}
+	return nil
+}
+
+// newItems checks items given to the Conversations API and gives those
+// without an id one.
+func (e *Engine) newItems(items []responses.Item) ([]responses.Item, error) {
+	if len(items) > maxConversationItems {
+		return nil, responses.BadRequest("items", "%d items given; at most %d can be added at once", len(items), maxConversationItems)
+	}
+	out := make([]responses.Item, len(items))
+	for i, it := range items {
+		if it.Type == "" {
+			return nil, responses.BadRequest(fmt.Sprintf("items[%d].type", i), "item %d has no type", i)
+		}
+		if it.ID == "" {
+			it.ID = e.opts.NewID(itemPrefix(it.Type))
+		}
+		if it.Type == responses.ItemMessage && it.Status == "" {
+			it.Status = responses.StatusCompleted
+		}
+		out[i] = it
+	}
+	return out, nil
+}
+
+func conversationNotFound(id string) error {
+	return responses.NotFound("conversation_id", "conversation %q not found", id)
+}
+
+// CreateConversation creates a conversation with its first items.
+func (e *Engine) CreateConversation(ctx context.Context, items []responses.Item, metadata map[string]string) (*Conversation, error) {
+	if err := CheckMetadata(metadata); err != nil {
+		return nil, err
+	}
+	items, err := e.newItems(items)
+	if err != nil {
+		return nil, err
+	}
+	c := &Conversation{ID: e.opts.NewID("conv"), CreatedAt: e.opts.Now().Unix(), Metadata: metadata}
+	if c.Metadata == nil {
+		c.Metadata = map[string]string{}
+	}
+	if err := e.store.CreateConversation(ctx, c, items); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Conversation returns a conversation.
+func (e *Engine) Conversation(ctx context.Context, id string) (*Conversation, error) {
+	c, err := e.store.GetConversation(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, conversationNotFound(id)
+	}
+	return c, err
+}
+
+// UpdateConversation replaces a conversation's metadata.
+func (e *Engine) UpdateConversation(ctx context.Context, id string, metadata map[string]string) (*Conversation, error) {
+	if err := CheckMetadata(metadata); err != nil {
+		return nil, err
+	}
+	c, err := e.store.SetConversationMetadata(ctx, id, metadata)
+	if errors.Is(err, ErrNotFound) {
+		return nil, conversationNotFound(id)
+	}
+	return c, err
+}
+
+// DeleteConversation deletes a conversation and its items; the responses
+// made on it stay.
+func (e *Engine) DeleteConversation(ctx context.Context, id string) error {
+	err := e.store.DeleteConversation(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return conversationNotFound(id)
+	}
+	return err
+}
+
+// AddConversationItems appends items and returns them with their ids.
+func (e *Engine) AddConversationItems(ctx context.Context, id string, items []responses.Item) ([]responses.Item, error) {
+	items, err := e.newItems(items)
+	if err != nil {
+		return nil, err
+	}
+	err = e.store.AddConversationItems(ctx, id, items)
+	if errors.Is(err, ErrNotFound) {
+		return nil, conversationNotFound(id)
+	}
+	return items, err
+}
+
+// ConversationItems returns a page of a conversation's items.
+func (e *Engine) ConversationItems(ctx context.Context, id string, page Page) ([]responses.Item, bool, error) {
+	items, more, err := e.store.ConversationItems(ctx, id, page)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, false, conversationNotFound(id)
+	case errors.Is(err, ErrUnknownCursor):
+		return nil, false, responses.BadRequest("after", "no item %q in this conversation", page.After)
+	}
+	return items, more, err
+}
+
+// ConversationItem returns one item of a conversation.
+func (e *Engine) ConversationItem(ctx context.Context, id, itemID string) (responses.Item, error) {
+	it, err := e.store.ConversationItem(ctx, id, itemID)
+	if errors.Is(err, ErrNotFound) {
+		if _, cerr := e.store.GetConversation(ctx, id); errors.Is(cerr, ErrNotFound) {
+			return it, conversationNotFound(id)
+		}
+		return it, responses.NotFound("item_id", "item %q not found in conversation %q", itemID, id)
+	}
+	return it, err
+}
+
+// DeleteConversationItem deletes one item and returns the conversation.
+func (e *Engine) DeleteConversationItem(ctx context.Context, id, itemID string) (*Conversation, error) {
+	err := e.store.DeleteConversationItem(ctx, id, itemID)
+	if errors.Is(err, ErrNotFound) {
+		if _, cerr := e.store.GetConversation(ctx, id); errors.Is(cerr, ErrNotFound) {
+			return nil, conversationNotFound(id)
+		}
+		return nil, responses.NotFound("item_id", "item %q not found in conversation %q", itemID, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e.Conversation(ctx, id)
+}

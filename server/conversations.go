@@ -1,0 +1,199 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/responses"
+)
+
+// conversationObject is a conversation on the wire.
+type conversationObject struct {
+	ID        string            `json:"id"`
+	Object    string            `json:"object"`
+	CreatedAt int64             `json:"created_at"`
+	Metadata  map[string]string `json:"metadata"`
+}
+
+func wireConversation(c *engine.Conversation) conversationObject {
+	o := conversationObject{ID: c.ID, Object: "conversation", CreatedAt: c.CreatedAt, Metadata: c.Metadata}
+	if o.Metadata == nil {
+		o.Metadata = map[string]string{}
+	}
+	return o
+}
+
+// itemList is a page of items on the wire.
+type itemList struct {
+	Object  string           `json:"object"`
+	Data    []responses.Item `json:"data"`
+	FirstID *string          `json:"first_id"`
+	LastID  *string          `json:"last_id"`
+	HasMore bool             `json:"has_more"`
+}
+
+func newItemList(items []responses.Item, more bool) itemList {
+	l := itemList{Object: "list", Data: items, HasMore: more}
+	if l.Data == nil {
+		l.Data = []responses.Item{}
+	}
+	if len(items) > 0 {
+		l.FirstID, l.LastID = &items[0].ID, &items[len(items)-1].ID
+	}
+	return l
+}
+
+// conversationBody is the body of create and update; items is only read
+// by create and by add (which takes nothing else).
+type conversationBody struct {
+	Items    responses.Input   `json:"items"`
+	Metadata map[string]string `json:"metadata"`
+}
+
+func (s *Server) decodeConversationBody(w http.ResponseWriter, r *http.Request, v *conversationBody) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return true // an empty body is an empty object
+		}
+		param := ""
+		if te, ok := err.(*json.UnmarshalTypeError); ok {
+			param = te.Field
+		}
+		writeError(w, responses.BadRequest(param, "the request body is not a valid conversation request: %v", err))
+		return false
+	}
+	return true
+}
+
+// createConversation serves POST /v1/conversations.
+func (s *Server) createConversation(w http.ResponseWriter, r *http.Request) {
+	var body conversationBody
+	if !s.decodeConversationBody(w, r, &body) {
+		return
+	}
+	c, err := s.engine.CreateConversation(r.Context(), body.Items.Items, body.Metadata)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wireConversation(c))
+}
+
+// getConversation serves GET /v1/conversations/{id}.
+func (s *Server) getConversation(w http.ResponseWriter, r *http.Request) {
+	c, err := s.engine.Conversation(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wireConversation(c))
+}
+
+// updateConversation serves POST /v1/conversations/{id}: its metadata.
+func (s *Server) updateConversation(w http.ResponseWriter, r *http.Request) {
+	var body conversationBody
+	if !s.decodeConversationBody(w, r, &body) {
+		return
+	}
+	c, err := s.engine.UpdateConversation(r.Context(), r.PathValue("id"), body.Metadata)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wireConversation(c))
+}
+
+// deleteConversation serves DELETE /v1/conversations/{id}.
+func (s *Server) deleteConversation(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := s.engine.DeleteConversation(r.Context(), id); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "conversation.deleted", "deleted": true})
+}
+
+// addConversationItems serves POST /v1/conversations/{id}/items.
+func (s *Server) addConversationItems(w http.ResponseWriter, r *http.Request) {
+	var body conversationBody
+	if !s.decodeConversationBody(w, r, &body) {
+		return
+	}
+	if !body.Items.Set {
+		writeError(w, responses.BadRequest("items", "items is required"))
+		return
+	}
+	items, err := s.engine.AddConversationItems(r.Context(), r.PathValue("id"), body.Items.Items)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, newItemList(items, false))
+}
+
+// listConversationItems serves GET /v1/conversations/{id}/items: paged
+// with after, limit (1..100, default 20) and order (default desc). include
+// is accepted; the stored items carry everything it can ask for.
+func (s *Server) listConversationItems(w http.ResponseWriter, r *http.Request) {
+	page, ok := itemPage(w, r)
+	if !ok {
+		return
+	}
+	items, more, err := s.engine.ConversationItems(r.Context(), r.PathValue("id"), page)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, newItemList(items, more))
+}
+
+// itemPage reads after, limit and order, answering a 400 naming the bad
+// one.
+func itemPage(w http.ResponseWriter, r *http.Request) (engine.Page, bool) {
+	q := r.URL.Query()
+	page := engine.Page{After: q.Get("after"), Limit: 20, Desc: true}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			writeError(w, responses.BadRequest("limit", "limit must be an integer from 1 to 100"))
+			return page, false
+		}
+		page.Limit = n
+	}
+	switch q.Get("order") {
+	case "", "desc":
+	case "asc":
+		page.Desc = false
+	default:
+		writeError(w, responses.BadRequest("order", "order must be asc or desc"))
+		return page, false
+	}
+	return page, true
+}
+
+// getConversationItem serves GET /v1/conversations/{id}/items/{item_id}.
+func (s *Server) getConversationItem(w http.ResponseWriter, r *http.Request) {
+	it, err := s.engine.ConversationItem(r.Context(), r.PathValue("id"), r.PathValue("item_id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, it)
+}
+
+// deleteConversationItem serves DELETE /v1/conversations/{id}/items/{item_id}
+// and answers with the conversation.
+func (s *Server) deleteConversationItem(w http.ResponseWriter, r *http.Request) {
+	c, err := s.engine.DeleteConversationItem(r.Context(), r.PathValue("id"), r.PathValue("item_id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wireConversation(c))
+}

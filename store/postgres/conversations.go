@@ -1,0 +1,309 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/responses"
+)
+
+// CreateConversation stores c and its first items in one transaction.
+func (d *DB) CreateConversation(ctx context.Context, c *engine.Conversation, items []responses.Item) error {
+	meta, err := encodeMetadata(c.Metadata)
+	if err != nil {
+		return fmt.Errorf("postgres: create conversation: %w", err)
+	}
+	ids, raws, err := encodeConversationItems(items)
+	if err != nil {
+		return fmt.Errorf("postgres: create conversation %s: %w", c.ID, err)
+	}
+	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO conversations (id, created_at, metadata) VALUES ($1, $2, $3)`, c.ID, c.CreatedAt, meta); err != nil {
+			return err
+		}
+		return insertConversationItems(ctx, tx, c.ID, 0, ids, raws)
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: create conversation %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+type queryRower interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// GetConversation returns conversation id.
+func (d *DB) GetConversation(ctx context.Context, id string) (*engine.Conversation, error) {
+	return getConversation(ctx, d.pool, id)
+}
+
+func getConversation(ctx context.Context, q queryRower, id string) (*engine.Conversation, error) {
+	c := &engine.Conversation{ID: id}
+	var meta string
+	err := q.QueryRow(ctx, `SELECT created_at, metadata, last_response_id FROM conversations WHERE id = $1`, id).
+		Scan(&c.CreatedAt, &meta, &c.LastResponseID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, engine.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: conversation %s: %w", id, err)
+	}
+	if err := json.Unmarshal([]byte(meta), &c.Metadata); err != nil {
+		return nil, fmt.Errorf("postgres: conversation %s metadata: %w", id, err)
+	}
+	return c, nil
+}
+
+// SetConversationMetadata replaces the metadata of conversation id.
+func (d *DB) SetConversationMetadata(ctx context.Context, id string, metadata map[string]string) (*engine.Conversation, error) {
+	meta, err := encodeMetadata(metadata)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: update conversation %s: %w", id, err)
+	}
+	c := &engine.Conversation{ID: id}
+	var stored string
+	err = d.pool.QueryRow(ctx, `UPDATE conversations SET metadata = $1 WHERE id = $2 RETURNING created_at, metadata, last_response_id`, meta, id).
+		Scan(&c.CreatedAt, &stored, &c.LastResponseID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, engine.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: update conversation %s: %w", id, err)
+	}
+	c.Metadata = metadata
+	return c, nil
+}
+
+// DeleteConversation removes conversation id and (by cascade) its items.
+func (d *DB) DeleteConversation(ctx context.Context, id string) error {
+	tag, err := d.pool.Exec(ctx, `DELETE FROM conversations WHERE id = $1`, id)
+	if err != nil {
+		return fmt.Errorf("postgres: delete conversation %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return engine.ErrNotFound
+	}
+	return nil
+}
+
+// AddConversationItems appends items to conversation id.
+func (d *DB) AddConversationItems(ctx context.Context, id string, items []responses.Item) error {
+	ids, raws, err := encodeConversationItems(items)
+	if err != nil {
+		return fmt.Errorf("postgres: add items to %s: %w", id, err)
+	}
+	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		next, err := lockNextPosition(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		return insertConversationItems(ctx, tx, id, next, ids, raws)
+	})
+	if err != nil && !errors.Is(err, engine.ErrNotFound) {
+		return fmt.Errorf("postgres: add items to %s: %w", id, err)
+	}
+	return err
+}
+
+// lockNextPosition locks conversation id's row, so concurrent appends
+// take turns, and returns the position of its next item.
+func lockNextPosition(ctx context.Context, tx pgx.Tx, id string) (int32, error) {
+	var one int
+	err := tx.QueryRow(ctx, `SELECT 1 FROM conversations WHERE id = $1 FOR UPDATE`, id).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, engine.ErrNotFound
+	}
+	if err != nil {
+		return 0, err
+	}
+	var next int32
+	err = tx.QueryRow(ctx, `SELECT COALESCE(MAX(position) + 1, 0) FROM conversation_items WHERE conversation_id = $1`, id).Scan(&next)
+	return next, err
+}
+
+func encodeConversationItems(items []responses.Item) ([]string, []string, error) {
+	ids := make([]string, len(items))
+	raws := make([]string, len(items))
+	for i := range items {
+		b, err := json.Marshal(&items[i])
+		if err != nil {
+			return nil, nil, fmt.Errorf("item %d (%s): %w", i, items[i].Type, err)
+		}
+		ids[i], raws[i] = items[i].ID, string(b)
+	}
+	return ids, raws, nil
+}
+
+// insertConversationItems writes the items in one statement, at positions
+// from first on.
+func insertConversationItems(ctx context.Context, tx pgx.Tx, id string, first int32, ids, raws []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO conversation_items (conversation_id, position, item_id, item)
+		SELECT $1, $2 + ord - 1, i, it FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS t (i, it, ord)`,
+		id, first, ids, raws)
+	return err
+}
+
+func encodeMetadata(m map[string]string) (string, error) {
+	if m == nil {
+		m = map[string]string{}
+	}
+	b, err := json.Marshal(m)
+	return string(b), err
+}
+
+// ConversationItems returns a page of the items of conversation id, in
+// one read-only transaction.
+func (d *DB) ConversationItems(ctx context.Context, id string, page engine.Page) ([]responses.Item, bool, error) {
+	var items []responses.Item
+	more := false
+	err := pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		var one int
+		err := tx.QueryRow(ctx, `SELECT 1 FROM conversations WHERE id = $1`, id).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return engine.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		from := int64(-1)
+		if page.Desc {
+			from = math.MaxInt32
+		}
+		if page.After != "" {
+			err := tx.QueryRow(ctx, `SELECT position FROM conversation_items WHERE conversation_id = $1 AND item_id = $2 ORDER BY position LIMIT 1`,
+				id, page.After).Scan(&from)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("%w %q in conversation %s", engine.ErrUnknownCursor, page.After, id)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		limit := int64(page.Limit)
+		if limit <= 0 {
+			limit = math.MaxInt32
+		}
+		query := `SELECT item FROM conversation_items WHERE conversation_id = $1 AND position > $2 ORDER BY position LIMIT $3`
+		if page.Desc {
+			query = `SELECT item FROM conversation_items WHERE conversation_id = $1 AND position < $2 ORDER BY position DESC LIMIT $3`
+		}
+		rows, err := tx.Query(ctx, query, id, from, limit+1)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if int64(len(items)) == limit {
+				more = true
+				break
+			}
+			var raw string
+			if err := rows.Scan(&raw); err != nil {
+				return err
+			}
+			var it responses.Item
+			if err := json.Unmarshal([]byte(raw), &it); err != nil {
+				return err
+			}
+			items = append(items, it)
+		}
+		return rows.Err()
+	})
+	if errors.Is(err, engine.ErrNotFound) || errors.Is(err, engine.ErrUnknownCursor) {
+		return nil, false, err
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("postgres: items of %s: %w", id, err)
+	}
+	return items, more, nil
+}
+
+// ConversationItem returns item itemID of conversation id.
+func (d *DB) ConversationItem(ctx context.Context, id, itemID string) (responses.Item, error) {
+	var raw string
+	err := d.pool.QueryRow(ctx, `SELECT item FROM conversation_items WHERE conversation_id = $1 AND item_id = $2 ORDER BY position LIMIT 1`,
+		id, itemID).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return responses.Item{}, engine.ErrNotFound
+	}
+	if err != nil {
+		return responses.Item{}, fmt.Errorf("postgres: item %s of %s: %w", itemID, id, err)
+	}
+	var it responses.Item
+	if err := json.Unmarshal([]byte(raw), &it); err != nil {
+		return responses.Item{}, fmt.Errorf("postgres: item %s of %s: %w", itemID, id, err)
+	}
+	return it, nil
+}
+
+// DeleteConversationItem removes item itemID of conversation id.
+func (d *DB) DeleteConversationItem(ctx context.Context, id, itemID string) error {
+	tag, err := d.pool.Exec(ctx, `DELETE FROM conversation_items WHERE conversation_id = $1 AND item_id = $2`, id, itemID)
+	if err != nil {
+		return fmt.Errorf("postgres: delete item %s of %s: %w", itemID, id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return engine.ErrNotFound
+	}
+	return nil
+}
+
+// ClaimConversation holds conversation id for responseID until until.
+func (d *DB) ClaimConversation(ctx context.Context, id, responseID string, now, until time.Time) error {
+	tag, err := d.pool.Exec(ctx, `UPDATE conversations SET busy_response = $1, busy_until = $2
+		WHERE id = $3 AND (busy_response = '' OR busy_response = $1 OR busy_until < $4)`,
+		responseID, until.UnixMilli(), id, now.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("postgres: claim conversation %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	if _, err := d.GetConversation(ctx, id); err != nil {
+		return err
+	}
+	return engine.ErrConversationBusy
+}
+
+// FinishConversationTurn appends a response's items and releases its hold,
+// in one transaction.
+func (d *DB) FinishConversationTurn(ctx context.Context, id, responseID string, items []responses.Item) error {
+	ids, raws, err := encodeConversationItems(items)
+	if err != nil {
+		return fmt.Errorf("postgres: finish turn on %s: %w", id, err)
+	}
+	last := ""
+	if len(items) > 0 {
+		last = responseID
+	}
+	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		next, err := lockNextPosition(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if err := insertConversationItems(ctx, tx, id, next, ids, raws); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE conversations SET
+				last_response_id = CASE WHEN $1 <> '' THEN $1 ELSE last_response_id END,
+				busy_response = CASE WHEN busy_response = $2 THEN '' ELSE busy_response END,
+				busy_until = CASE WHEN busy_response = $2 THEN 0 ELSE busy_until END
+			WHERE id = $3`, last, responseID, id)
+		return err
+	})
+	if err != nil && !errors.Is(err, engine.ErrNotFound) {
+		return fmt.Errorf("postgres: finish turn on %s: %w", id, err)
+	}
+	return err
+}
