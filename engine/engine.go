@@ -214,6 +214,22 @@ func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(
 	return e.execute(ctx, r, opts)
 }
 
+// continued returns the conversation a request continues (its previous
+// response's chain, or its conversation's items) and the calls in it that
+// wait for the client's input; nothing for a request that continues none.
+func (e *Engine) continued(ctx context.Context, req *responses.Request, opts *RunOptions, conversationID string) ([]responses.Item, map[string]*pendingCall, error) {
+	switch {
+	case req.PreviousResponseID != nil:
+		if prev := opts.previous(*req.PreviousResponseID); prev != nil {
+			return slices.Clone(prev.Items), nil, nil
+		}
+		return e.history(ctx, *req.PreviousResponseID)
+	case conversationID != "":
+		return e.conversationHistory(ctx, conversationID)
+	}
+	return nil, nil, nil
+}
+
 // prepare checks req and resolves what it continues, before anything is
 // stored, without calling the model: every error it returns is the
 // client's, an *APIError. opts may hold the conversation to continue in
@@ -230,26 +246,10 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 	if background && !req.Stream && e.opts.Queue == nil {
 		return nil, responses.Unsupported("background", "this server has no job queue configured, so it cannot run background responses without stream")
 	}
-	var history []responses.Item
-	var pending map[string]*pendingCall
 	conversationID, _ := req.ConversationID() // checked by Validate
-	switch {
-	case req.PreviousResponseID != nil:
-		if prev := opts.previous(*req.PreviousResponseID); prev != nil {
-			history = slices.Clone(prev.Items)
-			break
-		}
-		h, p, err := e.history(ctx, *req.PreviousResponseID)
-		if err != nil {
-			return nil, err
-		}
-		history, pending = h, p
-	case conversationID != "":
-		h, p, err := e.conversationHistory(ctx, conversationID)
-		if err != nil {
-			return nil, err
-		}
-		history, pending = h, p
+	history, pending, err := e.continued(ctx, req, opts, conversationID)
+	if err != nil {
+		return nil, err
 	}
 	input := slices.Clone(req.Input.Items)
 	if queued != nil && len(queued.Input) == len(input) {
