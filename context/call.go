@@ -1,6 +1,11 @@
 package conversation
 
 import (
+	"github.com/loomgate/loom/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"fmt"
 
@@ -57,6 +62,15 @@ func (c *Context) call(ctx context.Context, call tools.Call) tools.Result {
 			&SessionError{Op: OpCall, Server: st.label, Tools: []string{call.Name}, Outcome: Failed, Err: tools.ErrClosed})
 	}
 
+	// One span per call, named as the GenAI conventions name tool
+	// execution, with the server that ran it.
+	ctx, span := c.tracer.Start(ctx, "execute_tool "+call.Name, trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "execute_tool"),
+		attribute.String("gen_ai.tool.name", call.Name),
+		attribute.String("gen_ai.tool.call.id", call.CallID),
+		attribute.String("loom.tool.server", st.label),
+		attribute.Bool("loom.tool.retry", call.Input != nil)))
+	defer span.End()
 	if c.opts.CallTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.CallTimeout)
@@ -67,8 +81,12 @@ func (c *Context) call(ctx context.Context, call tools.Call) tools.Result {
 	c.observe(OpCall, st.label, outcome)
 	if err == nil {
 		res.CallID = call.CallID
+		if res.InputRequired != nil {
+			span.SetAttributes(attribute.Bool("loom.tool.input_required", true))
+		}
 		return res
 	}
+	span.SetStatus(codes.Error, outcome.String())
 	e := &SessionError{Op: OpCall, Server: st.label, Tools: []string{call.Name}, Outcome: outcome, Err: err}
 	if outcome == TimedOut {
 		e.Timeout = c.opts.CallTimeout
@@ -111,7 +129,7 @@ func (c *Context) session(ctx context.Context, st *serverState) (tools.Session, 
 
 	// If ctx ends before a slow Open returns, the session it may still
 	// produce is closed as soon as it exists.
-	sess, err := guarded(&c.running, ctx, st.server.Open, func(s tools.Session) { c.closeLate(st, s) })
+	sess, err := guarded(&c.running, ctx, st.server.Open, func(s tools.Session) { c.closeLate(ctx, st, s) })
 	outcome := outcomeOf(err)
 	c.observe(OpOpen, st.label, outcome)
 	if err != nil {
@@ -128,7 +146,7 @@ func (c *Context) session(ctx context.Context, st *serverState) (tools.Session, 
 		// Close has already taken its list of sessions: it will never see
 		// this one, so it is closed here rather than leaked.
 		c.mu.Unlock()
-		c.closeLate(st, sess)
+		c.closeLate(ctx, st, sess)
 		return nil, &SessionError{Op: OpOpen, Server: st.label, Outcome: Failed, Err: tools.ErrClosed}
 	}
 	// st.session is set before the lock is released so that Close, which
@@ -158,9 +176,10 @@ func (c *Context) markCalled(st *serverState, name string) bool {
 }
 
 // closeLate closes a session that opened after its owner stopped waiting.
-// It was never called, so it gets no cleanup.
-func (c *Context) closeLate(st *serverState, s tools.Session) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.CloseTimeout)
+// It was never called, so it gets no cleanup. It runs on a fresh, bounded
+// context that keeps only the trace of ctx, which may be over.
+func (c *Context) closeLate(ctx context.Context, st *serverState, s tools.Session) {
+	ctx, cancel := context.WithTimeout(telemetry.Detach(ctx), c.opts.CloseTimeout)
 	defer cancel()
 	c.closeSession(ctx, st, s)
 }

@@ -1,6 +1,9 @@
 package conversation
 
 import (
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+
 	"context"
 	"errors"
 	"fmt"
@@ -84,6 +87,8 @@ func (c *Context) waitRunning(ctx context.Context) {
 // returned, timed out, or been skipped because the deadline passed, so
 // within CleanupDeadline plus scheduling, whatever the sessions do.
 func (c *Context) cleanupPass(ctx context.Context, opened []*serverState) []error {
+	ctx, span := c.tracer.Start(ctx, "tool cleanup")
+	defer span.End()
 	ctx, cancel := context.WithTimeout(ctx, c.opts.CleanupDeadline)
 	defer cancel()
 	errs := make([]error, len(opened))
@@ -97,7 +102,12 @@ func (c *Context) cleanupPass(ctx context.Context, opened []*serverState) []erro
 	// guarded turns panics into errors, so Wait never re-panics; and it
 	// never waits for a cleanup past its timeout.
 	p.Wait()
-	return slices.DeleteFunc(errs, func(err error) bool { return err == nil })
+	errs = slices.DeleteFunc(errs, func(err error) bool { return err == nil })
+	span.SetAttributes(attribute.Int("loom.cleanup.sessions", len(opened)), attribute.Int("loom.cleanup.failures", len(errs)))
+	if len(errs) > 0 {
+		span.SetStatus(codes.Error, "cleanup failed")
+	}
+	return errs
 }
 
 func (c *Context) cleanup(ctx context.Context, st *serverState) error {

@@ -1,6 +1,9 @@
 package conversation
 
 import (
+	"github.com/loomgate/loom/telemetry"
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"errors"
 	"log/slog"
@@ -20,8 +23,9 @@ import (
 // Its methods are safe for concurrent use, but Close is meant to follow the
 // last Call: the Engine calls it in a defer.
 type Context struct {
-	reg  *tools.Registry
-	opts Options
+	reg    *tools.Registry
+	opts   Options
+	tracer trace.Tracer
 
 	// initMu serialises Init; offered and servers are written once under
 	// it and only read afterwards.
@@ -70,7 +74,9 @@ type serverState struct {
 // (nil: no tools); history is the conversation so far, which the Context
 // now owns. New does no I/O.
 func New(reg *tools.Registry, history []responses.Item, opts *Options) *Context {
-	return &Context{reg: reg, history: slices.Clip(history), opts: opts.resolved()}
+	c := &Context{reg: reg, history: slices.Clip(history), opts: opts.resolved()}
+	c.tracer = telemetry.Tracer(c.opts.TracerProvider, "github.com/loomgate/loom/context")
+	return c
 }
 
 // Init lists the tools of the registry's servers and fixes what is offered

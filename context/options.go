@@ -1,6 +1,8 @@
 package conversation
 
 import (
+	"go.opentelemetry.io/otel/trace"
+
 	"log/slog"
 	"time"
 )
@@ -27,6 +29,11 @@ type Options struct {
 	// Metrics, if set, is told the outcome of every session operation, for
 	// process-wide counters. Per-response counts are in Context.Stats.
 	Metrics Metrics
+
+	// TracerProvider starts the spans of tool calls and of the cleanup
+	// pass (nil: no spans are recorded; the trace still reaches the
+	// tools through ctx).
+	TracerProvider trace.TracerProvider
 
 	// CallConcurrency bounds how many calls of one model turn run at once.
 	CallConcurrency int

@@ -1,6 +1,12 @@
 package engine
 
 import (
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/loomgate/loom/telemetry"
+	"github.com/loomgate/loom/tenant"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,7 +64,8 @@ func (e *Engine) enqueue(ctx context.Context, r *run) (*responses.Response, erro
 	if err != nil {
 		return nil, err
 	}
-	rec := &Record{ID: r.resp.ID, CreatedAt: r.resp.CreatedAt, Status: r.resp.Status, Response: body, Input: r.input}
+	rec := &Record{ID: r.resp.ID, CreatedAt: r.resp.CreatedAt, Status: r.resp.Status, Response: body, Input: r.input,
+		Tenant: tenant.From(ctx), TraceID: telemetry.TraceID(ctx)}
 	if r.req.PreviousResponseID != nil {
 		rec.PreviousResponseID = *r.req.PreviousResponseID
 	}
@@ -72,19 +79,19 @@ func (e *Engine) enqueue(ctx context.Context, r *run) (*responses.Response, erro
 		return nil, err
 	}
 	if err := e.store.SaveResponse(sctx, rec); err != nil {
-		e.log.Error("store queued response", "id", rec.ID, "err", err)
+		e.log.ErrorContext(ctx, "store queued response", "id", rec.ID, "err", err)
 		e.finishTurn(ctx, r, false)
 		return nil, unavailable
 	}
 	if err := e.opts.Queue.Enqueue(sctx, BackgroundJob{ResponseID: rec.ID, Request: request}); err != nil {
-		e.log.Error("enqueue background response", "id", rec.ID, "err", err)
+		e.log.ErrorContext(ctx, "enqueue background response", "id", rec.ID, "err", err)
 		if derr := e.store.DeleteResponse(sctx, rec.ID); derr != nil {
-			e.log.Error("delete unqueued response", "id", rec.ID, "err", derr)
+			e.log.ErrorContext(ctx, "delete unqueued response", "id", rec.ID, "err", derr)
 		}
 		e.finishTurn(ctx, r, false)
 		return nil, unavailable
 	}
-	e.log.Info("response queued", "id", rec.ID, "model", r.req.Model)
+	e.log.InfoContext(ctx, "response queued", "id", rec.ID, "model", r.req.Model)
 	return r.resp, nil
 }
 
@@ -105,6 +112,12 @@ func (e *Engine) RunBackground(ctx context.Context, job BackgroundJob) error {
 	if rec.Status != responses.ResponseQueued {
 		return nil
 	}
+	// The run is the tenant's that queued it, and stays in the trace of
+	// the request that queued it: its log lines and spans carry that id.
+	ctx = telemetry.ContinueTrace(tenant.With(ctx, rec.Tenant), rec.TraceID)
+	ctx, span := e.tracer.Start(ctx, "response", trace.WithAttributes(
+		attribute.String("gen_ai.response.id", rec.ID), attribute.Bool("loom.background", true)))
+	defer span.End()
 	req, apiErr := responses.DecodeRequest(job.Request)
 	if apiErr != nil {
 		return e.failQueued(ctx, rec, apiErr)
@@ -174,7 +187,7 @@ func (e *Engine) watchCancel(ctx context.Context, id string) (context.Context, f
 		for {
 			flag, err := e.store.CancelRequested(ctx, id)
 			if err == nil && flag {
-				e.log.Info("response cancel requested", "id", id)
+				e.log.InfoContext(ctx, "response cancel requested", "id", id)
 				cancel(errCancelled)
 				return
 			}
@@ -200,10 +213,7 @@ func (e *Engine) watchCancel(ctx context.Context, id string) (context.Context, f
 // CancelWait). A finished one is returned unchanged, as OpenAI does; a
 // response that is not a background one is a 400.
 func (e *Engine) Cancel(ctx context.Context, id string) (json.RawMessage, error) {
-	rec, err := e.store.GetResponse(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		return nil, responses.NotFound("response_id", "response %q not found", id)
-	}
+	rec, err := e.record(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -280,10 +290,7 @@ func (e *Engine) Follow(ctx context.Context, id string, after int, emit func(jso
 	for {
 		// The status is read before the events: if it says finished, the
 		// events read next are all there will be.
-		rec, err := e.store.GetResponse(ctx, id)
-		if errors.Is(err, ErrNotFound) {
-			return responses.NotFound("response_id", "response %q not found", id)
-		}
+		rec, err := e.record(ctx, id) // the tenant's own, or not found
 		if err != nil {
 			return err
 		}
@@ -340,10 +347,13 @@ type eventAppender struct {
 	wake chan struct{}
 	stop chan struct{}
 	done chan struct{}
+	// logCtx carries the response's trace, for the appends that run on
+	// contexts of their own.
+	logCtx context.Context
 }
 
-func newEventAppender(e *Engine, id string) *eventAppender {
-	a := &eventAppender{e: e, id: id, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+func newEventAppender(ctx context.Context, e *Engine, id string) *eventAppender {
+	a := &eventAppender{e: e, id: id, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), logCtx: telemetry.Detach(ctx)}
 	go a.run()
 	return a
 }
@@ -392,10 +402,10 @@ func (a *eventAppender) flush() {
 	if len(batch) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), a.e.opts.StoreTimeout)
+	ctx, cancel := context.WithTimeout(a.logCtx, a.e.opts.StoreTimeout)
 	defer cancel()
 	if err := a.e.store.AppendEvents(ctx, a.id, batch); err != nil {
-		a.e.log.Warn("append events", "id", a.id, "events", len(batch), "err", err)
+		a.e.log.WarnContext(ctx, "append events", "id", a.id, "events", len(batch), "err", err)
 		a.mu.Lock()
 		a.buf = append(batch, a.buf...)
 		a.mu.Unlock()

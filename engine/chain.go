@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/loomgate/loom/tenant"
+
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +24,16 @@ func (e *Engine) history(ctx context.Context, previousID string) ([]responses.It
 	// the links itself. One record more than the bound tells a chain
 	// that is too long.
 	chain, err := e.store.Chain(ctx, previousID, maxChain+1)
+	if err == nil {
+		// Only the tenant's own responses can be continued (with their
+		// pending calls and approvals); another's is not found.
+		for _, rec := range chain {
+			if rec.Tenant != tenant.From(ctx) {
+				err = ErrNotFound
+				break
+			}
+		}
+	}
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil, responses.NotFound("previous_response_id", "previous response %q not found", previousID)
 	}
@@ -42,7 +54,7 @@ func (e *Engine) history(ctx context.Context, previousID string) ([]responses.It
 		calls, err := decodePending(chain[i].Pending)
 		if err != nil {
 			// Its calls cannot be resumed; the rest of the chain can.
-			e.log.Warn("stored pending input state unreadable", "response", chain[i].ID, "err", err)
+			e.log.WarnContext(ctx, "stored pending input state unreadable", "response", chain[i].ID, "err", err)
 		}
 		for _, p := range calls {
 			if pending == nil {

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/loomgate/loom/tenant"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,6 +30,9 @@ func conversationBusy(id string) *responses.APIError {
 // last response left waiting for the client.
 func (e *Engine) conversationHistory(ctx context.Context, id string) ([]responses.Item, map[string]*pendingCall, error) {
 	conv, err := e.store.GetConversation(ctx, id)
+	if err == nil && conv.Tenant != tenant.From(ctx) {
+		err = ErrNotFound // another tenant's: not found, like a missing one
+	}
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil, responses.NotFound("conversation", "conversation %q not found", id)
 	}
@@ -44,7 +49,7 @@ func (e *Engine) conversationHistory(ctx context.Context, id string) ([]response
 		if err == nil {
 			calls, err := decodePending(rec.Pending)
 			if err != nil {
-				e.log.Warn("stored pending input state unreadable", "response", rec.ID, "err", err)
+				e.log.WarnContext(ctx, "stored pending input state unreadable", "response", rec.ID, "err", err)
 			}
 			for _, p := range calls {
 				if pending == nil {
@@ -73,7 +78,7 @@ func (e *Engine) claimConversation(ctx context.Context, r *run) error {
 	case errors.Is(err, ErrNotFound):
 		return responses.NotFound("conversation", "conversation %q not found", r.conversationID)
 	case err != nil:
-		e.log.Error("claim conversation", "conversation", r.conversationID, "err", err)
+		e.log.ErrorContext(ctx, "claim conversation", "conversation", r.conversationID, "err", err)
 		return &responses.APIError{Status: http.StatusServiceUnavailable, Type: responses.ErrServer, Message: "the response store is unavailable; try again"}
 	}
 	return nil
@@ -96,7 +101,7 @@ func (e *Engine) finishTurn(ctx context.Context, r *run, added bool) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
 	defer cancel()
 	if err := e.store.FinishConversationTurn(sctx, r.conversationID, r.resp.ID, items); err != nil {
-		e.log.Error("append the response to its conversation", "conversation", r.conversationID, "id", r.resp.ID, "err", err)
+		e.log.ErrorContext(ctx, "append the response to its conversation", "conversation", r.conversationID, "id", r.resp.ID, "err", err)
 	}
 }
 
@@ -112,7 +117,7 @@ func (e *Engine) releaseConversation(ctx context.Context, responseID string, bod
 		return
 	}
 	if err := e.store.FinishConversationTurn(ctx, head.Conversation.ID, responseID, nil); err != nil && !errors.Is(err, ErrNotFound) {
-		e.log.Warn("release conversation", "conversation", head.Conversation.ID, "id", responseID, "err", err)
+		e.log.WarnContext(ctx, "release conversation", "conversation", head.Conversation.ID, "id", responseID, "err", err)
 	}
 }
 
@@ -166,6 +171,16 @@ func conversationNotFound(id string) error {
 	return responses.NotFound("conversation_id", "conversation %q not found", id)
 }
 
+// ownConversation returns conversation id if it belongs to the tenant of
+// ctx; another tenant's is a 404 exactly like a missing one.
+func (e *Engine) ownConversation(ctx context.Context, id string) (*Conversation, error) {
+	c, err := e.store.GetConversation(ctx, id)
+	if errors.Is(err, ErrNotFound) || (err == nil && c.Tenant != tenant.From(ctx)) {
+		return nil, conversationNotFound(id)
+	}
+	return c, err
+}
+
 // CreateConversation creates a conversation with its first items.
 func (e *Engine) CreateConversation(ctx context.Context, items []responses.Item, metadata map[string]string) (*Conversation, error) {
 	if err := CheckMetadata(metadata); err != nil {
@@ -175,7 +190,7 @@ func (e *Engine) CreateConversation(ctx context.Context, items []responses.Item,
 	if err != nil {
 		return nil, err
 	}
-	c := &Conversation{ID: e.opts.NewID("conv"), CreatedAt: e.opts.Now().Unix(), Metadata: metadata}
+	c := &Conversation{ID: e.opts.NewID("conv"), CreatedAt: e.opts.Now().Unix(), Metadata: metadata, Tenant: tenant.From(ctx)}
 	if c.Metadata == nil {
 		c.Metadata = map[string]string{}
 	}
@@ -187,15 +202,14 @@ func (e *Engine) CreateConversation(ctx context.Context, items []responses.Item,
 
 // Conversation returns a conversation.
 func (e *Engine) Conversation(ctx context.Context, id string) (*Conversation, error) {
-	c, err := e.store.GetConversation(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		return nil, conversationNotFound(id)
-	}
-	return c, err
+	return e.ownConversation(ctx, id)
 }
 
 // UpdateConversation replaces a conversation's metadata.
 func (e *Engine) UpdateConversation(ctx context.Context, id string, metadata map[string]string) (*Conversation, error) {
+	if _, err := e.ownConversation(ctx, id); err != nil {
+		return nil, err
+	}
 	if err := CheckMetadata(metadata); err != nil {
 		return nil, err
 	}
@@ -209,6 +223,9 @@ func (e *Engine) UpdateConversation(ctx context.Context, id string, metadata map
 // DeleteConversation deletes a conversation and its items; the responses
 // made on it stay.
 func (e *Engine) DeleteConversation(ctx context.Context, id string) error {
+	if _, err := e.ownConversation(ctx, id); err != nil {
+		return err
+	}
 	err := e.store.DeleteConversation(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		return conversationNotFound(id)
@@ -218,6 +235,9 @@ func (e *Engine) DeleteConversation(ctx context.Context, id string) error {
 
 // AddConversationItems appends items and returns them with their ids.
 func (e *Engine) AddConversationItems(ctx context.Context, id string, items []responses.Item) ([]responses.Item, error) {
+	if _, err := e.ownConversation(ctx, id); err != nil {
+		return nil, err
+	}
 	items, err := e.newItems(items)
 	if err != nil {
 		return nil, err
@@ -231,6 +251,9 @@ func (e *Engine) AddConversationItems(ctx context.Context, id string, items []re
 
 // ConversationItems returns a page of a conversation's items.
 func (e *Engine) ConversationItems(ctx context.Context, id string, page Page) ([]responses.Item, bool, error) {
+	if _, err := e.ownConversation(ctx, id); err != nil {
+		return nil, false, err
+	}
 	items, more, err := e.store.ConversationItems(ctx, id, page)
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -243,6 +266,9 @@ func (e *Engine) ConversationItems(ctx context.Context, id string, page Page) ([
 
 // ConversationItem returns one item of a conversation.
 func (e *Engine) ConversationItem(ctx context.Context, id, itemID string) (responses.Item, error) {
+	if _, err := e.ownConversation(ctx, id); err != nil {
+		return responses.Item{}, err
+	}
 	it, err := e.store.ConversationItem(ctx, id, itemID)
 	if errors.Is(err, ErrNotFound) {
 		if _, cerr := e.store.GetConversation(ctx, id); errors.Is(cerr, ErrNotFound) {
@@ -255,6 +281,9 @@ func (e *Engine) ConversationItem(ctx context.Context, id, itemID string) (respo
 
 // DeleteConversationItem deletes one item and returns the conversation.
 func (e *Engine) DeleteConversationItem(ctx context.Context, id, itemID string) (*Conversation, error) {
+	if _, err := e.ownConversation(ctx, id); err != nil {
+		return nil, err
+	}
 	err := e.store.DeleteConversationItem(ctx, id, itemID)
 	if errors.Is(err, ErrNotFound) {
 		if _, cerr := e.store.GetConversation(ctx, id); errors.Is(cerr, ErrNotFound) {

@@ -1,6 +1,11 @@
 package engine
 
 import (
+	"github.com/loomgate/loom/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -68,6 +73,12 @@ type Options struct {
 	// Owner names this engine in the leases it takes (default: a random
 	// id). Two engines on one store must not share it.
 	Owner string
+	// TracerProvider starts the spans of a response: the run, each model
+	// turn, each MRTR round, the store save, and (through Conversation,
+	// unless it has its own) each tool call and the cleanup pass. Nil: no
+	// spans are recorded, and the request's trace still reaches logs, the
+	// upstream and tools through ctx.
+	TracerProvider trace.TracerProvider
 	// Queue hands background responses to the job engine that runs
 	// them on whichever replica claims them (see RunBackground). Nil:
 	// background without stream is refused; background with stream
@@ -104,6 +115,7 @@ type Engine struct {
 	// owner names this engine's leases; inflight are its leased responses.
 	owner    string
 	inflight inflight
+	tracer   trace.Tracer
 	// life ends with CancelBackground: background streams, which outlive
 	// their request's context, end with it.
 	life    context.Context
@@ -161,6 +173,10 @@ func New(backend model.Backend, store Store, opts *Options) *Engine {
 		e.owner = NewID("replica")
 	}
 	e.log = e.opts.Logger
+	e.tracer = telemetry.Tracer(e.opts.TracerProvider, "github.com/loomgate/loom/engine")
+	if e.opts.Conversation.TracerProvider == nil {
+		e.opts.Conversation.TracerProvider = e.opts.TracerProvider
+	}
 	return e
 }
 
@@ -192,7 +208,18 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 // RunWith is Run with per-call options (nil: none): a conversation the
 // caller kept in memory to continue, and a hook that receives this
 // response's conversation when it ends.
-func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(*responses.Event) error, opts *RunOptions) (*responses.Response, error) {
+func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(*responses.Event) error, opts *RunOptions) (resp *responses.Response, err error) {
+	ctx, span := e.tracer.Start(ctx, "response", trace.WithAttributes(
+		attribute.String("gen_ai.request.model", req.Model), attribute.Bool("loom.stream", req.Stream), attribute.Bool("loom.background", req.Background != nil && *req.Background)))
+	defer func() {
+		if resp != nil {
+			span.SetAttributes(attribute.String("gen_ai.response.id", resp.ID), attribute.String("loom.response.status", resp.Status))
+		}
+		if err != nil {
+			span.SetStatus(codes.Error, "response failed")
+		}
+		span.End()
+	}()
 	r, err := e.prepare(ctx, req, opts, nil)
 	if err != nil {
 		return nil, err
@@ -365,7 +392,7 @@ func (e *Engine) execute(ctx context.Context, r *run, opts *RunOptions) (*respon
 		defer e.inflight.remove(r.resp.ID)
 	}
 	if r.background {
-		r.appender = newEventAppender(e, r.resp.ID)
+		r.appender = newEventAppender(ctx, e, r.resp.ID)
 	}
 	upstreamErr := r.loop(ctx)
 	if r.appender != nil {
@@ -546,7 +573,7 @@ func (r *run) loop(ctx context.Context) error {
 	if listErr != nil {
 		// A server that cannot be listed is left out; the response goes
 		// on with the tools that could be listed.
-		r.e.log.Warn("tool listing failed", "response", r.resp.ID, "err", listErr)
+		r.e.log.WarnContext(ctx, "tool listing failed", "response", r.resp.ID, "err", listErr)
 	}
 	if err := r.listItems(listErr); err != nil {
 		return err

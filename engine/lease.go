@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"github.com/loomgate/loom/telemetry"
+	"github.com/loomgate/loom/tenant"
+
 	"context"
 	"encoding/json"
 	"net/http"
@@ -86,6 +89,8 @@ func (e *Engine) begin(ctx context.Context, r *run) error {
 		Input:      r.input,
 		LeaseOwner: e.owner,
 		LeaseUntil: e.opts.Now().Add(e.opts.Lease),
+		Tenant:     tenant.From(ctx),
+		TraceID:    telemetry.TraceID(ctx),
 	}
 	if r.req.PreviousResponseID != nil {
 		rec.PreviousResponseID = *r.req.PreviousResponseID
@@ -97,7 +102,7 @@ func (e *Engine) begin(ctx context.Context, r *run) error {
 	defer cancel()
 	if err := e.store.SaveResponse(sctx, rec); err != nil {
 		e.inflight.remove(rec.ID)
-		e.log.Error("store in-progress response", "id", rec.ID, "err", err)
+		e.log.ErrorContext(ctx, "store in-progress response", "id", rec.ID, "err", err)
 		return &responses.APIError{Status: http.StatusServiceUnavailable, Type: responses.ErrServer,
 			Message: "the response store is unavailable; try again"}
 	}
@@ -153,7 +158,7 @@ func (e *Engine) RenewLeases(ctx context.Context) {
 	sctx, cancel := context.WithTimeout(ctx, e.opts.StoreTimeout)
 	defer cancel()
 	if err := e.store.RenewLeases(sctx, e.owner, ids, e.opts.Now().Add(e.opts.Lease)); err != nil {
-		e.log.Warn("renew leases", "responses", len(ids), "err", err)
+		e.log.WarnContext(ctx, "renew leases", "responses", len(ids), "err", err)
 	}
 }
 
@@ -167,7 +172,7 @@ func (e *Engine) SweepLeases(ctx context.Context) int {
 		n, err := e.store.FailExpiredLeases(sctx, e.opts.Now(), payload, sweepBatch)
 		cancel()
 		if err != nil {
-			e.log.Warn("sweep expired leases", "err", err)
+			e.log.WarnContext(ctx, "sweep expired leases", "err", err)
 			break
 		}
 		total += n
@@ -176,7 +181,7 @@ func (e *Engine) SweepLeases(ctx context.Context) int {
 		}
 	}
 	if total > 0 {
-		e.log.Warn("responses of a stopped replica marked failed", "responses", total)
+		e.log.WarnContext(ctx, "responses of a stopped replica marked failed", "responses", total)
 	}
 	return total
 }
@@ -195,7 +200,7 @@ func (e *Engine) DeleteExpired(ctx context.Context) int {
 		n, err := e.store.DeleteCreatedBefore(sctx, before, sweepBatch)
 		cancel()
 		if err != nil {
-			e.log.Warn("delete expired responses", "err", err)
+			e.log.WarnContext(ctx, "delete expired responses", "err", err)
 			break
 		}
 		total += n
@@ -204,7 +209,7 @@ func (e *Engine) DeleteExpired(ctx context.Context) int {
 		}
 	}
 	if total > 0 {
-		e.log.Info("expired responses deleted", "responses", total, "retention", e.opts.Retention)
+		e.log.InfoContext(ctx, "expired responses deleted", "responses", total, "retention", e.opts.Retention)
 	}
 	return total
 }

@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -208,19 +211,35 @@ type callState struct {
 // retried it already (tools/mcp, with backoff), so here it ends the call.
 func (r *run) rounds(ctx context.Context, st *callState, res tools.Result) tools.Result {
 	limit := r.e.opts.MaxInputRounds
+	// Each round is a span: the answers it gathered (sampling turns are
+	// its children) and the retried call.
+	var span trace.Span
+	endRound := func() {
+		if span != nil {
+			span.End()
+			span = nil
+		}
+	}
+	defer endRound()
+	outer := ctx
 	for res.InputRequired != nil {
+		endRound()
 		ir := res.InputRequired
+		var ctx context.Context
+		ctx, span = r.e.tracer.Start(outer, "mcp input round", trace.WithAttributes(
+			attribute.String("loom.tool.server", st.server), attribute.String("gen_ai.tool.name", st.call.Name),
+			attribute.Int("loom.mrtr.round", st.round+1), attribute.Int("loom.mrtr.requests", len(ir.Requests))))
 		switch {
 		case st.round >= limit:
 			err := fmt.Errorf("input rounds exceeded (%d)", limit)
-			r.e.log.Warn("mcp call stopped", "response", r.resp.ID, "server", st.server, "tool", st.call.Name, "err", err)
+			r.e.log.WarnContext(ctx, "mcp call stopped", "response", r.resp.ID, "server", st.server, "tool", st.call.Name, "err", err)
 			return tools.ErrorResult(st.call.CallID, fmt.Sprintf(
 				"The tool server %q asked for more input %d times without finishing the call, the most this server allows; the call was stopped.", st.server, limit), err)
 		case ctx.Err() != nil:
 			return tools.ErrorResult(st.call.CallID, "The call was cancelled while the tool server waited for input.", ctx.Err())
 		case len(ir.Requests) == 0:
 			err := errors.New("the server kept shedding load")
-			r.e.log.Warn("mcp call stopped", "response", r.resp.ID, "server", st.server, "tool", st.call.Name, "err", err)
+			r.e.log.WarnContext(ctx, "mcp call stopped", "response", r.resp.ID, "server", st.server, "tool", st.call.Name, "err", err)
 			return tools.ErrorResult(st.call.CallID, fmt.Sprintf("The tool server %q is too busy to finish the call; the call was stopped.", st.server), err)
 		}
 		answers := map[string]json.RawMessage{}
@@ -257,7 +276,7 @@ func (r *run) answer(ctx context.Context, st *callState, req tools.InputRequest)
 	case tools.MethodCreateMessage:
 		a, err := r.sample(ctx, req)
 		if err != nil {
-			r.e.log.Warn("mcp sampling failed", "response", r.resp.ID, "server", st.server, "err", err)
+			r.e.log.WarnContext(ctx, "mcp sampling failed", "response", r.resp.ID, "server", st.server, "err", err)
 			res := tools.ErrorResult(st.call.CallID, fmt.Sprintf("The tool server %q asked the model for a completion, which failed; the call was stopped.", st.server), err)
 			return nil, false, &res
 		}
@@ -274,7 +293,7 @@ func (r *run) answer(ctx context.Context, st *callState, req tools.InputRequest)
 		if !r.req.StoreEnabled() {
 			// Without store the client cannot answer in a follow-up
 			// (previous_response_id needs it).
-			r.e.log.Info("mcp elicitation declined: the client answers elicitations in a follow-up, which needs store", "response", r.resp.ID, "server", st.server)
+			r.e.log.InfoContext(ctx, "mcp elicitation declined: the client answers elicitations in a follow-up, which needs store", "response", r.resp.ID, "server", st.server)
 			return tools.Declined, false, nil
 		}
 		return nil, true, nil
@@ -378,7 +397,7 @@ func (r *run) resumeInputs(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := r.finishCall(p, res); err != nil {
+		if err := r.finishCall(ctx, p, res); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
@@ -390,9 +409,9 @@ func (r *run) resumeInputs(ctx context.Context) error {
 
 // finishCall reports a call that ran outside a model turn (resumed after
 // input) as its kind's items, and gives the model the call and its result.
-func (r *run) finishCall(p *pendingCall, res tools.Result) error {
+func (r *run) finishCall(ctx context.Context, p *pendingCall, res tools.Result) error {
 	if res.Err != nil {
-		r.e.log.Warn("tool call failed", "response", r.resp.ID, "tool", p.Name, "server", p.Server, "err", res.Err)
+		r.e.log.WarnContext(ctx, "tool call failed", "response", r.resp.ID, "tool", p.Name, "server", p.Server, "err", res.Err)
 	}
 	text := res.Text()
 	ran := tools.RanCall{Server: p.Server, Tool: p.Tool, CallID: p.CallID, Arguments: p.Arguments, ApprovalRequestID: p.ApprovalRequestID}
@@ -483,16 +502,16 @@ func (r *run) elicitByModel(ctx context.Context, call *tools.Call, req tools.Inp
 	}
 	text, _, err := r.complete(ctx, mreq)
 	if err != nil {
-		r.e.log.Warn("mcp elicitation by the model failed; declined", "response", r.resp.ID, "err", err)
+		r.e.log.WarnContext(ctx, "mcp elicitation by the model failed; declined", "response", r.resp.ID, "err", err)
 		return tools.Declined
 	}
 	content := firstJSONObject(text)
 	if content == nil {
-		r.e.log.Info("mcp elicitation declined: the model gave no JSON object", "response", r.resp.ID)
+		r.e.log.InfoContext(ctx, "mcp elicitation declined: the model gave no JSON object", "response", r.resp.ID)
 		return tools.Declined
 	}
 	if msg := checkSchema(schema, content); msg != "" {
-		r.e.log.Info("mcp elicitation declined: the model's answer does not match the schema", "response", r.resp.ID, "reason", msg)
+		r.e.log.InfoContext(ctx, "mcp elicitation declined: the model's answer does not match the schema", "response", r.resp.ID, "reason", msg)
 		return tools.Declined
 	}
 	return tools.Accepted(content)

@@ -1,6 +1,13 @@
 package engine
 
 import (
+	"github.com/loomgate/loom/telemetry"
+	"github.com/loomgate/loom/tenant"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -89,7 +96,7 @@ func (e *Engine) save(ctx context.Context, r *run, upstreamErr error) {
 	}
 	body, err := json.Marshal(r.resp)
 	if err != nil {
-		e.log.Error("encode response for the store", "id", r.resp.ID, "err", err)
+		e.log.ErrorContext(ctx, "encode response for the store", "id", r.resp.ID, "err", err)
 		return
 	}
 	rec := &Record{
@@ -101,16 +108,22 @@ func (e *Engine) save(ctx context.Context, r *run, upstreamErr error) {
 		Output:    r.resp.Output,
 		Events:    r.events,
 		Pending:   encodePending(r.pendingOut),
+		Tenant:    tenant.From(ctx),
+		TraceID:   telemetry.TraceID(ctx),
 	}
 	if r.req.PreviousResponseID != nil {
 		rec.PreviousResponseID = *r.req.PreviousResponseID
 	}
 	// The request's context may be cancelled (client gone): the response
 	// is still saved, within a bound of its own.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
+	sctx, span := e.tracer.Start(context.WithoutCancel(ctx), "store save", trace.WithAttributes(
+		attribute.String("gen_ai.response.id", r.resp.ID), attribute.Int("loom.store.events", len(rec.Events))))
+	defer span.End()
+	sctx, cancel := context.WithTimeout(sctx, e.opts.StoreTimeout)
 	defer cancel()
 	if err := e.store.SaveResponse(sctx, rec); err != nil {
-		e.log.Error("store response", "id", r.resp.ID, "err", err)
+		span.SetStatus(codes.Error, "save failed")
+		e.log.ErrorContext(ctx, "store response", "id", r.resp.ID, "err", err)
 	}
 }
 

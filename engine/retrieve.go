@@ -6,23 +6,38 @@ import (
 	"errors"
 
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/tenant"
 )
 
-// Get returns a stored response object as JSON. An unknown id, or one that
-// was created with store false, is a 404.
-func (e *Engine) Get(ctx context.Context, id string) (json.RawMessage, error) {
+// record returns the stored record id if it belongs to the tenant of ctx.
+// Another tenant's response is a 404 exactly like a missing one: whether
+// an id exists is not told to a tenant that does not own it.
+func (e *Engine) record(ctx context.Context, id string) (*Record, error) {
 	rec, err := e.store.GetResponse(ctx, id)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, ErrNotFound) || (err == nil && rec.Tenant != tenant.From(ctx)) {
 		return nil, responses.NotFound("response_id", "response %q not found", id)
 	}
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// Get returns a stored response object as JSON. An unknown id, one that
+// was created with store false, or one of another tenant, is a 404.
+func (e *Engine) Get(ctx context.Context, id string) (json.RawMessage, error) {
+	rec, err := e.record(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	return rec.Response, nil
 }
 
-// Delete removes a stored response.
+// Delete removes a stored response of the tenant of ctx.
 func (e *Engine) Delete(ctx context.Context, id string) error {
+	if _, err := e.record(ctx, id); err != nil {
+		return err
+	}
 	err := e.store.DeleteResponse(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		return responses.NotFound("response_id", "response %q not found", id)
@@ -34,6 +49,9 @@ func (e *Engine) Delete(ctx context.Context, id string) error {
 // The store tells an absent response (ErrNotFound) from an unknown cursor
 // (ErrUnknownCursor) itself, in one read.
 func (e *Engine) InputItems(ctx context.Context, id string, page Page) ([]responses.Item, bool, error) {
+	if _, err := e.record(ctx, id); err != nil {
+		return nil, false, err
+	}
 	items, more, err := e.store.ListInputItems(ctx, id, page)
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -42,4 +60,17 @@ func (e *Engine) InputItems(ctx context.Context, id string, page Page) ([]respon
 		return nil, false, responses.BadRequest("after", "no input item %q in this response", page.After)
 	}
 	return items, more, err
+}
+
+// Events returns the stored events of a response of the tenant of ctx
+// with sequence number greater than after (-1 for all), for a replay.
+func (e *Engine) Events(ctx context.Context, id string, after int) ([]json.RawMessage, error) {
+	if _, err := e.record(ctx, id); err != nil {
+		return nil, err
+	}
+	evs, err := e.store.Events(ctx, id, after)
+	if errors.Is(err, ErrNotFound) {
+		return nil, responses.NotFound("response_id", "response %q not found", id)
+	}
+	return evs, err
 }

@@ -133,6 +133,10 @@ type Conversation struct {
 	// LastResponseID is the last response whose turn was added ("" for
 	// none): the calls it left pending continue from there.
 	LastResponseID string
+	// Tenant is the principal that created the conversation ("" for the
+	// anonymous tenant): only it sees the conversation and its items, and
+	// only it can make responses on it.
+	Tenant string
 }
 
 // Record is a stored response.
@@ -162,6 +166,14 @@ type Record struct {
 	// replica's sweeper: its owner is presumed dead.
 	LeaseOwner string
 	LeaseUntil time.Time
+	// Tenant is the principal that created the response ("" for the
+	// anonymous tenant). The engine shows a response, its items and
+	// events, and lets it be continued, only to its tenant.
+	Tenant string
+	// TraceID is the W3C trace id (32 hex digits) of the request that
+	// created the response, so that an operator can find its logs and
+	// spans; stores index it.
+	TraceID string
 }
 
 // Page selects a page of input items.

@@ -144,7 +144,7 @@ func (r *run) runServerCalls(ctx context.Context, calls []*turnCall) error {
 			}
 			continue
 		}
-		if err := r.reportResult(c, res); err != nil {
+		if err := r.reportResult(ctx, c, res); err != nil {
 			return err
 		}
 	}
@@ -163,10 +163,10 @@ func refusal(c *turnCall) []responses.Item {
 
 // reportResult reports a server call that ran, as its kind shows it, and
 // gives the model the call and its result.
-func (r *run) reportResult(c *turnCall, res tools.Result) error {
+func (r *run) reportResult(ctx context.Context, c *turnCall, res tools.Result) error {
 	text := resultText(res)
 	if res.Err != nil {
-		r.e.log.Warn("tool call failed", "response", r.resp.ID, "tool", c.name, "server", c.server, "err", res.Err)
+		r.e.log.WarnContext(ctx, "tool call failed", "response", r.resp.ID, "tool", c.name, "server", c.server, "err", res.Err)
 	}
 	if c.deferred {
 		ran := tools.RanCall{Server: c.server, Tool: r.caps(c.server).OwnName(c.name), CallID: c.callID, Arguments: c.item.Arguments}

@@ -1,6 +1,10 @@
 package engine
 
 import (
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 
 	"github.com/loomgate/loom/model"
@@ -29,13 +33,33 @@ type turnState struct {
 
 // turn runs one model turn, streaming its deltas into the builder, and
 // adds what the model wrote to the conversation.
-func (r *run) turn(ctx context.Context) (turnResult, error) {
+func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 	st := &turnState{mreq: r.modelRequest(), byIndex: map[int]*turnCall{}, maxCalls: -1}
+	mreq := st.mreq
+	// One span per model turn, with the GenAI semantic conventions'
+	// attributes: the model, this turn's token counts, its finish reason.
+	ctx, span := r.e.tracer.Start(ctx, "chat "+mreq.Model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "chat"),
+		attribute.String("gen_ai.request.model", mreq.Model),
+		attribute.String("gen_ai.response.id", r.resp.ID)))
+	var usage responses.Usage
+	defer func() {
+		span.SetAttributes(
+			attribute.Int("gen_ai.usage.input_tokens", usage.InputTokens),
+			attribute.Int("gen_ai.usage.output_tokens", usage.OutputTokens))
+		if res.finish != "" {
+			span.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", []string{res.finish}))
+		}
+		if err != nil {
+			span.SetStatus(codes.Error, "model turn failed")
+		}
+		span.End()
+	}()
 	if r.req.MaxToolCalls != nil {
 		st.maxCalls = *r.req.MaxToolCalls
 	}
 	start := len(r.resp.Output)
-	err := r.e.backend.Stream(ctx, st.mreq, func(d model.Delta) error {
+	err = r.e.backend.Stream(ctx, st.mreq, func(d model.Delta) error {
 		switch d.Kind {
 		case model.DeltaText:
 			return r.builder.TextDelta(d.Text)
@@ -47,12 +71,13 @@ func (r *run) turn(ctx context.Context) (turnResult, error) {
 			return r.toolCallDelta(st, d)
 		case model.DeltaUsage:
 			r.usage.add(d.Usage)
+			usage.Add(d.Usage)
 		case model.DeltaFinish:
 			st.res.finish = d.FinishReason
 		}
 		return nil
 	})
-	res := st.res
+	res = st.res
 	if err != nil {
 		return res, err
 	}

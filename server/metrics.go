@@ -58,7 +58,9 @@ func (t toolMetrics) Observe(op conversation.Op, server string, outcome conversa
 	t.m.toolOps.WithLabelValues(op.String(), outcome.String()).Inc()
 }
 
-func (m *Metrics) handler() http.Handler {
+// Handler serves the metrics in the Prometheus text format, for a
+// listener of their own (see Options.HideMetrics).
+func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }
 

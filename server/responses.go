@@ -203,7 +203,7 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, id string, diale
 		json.Unmarshal(ev, &head)
 		data, err := dialect.Rewrite(ev)
 		if err != nil {
-			s.log.Error("replay: stored event is not valid JSON", "id", id, "err", err)
+			s.log.ErrorContext(r.Context(), "replay: stored event is not valid JSON", "id", id, "err", err)
 			return err
 		}
 		return sse.Raw(head.Type, data)

@@ -1,7 +1,7 @@
 package server
 
 import (
-	"crypto/subtle"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,6 +11,11 @@ import (
 
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/telemetry"
+	"github.com/loomgate/loom/tenant"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DialectHeader lets a client choose the event dialect of one request,
@@ -27,8 +32,13 @@ type Options struct {
 	// KeepAlive is the longest silence on a stream before a comment line
 	// is sent (default 15s).
 	KeepAlive time.Duration
-	// APIKeys, when not empty, are the bearer tokens accepted on /v1.
+	// APIKeys, when not empty, are bearer tokens accepted on /v1, all of
+	// the one tenant DefaultTenant.
 	APIKeys []string
+	// Authenticators, when not empty, find the tenant of a request's
+	// bearer token (API keys mapped to tenants, JWTs), tried in order
+	// after APIKeys. With neither, every request is the anonymous tenant.
+	Authenticators []Authenticator
 	// Metrics, when set, are updated and served at /metrics.
 	Metrics *Metrics
 	// BodyReadTimeout is the longest a client may take to send a request
@@ -41,6 +51,13 @@ type Options struct {
 	// stream may last as long as the request timeout while a client that
 	// stops reading is dropped. Negative: no deadline.
 	WriteTimeout time.Duration
+	// HideMetrics keeps /metrics off this handler although Metrics is
+	// set: the operator serves Metrics.Handler on a listener of its own.
+	HideMetrics bool
+	// TracerProvider starts the span of each request (nil: spans are not
+	// recorded, but each request still gets a trace id, logged and
+	// propagated).
+	TracerProvider trace.TracerProvider
 }
 
 // Server is loom's HTTP API: the Responses endpoints over an Engine, plus
@@ -53,6 +70,8 @@ type Server struct {
 	ready  atomic.Bool
 	// sockets are the open WebSocket connections (websocket.go).
 	sockets sockets
+	tracer  trace.Tracer
+	authn   []Authenticator
 }
 
 // New returns a Server for e. It reports ready until SetReady(false).
@@ -77,6 +96,15 @@ func New(e *engine.Engine, opts *Options) *Server {
 		s.opts.WriteTimeout = 60 * time.Second
 	}
 	s.log = s.opts.Logger
+	if len(s.opts.APIKeys) > 0 {
+		keys := make(APIKeys, len(s.opts.APIKeys))
+		for i, k := range s.opts.APIKeys {
+			keys[i] = APIKey{Key: k, Tenant: DefaultTenant}
+		}
+		s.authn = append(s.authn, keys)
+	}
+	s.authn = append(s.authn, s.opts.Authenticators...)
+	s.tracer = telemetry.Tracer(s.opts.TracerProvider, "github.com/loomgate/loom/server")
 	s.ready.Store(true)
 
 	s.mux.HandleFunc("POST /v1/responses", s.auth(s.createResponse))
@@ -106,8 +134,8 @@ func New(e *engine.Engine, opts *Options) *Server {
 		}
 		w.Write([]byte("ok\n"))
 	})
-	if s.opts.Metrics != nil {
-		s.mux.Handle("GET /metrics", s.opts.Metrics.handler())
+	if s.opts.Metrics != nil && !s.opts.HideMetrics {
+		s.mux.Handle("GET /metrics", s.opts.Metrics.Handler())
 	}
 	s.mux.HandleFunc("/v1/", s.noRoute)
 	return s
@@ -143,9 +171,16 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 // that load balancers stop sending traffic before the listener closes.
 func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler. Every request runs in a span of its
+// own, a child of the client's traceparent when it sent one, and the
+// response's traceparent header names that span.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	ctx, span := telemetry.StartRequest(r, s.tracer, r.Method,
+		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
+	defer span.End()
+	r = r.WithContext(ctx)
+	telemetry.Inject(ctx, w.Header())
 	rc := http.NewResponseController(w)
 	sw := &statusWriter{ResponseWriter: w, rc: rc, writeTimeout: s.opts.WriteTimeout}
 	// No write deadline until the first write: computing a response may
@@ -157,6 +192,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mux.ServeHTTP(sw, r)
+	if r.Pattern != "" {
+		span.SetName(r.Pattern)
+		span.SetAttributes(attribute.String("http.route", r.Pattern))
+	}
+	span.SetAttributes(attribute.Int("http.response.status_code", sw.status))
+	if sw.status >= 500 {
+		span.SetStatus(codes.Error, http.StatusText(sw.status))
+	}
 	if s.opts.Metrics != nil {
 		// The route pattern, not the path: ids would make the label set
 		// unbounded.
@@ -189,23 +232,47 @@ func routeOf(r *http.Request) string {
 	return r.Method + " " + r.URL.Path
 }
 
-// auth checks the bearer token when keys are configured.
+// auth finds the request's tenant from its bearer token when
+// authentication is configured, and refuses the request with a 401
+// otherwise. Without authentication every request is the anonymous
+// tenant. Why a token was refused goes to the log, not to the client.
 func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
-	if len(s.opts.APIKeys) == 0 {
+	if len(s.authn) == 0 {
 		return h
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if ok {
-			for _, k := range s.opts.APIKeys {
-				if subtle.ConstantTimeCompare([]byte(token), []byte(k)) == 1 {
-					h(w, r)
-					return
-				}
-			}
+		token, ok := bearerToken(r)
+		if !ok {
+			writeError(w, errUnauthorized("missing bearer token (Authorization: Bearer <key>)"))
+			return
 		}
-		writeError(w, &responses.APIError{Status: http.StatusUnauthorized, Type: responses.ErrInvalidRequest, Code: "invalid_api_key", Message: "missing or invalid API key"})
+		var errs []error
+		for _, a := range s.authn {
+			t, err := a.Authenticate(r.Context(), token)
+			if err == nil {
+				h(w, r.WithContext(tenant.With(r.Context(), t)))
+				return
+			}
+			errs = append(errs, err)
+		}
+		s.log.InfoContext(r.Context(), "request refused: bearer token not accepted", "reason", errors.Join(errs...).Error())
+		writeError(w, errUnauthorized("invalid or expired bearer token"))
 	}
+}
+
+func errUnauthorized(msg string) *responses.APIError {
+	return &responses.APIError{Status: http.StatusUnauthorized, Type: responses.ErrInvalidRequest, Code: "invalid_api_key", Message: msg}
+}
+
+// bearerToken returns the token of an "Authorization: Bearer <token>"
+// header. The scheme is case-insensitive (RFC 9110 11.1): "bearer" works.
+func bearerToken(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
 }
 
 // statusWriter remembers the status, and the API error written if any,

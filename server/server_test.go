@@ -138,8 +138,14 @@ func TestAPIKeys(t *testing.T) {
 	if res := post(t, srv.URL, `{"model":"m","input":"x"}`, map[string]string{"Authorization": "Bearer wrong"}); res.StatusCode != http.StatusUnauthorized {
 		t.Errorf("wrong key: status %d", res.StatusCode)
 	}
-	if res := post(t, srv.URL, `{"model":"m","input":"x"}`, map[string]string{"Authorization": "Bearer sekret"}); res.StatusCode != http.StatusOK {
-		t.Errorf("right key: status %d", res.StatusCode)
+	// The scheme is case-insensitive (RFC 9110 11.1).
+	for _, h := range []string{"Bearer sekret", "bearer sekret", "BEARER sekret"} {
+		if res := post(t, srv.URL, `{"model":"m","input":"x"}`, map[string]string{"Authorization": h}); res.StatusCode != http.StatusOK {
+			t.Errorf("Authorization %q: status %d", h, res.StatusCode)
+		}
+	}
+	if res := post(t, srv.URL, `{"model":"m","input":"x"}`, map[string]string{"Authorization": "Basic sekret"}); res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("Basic scheme: status %d", res.StatusCode)
 	}
 	// Probes stay open to the orchestrator.
 	if res, err := http.Get(srv.URL + "/healthz"); err != nil || res.StatusCode != http.StatusOK {

@@ -31,11 +31,23 @@ func envName(flagName string) string {
 // underscores); a flag given on the command line wins over the variable.
 type Config struct {
 	Addr        string
-	UpstreamURL string
-	UpstreamAPI string
-	UpstreamKey string
-	Models      []string
-	Store       string
+	MetricsAddr string
+	// OTLPEndpoint, when set (or OTEL_EXPORTER_OTLP_ENDPOINT is), turns on
+	// span export; Tracing says whether it is on.
+	APIKeysFile     string
+	JWTJWKS         string
+	JWTIssuer       string
+	JWTAudience     string
+	JWTTenantClaim  string
+	JWTRefresh      time.Duration
+	OTLPEndpoint    string
+	OTLPSampleRatio float64
+	Tracing         bool
+	UpstreamURL     string
+	UpstreamAPI     string
+	UpstreamKey     string
+	Models          []string
+	Store           string
 	// StoreLease is how long an in-flight response's lease lasts without
 	// a heartbeat; heartbeat and sweep intervals derive from it.
 	StoreLease            time.Duration
@@ -91,6 +103,12 @@ func parseServeFlags(args []string, getenv func(string) string) (*Config, error)
 	if err := parseServeEnvAndArgs(fs, args, getenv); err != nil {
 		return nil, err
 	}
+	ratioSet := getenv("LOOM_OTLP_SAMPLE_RATIO") != ""
+	fs.Visit(func(f *flag.Flag) { ratioSet = ratioSet || f.Name == "otlp-sample-ratio" })
+	if !ratioSet && getenv("OTEL_TRACES_SAMPLER") != "" {
+		cfg.OTLPSampleRatio = -1 // the SDK reads OTEL_TRACES_SAMPLER(_ARG)
+	}
+	cfg.Tracing = cfg.OTLPEndpoint != "" || getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 	cfg.Models = splitList(models)
 	cfg.APIKeys = splitList(apiKeys)
 	return cfg, cfg.validate()
@@ -103,6 +121,15 @@ func serveFlags(cfg *Config, models, apiKeys *string) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&cfg.APIKeysFile, "api-keys-file", "", "JSON file of API keys mapped to tenants, [{\"key\": \"...\", \"tenant\": \"...\"}]; each tenant sees only what it created")
+	fs.StringVar(&cfg.JWTJWKS, "jwt-jwks", "", "accept JWT bearer tokens verified against this JWKS: a file path or an https URL (needs --jwt-issuer and --jwt-audience)")
+	fs.StringVar(&cfg.JWTIssuer, "jwt-issuer", "", "the iss a JWT must carry")
+	fs.StringVar(&cfg.JWTAudience, "jwt-audience", "", "the aud a JWT must carry")
+	fs.StringVar(&cfg.JWTTenantClaim, "jwt-tenant-claim", "sub", "the JWT claim naming the tenant")
+	fs.DurationVar(&cfg.JWTRefresh, "jwt-refresh", 10*time.Minute, "how often the JWKS is reloaded (a token with an unknown kid reloads it too, at most every 10s)")
+	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", "export OpenTelemetry spans over OTLP/HTTP to this collector URL (e.g. http://127.0.0.1:4318); the OTEL_EXPORTER_OTLP_* variables work too (empty: no export)")
+	fs.Float64Var(&cfg.OTLPSampleRatio, "otlp-sample-ratio", 1, "share of new traces whose spans are exported, 0 to 1; a client's sampled flag is followed (OTEL_TRACES_SAMPLER applies when this is not set)")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics on this address instead of on --addr (empty: /metrics on --addr)")
 	fs.StringVar(&cfg.UpstreamURL, "upstream-url", "", "OpenAI-compatible base URL of the inference engine, ending in /v1 (required)")
 	fs.StringVar(&cfg.UpstreamAPI, "upstream-api", "chat", "upstream API: chat (chat completions, any engine) or completions (harmony token ids, gpt-oss)")
 	fs.StringVar(&cfg.UpstreamEngine, "upstream-engine", "vllm", "with --upstream-api completions: the engine's dialect of the completions endpoint: vllm, sglang or llamacpp")
@@ -243,6 +270,15 @@ func (c *Config) validate() error {
 	case "client", "model", "decline":
 	default:
 		return configErrorf("--mcp-elicitation must be client, model or decline")
+	}
+	if c.JWTJWKS != "" && (c.JWTIssuer == "" || c.JWTAudience == "") {
+		return configErrorf("--jwt-jwks needs --jwt-issuer and --jwt-audience: a token for another service must not pass")
+	}
+	if c.JWTJWKS == "" && (c.JWTIssuer != "" || c.JWTAudience != "") {
+		return configErrorf("--jwt-issuer and --jwt-audience need --jwt-jwks")
+	}
+	if c.OTLPSampleRatio > 1 || (c.OTLPSampleRatio < 0 && c.OTLPSampleRatio != -1) {
+		return configErrorf("--otlp-sample-ratio must be between 0 and 1")
 	}
 	switch c.LogFormat {
 	case "text", "json":

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/loomgate/loom/telemetry"
 	"io"
 	"log/slog"
 	"os"
@@ -154,15 +155,17 @@ func onSignals(first, second func()) (stop func()) {
 }
 
 // newLogger logs as text through tint (coloured on a terminal) or as JSON.
+// Either way a line logged while serving a request carries the request's
+// trace_id and span_id.
 func newLogger(w io.Writer, format, level string) *slog.Logger {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
 		lvl = slog.LevelInfo
 	}
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl}))
+		return slog.New(telemetry.LogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})))
 	}
-	return slog.New(tint.NewHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly, NoColor: !isTerminal(w)}))
+	return slog.New(telemetry.LogHandler(tint.NewHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly, NoColor: !isTerminal(w)})))
 }
 
 func isTerminal(w io.Writer) bool {

@@ -21,11 +21,14 @@ import (
 	"github.com/loomgate/loom/server"
 	"github.com/loomgate/loom/store/postgres"
 	"github.com/loomgate/loom/store/sqlite"
+	"github.com/loomgate/loom/telemetry"
 	"github.com/loomgate/loom/tools/local"
 	"github.com/loomgate/loom/tools/mcp"
 	"github.com/loomgate/loom/tools/python"
 	"github.com/loomgate/loom/tools/sandbox"
 	"github.com/loomgate/loom/tools/shell"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Main is a running loom server: Open wires it, Run serves until ctx ends,
@@ -49,8 +52,12 @@ type Main struct {
 	jobs       *background.Jobs
 	cancelRuns func()
 	// notifier wakes resumed streams on PostgreSQL (nil on SQLite).
-	notifier *postgres.Notifier
-	listener net.Listener
+	notifier        *postgres.Notifier
+	listener        net.Listener
+	metricsHTTP     *http.Server             // with --metrics-addr
+	tracer          *sdktrace.TracerProvider // with --otlp-endpoint
+	stopJWKS        context.CancelFunc       // ends the JWKS refresh, with --jwt-jwks
+	metricsListener net.Listener
 
 	// base is the context of every request; cancelling it cancels the
 	// responses still running when the shutdown deadline passes.
@@ -105,17 +112,31 @@ func (m *Main) Open(ctx context.Context) (err error) {
 			return fmt.Errorf("--mcp-servers: %w", err)
 		}
 	}
+	var tp trace.TracerProvider
+	if m.cfg.Tracing || m.cfg.OTLPEndpoint != "" {
+		m.tracer, err = telemetry.NewProvider(ctx, &telemetry.ProviderOptions{
+			Endpoint: m.cfg.OTLPEndpoint, SampleRatio: m.cfg.OTLPSampleRatio, Logger: m.log})
+		if err != nil {
+			return fmt.Errorf("--otlp-endpoint: %w", err)
+		}
+		tp = m.tracer
+	}
+	authn, err := m.authenticators(ctx)
+	if err != nil {
+		return err
+	}
 	metrics := server.NewMetrics()
 	backend, capabilities := m.backend()
 	eng := engine.New(backend, m.store, &engine.Options{
 		Logger: m.log, Models: m.cfg.Models, Timeout: m.cfg.RequestTimeout, Sealer: sealer, Upstream: capabilities,
 		ImageURLPolicy: policy, MaxImageBytes: m.cfg.MaxImageBytes,
-		ToolProviders: []engine.ToolProvider{local, mcpTools},
-		Conversation:  conversation.Options{Metrics: metrics.ConversationMetrics()},
-		Lease:         m.cfg.StoreLease,
-		Retention:     m.cfg.StoreTTL,
-		Queue:         m.jobs,
-		Notifier:      m.eventNotifier(),
+		ToolProviders:  []engine.ToolProvider{local, mcpTools},
+		Conversation:   conversation.Options{Metrics: metrics.ConversationMetrics()},
+		Lease:          m.cfg.StoreLease,
+		Retention:      m.cfg.StoreTTL,
+		Queue:          m.jobs,
+		Notifier:       m.eventNotifier(),
+		TracerProvider: tp,
 	})
 	m.cancelRuns = eng.CancelBackground
 	if err := m.jobs.Start(context.WithoutCancel(ctx), eng); err != nil {
@@ -128,10 +149,21 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		eng.Maintain(mctx)
 	}()
 	m.server = server.New(eng, &server.Options{Logger: m.log, Dialect: dialect, APIKeys: m.cfg.APIKeys, MaxBodyBytes: m.cfg.MaxBodyBytes, Metrics: metrics,
-		BodyReadTimeout: m.cfg.BodyReadTimeout, WriteTimeout: m.cfg.WriteTimeout})
+		BodyReadTimeout: m.cfg.BodyReadTimeout, WriteTimeout: m.cfg.WriteTimeout,
+		HideMetrics: m.cfg.MetricsAddr != "", TracerProvider: tp, Authenticators: authn})
 	m.listener, err = net.Listen("tcp", m.cfg.Addr)
 	if err != nil {
 		return err
+	}
+	if m.cfg.MetricsAddr != "" {
+		// /metrics on a listener of its own, which can stay inside the
+		// cluster while the API listener faces clients.
+		if m.metricsListener, err = net.Listen("tcp", m.cfg.MetricsAddr); err != nil {
+			return fmt.Errorf("--metrics-addr: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", metrics.Handler())
+		m.metricsHTTP = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 	m.base, m.cancelBase = context.WithCancel(context.Background())
 	m.http = &http.Server{
@@ -159,7 +191,7 @@ func (m *Main) openStore(ctx context.Context) error {
 			return fmt.Errorf("open store: %w", err)
 		}
 		m.store = db
-		m.jobs, err = background.NewPostgres(ctx, db.Pool(), &background.Options{Logger: m.log})
+		m.jobs, err = background.NewPostgres(ctx, db.Pool(), &background.Options{Logger: m.log.With("component", "jobs")})
 		if err != nil {
 			return err
 		}
@@ -172,7 +204,7 @@ func (m *Main) openStore(ctx context.Context) error {
 		return fmt.Errorf("open store %s: %w", m.cfg.Store, err)
 	}
 	m.store = db
-	m.jobs, err = background.NewSQLite(ctx, db.SQL(), &background.Options{Logger: m.log})
+	m.jobs, err = background.NewSQLite(ctx, db.SQL(), &background.Options{Logger: m.log.With("component", "jobs")})
 	return err
 }
 
@@ -191,6 +223,34 @@ func (m *Main) noLimit(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// authenticators returns the tenant-mapping authenticators the
+// configuration names: --api-keys-file, then --jwt-jwks (whose keys are
+// reloaded on a timer until Close).
+func (m *Main) authenticators(ctx context.Context) ([]server.Authenticator, error) {
+	var out []server.Authenticator
+	if m.cfg.APIKeysFile != "" {
+		keys, err := server.LoadAPIKeys(m.cfg.APIKeysFile)
+		if err != nil {
+			return nil, fmt.Errorf("--api-keys-file: %w", err)
+		}
+		out = append(out, keys)
+	}
+	if m.cfg.JWTJWKS != "" {
+		v, err := server.NewJWTVerifier(ctx, &server.JWTOptions{
+			JWKS: m.cfg.JWTJWKS, Issuer: m.cfg.JWTIssuer, Audience: m.cfg.JWTAudience,
+			TenantClaim: m.cfg.JWTTenantClaim, Refresh: m.cfg.JWTRefresh, Logger: m.log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("--jwt-jwks: %w", err)
+		}
+		rctx, stop := context.WithCancel(context.Background())
+		m.stopJWKS = stop
+		go v.Run(rctx)
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // backend returns the upstream backend the configuration names, and what
@@ -270,6 +330,15 @@ func sharedStore(store string) bool {
 // Addr is the address the server listens on.
 func (m *Main) Addr() string { return m.listener.Addr().String() }
 
+// MetricsAddr is the address /metrics is served on with --metrics-addr,
+// or "" without.
+func (m *Main) MetricsAddr() string {
+	if m.metricsListener == nil {
+		return ""
+	}
+	return m.metricsListener.Addr().String()
+}
+
 // Run serves until ctx is done, then shuts down gracefully. First it
 // drains: /readyz answers 503 for the drain delay, so that load balancers
 // health-checking it stop routing here, while it still serves every
@@ -281,6 +350,11 @@ func (m *Main) Run(ctx context.Context) error {
 	m.log.Info("loom listening", "addr", m.Addr(), "upstream", m.cfg.UpstreamURL, "store", m.storeName, "models", m.cfg.Models)
 	errc := make(chan error, 1)
 	go func() { errc <- m.http.Serve(m.listener) }()
+	if m.metricsHTTP != nil {
+		m.log.Info("metrics listening", "addr", m.MetricsAddr())
+		go m.metricsHTTP.Serve(m.metricsListener)
+		defer m.metricsHTTP.Close()
+	}
 	select {
 	case err := <-errc:
 		return err
@@ -378,6 +452,18 @@ func (m *Main) Close() error {
 		m.stopMaintenance()
 		<-m.maintained
 		m.stopMaintenance = nil
+	}
+	if m.stopJWKS != nil {
+		m.stopJWKS()
+	}
+	if m.tracer != nil {
+		// Flush the spans still queued, within a bound: a dead collector
+		// must not hold up the exit.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := m.tracer.Shutdown(ctx); err != nil {
+			m.log.Warn("tracing: flushing spans at exit", "err", err)
+		}
+		cancel()
 	}
 	if m.store != nil {
 		err := m.store.Close()

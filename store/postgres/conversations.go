@@ -25,7 +25,7 @@ func (d *DB) CreateConversation(ctx context.Context, c *engine.Conversation, ite
 		return fmt.Errorf("postgres: create conversation %s: %w", c.ID, err)
 	}
 	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO conversations (id, created_at, metadata) VALUES ($1, $2, $3)`, c.ID, c.CreatedAt, meta); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO conversations (id, created_at, metadata, tenant) VALUES ($1, $2, $3, $4)`, c.ID, c.CreatedAt, meta, c.Tenant); err != nil {
 			return err
 		}
 		return insertConversationItems(ctx, tx, c.ID, 0, ids, raws)
@@ -48,8 +48,8 @@ func (d *DB) GetConversation(ctx context.Context, id string) (*engine.Conversati
 func getConversation(ctx context.Context, q queryRower, id string) (*engine.Conversation, error) {
 	c := &engine.Conversation{ID: id}
 	var meta string
-	err := q.QueryRow(ctx, `SELECT created_at, metadata, last_response_id FROM conversations WHERE id = $1`, id).
-		Scan(&c.CreatedAt, &meta, &c.LastResponseID)
+	err := q.QueryRow(ctx, `SELECT created_at, metadata, last_response_id, tenant FROM conversations WHERE id = $1`, id).
+		Scan(&c.CreatedAt, &meta, &c.LastResponseID, &c.Tenant)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, engine.ErrNotFound
 	}
@@ -70,8 +70,8 @@ func (d *DB) SetConversationMetadata(ctx context.Context, id string, metadata ma
 	}
 	c := &engine.Conversation{ID: id}
 	var stored string
-	err = d.pool.QueryRow(ctx, `UPDATE conversations SET metadata = $1 WHERE id = $2 RETURNING created_at, metadata, last_response_id`, meta, id).
-		Scan(&c.CreatedAt, &stored, &c.LastResponseID)
+	err = d.pool.QueryRow(ctx, `UPDATE conversations SET metadata = $1 WHERE id = $2 RETURNING created_at, metadata, last_response_id, tenant`, meta, id).
+		Scan(&c.CreatedAt, &stored, &c.LastResponseID, &c.Tenant)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, engine.ErrNotFound
 	}

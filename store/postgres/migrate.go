@@ -82,6 +82,21 @@ var migrations = []migration{
 			`CREATE INDEX conversation_items_item_id ON conversation_items (conversation_id, item_id)`,
 		},
 	},
+	{
+		// Tenants and traces (issue #15): the principal that created a
+		// response or conversation owns it ('' is the anonymous tenant, and owns every
+		// row stored before); the W3C trace id of the request that
+		// created it is indexed, for operators going from a trace to its
+		// responses.
+		version: 4,
+		name:    "tenant and trace id",
+		stmts: []string{
+			`ALTER TABLE responses ADD COLUMN tenant text NOT NULL DEFAULT ''`,
+			`ALTER TABLE responses ADD COLUMN trace_id text NOT NULL DEFAULT ''`,
+			`CREATE INDEX responses_trace_id ON responses (trace_id) WHERE trace_id <> ''`,
+			`ALTER TABLE conversations ADD COLUMN tenant text NOT NULL DEFAULT ''`,
+		},
+	},
 }
 
 // migrate applies the steps newer than the database's version in one

@@ -21,8 +21,8 @@ const (
 )
 
 const upsertResponse = `INSERT INTO responses
-	(id, previous_response_id, created_at, status, response, events, pending, lease_owner, lease_until)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+	(id, previous_response_id, created_at, status, response, events, pending, lease_owner, lease_until, tenant, trace_id)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 	ON CONFLICT (id) DO UPDATE SET
 		previous_response_id = excluded.previous_response_id,
 		created_at = excluded.created_at,
@@ -31,7 +31,9 @@ const upsertResponse = `INSERT INTO responses
 		events = excluded.events,
 		pending = excluded.pending,
 		lease_owner = excluded.lease_owner,
-		lease_until = excluded.lease_until`
+		lease_until = excluded.lease_until,
+		tenant = excluded.tenant,
+		trace_id = excluded.trace_id`
 
 // insertItems writes every item of a save from four parallel arrays: one
 // statement whatever the number of items.
@@ -74,7 +76,7 @@ func (d *DB) SaveResponse(ctx context.Context, rec *engine.Record) error {
 
 	b := &pgx.Batch{}
 	b.Queue(upsertResponse, rec.ID, rec.PreviousResponseID, rec.CreatedAt, rec.Status, string(rec.Response), events,
-		string(rec.Pending), rec.LeaseOwner, leaseMillis(rec.LeaseUntil))
+		string(rec.Pending), rec.LeaseOwner, leaseMillis(rec.LeaseUntil), rec.Tenant, rec.TraceID)
 	// A re-save may have fewer items than the last one.
 	b.Queue(`DELETE FROM response_items WHERE response_id = $1`, rec.ID)
 	if n > 0 {
@@ -88,7 +90,7 @@ func (d *DB) SaveResponse(ctx context.Context, rec *engine.Record) error {
 
 // recordColumns are the columns of a record read back, with its items as
 // two arrays in order: one statement, so one snapshot.
-const recordColumns = `r.id, r.previous_response_id, r.created_at, r.status, r.response, r.pending, r.lease_owner, r.lease_until,` + itemColumns
+const recordColumns = `r.id, r.previous_response_id, r.created_at, r.status, r.response, r.pending, r.lease_owner, r.lease_until, r.tenant, r.trace_id,` + itemColumns
 
 // itemColumns are a record's items as two arrays, in order.
 const itemColumns = `
@@ -97,7 +99,7 @@ const itemColumns = `
 
 // chainColumns are recordColumns but the response object, which a chain
 // does not need.
-const chainColumns = `r.id, r.previous_response_id, r.created_at, r.status, NULL::text, r.pending, r.lease_owner, r.lease_until,` + itemColumns
+const chainColumns = `r.id, r.previous_response_id, r.created_at, r.status, NULL::text, r.pending, r.lease_owner, r.lease_until, r.tenant, r.trace_id,` + itemColumns
 
 // scanRecord reads one row of recordColumns or chainColumns.
 func scanRecord(row pgx.Row) (*engine.Record, error) {
@@ -107,7 +109,7 @@ func scanRecord(row pgx.Row) (*engine.Record, error) {
 	var leaseUntil int64
 	var input, output []string
 	if err := row.Scan(&rec.ID, &rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &response, &pending,
-		&rec.LeaseOwner, &leaseUntil, &input, &output); err != nil {
+		&rec.LeaseOwner, &leaseUntil, &rec.Tenant, &rec.TraceID, &input, &output); err != nil {
 		return nil, err
 	}
 	if response != nil && *response != "" {

@@ -24,8 +24,8 @@ func (d *DB) CreateConversation(ctx context.Context, c *engine.Conversation, ite
 		return fmt.Errorf("sqlite: create conversation %s: %w", c.ID, err)
 	}
 	err = d.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO conversations (id, created_at, metadata) VALUES (?, ?, ?)`,
-			c.ID, c.CreatedAt, meta); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO conversations (id, created_at, metadata, tenant) VALUES (?, ?, ?, ?)`,
+			c.ID, c.CreatedAt, meta, c.Tenant); err != nil {
 			return err
 		}
 		return insertConversationItems(ctx, tx, c.ID, 0, rows)
@@ -48,8 +48,8 @@ type querier interface {
 func getConversation(ctx context.Context, q querier, id string) (*engine.Conversation, error) {
 	c := &engine.Conversation{ID: id}
 	var meta string
-	err := q.QueryRowContext(ctx, `SELECT created_at, metadata, last_response_id FROM conversations WHERE id = ?`, id).
-		Scan(&c.CreatedAt, &meta, &c.LastResponseID)
+	err := q.QueryRowContext(ctx, `SELECT created_at, metadata, last_response_id, tenant FROM conversations WHERE id = ?`, id).
+		Scan(&c.CreatedAt, &meta, &c.LastResponseID, &c.Tenant)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, engine.ErrNotFound
 	}

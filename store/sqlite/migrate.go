@@ -117,6 +117,21 @@ var migrations = []migration{
 			`CREATE INDEX conversation_items_item_id ON conversation_items (conversation_id, item_id)`,
 		},
 	},
+	{
+		// Tenants and traces (issue #15): the principal that created a
+		// response or conversation owns it ('' is the anonymous tenant, and owns every
+		// row stored before), and the W3C trace id of the request that
+		// created it lets an operator go from a response to its logs and
+		// spans and back (the index: find responses by trace id).
+		version: 6,
+		name:    "tenant and trace id",
+		stmts: []string{
+			`ALTER TABLE responses ADD COLUMN tenant TEXT NOT NULL DEFAULT ''`,
+			`ALTER TABLE responses ADD COLUMN trace_id TEXT NOT NULL DEFAULT ''`,
+			`CREATE INDEX responses_trace_id ON responses (trace_id) WHERE trace_id <> ''`,
+			`ALTER TABLE conversations ADD COLUMN tenant TEXT NOT NULL DEFAULT ''`,
+		},
+	},
 }
 
 // migrate applies the steps of steps newer than the database's version, all

@@ -46,7 +46,7 @@ func (d *DB) SaveResponse(ctx context.Context, rec *engine.Record) error {
 	err = d.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.StmtContext(ctx, d.st.upsertResponse).ExecContext(ctx,
 			rec.ID, rec.PreviousResponseID, rec.CreatedAt, rec.Status, string(rec.Response), events, string(rec.Pending),
-			rec.LeaseOwner, leaseMillis(rec.LeaseUntil)); err != nil {
+			rec.LeaseOwner, leaseMillis(rec.LeaseUntil), rec.Tenant, rec.TraceID); err != nil {
 			return err
 		}
 		// A re-save may have fewer items than the last one, so the old
@@ -101,7 +101,7 @@ func (d *DB) GetResponse(ctx context.Context, id string) (*engine.Record, error)
 	var response, pending, input, output []byte
 	var leaseUntil int64
 	err := d.st.getResponse.QueryRowContext(ctx, id).
-		Scan(&rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &response, &pending, &rec.LeaseOwner, &leaseUntil, &input, &output)
+		Scan(&rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &response, &pending, &rec.LeaseOwner, &leaseUntil, &rec.Tenant, &rec.TraceID, &input, &output)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, engine.ErrNotFound
 	}

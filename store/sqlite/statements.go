@@ -43,8 +43,8 @@ func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
 	}{
 		// An upsert rather than INSERT OR REPLACE: REPLACE deletes the
 		// row first, which the foreign keys of the old items forbid.
-		{&s.upsertResponse, `INSERT INTO responses (id, previous_response_id, created_at, status, response, events, pending, lease_owner, lease_until)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		{&s.upsertResponse, `INSERT INTO responses (id, previous_response_id, created_at, status, response, events, pending, lease_owner, lease_until, tenant, trace_id)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET
 				previous_response_id = excluded.previous_response_id,
 				created_at = excluded.created_at,
@@ -53,11 +53,13 @@ func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
 				events = excluded.events,
 				pending = excluded.pending,
 				lease_owner = excluded.lease_owner,
-				lease_until = excluded.lease_until`},
+				lease_until = excluded.lease_until,
+				tenant = excluded.tenant,
+				trace_id = excluded.trace_id`},
 		{&s.deleteResponse, `DELETE FROM responses WHERE id = ?`},
 		{&s.deleteItems, `DELETE FROM response_items WHERE response_id = ?`},
 		// The items come joined as in chain: one statement, one snapshot.
-		{&s.getResponse, `SELECT r.previous_response_id, r.created_at, r.status, r.response, r.pending, r.lease_owner, r.lease_until,
+		{&s.getResponse, `SELECT r.previous_response_id, r.created_at, r.status, r.response, r.pending, r.lease_owner, r.lease_until, r.tenant, r.trace_id,
 				(SELECT group_concat(item, char(10) ORDER BY position) FROM response_items i
 					WHERE i.response_id = r.id AND i.kind = 'input'),
 				(SELECT group_concat(item, char(10) ORDER BY position) FROM response_items i
@@ -87,7 +89,7 @@ func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
 				FROM chain c JOIN responses r ON r.id = c.id
 				WHERE r.previous_response_id <> '' AND c.depth + 1 < ?2
 			)
-			SELECT r.id, r.previous_response_id, r.created_at, r.status, r.pending, r.lease_owner, r.lease_until,
+			SELECT r.id, r.previous_response_id, r.created_at, r.status, r.pending, r.lease_owner, r.lease_until, r.tenant, r.trace_id,
 				(SELECT group_concat(item, char(10) ORDER BY position) FROM response_items i
 					WHERE i.response_id = r.id AND i.kind = 'input'),
 				(SELECT group_concat(item, char(10) ORDER BY position) FROM response_items i

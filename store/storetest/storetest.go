@@ -81,6 +81,10 @@ func record(id, previous string) *engine.Record {
 		},
 		Events:  events(4),
 		Pending: json.RawMessage(`{"calls":[{"request_id":"r1"}]}`),
+		// Every read returns the owner and the trace id as saved (the
+		// engine enforces ownership with them).
+		Tenant:  "tenant of " + id,
+		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
 	}
 }
 
@@ -838,7 +842,7 @@ func message(id, text string) responses.Item {
 }
 
 func testConversations(t *testing.T, s engine.Store) {
-	c := &engine.Conversation{ID: "conv_1", CreatedAt: 1767225600, Metadata: map[string]string{"topic": "demo"}}
+	c := &engine.Conversation{ID: "conv_1", CreatedAt: 1767225600, Metadata: map[string]string{"topic": "demo"}, Tenant: "acme"}
 	if err := s.CreateConversation(ctx, c, []responses.Item{message("msg_1", "one"), message("msg_2", "two")}); err != nil {
 		t.Fatal(err)
 	}
@@ -846,7 +850,7 @@ func testConversations(t *testing.T, s engine.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.ID != c.ID || got.CreatedAt != c.CreatedAt || !reflect.DeepEqual(got.Metadata, c.Metadata) || got.LastResponseID != "" {
+	if got.ID != c.ID || got.CreatedAt != c.CreatedAt || !reflect.DeepEqual(got.Metadata, c.Metadata) || got.LastResponseID != "" || got.Tenant != "acme" {
 		t.Errorf("conversation read back as %+v, want %+v", got, c)
 	}
 	updated, err := s.SetConversationMetadata(ctx, "conv_1", map[string]string{"topic": "other", "k": "v"})

@@ -25,23 +25,33 @@ func cacheable(ttl time.Duration, scope string) *mcpsdk.ServerOptions {
 // listed.
 func TestCacheAcrossRequests(t *testing.T) {
 	tests := []struct {
-		name   string
-		ttl    time.Duration
-		scope  string
-		tokens []string // one request per token
-		lists  int
+		name    string
+		ttl     time.Duration
+		scope   string
+		tokens  []string // one request per token
+		lists   int
+		tenants []string // the tenant of each request (none: anonymous)
 	}{
-		{"within ttl, same credentials", time.Minute, "private", []string{"a", "a", "a"}, 1},
-		{"private, two credentials", time.Minute, "private", []string{"a", "b", "a", "b"}, 2},
-		{"public, two credentials", time.Minute, "public", []string{"a", "b", ""}, 1},
-		{"ttl 0", 0, "public", []string{"a", "a"}, 2},
+		{"within ttl, same credentials", time.Minute, "private", []string{"a", "a", "a"}, 1, nil},
+		{"private, two credentials", time.Minute, "private", []string{"a", "b", "a", "b"}, 2, nil},
+		{"public, two credentials", time.Minute, "public", []string{"a", "b", ""}, 1, nil},
+		{"ttl 0", 0, "public", []string{"a", "a"}, 2, nil},
+		// A private list is cached per tenant, even with the same (or no)
+		// credentials; a public one is shared.
+		{"private, two tenants, no credentials", time.Minute, "private", []string{"", "", "", ""}, 2, []string{"A", "B", "A", "B"}},
+		{"private, two tenants, same credentials", time.Minute, "private", []string{"a", "a"}, 2, []string{"A", "B"}},
+		{"public, two tenants", time.Minute, "public", []string{"", ""}, 1, []string{"A", "B"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ts, rec := startServer(t, cacheable(tt.ttl, tt.scope), textTool("t", "ok"))
 			c := loopbackClient(t, nil)
-			for _, tok := range tt.tokens {
-				srv := newServer(t, c, ServerConfig{Label: "s", URL: ts.URL, Authorization: tok})
+			for i, tok := range tt.tokens {
+				cfg := ServerConfig{Label: "s", URL: ts.URL, Authorization: tok}
+				if tt.tenants != nil {
+					cfg.Tenant = tt.tenants[i]
+				}
+				srv := newServer(t, c, cfg)
 				defs, err := srv.Tools(context.Background())
 				if err != nil || len(defs) != 1 {
 					t.Fatalf("Tools = %v, %v", defs, err)

@@ -8,6 +8,10 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/loomgate/loom/telemetry"
 )
 
 // HeaderError reports a header a request may not send to an MCP server.
@@ -98,18 +102,26 @@ func newCredentials(origin string, headers map[string]string, authorization stri
 	return &credentials{origin: origin, header: h}, nil
 }
 
-// authContext is a keyed hash of the credentials: what the tool-list cache
-// keys private lists by. The key is random per cache, so the hash reveals
+// authContext is a keyed hash of the tenant and the credentials: what the
+// tool-list cache keys private lists by, so that a list one tenant's
+// request fetched is never served to another tenant, even with the same
+// (or no) credentials. The key is random per cache, so the hash reveals
 // nothing about a secret even to someone reading memory or keys; the
 // secret itself is never a key.
 type authContext [sha256.Size]byte
 
-func (c *credentials) authContext(key []byte) authContext {
+func (c *credentials) authContext(key []byte, tenant string) authContext {
 	var out authContext
-	if c == nil || len(c.header) == 0 {
+	if (c == nil || len(c.header) == 0) && tenant == "" {
 		return out // the anonymous context
 	}
 	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(tenant))
+	mac.Write([]byte{0})
+	if c == nil {
+		mac.Sum(out[:0])
+		return out
+	}
 	names := make([]string, 0, len(c.header))
 	for n := range c.header {
 		names = append(names, n)
@@ -153,11 +165,18 @@ type authTransport struct {
 
 func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c, _ := req.Context().Value(credentialsKey{}).(*credentials)
-	if c == nil || origin(req.URL.Scheme, req.URL.Host) != c.origin {
+	traced := trace.SpanContextFromContext(req.Context()).IsValid()
+	if !traced && (c == nil || origin(req.URL.Scheme, req.URL.Host) != c.origin) {
 		return t.next.RoundTrip(req)
 	}
 	// RoundTrip must not modify the caller's request.
 	r := req.Clone(req.Context())
+	// The request's trace goes to every MCP server; loom's traceparent
+	// wins over one a client put in the tool's headers.
+	telemetry.Inject(r.Context(), r.Header)
+	if c == nil || origin(req.URL.Scheme, req.URL.Host) != c.origin {
+		return t.next.RoundTrip(r)
+	}
 	for name, values := range c.header {
 		if _, set := r.Header[name]; !set {
 			r.Header[name] = values

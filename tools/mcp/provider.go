@@ -1,6 +1,8 @@
 package mcp
 
 import (
+	"github.com/loomgate/loom/tenant"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -103,6 +105,7 @@ func (p *Provider) Servers(ctx context.Context, req *responses.Request) ([]tools
 			Headers:       m.Headers,
 			Authorization: m.Authorization,
 			Trusted:       trusted,
+			Tenant:        tenant.From(ctx),
 			Capabilities: Capabilities{
 				Sampling:    true,
 				Elicitation: policy != ElicitDecline,

@@ -44,6 +44,10 @@ type ServerConfig struct {
 	Authorization string
 	// AllowedTools, if non-nil, limits the tools offered and callable.
 	AllowedTools []string
+	// Tenant is the tenant whose request uses the server: tool lists a
+	// server marks cacheScope "private" are cached per tenant (and per
+	// credentials).
+	Tenant string
 	// Trusted skips the SSRF policy: set it only for servers the operator
 	// configured, never for a request-supplied URL.
 	Trusted bool
@@ -188,7 +192,7 @@ func (c *Client) NewServer(ctx context.Context, cfg *ServerConfig) (*Server, err
 		url:      cfg.URL,
 		trusted:  cfg.Trusted,
 		creds:    creds,
-		auth:     creds.authContext(c.cache.hmacKey[:]),
+		auth:     creds.authContext(c.cache.hmacKey[:], cfg.Tenant),
 		roots:    slices.Clone(cfg.Roots),
 		timeouts: cfg.Timeouts.withDefaults(),
 		logger:   logger.With("mcp_server", cfg.Label),
@@ -200,6 +204,7 @@ func (c *Client) NewServer(ctx context.Context, cfg *ServerConfig) (*Server, err
 		}
 	}
 	s.sdk = mcpsdk.NewClient(&mcpsdk.Implementation{Name: c.name, Version: c.ver}, s.sdkOptions(cfg))
+	s.sdk.AddSendingMiddleware(traceMeta)
 	if len(s.roots) > 0 {
 		roots := make([]*mcpsdk.Root, len(s.roots))
 		for i, r := range s.roots {

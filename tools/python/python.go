@@ -101,10 +101,10 @@ func (s *Server) Capabilities() tools.Capabilities {
 
 // Open implements tools.Server. It creates the session's work directory;
 // the interpreter starts at the first call.
-func (s *Server) Open(context.Context) (tools.Session, error) {
+func (s *Server) Open(ctx context.Context) (tools.Session, error) {
 	var err error
 	ps := &Session{srv: s, turn: make(chan struct{}, 1)}
-	if ps.Session, err = s.Sandbox().NewSession(Name, s.opts.Logger, ps.stopInterpreter); err != nil {
+	if ps.Session, err = s.Sandbox().NewSession(ctx, Name, s.opts.Logger, ps.stopInterpreter); err != nil {
 		return nil, err
 	}
 	return ps, nil

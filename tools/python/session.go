@@ -138,7 +138,7 @@ func (s *Session) interpreter() (*interpreter, error) {
 // reset kills it and forgets it, if it is still the current interpreter.
 func (s *Session) reset(it *interpreter) {
 	if err := it.stop(); err != nil {
-		s.srv.opts.Logger.Warn("python: killing the interpreter", "error", err)
+		s.srv.opts.Logger.WarnContext(s.LogContext(), "python: killing the interpreter", "error", err)
 	}
 	s.mu.Lock()
 	if s.interp == it {

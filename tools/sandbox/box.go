@@ -59,9 +59,6 @@ func (s *Sandbox) NewBox() (*Box, error) {
 		b.releaseUID()
 		return nil, fmt.Errorf("sandbox: creating work directory: %w", err)
 	}
-	if !s.sandboxed {
-		s.log.Warn("sandbox: starting an UNSANDBOXED session", "work_dir", b.dir, "uid", b.uid)
-	}
 	return b, nil
 }
 

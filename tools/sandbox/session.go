@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"github.com/loomgate/loom/telemetry"
 	"log/slog"
 	"sync"
 	"time"
@@ -41,7 +42,10 @@ type Session struct {
 	box  *Box
 	name string // the tool, for log messages
 	log  *slog.Logger
-	halt func() error
+	// logCtx carries the trace of the request that opened the session,
+	// for what Close logs after that request's context is gone.
+	logCtx context.Context
+	halt   func() error
 
 	mu       sync.Mutex
 	closed   bool // Close was called
@@ -55,14 +59,23 @@ type Session struct {
 // NewSession creates a Session with a new Box. name is the tool's, log
 // receives failures to clean up. stop, if not nil, is called once at
 // shutdown, after Stopping turns true and before the Box closes; it ends
-// what the tool keeps running in the Box.
-func (s *Sandbox) NewSession(name string, log *slog.Logger, stop func() error) (*Session, error) {
+// what the tool keeps running in the Box. ctx is the opening request's:
+// the session's log lines carry its trace.
+func (s *Sandbox) NewSession(ctx context.Context, name string, log *slog.Logger, stop func() error) (*Session, error) {
 	box, err := s.NewBox()
 	if err != nil {
 		return nil, err
 	}
-	return &Session{box: box, name: name, log: log, halt: stop}, nil
+	if !s.sandboxed {
+		// Logged with the opening request's trace.
+		s.log.WarnContext(ctx, "sandbox: starting an UNSANDBOXED session", "work_dir", box.dir, "uid", box.uid)
+	}
+	return &Session{box: box, name: name, log: log, logCtx: telemetry.Detach(ctx), halt: stop}, nil
 }
+
+// LogContext carries the trace of the request that opened the session:
+// log with it what happens outside a call.
+func (s *Session) LogContext() context.Context { return s.logCtx }
 
 // Box is the session's sandbox box, for the engine's diagnostics and for
 // tests.
@@ -128,7 +141,7 @@ func (s *Session) stop() <-chan struct{} {
 				s.stopErr = errors.Join(herr, s.box.Close())
 			}
 			if s.stopErr != nil {
-				s.log.Error(s.name+": cleaning up a session", "error", s.stopErr, "work_dir", s.box.Dir())
+				s.log.ErrorContext(s.logCtx, s.name+": cleaning up a session", "error", s.stopErr, "work_dir", s.box.Dir())
 			}
 		}()
 	})

@@ -93,8 +93,8 @@ func (s *Server) Capabilities() tools.Capabilities {
 }
 
 // Open implements tools.Server: it creates the session's work directory.
-func (s *Server) Open(context.Context) (tools.Session, error) {
-	ss, err := s.Sandbox().NewSession(Name, s.opts.Logger, nil)
+func (s *Server) Open(ctx context.Context) (tools.Session, error) {
+	ss, err := s.Sandbox().NewSession(ctx, Name, s.opts.Logger, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"github.com/loomgate/loom/telemetry"
 	"io"
 	"log/slog"
 	"net"
@@ -110,9 +111,9 @@ func NewClient(url, apiKey string, cfg Config) *Client {
 		// Hand the last response (or error) back as is, so that a final
 		// 429 or 5xx maps to its own status instead of a generic failure.
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
-		RequestLogHook: func(_ retryablehttp.Logger, _ *http.Request, attempt int) {
+		RequestLogHook: func(_ retryablehttp.Logger, req *http.Request, attempt int) {
 			if attempt > 0 {
-				logger.Warn(notice, "attempt", attempt+1)
+				logger.WarnContext(req.Context(), notice, "attempt", attempt+1)
 			}
 		},
 	}
@@ -213,6 +214,8 @@ func (c *Client) stream(ctx context.Context, body []byte, emit func(model.Delta)
 	if c.apiKey != "" {
 		hreq.Header.Set("Authorization", "Bearer "+c.apiKey)
 	}
+	// The request's trace goes on: vLLM and SGLang read traceparent.
+	telemetry.Inject(ctx, hreq.Header)
 
 	resp, err := c.client.Do(hreq)
 	if err != nil {

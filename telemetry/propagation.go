@@ -1,0 +1,90 @@
+package telemetry
+
+import (
+	"context"
+	"crypto/rand"
+	"net/http"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// propagator reads and writes W3C trace context (traceparent, tracestate).
+var propagator = propagation.TraceContext{}
+
+// Extract returns ctx with the remote span context of the traceparent and
+// tracestate in h. A missing or malformed traceparent leaves ctx as it is.
+func Extract(ctx context.Context, h http.Header) context.Context {
+	return propagator.Extract(ctx, propagation.HeaderCarrier(h))
+}
+
+// Inject sets traceparent (and tracestate when there is one) in h from the
+// span context of ctx. Without a span context it sets nothing.
+func Inject(ctx context.Context, h http.Header) {
+	propagator.Inject(ctx, propagation.HeaderCarrier(h))
+}
+
+// Fields returns the trace context of ctx as traceparent and, when set,
+// tracestate, for carriers other than HTTP headers (an MCP request's
+// _meta). It returns nil without a span context.
+func Fields(ctx context.Context) map[string]string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return nil
+	}
+	m := propagation.MapCarrier{}
+	propagator.Inject(ctx, m)
+	return m
+}
+
+// TraceID returns the trace id of ctx in hex, or "" without one.
+func TraceID(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return ""
+	}
+	return sc.TraceID().String()
+}
+
+// ensureSpan makes sure ctx carries a span of loom's own: when the tracer
+// that started span is a no-op (no provider configured), span has either
+// no span context or the remote parent's, so a fresh span id is made here,
+// in the parent's trace or in a new one. New traces are marked sampled:
+// the trace id is what an operator searches the upstream's and the MCP
+// servers' traces and logs for.
+func ensureSpan(ctx context.Context, parent trace.SpanContext, span trace.Span) context.Context {
+	sc := span.SpanContext()
+	if sc.IsValid() && sc.SpanID() != parent.SpanID() {
+		return ctx
+	}
+	cfg := trace.SpanContextConfig{TraceFlags: trace.FlagsSampled}
+	if parent.IsValid() {
+		cfg.TraceID, cfg.TraceFlags, cfg.TraceState = parent.TraceID(), parent.TraceFlags(), parent.TraceState()
+	} else {
+		rand.Read(cfg.TraceID[:])
+	}
+	rand.Read(cfg.SpanID[:])
+	return trace.ContextWithSpanContext(ctx, trace.NewSpanContext(cfg))
+}
+
+// Detach returns a context that carries the span of ctx and nothing else:
+// no deadline, no cancellation, no values. Work that outlives the request
+// (closing a tool session, a late cleanup) logs with it, so that its lines
+// still carry the request's trace id.
+func Detach(ctx context.Context) context.Context {
+	return trace.ContextWithSpanContext(context.Background(), trace.SpanContextFromContext(ctx))
+}
+
+// ContinueTrace returns ctx in the trace traceID (32 hex digits) with a
+// span id of its own, for work that runs later on behalf of a request (a
+// queued background response, on whichever replica claims it): its log
+// lines and spans carry the request's trace id. An invalid traceID leaves
+// ctx as it is.
+func ContinueTrace(ctx context.Context, traceID string) context.Context {
+	tid, err := trace.TraceIDFromHex(traceID)
+	if err != nil {
+		return ctx
+	}
+	cfg := trace.SpanContextConfig{TraceID: tid, TraceFlags: trace.FlagsSampled, Remote: true}
+	rand.Read(cfg.SpanID[:])
+	return trace.ContextWithRemoteSpanContext(ctx, trace.NewSpanContext(cfg))
+}
