@@ -105,7 +105,8 @@ func TestCloseWaitsForQueuedWrites(t *testing.T) {
 func TestWALStaysBounded(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "loom.db")
 	d := openTest(t, path)
-	for i := range 1000 {
+	const saves = 2000
+	for i := range saves {
 		if err := d.SaveResponse(context.Background(), sampleRecord(fmt.Sprint("resp_", i))); err != nil {
 			t.Fatal(err)
 		}
@@ -114,9 +115,12 @@ func TestWALStaysBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 1000 saves append about 40 MB to the WAL; SQLite's own threshold
-	// is 1000 pages (4 MB), and a checkpoint may lag a little behind.
-	if st.Size() > 12<<20 {
-		t.Errorf("WAL is %d MB after 1000 saves: checkpoints are not resetting it", st.Size()>>20)
+	// Without working checkpoints every save appends to the WAL: about
+	// 80 MB for 2000 saves. With them it is reused from its start: SQLite's
+	// own threshold is 1000 pages (4 MB), and on a loaded machine the
+	// checkpoint goroutine may lag well behind (15 MB was seen), so the
+	// bound is what no lag but only missing checkpoints reach.
+	if st.Size() > 40<<20 {
+		t.Errorf("WAL is %d MB after %d saves: checkpoints are not resetting it", st.Size()>>20, saves)
 	}
 }
