@@ -76,7 +76,7 @@ func (c *Context) call(ctx context.Context, call tools.Call) tools.Result {
 		ctx, cancel = context.WithTimeout(ctx, c.opts.CallTimeout)
 		defer cancel()
 	}
-	res, err := guarded(ctx, func(ctx context.Context) (tools.Result, error) { return sess.Call(ctx, call) }, nil)
+	res, err := guarded(&c.running, ctx, func(ctx context.Context) (tools.Result, error) { return sess.Call(ctx, call) }, nil)
 	outcome := outcomeOf(err)
 	c.observe(OpCall, st.label, outcome)
 	if err == nil {
@@ -129,7 +129,7 @@ func (c *Context) session(ctx context.Context, st *serverState) (tools.Session, 
 
 	// If ctx ends before a slow Open returns, the session it may still
 	// produce is closed as soon as it exists.
-	sess, err := guarded(ctx, st.server.Open, func(s tools.Session) { c.closeLate(ctx, st, s) })
+	sess, err := guarded(&c.running, ctx, st.server.Open, func(s tools.Session) { c.closeLate(ctx, st, s) })
 	outcome := outcomeOf(err)
 	c.observe(OpOpen, st.label, outcome)
 	if err != nil {

@@ -49,11 +49,12 @@ func (c *Context) close(ctx context.Context) error {
 	// session and markCalled), so opened and each called list are final.
 	opened := c.opened
 	c.mu.Unlock()
-	if len(opened) == 0 {
-		return nil // the no-tools path: nothing to do, nothing allocated
-	}
 	if ctx == nil {
 		ctx = context.Background()
+	}
+	if len(opened) == 0 {
+		c.waitRunning(ctx) // a listing a timeout left running
+		return nil
 	}
 	ctx = context.WithoutCancel(ctx)
 
@@ -65,7 +66,20 @@ func (c *Context) close(ctx context.Context) error {
 		}
 		cancel()
 	}
+	c.waitRunning(ctx)
 	return errors.Join(errs...)
+}
+
+// waitRunning waits for the tool work a timeout left running (a call past
+// the request's deadline, its in-session sampling, an open that came back
+// late), which the close of the sessions stops; bounded by CloseTimeout,
+// and logged if something still runs after it.
+func (c *Context) waitRunning(ctx context.Context) {
+	if c.running.wait(c.opts.CloseTimeout) {
+		return
+	}
+	c.opts.Logger.WarnContext(ctx, "tool work still running after the response's tools closed: a tool ignores its context and the close of its session",
+		"response", c.opts.ResponseID, "waited", c.opts.CloseTimeout)
 }
 
 // cleanupPass sends Cleanup to every called session and returns the
@@ -106,7 +120,7 @@ func (c *Context) cleanup(ctx context.Context, st *serverState) error {
 		timeout = c.opts.CleanupDeadline
 	} else {
 		cctx, cancel := context.WithTimeout(ctx, c.opts.CleanupTimeout)
-		_, err = guarded(cctx, func(ctx context.Context) (struct{}, error) {
+		_, err = guarded(&c.running, cctx, func(ctx context.Context) (struct{}, error) {
 			return struct{}{}, st.session.Cleanup(ctx)
 		}, nil)
 		if err != nil && ctx.Err() != nil {
@@ -129,7 +143,7 @@ func (c *Context) cleanup(ctx context.Context, st *serverState) error {
 
 // closeSession closes s, bounded by ctx, and reports a failure.
 func (c *Context) closeSession(ctx context.Context, st *serverState, s tools.Session) error {
-	_, err := guarded(ctx, func(context.Context) (struct{}, error) { return struct{}{}, s.Close() }, nil)
+	_, err := guarded(&c.running, ctx, func(context.Context) (struct{}, error) { return struct{}{}, s.Close() }, nil)
 	outcome := outcomeOf(err)
 	c.observe(OpClose, st.label, outcome)
 	if err == nil {

@@ -43,6 +43,9 @@ type Context struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	// running counts the goroutines guarded started (calls, opens,
+	// listings, cleanups, closes); Close waits for them.
+	running running
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -107,7 +110,7 @@ func (c *Context) init(ctx context.Context) error {
 		p := pool.New().WithMaxGoroutines(c.opts.CallConcurrency)
 		for i, s := range servers {
 			p.Go(func() {
-				lists[i], errs[i] = guarded(ctx, s.Tools, nil)
+				lists[i], errs[i] = guarded(&c.running, ctx, s.Tools, nil)
 				outcome := outcomeOf(errs[i])
 				c.observe(OpList, s.Name(), outcome)
 				if errs[i] != nil {

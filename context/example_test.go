@@ -17,6 +17,7 @@ func (clock) Tools(context.Context) ([]tools.Definition, error) {
 	return []tools.Definition{{Name: "now", Description: "The current time.", Parameters: []byte(`{"type":"object"}`)}}, nil
 }
 func (clock) Open(context.Context) (tools.Session, error) { return clockSession{}, nil }
+func (clock) Capabilities() tools.Capabilities            { return tools.Capabilities{} }
 
 type clockSession struct{}
 

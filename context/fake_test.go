@@ -72,6 +72,8 @@ func (s *fakeServer) Tools(ctx context.Context) ([]tools.Definition, error) {
 }
 func (s *fakeServer) Open(ctx context.Context) (tools.Session, error) { return s.OpenFunc(ctx) }
 
+func (s *fakeServer) Capabilities() tools.Capabilities { return tools.Capabilities{} }
+
 // fakeSession is a tools.Session whose behaviour is its function fields.
 type fakeSession struct {
 	CallFunc    func(ctx context.Context, call tools.Call) (tools.Result, error)

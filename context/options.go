@@ -62,22 +62,19 @@ func (o *Options) resolved() Options {
 	if r.Logger == nil {
 		r.Logger = slog.Default()
 	}
-	if r.CallConcurrency <= 0 {
-		r.CallConcurrency = DefaultCallConcurrency
-	}
-	if r.CleanupConcurrency <= 0 {
-		r.CleanupConcurrency = DefaultCleanupConcurrency
-	}
-	if r.CleanupTimeout <= 0 {
-		r.CleanupTimeout = DefaultCleanupTimeout
-	}
-	if r.CleanupDeadline <= 0 {
-		r.CleanupDeadline = DefaultCleanupDeadline
-	}
-	if r.CloseTimeout <= 0 {
-		r.CloseTimeout = DefaultCloseTimeout
-	}
+	positiveOr(&r.CallConcurrency, DefaultCallConcurrency)
+	positiveOr(&r.CleanupConcurrency, DefaultCleanupConcurrency)
+	positiveOr(&r.CleanupTimeout, DefaultCleanupTimeout)
+	positiveOr(&r.CleanupDeadline, DefaultCleanupDeadline)
+	positiveOr(&r.CloseTimeout, DefaultCloseTimeout)
 	return r
+}
+
+// positiveOr sets *p to def unless it is positive.
+func positiveOr[T int | time.Duration](p *T, def T) {
+	if *p <= 0 {
+		*p = def
+	}
 }
 
 // Op is a session operation.

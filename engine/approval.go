@@ -11,26 +11,6 @@ import (
 	"github.com/loomgate/loom/tools"
 )
 
-// Approver is implemented by servers whose calls may need the client's
-// approval (an MCP tool's require_approval). Names are the server's own.
-type Approver interface {
-	NeedsApproval(tool string) bool
-}
-
-// ToolNamer is implemented by servers that offer their tools under other
-// names than their own (MCP tools carry their server's prefix): items show
-// the server's name.
-type ToolNamer interface {
-	ToolName(offered string) string
-}
-
-// Events of mcp_list_tools items.
-const (
-	eventListInProgress = "response.mcp_list_tools.in_progress"
-	eventListCompleted  = "response.mcp_list_tools.completed"
-	eventListFailed     = "response.mcp_list_tools.failed"
-)
-
 // approval is the client's answer to an approval request of the chain.
 type approval struct {
 	request responses.Item // the mcp_approval_request it answers
@@ -124,13 +104,13 @@ func (r *run) listItems(listErr error) error {
 	}
 	for _, s := range r.reg.Servers() {
 		label := s.Name()
-		if itemTypeOf(r.reg, label) != responses.ItemMCPCall || listed[label] {
+		if !r.caps(label).KindOf().ListsTools || listed[label] {
 			continue
 		}
 		item := responses.Item{Type: responses.ItemMCPListTools, ID: r.e.opts.NewID("mcpl"), ServerLabel: label}
 		if msg, ok := failed[label]; ok {
 			item.Error = &msg
-			if err := r.builder.AddItemEvents(item, eventListInProgress, eventListFailed); err != nil {
+			if err := r.builder.AddItemEvents(item, responses.EventMCPListToolsInProgress, responses.EventMCPListToolsFailed); err != nil {
 				return err
 			}
 			continue
@@ -153,10 +133,10 @@ func (r *run) listItems(listErr error) error {
 			if len(ann) == 0 {
 				ann = json.RawMessage("null")
 			}
-			list = append(list, listed{toolName(r.reg, label, d.Name), d.Description, schema, ann})
+			list = append(list, listed{r.caps(label).OwnName(d.Name), d.Description, schema, ann})
 		}
 		item.Tools, _ = json.Marshal(list)
-		if err := r.builder.AddItemEvents(item, eventListInProgress, eventListCompleted); err != nil {
+		if err := r.builder.AddItemEvents(item, responses.EventMCPListToolsInProgress, responses.EventMCPListToolsCompleted); err != nil {
 			return err
 		}
 	}
@@ -171,27 +151,6 @@ func unjoin(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
-}
-
-// toolName is the server's own name of a tool offered as offered.
-func toolName(reg *tools.Registry, label, offered string) string {
-	if s, ok := reg.Server(label); ok {
-		if n, ok := s.(ToolNamer); ok {
-			return n.ToolName(offered)
-		}
-	}
-	return offered
-}
-
-// needsApproval reports whether a call to an offered tool must wait for
-// the client's approval.
-func needsApproval(reg *tools.Registry, label, offered string) bool {
-	if s, ok := reg.Server(label); ok {
-		if a, ok := s.(Approver); ok {
-			return a.NeedsApproval(toolName(reg, label, offered))
-		}
-	}
-	return false
 }
 
 // runApprovals runs the calls the client approved in this request and
@@ -211,7 +170,8 @@ func (r *run) runApprovals(ctx context.Context) error {
 		if a.approve {
 			res := r.cc.Call(ctx, []tools.Call{{CallID: callID, Name: offered, Arguments: req.Arguments}})[0]
 			if res.InputRequired != nil {
-				res = r.resolveInputAfterApproval(ctx, tools.Call{CallID: callID, Name: offered, Arguments: req.Arguments}, req.ServerLabel, req.ID, res)
+				st := &callState{call: tools.Call{CallID: callID, Name: offered, Arguments: req.Arguments}, server: req.ServerLabel, approval: req.ID}
+				res = r.rounds(ctx, st, res)
 			}
 			if res.InputRequired != nil {
 				// The approved call waits for the client's input.
@@ -221,26 +181,15 @@ func (r *run) runApprovals(ctx context.Context) error {
 				continue
 			}
 			result = resultText(res)
-			item := responses.Item{Type: responses.ItemMCPCall, ID: r.e.opts.NewID("mcp"), ServerLabel: req.ServerLabel,
-				Name: req.Name, Arguments: req.Arguments, ApprovalRequestID: &req.ID, Status: responses.StatusCompleted}
-			if res.IsError {
-				msg := result
-				item.Error, item.Status = &msg, "failed"
-			} else {
-				item.Output, _ = json.Marshal(result)
-			}
-			if err := r.builder.AddItem(item); err != nil {
+			ran := tools.RanCall{Server: req.ServerLabel, Tool: req.Name, CallID: callID, Arguments: req.Arguments, ApprovalRequestID: req.ID}
+			if _, err := r.addRanItems(r.caps(req.ServerLabel).KindOf(), ran, res, result); err != nil {
 				return err
 			}
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 		}
-		out, _ := json.Marshal(result)
-		r.cc.Append(
-			responses.Item{Type: responses.ItemFunctionCall, CallID: callID, Name: offered, Arguments: req.Arguments, Status: responses.StatusCompleted},
-			responses.Item{Type: responses.ItemFunctionCallOutput, CallID: callID, Output: out, Status: responses.StatusCompleted},
-		)
+		r.cc.Append(tools.CallPair("", callID, offered, req.Arguments, result)...)
 	}
 	return nil
 }
@@ -248,7 +197,7 @@ func (r *run) runApprovals(ctx context.Context) error {
 // offeredName is the name under which a server offers its tool, or "".
 func (r *run) offeredName(label, tool string) string {
 	for _, d := range r.cc.Offered() {
-		if d.Server == label && toolName(r.reg, label, d.Name) == tool {
+		if d.Server == label && r.caps(label).OwnName(d.Name) == tool {
 			return d.Name
 		}
 	}

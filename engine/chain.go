@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/tools"
 )
 
 // maxChain bounds how far back previous_response_id is followed, so a
@@ -94,13 +95,13 @@ func checkCallOutputs(history, input []responses.Item) *responses.APIError {
 	calls := map[string]bool{}
 	for _, items := range [][]responses.Item{history, input} {
 		for i := range items {
-			if t := items[i].Type; t == responses.ItemFunctionCall || t == itemLocalShellCall {
+			if tools.ClientCall(items[i].Type) {
 				calls[items[i].CallID] = true
 			}
 		}
 	}
 	for i := range input {
-		if t := input[i].Type; (t == responses.ItemFunctionCallOutput || t == itemLocalShellOutput) && !calls[input[i].CallID] {
+		if tools.ClientOutput(input[i].Type) && !calls[input[i].CallID] {
 			return responses.BadRequest(fmt.Sprintf("input[%d].call_id", i),
 				"no function call with call_id %q exists in this conversation", input[i].CallID)
 		}

@@ -194,7 +194,8 @@ func (e *Engine) Store() Store { return e.store }
 
 // Run runs one response for req. Events go to sink as they are built (sink
 // may be nil when the caller wants only the final response; it must not
-// keep the *Event). Run returns an *responses.APIError, before any event,
+// keep the *Event). Run returns an *responses.APIError (or a domain error,
+// *responses.Error, of a tool provider), before any event,
 // for a request that cannot start (bad input, unknown model or previous
 // response); such a request stores nothing. Once the response has started,
 // Run returns the final response; if the upstream failed, it also returns
@@ -240,6 +241,22 @@ func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(
 	return e.execute(ctx, r, opts)
 }
 
+// continued returns the conversation a request continues (its previous
+// response's chain, or its conversation's items) and the calls in it that
+// wait for the client's input; nothing for a request that continues none.
+func (e *Engine) continued(ctx context.Context, req *responses.Request, opts *RunOptions, conversationID string) ([]responses.Item, map[string]*pendingCall, error) {
+	switch {
+	case req.PreviousResponseID != nil:
+		if prev := opts.previous(*req.PreviousResponseID); prev != nil {
+			return slices.Clone(prev.Items), nil, nil
+		}
+		return e.history(ctx, *req.PreviousResponseID)
+	case conversationID != "":
+		return e.conversationHistory(ctx, conversationID)
+	}
+	return nil, nil, nil
+}
+
 // prepare checks req and resolves what it continues, before anything is
 // stored, without calling the model: every error it returns is the
 // client's, an *APIError. opts may hold the conversation to continue in
@@ -256,26 +273,10 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 	if background && !req.Stream && e.opts.Queue == nil {
 		return nil, responses.Unsupported("background", "this server has no job queue configured, so it cannot run background responses without stream")
 	}
-	var history []responses.Item
-	var pending map[string]*pendingCall
 	conversationID, _ := req.ConversationID() // checked by Validate
-	switch {
-	case req.PreviousResponseID != nil:
-		if prev := opts.previous(*req.PreviousResponseID); prev != nil {
-			history = slices.Clone(prev.Items)
-			break
-		}
-		h, p, err := e.history(ctx, *req.PreviousResponseID)
-		if err != nil {
-			return nil, err
-		}
-		history, pending = h, p
-	case conversationID != "":
-		h, p, err := e.conversationHistory(ctx, conversationID)
-		if err != nil {
-			return nil, err
-		}
-		history, pending = h, p
+	history, pending, err := e.continued(ctx, req, opts, conversationID)
+	if err != nil {
+		return nil, err
 	}
 	input := slices.Clone(req.Input.Items)
 	if queued != nil && len(queued.Input) == len(input) {
@@ -332,9 +333,8 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 		input:          input,
 		history:        history,
 		seen:           seen,
-		approvals:      approvals,
-		inputAnswers:   inputAnswers,
 		reg:            reg,
+		clientWaits:    clientWaits{approvals: approvals, inputAnswers: inputAnswers},
 		background:     background,
 		conversationID: conversationID,
 	}
@@ -350,8 +350,9 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 // openConversation builds the conversation the model sees, with its
 // tools, from a prepared run. The caller closes r.cc.
 func (r *run) openConversation() {
-	r.setInputHandlers()
-	r.cc = r.e.newConversation(r.reg, modelItems(r.seen), r.resp.ID)
+	r.clientKinds = clientKinds(r.req)
+	r.serverCaps()
+	r.cc = r.e.newConversation(r.reg, tools.History(r.seen), r.resp.ID)
 }
 
 // execute runs a prepared response to its end and stores it; opts (nil:
@@ -427,7 +428,9 @@ func (e *Engine) execute(ctx context.Context, r *run, opts *RunOptions) (*respon
 	return r.resp, upstreamErr
 }
 
-// run is the state of one Run.
+// run is the state of one Run: what the response owns. A turn's own
+// state is a turnState, a call's a turnCall (and, through its input
+// rounds, a callState).
 type run struct {
 	e       *Engine
 	req     *responses.Request
@@ -437,9 +440,30 @@ type run struct {
 	history []responses.Item // the stored conversation it continues
 	seen    []responses.Item // what the model reads of history and input (compactions opened, files as text)
 	reg     *tools.Registry
-	cc      *conversation.Context // the conversation the model sees, and its tools
-	sink    func(*responses.Event) error
-	calls   int // tool calls accepted so far
+	// capsByServer is what each server declares, by label;
+	// clientKinds the client-run kinds by function name.
+	capsByServer map[string]tools.Capabilities
+	clientKinds  map[string]*tools.Kind
+	cc           *conversation.Context // the conversation the model sees, and its tools
+	calls        int                   // tool calls accepted so far
+	usage        usageTotal
+	// leased is set once the response is stored in progress under this
+	// engine's lease.
+	leased bool
+	// background is set for a background response: stored as it runs,
+	// its events appended (eventLog.appender) as they are built,
+	// cancellable from any replica.
+	background bool
+	// conversationID is the conversation the response continues and adds
+	// its turn to ("" for none).
+	conversationID string
+	clientWaits
+	eventLog
+}
+
+// clientWaits is what the response gets from, or leaves to, the client:
+// its answers to approval and input requests, and the calls that wait.
+type clientWaits struct {
 	// waiting is set when the response must end to wait for the client:
 	// an approval or input it has to give.
 	waiting bool
@@ -454,25 +478,42 @@ type run struct {
 	// stored with the response.
 	suspended  map[string]*pendingCall
 	pendingOut []*pendingCall
-	// usageMu guards usage while tool calls run: the model answers a
-	// server's sampling from the call's goroutine.
-	usageMu sync.Mutex
+}
+
+// eventLog is where the response's events go: the store's copy and the
+// caller's sink.
+type eventLog struct {
+	sink    func(*responses.Event) error
 	events  []json.RawMessage
-	usage   responses.Usage
 	sinkErr error // the client went away
 	// final is the terminal event, held back until the response is saved.
 	final *responses.Event
-	// leased is set once the response is stored in progress under this
-	// engine's lease.
-	leased bool
-	// background is set for a background response: stored as it runs,
-	// its events appended by appender as they are built, cancellable
-	// from any replica.
-	background bool
-	appender   *eventAppender
-	// conversationID is the conversation the response continues and adds
-	// its turn to ("" for none).
-	conversationID string
+	// appender appends a background response's events as they are built.
+	appender *eventAppender
+}
+
+// usageTotal is the response's usage. The model's turns and the answers to
+// a server's sampling (from the call's goroutine) add to it, so every read
+// and write takes mu: add and total are the only ways in.
+type usageTotal struct {
+	mu sync.Mutex
+	u  responses.Usage
+}
+
+func (t *usageTotal) add(u responses.Usage) {
+	t.mu.Lock()
+	t.u.Add(u)
+	t.mu.Unlock()
+}
+
+// total returns the usage so far, its total filled in, for the response
+// object.
+func (t *usageTotal) total() *responses.Usage {
+	t.mu.Lock()
+	u := t.u
+	t.mu.Unlock()
+	u.TotalTokens = u.InputTokens + u.OutputTokens
+	return &u
 }
 
 // record keeps the event for the store and passes it to the sink.
@@ -548,7 +589,7 @@ func (r *run) loop(ctx context.Context) error {
 	if r.waiting {
 		// A resumed call waits for the client again: nothing for the
 		// model to do until it answers.
-		return r.builder.Complete(r.usagePtr(), r.e.opts.Now().Unix())
+		return r.builder.Complete(r.usage.total(), r.e.opts.Now().Unix())
 	}
 	for turn := 0; ; turn++ {
 		res, err := r.turn(ctx)
@@ -560,21 +601,21 @@ func (r *run) loop(ctx context.Context) error {
 		}
 		switch {
 		case res.finish == model.FinishLength:
-			return r.builder.Incomplete(responses.ReasonMaxOutputTokens, r.usagePtr())
+			return r.builder.Incomplete(responses.ReasonMaxOutputTokens, r.usage.total())
 		case res.finish == model.FinishFilter:
-			return r.builder.Incomplete(responses.ReasonContentFilter, r.usagePtr())
+			return r.builder.Incomplete(responses.ReasonContentFilter, r.usage.total())
 		case len(res.calls) == 0 && r.calls == 0 && r.toolRequired():
 			// tool_choice asked for a call and the model answered without
 			// one (a backend without guided decoding, or an engine that
 			// ignores tool_choice): the response says so rather than
 			// passing the answer off as what was asked for.
-			return r.builder.Incomplete(responses.ReasonToolChoiceRequired, r.usagePtr())
+			return r.builder.Incomplete(responses.ReasonToolChoiceRequired, r.usage.total())
 		case !res.serverCalls || res.clientCalls || r.waiting:
 			// Nothing left for loom to run: the answer is final, or the
 			// client must run its function calls and come back.
-			return r.builder.Complete(r.usagePtr(), r.e.opts.Now().Unix())
+			return r.builder.Complete(r.usage.total(), r.e.opts.Now().Unix())
 		case turn+1 >= r.e.opts.MaxTurns:
-			return r.builder.Incomplete("max_turns", r.usagePtr())
+			return r.builder.Incomplete("max_turns", r.usage.total())
 		}
 	}
 }
@@ -593,10 +634,10 @@ func (r *run) fail(ctx context.Context, err error) error {
 	switch {
 	case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
 		apiErr := &responses.APIError{Status: http.StatusGatewayTimeout, Type: responses.ErrUpstream, Code: "timeout", Message: "the response took longer than the server allows"}
-		r.builder.Fail(responses.ResponseFailed, apiErr.Payload(), r.usagePtr())
+		r.builder.Fail(responses.ResponseFailed, apiErr.Payload(), r.usage.total())
 		return &model.Error{Status: http.StatusGatewayTimeout, Message: apiErr.Message, Err: err}
 	case ctx.Err() != nil:
-		r.builder.Fail(responses.ResponseCancelled, nil, r.usagePtr())
+		r.builder.Fail(responses.ResponseCancelled, nil, r.usage.total())
 		return ctx.Err()
 	}
 	var me *model.Error
@@ -604,6 +645,6 @@ func (r *run) fail(ctx context.Context, err error) error {
 		me = &model.Error{Status: http.StatusBadGateway, Message: "the upstream model failed", Err: err}
 	}
 	apiErr := upstreamAPIError(me)
-	r.builder.Fail(responses.ResponseFailed, apiErr.Payload(), r.usagePtr())
+	r.builder.Fail(responses.ResponseFailed, apiErr.Payload(), r.usage.total())
 	return me
 }

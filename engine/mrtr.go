@@ -12,7 +12,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -29,8 +28,8 @@ import (
 //
 //   - sampling/createMessage is answered by the upstream model (the
 //     request's messages, system prompt and token limit; no tools);
-//   - roots/list by the server's configured roots (RootsLister);
-//   - elicitation/create by the server's policy (ElicitationPolicer):
+//   - roots/list by the server's configured roots (Capabilities.Roots);
+//   - elicitation/create by the server's policy (Capabilities.Elicitation):
 //     "model" fills the requested schema from the conversation, the
 //     answer validated against it, else declined; "decline" declines;
 //     "client" ends the response with an mcp_input_request item that the
@@ -42,57 +41,8 @@ import (
 // count) is stored with the response, in Record.Pending, so the follow-up
 // may land on any replica, or after a restart.
 
-// Elicitation policies (the values of ElicitationPolicer).
-const (
-	ElicitClient  = "client"
-	ElicitModel   = "model"
-	ElicitDecline = "decline"
-)
-
-// Input request methods.
-const (
-	methodElicit        = "elicitation/create"
-	methodCreateMessage = "sampling/createMessage"
-	methodListRoots     = "roots/list"
-)
-
-// ElicitationPolicer is implemented by servers whose elicitations have a
-// policy (an MCP tool's "elicitation"); "" or a server without it means
-// ElicitClient, the --mcp-elicitation default.
-type ElicitationPolicer interface {
-	ElicitationPolicy() string
-}
-
-// RootsLister is implemented by servers configured with roots: Roots
-// returns the ListRootsResult to answer roots/list with. A server without
-// it has no roots.
-type RootsLister interface {
-	Roots() json.RawMessage
-}
-
-// InputHandlerSetter is implemented by servers that may ask for input
-// inside a running call rather than through MRTR (a session-based MCP
-// server's in-session sampling and elicitation). The engine hands each
-// such server of a response a handler that answers with the response's
-// model and conversation. The handler may be called from any goroutine
-// while a call of the response runs.
-type InputHandlerSetter interface {
-	SetInputHandler(func(ctx context.Context, req tools.InputRequest) (json.RawMessage, error))
-}
-
-// serverURLer is implemented by servers with a URL (MCP): a follow-up
-// resuming a call must offer the server at the same URL, so the server's
-// requestState never goes to another server.
-type serverURLer interface {
-	URL() string
-}
-
 // defaultMaxInputRounds bounds the input rounds of one call.
 const defaultMaxInputRounds = 5
-
-// loadShedBackoff is the first wait before retrying a call whose server
-// answered only a requestState (shedding load); it doubles each time.
-const loadShedBackoff = 100 * time.Millisecond
 
 // pendingCall is a call waiting for the client's input, as stored.
 type pendingCall struct {
@@ -211,7 +161,7 @@ func checkInputResponses(history, input []responses.Item, pending map[string]*pe
 				if c := bytes.TrimSpace(content); len(c) == 0 || bytes.Equal(c, []byte("null")) {
 					content = json.RawMessage("{}")
 				}
-				if msg := checkSchema(requestedSchema(p.Requests[k].Params), content); msg != "" {
+				if msg := checkSchema(tools.InputRequest{Method: p.Requests[k].Method, Params: p.Requests[k].Params}.RequestedSchema(), content); msg != "" {
 					return nil, responses.BadRequest(param+".input_responses."+k+".content", "content does not match the requested schema: %s", msg)
 				}
 				res["content"] = content
@@ -232,7 +182,7 @@ func checkInputServers(reg *tools.Registry, answers []inputAnswer) error {
 		if !ok {
 			return responses.BadRequest("tools", "the input request %s is for a call to server %q, which this request does not offer; send its mcp tool again", p.RequestID, p.Server)
 		}
-		if u, ok := s.(serverURLer); ok && p.ServerURL != "" && u.URL() != p.ServerURL {
+		if u := s.Capabilities().URL; u != "" && p.ServerURL != "" && u != p.ServerURL {
 			return responses.BadRequest("tools", "server %q has another server_url than the call waiting for input was made to", p.Server)
 		}
 	}
@@ -247,24 +197,20 @@ type callState struct {
 	approval string // the approval request it ran after, if any
 }
 
-// resolveInput runs the multi-round request (MRTR) of a server call that
-// answered input_required: it answers the server's input requests
-// (sampling by the upstream model, roots from configuration, elicitation
-// by the server's policy) and retries the call with inputResponses and the
-// byte-exact requestState, for a bounded number of rounds. It returns the
-// final result. A result still carrying InputRequired means the input must
-// come from the Responses client: the caller then ends the response with
-// an mcp_input_request item (askClient).
-func (r *run) resolveInput(ctx context.Context, call tools.Call, server string, res tools.Result) tools.Result {
-	call.Input = nil
-	return r.rounds(ctx, &callState{call: call, server: server}, res)
-}
-
-// rounds answers and retries until the call completes, fails, runs out of
-// rounds or waits for the client.
+// rounds runs the multi-round request (MRTR) of a server call that
+// answered input_required, the one loop every entry (a call of a turn, an
+// approved call, a call resumed with the client's input) goes through: it
+// answers the server's input requests (answer) and retries the call with
+// inputResponses and the byte-exact requestState, within
+// Options.MaxInputRounds. It returns the final result. A result still
+// carrying InputRequired means the input must come from the Responses
+// client: the caller then ends the response with an mcp_input_request item
+// (askClient).
+//
+// A round without requests is a server shedding load: its session has
+// retried it already (tools/mcp, with backoff), so here it ends the call.
 func (r *run) rounds(ctx context.Context, st *callState, res tools.Result) tools.Result {
 	limit := r.e.opts.MaxInputRounds
-	shed := 0
 	// Each round is a span: the answers it gathered (sampling turns are
 	// its children) and the retried call.
 	var span trace.Span
@@ -283,59 +229,30 @@ func (r *run) rounds(ctx context.Context, st *callState, res tools.Result) tools
 		ctx, span = r.e.tracer.Start(outer, "mcp input round", trace.WithAttributes(
 			attribute.String("loom.tool.server", st.server), attribute.String("gen_ai.tool.name", st.call.Name),
 			attribute.Int("loom.mrtr.round", st.round+1), attribute.Int("loom.mrtr.requests", len(ir.Requests))))
-		if st.round >= limit {
+		switch {
+		case st.round >= limit:
 			err := fmt.Errorf("input rounds exceeded (%d)", limit)
 			r.e.log.WarnContext(ctx, "mcp call stopped", "response", r.resp.ID, "server", st.server, "tool", st.call.Name, "err", err)
 			return tools.ErrorResult(st.call.CallID, fmt.Sprintf(
 				"The tool server %q asked for more input %d times without finishing the call, the most this server allows; the call was stopped.", st.server, limit), err)
-		}
-		if ctx.Err() != nil {
+		case ctx.Err() != nil:
 			return tools.ErrorResult(st.call.CallID, "The call was cancelled while the tool server waited for input.", ctx.Err())
+		case len(ir.Requests) == 0:
+			err := errors.New("the server kept shedding load")
+			r.e.log.WarnContext(ctx, "mcp call stopped", "response", r.resp.ID, "server", st.server, "tool", st.call.Name, "err", err)
+			return tools.ErrorResult(st.call.CallID, fmt.Sprintf("The tool server %q is too busy to finish the call; the call was stopped.", st.server), err)
 		}
 		answers := map[string]json.RawMessage{}
 		var client []string
-		if len(ir.Requests) == 0 {
-			// Load shedding: the server answered only a requestState.
-			// Wait, then retry with it; this costs a round.
-			wait := loadShedBackoff << min(shed, 4)
-			shed++
-			select {
-			case <-ctx.Done():
-				continue
-			case <-time.After(wait):
-			}
-		}
 		for _, key := range slices.Sorted(maps.Keys(ir.Requests)) {
-			req := ir.Requests[key]
-			switch req.Method {
-			case methodCreateMessage:
-				a, err := r.sample(ctx, req.Params)
-				if err != nil {
-					r.e.log.WarnContext(ctx, "mcp sampling failed", "response", r.resp.ID, "server", st.server, "err", err)
-					return tools.ErrorResult(st.call.CallID, fmt.Sprintf("The tool server %q asked the model for a completion, which failed; the call was stopped.", st.server), err)
-				}
-				answers[key] = a
-			case methodListRoots:
-				answers[key] = r.roots(st.server)
-			case methodElicit:
-				switch r.policy(st.server) {
-				case ElicitModel:
-					answers[key] = r.elicitByModel(ctx, &st.call, req.Params)
-				case ElicitDecline:
-					answers[key] = declined
-				default:
-					if !r.req.StoreEnabled() {
-						// Without store the client cannot answer in a
-						// follow-up (previous_response_id needs it).
-						r.e.log.InfoContext(ctx, "mcp elicitation declined: the client answers elicitations in a follow-up, which needs store", "response", r.resp.ID, "server", st.server)
-						answers[key] = declined
-						continue
-					}
-					client = append(client, key)
-				}
+			a, toClient, failed := r.answer(ctx, st, ir.Requests[key])
+			switch {
+			case failed != nil:
+				return *failed
+			case toClient:
+				client = append(client, key)
 			default:
-				err := fmt.Errorf("unknown input request method %q", req.Method)
-				return tools.ErrorResult(st.call.CallID, fmt.Sprintf("The tool server %q asked for input of a kind this server cannot give (%s); the call was stopped.", st.server, req.Method), err)
+				answers[key] = a
 			}
 		}
 		if len(client) > 0 {
@@ -349,7 +266,42 @@ func (r *run) rounds(ctx context.Context, st *callState, res tools.Result) tools
 	return res
 }
 
-var declined = json.RawMessage(`{"action":"decline"}`)
+// answer answers one input request of a call: sampling by the upstream
+// model, roots from configuration, an elicitation by the server's policy.
+// toClient means the Responses client answers it (in a follow-up); failed
+// is the call's result when the request cannot be answered.
+func (r *run) answer(ctx context.Context, st *callState, req tools.InputRequest) (a json.RawMessage, toClient bool, failed *tools.Result) {
+	caps := r.caps(st.server)
+	switch req.Method {
+	case tools.MethodCreateMessage:
+		a, err := r.sample(ctx, req)
+		if err != nil {
+			r.e.log.WarnContext(ctx, "mcp sampling failed", "response", r.resp.ID, "server", st.server, "err", err)
+			res := tools.ErrorResult(st.call.CallID, fmt.Sprintf("The tool server %q asked the model for a completion, which failed; the call was stopped.", st.server), err)
+			return nil, false, &res
+		}
+		return a, false, nil
+	case tools.MethodListRoots:
+		return caps.RootsResult(), false, nil
+	case tools.MethodElicit:
+		switch caps.ElicitationPolicy() {
+		case tools.ElicitModel:
+			return r.elicitByModel(ctx, &st.call, req), false, nil
+		case tools.ElicitDecline:
+			return tools.Declined, false, nil
+		}
+		if !r.req.StoreEnabled() {
+			// Without store the client cannot answer in a follow-up
+			// (previous_response_id needs it).
+			r.e.log.InfoContext(ctx, "mcp elicitation declined: the client answers elicitations in a follow-up, which needs store", "response", r.resp.ID, "server", st.server)
+			return tools.Declined, false, nil
+		}
+		return nil, true, nil
+	}
+	err := fmt.Errorf("unknown input request method %q", req.Method)
+	res := tools.ErrorResult(st.call.CallID, fmt.Sprintf("The tool server %q asked for input of a kind this server cannot give (%s); the call was stopped.", st.server, req.Method), err)
+	return nil, false, &res
+}
 
 // suspend keeps the state of a call that waits for the client, until the
 // caller reports it with askClient.
@@ -357,7 +309,8 @@ func (r *run) suspend(st *callState, ir *tools.InputRequired, client []string, a
 	p := &pendingCall{
 		Server:            st.server,
 		Name:              st.call.Name,
-		Tool:              toolName(r.reg, st.server, st.call.Name),
+		Tool:              r.caps(st.server).OwnName(st.call.Name),
+		ServerURL:         r.caps(st.server).URL,
 		Arguments:         st.call.Arguments,
 		CallID:            st.call.CallID,
 		ApprovalRequestID: st.approval,
@@ -365,11 +318,6 @@ func (r *run) suspend(st *callState, ir *tools.InputRequired, client []string, a
 		Client:            client,
 		State:             []byte(ir.State),
 		Round:             st.round,
-	}
-	if s, ok := r.reg.Server(st.server); ok {
-		if u, ok := s.(serverURLer); ok {
-			p.ServerURL = u.URL()
-		}
 	}
 	for k, req := range ir.Requests {
 		p.Requests[k] = inputRequest{Method: req.Method, Params: req.Params}
@@ -449,7 +397,7 @@ func (r *run) resumeInputs(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := r.finishCall(ctx, p.Server, p.Tool, p.Name, p.CallID, p.Arguments, p.ApprovalRequestID, res); err != nil {
+		if err := r.finishCall(ctx, p, res); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
@@ -460,107 +408,44 @@ func (r *run) resumeInputs(ctx context.Context) error {
 }
 
 // finishCall reports a call that ran outside a model turn (resumed after
-// input) as an mcp_call item, and gives the model the call and its result.
-func (r *run) finishCall(ctx context.Context, server, tool, offered, callID, arguments, approvalID string, res tools.Result) error {
-	text := res.Text()
-	item := responses.Item{Type: responses.ItemMCPCall, ID: r.e.opts.NewID("mcp"), ServerLabel: server,
-		Name: tool, Arguments: arguments, Status: responses.StatusCompleted}
-	if approvalID != "" {
-		item.ApprovalRequestID = &approvalID
-	}
-	if res.IsError {
-		msg := text
-		if msg == "" {
-			msg = "the tool failed"
-		}
-		item.Error, item.Status = &msg, "failed"
-	} else {
-		item.Output, _ = json.Marshal(text)
-	}
+// input) as its kind's items, and gives the model the call and its result.
+func (r *run) finishCall(ctx context.Context, p *pendingCall, res tools.Result) error {
 	if res.Err != nil {
-		r.e.log.WarnContext(ctx, "tool call failed", "response", r.resp.ID, "tool", offered, "server", server, "err", res.Err)
+		r.e.log.WarnContext(ctx, "tool call failed", "response", r.resp.ID, "tool", p.Name, "server", p.Server, "err", res.Err)
 	}
-	if err := r.builder.AddItem(item); err != nil {
+	text := res.Text()
+	ran := tools.RanCall{Server: p.Server, Tool: p.Tool, CallID: p.CallID, Arguments: p.Arguments, ApprovalRequestID: p.ApprovalRequestID}
+	if _, err := r.addRanItems(r.caps(p.Server).KindOf(), ran, res, text); err != nil {
 		return err
 	}
-	out, _ := json.Marshal(text)
-	r.cc.Append(
-		responses.Item{Type: responses.ItemFunctionCall, CallID: callID, Name: offered, Arguments: arguments, Status: responses.StatusCompleted},
-		responses.Item{Type: responses.ItemFunctionCallOutput, CallID: callID, Output: out, Status: responses.StatusCompleted},
-	)
+	r.cc.Append(tools.CallPair("", p.CallID, p.Name, p.Arguments, text)...)
 	return nil
-}
-
-// policy is the elicitation policy of a server.
-func (r *run) policy(server string) string {
-	if s, ok := r.reg.Server(server); ok {
-		if p, ok := s.(ElicitationPolicer); ok {
-			switch v := p.ElicitationPolicy(); v {
-			case ElicitModel, ElicitDecline, ElicitClient:
-				return v
-			}
-		}
-	}
-	return ElicitClient
-}
-
-// roots is the ListRootsResult of a server: its configured roots, or none.
-func (r *run) roots(server string) json.RawMessage {
-	if s, ok := r.reg.Server(server); ok {
-		if l, ok := s.(RootsLister); ok {
-			if raw := l.Roots(); len(raw) > 0 {
-				return raw
-			}
-		}
-	}
-	return json.RawMessage(`{"roots":[]}`)
 }
 
 // sample answers a sampling/createMessage with the upstream model: the
 // request's messages, system prompt and token limit, no tools. It returns
 // the CreateMessageResult.
-func (r *run) sample(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
-	var p struct {
-		Messages []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
-		SystemPrompt string   `json:"systemPrompt"`
-		MaxTokens    int      `json:"maxTokens"`
-		Temperature  *float64 `json:"temperature"`
+func (r *run) sample(ctx context.Context, req tools.InputRequest) (json.RawMessage, error) {
+	p, err := req.Sampling()
+	if err != nil {
+		return nil, err
 	}
-	if err := json.Unmarshal(params, &p); err != nil {
-		return nil, fmt.Errorf("sampling params: %w", err)
-	}
-	mreq := &model.Request{Model: r.req.Model, Instructions: p.SystemPrompt, MaxOutputTokens: max(p.MaxTokens, 0), Temperature: p.Temperature}
+	mreq := &model.Request{Model: r.req.Model, Instructions: p.SystemPrompt, MaxOutputTokens: p.MaxTokens, Temperature: p.Temperature}
 	for _, m := range p.Messages {
-		text := contentText(m.Content)
 		switch m.Role {
 		case "assistant":
 			mreq.Items = append(mreq.Items, responses.Item{Type: responses.ItemMessage, Role: "assistant", Status: responses.StatusCompleted,
-				Content: []responses.ContentPart{responses.OutputText(text)}})
+				Content: []responses.ContentPart{responses.OutputText(m.Text)}})
 		default:
 			mreq.Items = append(mreq.Items, responses.Item{Type: responses.ItemMessage, Role: "user",
-				Content: []responses.ContentPart{{Type: responses.PartInputText, Text: text}}})
+				Content: []responses.ContentPart{{Type: responses.PartInputText, Text: m.Text}}})
 		}
-	}
-	if len(mreq.Items) == 0 {
-		return nil, errors.New("sampling request without messages")
 	}
 	text, finish, err := r.complete(ctx, mreq)
 	if err != nil {
 		return nil, err
 	}
-	stop := "endTurn"
-	if finish == model.FinishLength {
-		stop = "maxTokens"
-	}
-	return json.Marshal(map[string]any{
-		"role":       "assistant",
-		"content":    map[string]string{"type": "text", "text": text},
-		"model":      r.req.Model,
-		"stopReason": stop,
-	})
+	return tools.SamplingResult(r.req.Model, text, finish == model.FinishLength), nil
 }
 
 // complete runs one model request outside the response's turns and
@@ -580,36 +465,8 @@ func (r *run) complete(ctx context.Context, mreq *model.Request) (string, string
 		}
 		return nil
 	})
-	r.usageMu.Lock()
-	r.usage.Add(usage)
-	r.usageMu.Unlock()
+	r.usage.add(usage)
 	return text.String(), finish, err
-}
-
-// contentText is the text of a sampling message's content: one block or
-// an array of blocks; blocks other than text are named, not sent.
-func contentText(raw json.RawMessage) string {
-	type block struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	var blocks []block
-	var one block
-	if json.Unmarshal(raw, &blocks) != nil {
-		if json.Unmarshal(raw, &one) != nil {
-			return ""
-		}
-		blocks = []block{one}
-	}
-	var b strings.Builder
-	for _, bl := range blocks {
-		if bl.Type == "text" {
-			b.WriteString(bl.Text)
-		} else if bl.Type != "" {
-			fmt.Fprintf(&b, "[%s]", bl.Type)
-		}
-	}
-	return b.String()
 }
 
 // elicitByModel asks the upstream model to fill an elicitation's requested
@@ -617,17 +474,13 @@ func contentText(raw json.RawMessage) string {
 // what the model writes; if there is none, or it does not match the
 // schema, the elicitation is declined. call is the call that elicits (nil
 // for an in-session elicitation).
-func (r *run) elicitByModel(ctx context.Context, call *tools.Call, params json.RawMessage) json.RawMessage {
-	var p struct {
-		Mode            string          `json:"mode"`
-		Message         string          `json:"message"`
-		RequestedSchema json.RawMessage `json:"requestedSchema"`
-	}
-	if json.Unmarshal(params, &p) != nil || p.Mode == "url" {
+func (r *run) elicitByModel(ctx context.Context, call *tools.Call, req tools.InputRequest) json.RawMessage {
+	p, err := req.Elicitation()
+	if err != nil || p.Mode == "url" {
 		// A URL elicitation needs a person at a browser.
-		return declined
+		return tools.Declined
 	}
-	schema := requestedSchema(params)
+	schema := p.RequestedSchema
 	instruction := fmt.Sprintf("The tool cannot finish until it is given this information: %q\n"+
 		"Fill it in from the conversation so far. Answer with only a JSON object that matches this JSON Schema:\n%s\n"+
 		"If the conversation does not give the information, answer DECLINE.", p.Message, schema)
@@ -650,31 +503,18 @@ func (r *run) elicitByModel(ctx context.Context, call *tools.Call, params json.R
 	text, _, err := r.complete(ctx, mreq)
 	if err != nil {
 		r.e.log.WarnContext(ctx, "mcp elicitation by the model failed; declined", "response", r.resp.ID, "err", err)
-		return declined
+		return tools.Declined
 	}
 	content := firstJSONObject(text)
 	if content == nil {
 		r.e.log.InfoContext(ctx, "mcp elicitation declined: the model gave no JSON object", "response", r.resp.ID)
-		return declined
+		return tools.Declined
 	}
 	if msg := checkSchema(schema, content); msg != "" {
 		r.e.log.InfoContext(ctx, "mcp elicitation declined: the model's answer does not match the schema", "response", r.resp.ID, "reason", msg)
-		return declined
+		return tools.Declined
 	}
-	b, _ := json.Marshal(map[string]any{"action": "accept", "content": content})
-	return b
-}
-
-// requestedSchema is the requestedSchema of elicitation params, or an
-// object schema admitting anything.
-func requestedSchema(params json.RawMessage) json.RawMessage {
-	var p struct {
-		RequestedSchema json.RawMessage `json:"requestedSchema"`
-	}
-	if json.Unmarshal(params, &p) != nil || len(bytes.TrimSpace(p.RequestedSchema)) == 0 || string(p.RequestedSchema) == "null" {
-		return json.RawMessage(`{"type":"object"}`)
-	}
-	return p.RequestedSchema
+	return tools.Accepted(content)
 }
 
 // firstJSONObject returns the first JSON object in text (the model may
@@ -741,33 +581,16 @@ func (noLoader) Load(url string) (any, error) {
 // running call (its server applies the elicitation policy first): the
 // sampling by the upstream model, an elicitation by the model from the
 // conversation, the roots from configuration.
-func (r *run) inSessionHandler(server string) func(ctx context.Context, req tools.InputRequest) (json.RawMessage, error) {
+func (r *run) inSessionHandler(server string) tools.InputHandler {
 	return func(ctx context.Context, req tools.InputRequest) (json.RawMessage, error) {
 		switch req.Method {
-		case methodCreateMessage:
-			return r.sample(ctx, req.Params)
-		case methodElicit:
-			return r.elicitByModel(ctx, nil, req.Params), nil
-		case methodListRoots:
-			return r.roots(server), nil
+		case tools.MethodCreateMessage:
+			return r.sample(ctx, req)
+		case tools.MethodElicit:
+			return r.elicitByModel(ctx, nil, req), nil
+		case tools.MethodListRoots:
+			return r.caps(server).RootsResult(), nil
 		}
 		return nil, fmt.Errorf("unknown input request method %q", req.Method)
 	}
-}
-
-// setInputHandlers hands the response's in-session handler to the servers
-// that take one.
-func (r *run) setInputHandlers() {
-	for _, s := range r.reg.Servers() {
-		if h, ok := s.(InputHandlerSetter); ok {
-			h.SetInputHandler(r.inSessionHandler(s.Name()))
-		}
-	}
-}
-
-// resolveInputAfterApproval is resolveInput for a call the client
-// approved: a call it resumes later reports the approval.
-func (r *run) resolveInputAfterApproval(ctx context.Context, call tools.Call, server, approvalID string, res tools.Result) tools.Result {
-	call.Input = nil
-	return r.rounds(ctx, &callState{call: call, server: server, approval: approvalID}, res)
 }

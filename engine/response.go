@@ -18,14 +18,6 @@ import (
 	"github.com/loomgate/loom/responses"
 )
 
-// usagePtr returns the usage so far, its total filled in, for the
-// response object.
-func (r *run) usagePtr() *responses.Usage {
-	u := r.usage
-	u.TotalTokens = u.InputTokens + u.OutputTokens
-	return &u
-}
-
 // newResponse builds the response object, echoing the request's knobs.
 func (e *Engine) newResponse(req *responses.Request) *responses.Response {
 	resp := &responses.Response{

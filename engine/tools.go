@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	conversation "github.com/loomgate/loom/context"
 	"github.com/loomgate/loom/responses"
@@ -18,15 +17,9 @@ type ToolProvider interface {
 	// Handles reports whether the provider serves tools of this type.
 	Handles(toolType string) bool
 	// Servers returns the servers for the request's tools it handles, in
-	// the order given. An *responses.APIError refuses the request (400).
+	// the order given. An *responses.APIError or a domain error
+	// (*responses.Error, by its code) refuses the request.
 	Servers(ctx context.Context, req *responses.Request) ([]tools.Server, error)
-}
-
-// ItemTyper is implemented by servers whose calls are reported as an item
-// type other than mcp_call (the local Python interpreter reports
-// code_interpreter_call).
-type ItemTyper interface {
-	ItemType() string
 }
 
 // serverToolType reports whether some provider handles a tool type.
@@ -52,11 +45,9 @@ func (e *Engine) registry(ctx context.Context, req *responses.Request) (*tools.R
 	}
 	for i, t := range req.Tools {
 		def := tools.FunctionDefinition(t)
-		switch t.Type {
-		case responses.ToolFunction:
-		case responses.ToolLocalShell:
-			def = localShellDefinition
-		default:
+		if k := tools.ClientKind(t.Type); k != nil {
+			def = k.Define(t)
+		} else if t.Type != responses.ToolFunction {
 			continue
 		}
 		if err := reg.AddFunction(def); err != nil {
@@ -87,23 +78,16 @@ func (e *Engine) newConversation(reg *tools.Registry, history []responses.Item, 
 	return conversation.New(reg, history, &opts)
 }
 
-// itemTypeOf returns the item type that reports calls to a server.
-func itemTypeOf(reg *tools.Registry, label string) string {
-	if s, ok := reg.Server(label); ok {
-		if t, ok := s.(ItemTyper); ok {
-			return t.ItemType()
-		}
-	}
-	return responses.ItemMCPCall
-}
-
 // turnCall is a call the model made in a turn, as the engine tracks it.
 type turnCall struct {
 	index  int    // the upstream's tool-call index
 	callID string // the model's call id, for the model-facing history
 	name   string
 	server string // the server label; "" for a client function call
-	item   responses.Item
+	// kind is the kind of a server call or of a client-run kind's call;
+	// nil for a function call.
+	kind *tools.Kind
+	item responses.Item
 	// unconfigured marks a call to a built-in tool this server does not
 	// run: the model is told, the client sees nothing of it.
 	unconfigured bool
@@ -117,78 +101,10 @@ type turnCall struct {
 	deferred bool
 	// approval marks a call that waits for the client's approval.
 	approval bool
-	// code, for a code_interpreter_call, turns the model's arguments
-	// into the code the client sees.
-	code *codeArgs
+	// args, for a kind that shows its arguments its own way (the code
+	// of a python call), follows them as they stream.
+	args tools.Arguments
 }
-
-// codeArgs follows the arguments of a python call as they stream and
-// yields its code: the arguments themselves when they are raw code (the
-// harmony built-in), else the "code" string of a JSON object (the chat
-// path's function {"code": ...}), which is held back until the arguments
-// are complete.
-type codeArgs struct {
-	args string // the model's arguments so far
-	mode int
-}
-
-const (
-	codeUndecided = iota // only blanks so far
-	codeRaw              // raw code: streamed as it comes
-	codeHeld             // a JSON object: decoded at the end
-	codeFlushed
-)
-
-// delta adds the model's next piece of arguments and returns the code to
-// stream now.
-func (a *codeArgs) delta(piece string) string {
-	a.args += piece
-	switch a.mode {
-	case codeRaw:
-		return piece
-	case codeHeld, codeFlushed:
-		return ""
-	}
-	trimmed := strings.TrimLeft(a.args, " \t\r\n")
-	switch {
-	case trimmed == "":
-		return ""
-	case trimmed[0] == '{':
-		a.mode = codeHeld
-		return ""
-	}
-	a.mode = codeRaw
-	return a.args
-}
-
-// flush returns the code not streamed yet, once the arguments are complete.
-func (a *codeArgs) flush() string {
-	mode := a.mode
-	a.mode = codeFlushed
-	switch mode {
-	case codeUndecided:
-		return a.args
-	case codeHeld:
-		return codeOf(a.args)
-	}
-	return ""
-}
-
-// codeOf is the code of complete python arguments: the "code" string of a
-// JSON object, or else the arguments themselves (as tools/python reads
-// them).
-func codeOf(arguments string) string {
-	var args struct {
-		Code *string `json:"code"`
-	}
-	if json.Unmarshal([]byte(arguments), &args) == nil && args.Code != nil {
-		return *args.Code
-	}
-	return arguments
-}
-
-// itemShellCall is the item type of a server-executed shell call.
-const itemShellCall = "shell_call"
 
 // runServerCalls executes the turn's server calls through the conversation
 // context and reports each result in its item.
@@ -200,15 +116,7 @@ func (r *run) runServerCalls(ctx context.Context, calls []*turnCall) error {
 			continue
 		}
 		if c.unconfigured || c.notOffered {
-			msg := fmt.Sprintf("error: the tool %s is not configured on this server", c.name)
-			if c.notOffered {
-				msg = fmt.Sprintf("error: there is no tool named %q; call only the tools you were given, or answer without one", c.name)
-			}
-			out, _ := json.Marshal(msg)
-			r.cc.Append(
-				responses.Item{Type: responses.ItemFunctionCall, CallID: c.callID, Name: c.name, Arguments: c.item.Arguments, Status: responses.StatusCompleted},
-				responses.Item{Type: responses.ItemFunctionCallOutput, CallID: c.callID, Output: out, Status: responses.StatusCompleted},
-			)
+			r.cc.Append(refusal(c)...)
 			continue
 		}
 		if c.server == "" {
@@ -223,7 +131,7 @@ func (r *run) runServerCalls(ctx context.Context, calls []*turnCall) error {
 	results := r.cc.Call(ctx, batch)
 	for i := range results {
 		if results[i].InputRequired != nil {
-			results[i] = r.resolveInput(ctx, batch[i], owners[i].server, results[i])
+			results[i] = r.rounds(ctx, &callState{call: batch[i], server: owners[i].server}, results[i])
 		}
 	}
 	for i, res := range results {
@@ -236,152 +144,73 @@ func (r *run) runServerCalls(ctx context.Context, calls []*turnCall) error {
 			}
 			continue
 		}
-		text := resultText(res)
-		if c.deferred {
-			if err := r.addShellItems(c, res); err != nil {
-				return err
-			}
-			r.appendModelPair(c, c.item.Arguments, text)
-			continue
-		}
-		var output json.RawMessage
-		errMsg := ""
-		switch c.item.Type {
-		case responses.ItemCodeInterpreterCall:
-			output, _ = json.Marshal([]map[string]string{{"type": "logs", "logs": text}})
-		default:
-			if res.IsError {
-				errMsg = text
-				if errMsg == "" {
-					errMsg = "the tool failed"
-				}
-			} else {
-				output, _ = json.Marshal(text)
-			}
-		}
-		if err := r.builder.FinishServerCall(c.item.ID, output, errMsg); err != nil {
+		if err := r.reportResult(ctx, c, res); err != nil {
 			return err
 		}
-		if res.Err != nil {
-			r.e.log.WarnContext(ctx, "tool call failed", "response", r.resp.ID, "tool", c.name, "server", c.server, "err", res.Err)
-		}
-		r.appendModelPair(c, modelArguments(c), text)
 	}
 	return ctx.Err()
 }
 
-// appendModelPair adds a call and its result to the conversation as the
-// model sees them, a function call and its output, whatever the client
-// sees.
-func (r *run) appendModelPair(c *turnCall, arguments, result string) {
-	out, _ := json.Marshal(result)
-	r.cc.Append(
-		responses.Item{Type: responses.ItemFunctionCall, ID: c.item.ID, CallID: c.callID, Name: c.name, Arguments: arguments, Status: responses.StatusCompleted},
-		responses.Item{Type: responses.ItemFunctionCallOutput, CallID: c.callID, Output: out, Status: responses.StatusCompleted},
-	)
+// refusal is what the model sees of a call loom did not run: the call and
+// an output that says why.
+func refusal(c *turnCall) []responses.Item {
+	msg := fmt.Sprintf("error: the tool %s is not configured on this server", c.name)
+	if c.notOffered {
+		msg = fmt.Sprintf("error: there is no tool named %q; call only the tools you were given, or answer without one", c.name)
+	}
+	return tools.CallPair("", c.callID, c.name, c.item.Arguments, msg)
 }
 
-// addShellItems reports a shell call that ran: a shell_call item with the
-// action, then a shell_call_output item with what each command printed.
-func (r *run) addShellItems(c *turnCall, res tools.Result) error {
-	action := json.RawMessage(c.item.Arguments)
-	if !json.Valid(action) {
-		action, _ = json.Marshal(map[string]string{"invalid_arguments": c.item.Arguments})
+// reportResult reports a server call that ran, as its kind shows it, and
+// gives the model the call and its result.
+func (r *run) reportResult(ctx context.Context, c *turnCall, res tools.Result) error {
+	text := resultText(res)
+	if res.Err != nil {
+		r.e.log.WarnContext(ctx, "tool call failed", "response", r.resp.ID, "tool", c.name, "server", c.server, "err", res.Err)
 	}
-	call := responses.Item{Type: itemShellCall, ID: r.e.opts.NewID("sh"), CallID: c.callID, Action: action, Status: responses.StatusCompleted}
-	if err := r.builder.AddItem(call); err != nil {
+	if c.deferred {
+		ran := tools.RanCall{Server: c.server, Tool: r.caps(c.server).OwnName(c.name), CallID: c.callID, Arguments: c.item.Arguments}
+		items, err := r.addRanItems(c.kind, ran, res, text)
+		if err != nil {
+			return err
+		}
+		c.item = items[0]
+		// The model's history has the call as its first item holds it.
+		r.cc.Append(tools.CallPair(c.item.ID, c.callID, c.name, c.item.Arguments, text)...)
+		return nil
+	}
+	output, errMsg := c.kind.Output(res, text)
+	if err := r.builder.FinishServerCall(c.item.ID, output, errMsg); err != nil {
 		return err
 	}
-	c.item = call
-	var body struct {
-		Output          json.RawMessage `json:"output"`
-		MaxOutputLength *int            `json:"max_output_length"`
+	r.cc.Append(tools.CallPair(c.item.ID, c.callID, c.name, modelArguments(c), text)...)
+	return nil
+}
+
+// addRanItems adds the items that report a call that ran outside the
+// stream, as its kind builds them.
+func (r *run) addRanItems(k *tools.Kind, ran tools.RanCall, res tools.Result, text string) ([]responses.Item, error) {
+	if k.Items == nil {
+		k = tools.KindMCP
 	}
-	if json.Unmarshal(res.Structured, &body) != nil || len(body.Output) == 0 {
-		// Bad arguments: no command ran; the output says why.
-		body.Output, _ = json.Marshal([]map[string]any{{"stdout": "", "stderr": res.Text(), "outcome": map[string]any{"type": "exit", "exit_code": 2}}})
+	items := k.Items(ran, res, text, r.e.opts.NewID)
+	for _, it := range items {
+		if err := r.builder.AddItem(it); err != nil {
+			return nil, err
+		}
 	}
-	status := responses.StatusCompleted
-	return r.builder.AddItem(responses.Item{Type: "shell_call_output", ID: r.e.opts.NewID("sho"), CallID: c.callID,
-		Output: body.Output, MaxOutputLength: body.MaxOutputLength, Status: status})
+	return items, nil
 }
 
 // modelArguments returns the arguments of a call as the model wrote them.
 func modelArguments(c *turnCall) string {
-	if c.code != nil {
-		return c.code.args
+	if c.args != nil {
+		return c.args.Model()
 	}
-	if c.item.Type == responses.ItemCodeInterpreterCall && c.item.Code != nil {
+	if c.item.Code != nil {
 		return *c.item.Code
 	}
 	return c.item.Arguments
-}
-
-// modelItems converts stored output items to what the model sees: server
-// calls become a function call and its output.
-func modelItems(items []responses.Item) []responses.Item {
-	var out []responses.Item
-	for _, it := range items {
-		switch it.Type {
-		case responses.ItemFunctionCall:
-			if it.Status == responses.StatusIncomplete {
-				// A call loom refused (a tool not offered) or one a cut
-				// turn left unfinished: nothing answered it, and a call
-				// without a result is not history a model can continue.
-				continue
-			}
-			out = append(out, it)
-		case responses.ItemMCPCall:
-			if it.Status == responses.StatusIncomplete && it.Error == nil && (len(it.Output) == 0 || string(it.Output) == "null") {
-				// A call that waited for the client's input: it reaches
-				// the model when it finishes, in the follow-up.
-				continue
-			}
-			result := it.Output
-			if it.Error != nil {
-				result, _ = json.Marshal("error: " + *it.Error)
-			}
-			out = append(out,
-				responses.Item{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.ID, Name: it.Name, Arguments: it.Arguments},
-				responses.Item{Type: responses.ItemFunctionCallOutput, CallID: it.ID, Output: result})
-		case responses.ItemCodeInterpreterCall:
-			code := ""
-			if it.Code != nil {
-				code = *it.Code
-			}
-			var logs []struct {
-				Logs string `json:"logs"`
-			}
-			json.Unmarshal(it.Outputs, &logs)
-			text := ""
-			for _, l := range logs {
-				text += l.Logs
-			}
-			result, _ := json.Marshal(text)
-			// The call in the form of the chat path's python function; a
-			// harmony backend renders its code to the built-in python.
-			args, _ := json.Marshal(map[string]string{"code": code})
-			out = append(out,
-				responses.Item{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.ID, Name: "python", Arguments: string(args)},
-				responses.Item{Type: responses.ItemFunctionCallOutput, CallID: it.ID, Output: result})
-		case responses.ItemMCPListTools, responses.ItemMCPApprovalRequest, responses.ItemMCPApprovalResponse,
-			responses.ItemMCPInputRequest, responses.ItemMCPInputResponse:
-			// Bookkeeping between loom and the client: an approved call
-			// reaches the model when it runs.
-		case itemLocalShellCall:
-			out = append(out, responses.Item{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.CallID, Name: localShellName, Arguments: localShellArguments(it.Action)})
-		case itemLocalShellOutput:
-			out = append(out, responses.Item{Type: responses.ItemFunctionCallOutput, CallID: it.CallID, Output: it.Output})
-		case itemShellCall:
-			out = append(out, responses.Item{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.CallID, Name: "shell", Arguments: string(it.Action)})
-		case "shell_call_output":
-			result, _ := json.Marshal(string(it.Output))
-			out = append(out, responses.Item{Type: responses.ItemFunctionCallOutput, CallID: it.CallID, Output: result})
-		default:
-			out = append(out, it)
-		}
-	}
-	return out
 }
 
 // resultText is a tool result as the model and the client read it. Text

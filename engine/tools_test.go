@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/model"
@@ -165,14 +164,18 @@ func TestCancelDuringToolCallStillCleansUp(t *testing.T) {
 	}}
 	e := newToolEngine(t, scriptedTurns([]model.Delta{call(0, "slow")}), &toolstest.Provider{Type: "fake", List: []tools.Server{a}})
 	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
 	go func() {
+		// Cancel once the call runs; a Run that ends without the call
+		// (the test's failure) needs no cancel, and frees this goroutine.
 		select {
 		case <-started:
-		case <-time.After(10 * time.Second):
+		case <-ran:
 		}
 		cancel()
 	}()
 	resp, err := e.Run(ctx, decodeRequest(t, `{"model":"m","input":"x","tools":[{"type":"fake"}]}`), nil)
+	close(ran)
 	if !errors.Is(err, context.Canceled) || resp.Status != responses.ResponseCancelled {
 		t.Fatalf("status %s err %v", resp.Status, err)
 	}

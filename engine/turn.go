@@ -6,7 +6,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"context"
-	"strings"
 
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
@@ -21,10 +20,22 @@ type turnResult struct {
 	clientCalls bool
 }
 
+// turnState is what one turn owns while the model streams: the tool calls
+// the engine accepted this turn, by upstream index. parallel_tool_calls
+// false admits one call, max_tool_calls caps the total over the response,
+// and a tool that was not offered is refused (the model is told).
+type turnState struct {
+	mreq     *model.Request
+	byIndex  map[int]*turnCall
+	maxCalls int
+	res      turnResult
+}
+
 // turn runs one model turn, streaming its deltas into the builder, and
 // adds what the model wrote to the conversation.
 func (r *run) turn(ctx context.Context) (res turnResult, err error) {
-	mreq := r.modelRequest()
+	st := &turnState{mreq: r.modelRequest(), byIndex: map[int]*turnCall{}, maxCalls: -1}
+	mreq := st.mreq
 	// One span per model turn, with the GenAI semantic conventions'
 	// attributes: the model, this turn's token counts, its finish reason.
 	ctx, span := r.e.tracer.Start(ctx, "chat "+mreq.Model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
@@ -44,17 +55,11 @@ func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 		}
 		span.End()
 	}()
-	start := len(r.resp.Output)
-	// Tool calls the engine accepted this turn, by upstream index:
-	// parallel_tool_calls false admits one call, max_tool_calls caps the
-	// total over the response, and a tool that was not offered is refused
-	// (the model is told).
-	byIndex := map[int]*turnCall{}
-	maxCalls := -1
 	if r.req.MaxToolCalls != nil {
-		maxCalls = *r.req.MaxToolCalls
+		st.maxCalls = *r.req.MaxToolCalls
 	}
-	err = r.e.backend.Stream(ctx, mreq, func(d model.Delta) error {
+	start := len(r.resp.Output)
+	err = r.e.backend.Stream(ctx, st.mreq, func(d model.Delta) error {
 		switch d.Kind {
 		case model.DeltaText:
 			return r.builder.TextDelta(d.Text)
@@ -63,80 +68,16 @@ func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 		case model.DeltaPreamble:
 			return r.builder.PreambleDelta(d.Text)
 		case model.DeltaToolCall:
-			c := byIndex[d.ToolIndex]
-			if c == nil && d.ToolName != "" && isBuiltin(d.ToolName) && !offers(mreq.Tools, d.ToolName) {
-				// gpt-oss calls its built-in tools even when none is
-				// configured: it gets told so, and the turn goes on.
-				c = &turnCall{index: d.ToolIndex, callID: r.e.opts.NewID("call"), name: d.ToolName, unconfigured: true}
-				byIndex[d.ToolIndex] = c
-				res.calls = append(res.calls, c)
-			}
-			if c != nil && (c.unconfigured || c.notOffered) {
-				c.item.Arguments += d.ToolArguments
-				return nil
-			}
-			if c == nil {
-				if (!mreq.ParallelToolCalls && len(byIndex) > 0) || (maxCalls >= 0 && r.calls >= maxCalls) {
-					return nil
-				}
-				if !offers(mreq.Tools, d.ToolName) {
-					// A tool that was not offered (or none at all): the
-					// model is told it does not exist, the client sees
-					// the call, and it counts against max_tool_calls so
-					// that a model insisting on it cannot loop past the
-					// budget (the turn cap bounds it otherwise).
-					c = &turnCall{index: d.ToolIndex, callID: r.e.opts.NewID("call"), name: d.ToolName, notOffered: true}
-					c.item.Arguments = d.ToolArguments
-					byIndex[d.ToolIndex] = c
-					res.calls = append(res.calls, c)
-					r.calls++
-					return nil
-				}
-				c = &turnCall{index: d.ToolIndex, callID: d.ToolCallID, name: d.ToolName}
-				// local_shell runs on the client but is reported as a
-				// local_shell_call item once the turn is over.
-				c.deferred = d.ToolName == localShellName && hasLocalShell(r.req)
-				if r.cc.IsServerTool(d.ToolName) {
-					c.server = r.serverOf(d.ToolName)
-					// Shell calls are reported as a call item and an
-					// output item once they ran, not streamed.
-					c.deferred = itemTypeOf(r.reg, c.server) == itemShellCall
-					c.approval = needsApproval(r.reg, c.server, d.ToolName)
-					c.deferred = c.deferred || c.approval
-				}
-				if c.callID == "" {
-					c.callID = r.e.opts.NewID("call")
-				}
-				byIndex[d.ToolIndex] = c
-				res.calls = append(res.calls, c)
-				r.calls++
-			}
-			if c.deferred {
-				c.item.Arguments += d.ToolArguments
-				return nil
-			}
-			if c.server != "" {
-				itemType := itemTypeOf(r.reg, c.server)
-				args := d.ToolArguments
-				if itemType == responses.ItemCodeInterpreterCall {
-					// The client sees the code, not the model's
-					// arguments ({"code": ...} on the chat path).
-					if c.code == nil {
-						c.code = &codeArgs{}
-					}
-					args = c.code.delta(args)
-				}
-				return r.builder.ServerCallDelta(d.ToolIndex, itemType, toolName(r.reg, c.server, c.name), c.server, args)
-			}
-			return r.builder.ToolCallDelta(d.ToolIndex, c.callID, c.name, d.ToolArguments)
+			return r.toolCallDelta(st, d)
 		case model.DeltaUsage:
-			r.usage.Add(d.Usage)
+			r.usage.add(d.Usage)
 			usage.Add(d.Usage)
 		case model.DeltaFinish:
-			res.finish = d.FinishReason
+			st.res.finish = d.FinishReason
 		}
 		return nil
 	})
+	res = st.res
 	if err != nil {
 		return res, err
 	}
@@ -146,55 +87,8 @@ func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 		res.calls = nil
 		return res, nil
 	}
-	for _, c := range res.calls {
-		if c.code == nil {
-			continue
-		}
-		if rest := c.code.flush(); rest != "" {
-			if err := r.builder.ServerCallDelta(c.index, responses.ItemCodeInterpreterCall, c.name, c.server, rest); err != nil {
-				return res, err
-			}
-		}
-	}
-	if err := r.builder.EndTurn(); err != nil {
+	if err := r.endTurn(&res); err != nil {
 		return res, err
-	}
-	turnItems := r.builder.TurnCalls()
-	for _, c := range res.calls {
-		switch {
-		case c.approval:
-			// The client must approve the call first: it gets an
-			// approval request, and the response ends.
-			req := responses.Item{Type: responses.ItemMCPApprovalRequest, ID: r.e.opts.NewID("mcpr"), ServerLabel: c.server,
-				Name: toolName(r.reg, c.server, c.name), Arguments: c.item.Arguments}
-			if err := r.builder.AddItem(req); err != nil {
-				return res, err
-			}
-			r.waiting = true
-			continue
-		case c.deferred && c.server == "":
-			item := responses.Item{Type: itemLocalShellCall, ID: r.e.opts.NewID("lsh"), CallID: c.callID,
-				Action: localShellAction(c.item.Arguments), Status: responses.StatusCompleted}
-			if err := r.builder.AddItem(item); err != nil {
-				return res, err
-			}
-			res.clientCalls = true
-			continue
-		case c.notOffered:
-			if err := r.builder.AddRefusedCall(c.callID, c.name, c.item.Arguments); err != nil {
-				return res, err
-			}
-			res.serverCalls = true
-			continue
-		case c.unconfigured || c.deferred:
-			res.serverCalls = true
-			continue
-		case c.server != "":
-			res.serverCalls = true
-		default:
-			res.clientCalls = true
-		}
-		c.item, turnItems = turnItems[0], turnItems[1:]
 	}
 	// The model's own words of this turn join the conversation before the
 	// results of the calls it made.
@@ -206,6 +100,144 @@ func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 	return res, nil
 }
 
+// toolCallDelta takes one piece of a tool call the model streams.
+func (r *run) toolCallDelta(st *turnState, d model.Delta) error {
+	c := st.byIndex[d.ToolIndex]
+	if c == nil {
+		c = r.newCall(st, d)
+		if c == nil {
+			return nil
+		}
+		st.byIndex[d.ToolIndex] = c
+		st.res.calls = append(st.res.calls, c)
+		if !c.unconfigured {
+			r.calls++
+		}
+	}
+	if c.unconfigured || c.notOffered || c.deferred {
+		c.item.Arguments += d.ToolArguments
+		return nil
+	}
+	if c.server == "" {
+		return r.builder.ToolCallDelta(d.ToolIndex, c.callID, c.name, d.ToolArguments)
+	}
+	args := d.ToolArguments
+	if c.args != nil {
+		// The client sees what the kind shows of the arguments (the
+		// code of a python call, not its {"code": ...}).
+		args = c.args.Delta(args)
+	}
+	return r.builder.ServerCallDelta(d.ToolIndex, c.kind.ItemType, r.caps(c.server).OwnName(c.name), c.server, args)
+}
+
+// newCall accepts the first piece of a tool call, or returns nil when the
+// call is dropped (one call only, or the call budget is spent).
+func (r *run) newCall(st *turnState, d model.Delta) *turnCall {
+	offered := offers(st.mreq.Tools, d.ToolName)
+	switch {
+	case d.ToolName != "" && tools.Builtin(d.ToolName) && !offered:
+		// gpt-oss calls its built-in tools even when none is
+		// configured: it gets told so, and the turn goes on.
+		return &turnCall{index: d.ToolIndex, callID: r.e.opts.NewID("call"), name: d.ToolName, unconfigured: true}
+	case (!st.mreq.ParallelToolCalls && len(st.byIndex) > 0) || (st.maxCalls >= 0 && r.calls >= st.maxCalls):
+		return nil
+	case !offered:
+		// A tool that was not offered (or none at all): the model is
+		// told it does not exist, the client sees the call, and it
+		// counts against max_tool_calls so that a model insisting on it
+		// cannot loop past the budget (the turn cap bounds it otherwise).
+		return &turnCall{index: d.ToolIndex, callID: r.e.opts.NewID("call"), name: d.ToolName, notOffered: true}
+	}
+	c := &turnCall{index: d.ToolIndex, callID: d.ToolCallID, name: d.ToolName}
+	if k := r.clientKinds[d.ToolName]; k != nil {
+		// A client-run kind (local_shell) is reported as its own item
+		// once the turn is over.
+		c.kind, c.deferred = k, k.Deferred
+	}
+	if r.cc.IsServerTool(d.ToolName) {
+		c.server = r.serverOf(d.ToolName)
+		caps := r.caps(c.server)
+		c.kind = caps.KindOf()
+		c.approval = caps.Approval(d.ToolName)
+		c.deferred = c.kind.Deferred || c.approval
+		if c.kind.NewArguments != nil && !c.deferred {
+			c.args = c.kind.NewArguments()
+		}
+	}
+	if c.callID == "" {
+		c.callID = r.e.opts.NewID("call")
+	}
+	return c
+}
+
+// endTurn closes the turn's items once the model is done: the rest of
+// the arguments the client has not seen, the items of calls reported only
+// now, and each call matched to its item.
+func (r *run) endTurn(res *turnResult) error {
+	for _, c := range res.calls {
+		if c.args == nil || c.deferred {
+			continue
+		}
+		if rest := c.args.Flush(); rest != "" {
+			if err := r.builder.ServerCallDelta(c.index, c.kind.ItemType, c.name, c.server, rest); err != nil {
+				return err
+			}
+		}
+	}
+	if err := r.builder.EndTurn(); err != nil {
+		return err
+	}
+	turnItems := r.builder.TurnCalls()
+	for _, c := range res.calls {
+		streamed, err := r.reportCall(c, res)
+		if err != nil {
+			return err
+		}
+		if streamed {
+			c.item, turnItems = turnItems[0], turnItems[1:]
+		}
+	}
+	return nil
+}
+
+// reportCall reports a call of the turn and notes what it leaves to do.
+// It returns whether the call streamed an item of its own.
+func (r *run) reportCall(c *turnCall, res *turnResult) (bool, error) {
+	switch {
+	case c.approval:
+		// The client must approve the call first: it gets an approval
+		// request, and the response ends.
+		req := responses.Item{Type: responses.ItemMCPApprovalRequest, ID: r.e.opts.NewID("mcpr"), ServerLabel: c.server,
+			Name: r.caps(c.server).OwnName(c.name), Arguments: c.item.Arguments}
+		if err := r.builder.AddItem(req); err != nil {
+			return false, err
+		}
+		r.waiting = true
+		return false, nil
+	case c.deferred && c.server == "":
+		// A client-run kind: the client runs it and comes back.
+		if err := r.builder.AddItem(c.kind.ClientItem(c.callID, c.item.Arguments, r.e.opts.NewID)); err != nil {
+			return false, err
+		}
+		res.clientCalls = true
+		return false, nil
+	case c.notOffered:
+		if err := r.builder.AddRefusedCall(c.callID, c.name, c.item.Arguments); err != nil {
+			return false, err
+		}
+		res.serverCalls = true
+		return false, nil
+	case c.unconfigured || c.deferred:
+		res.serverCalls = true
+		return false, nil
+	case c.server != "":
+		res.serverCalls = true
+	default:
+		res.clientCalls = true
+	}
+	return true, nil
+}
+
 // serverOf returns the label of the server offering a tool.
 func (r *run) serverOf(name string) string {
 	for _, d := range r.cc.Offered() {
@@ -214,12 +246,6 @@ func (r *run) serverOf(name string) string {
 		}
 	}
 	return ""
-}
-
-// isBuiltin reports whether a tool name is one of gpt-oss's built-in
-// namespaces, which the model may call without being offered them.
-func isBuiltin(name string) bool {
-	return name == "python" || strings.HasPrefix(name, "browser.")
 }
 
 func offers(tools []responses.Tool, name string) bool {
@@ -263,7 +289,7 @@ func (r *run) modelRequest() *model.Request {
 	}
 	m.Tools, m.ToolChoice, m.ToolChoiceFunction = offeredTools(req, r.cc.Offered())
 	for _, t := range m.Tools {
-		if isBuiltin(t.Name) {
+		if tools.Builtin(t.Name) {
 			m.Builtins = append(m.Builtins, t.Name)
 		}
 	}
@@ -281,36 +307,16 @@ func (r *run) modelRequest() *model.Request {
 		if d.Server == "" {
 			continue
 		}
-		s, ok := r.reg.Server(d.Server)
-		if !ok {
-			continue
-		}
-		namer, ok := s.(ToolNamer)
-		if !ok {
+		caps := r.caps(d.Server)
+		if caps.ToolName == nil {
 			continue
 		}
 		if m.Namespaces == nil {
 			m.Namespaces = make(map[string]model.ToolRef)
 		}
-		m.Namespaces[d.Name] = model.ToolRef{Namespace: namespaceName(d.Server), Name: namer.ToolName(d.Name)}
+		m.Namespaces[d.Name] = model.ToolRef{Namespace: tools.SafeName(d.Server), Name: caps.ToolName(d.Name)}
 	}
 	return m
-}
-
-// namespaceName makes a server label safe as a harmony namespace (the
-// first part of a recipient "NS.tool"): letters, digits, '_' and '-' are
-// kept, anything else becomes '_' -- the rule tools/mcp uses for the
-// "LABEL__" prefix of the names it offers.
-func namespaceName(label string) string {
-	var b strings.Builder
-	for _, c := range label {
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
-			b.WriteRune(c)
-		} else {
-			b.WriteByte('_')
-		}
-	}
-	return b.String()
 }
 
 // offeredTools applies tool_choice to the tools the conversation offers:

@@ -693,7 +693,10 @@ func TestLocalPythonCleanupOnEveryEnd(t *testing.T) {
 func TestLocalToolsDisabled(t *testing.T) {
 	for _, up := range upstreams {
 		t.Run(up.name, func(t *testing.T) {
-			h := up.harness(t, &harnessOptions{ToolProviders: []engine.ToolProvider{&local.Provider{}}})
+			h := up.harness(t, &harnessOptions{ToolProviders: []engine.ToolProvider{&local.Provider{HowToEnable: map[string]string{
+				responses.ToolCodeInterpreter: "the operator enables it with --enable-python",
+				responses.ToolShell:           "the operator enables it with --enable-shell",
+			}}}})
 			for _, tc := range []struct {
 				tools string
 				param string

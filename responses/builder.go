@@ -46,6 +46,9 @@ type openItem struct {
 	// open after the model's turn until its result is in.
 	server   *serverCallEvents
 	argsDone bool
+	// suspended marks a server call SuspendServerCall closes: it is
+	// incomplete (it waits for the client), not failed.
+	suspended bool
 }
 
 // ErrBuilderEnded is returned when events are added after the terminal event.
@@ -260,14 +263,11 @@ func (b *Builder) SuspendServerCall(itemID string) error {
 		if err := b.serverArgsDone(oi); err != nil {
 			return err
 		}
-		return b.closeItem(oi, StatusIncomplete+suspended)
+		oi.suspended = true
+		return b.closeItem(oi, StatusIncomplete)
 	}
 	return fmt.Errorf("responses: no open server call %q", itemID)
 }
-
-// suspended marks, inside the builder only, a close of a server call that
-// SuspendServerCall asked for: the call is incomplete, not failed.
-const suspended = "/suspended"
 
 // serverArgsDone emits the end of a server call's arguments (and, for the
 // code interpreter, that it is now running), once.
@@ -535,10 +535,7 @@ func (b *Builder) closeItem(oi *openItem, status string) error {
 				return err
 			}
 		}
-		switch {
-		case status == StatusIncomplete+suspended:
-			status = StatusIncomplete
-		case status == StatusIncomplete && oi.server != nil:
+		if status == StatusIncomplete && oi.server != nil && !oi.suspended {
 			// A server call cut off by the end of the response never ran.
 			status = "failed"
 		}

@@ -26,7 +26,28 @@ func (r *Request) Validate(serverTool func(toolType string) bool) error {
 	return nil
 }
 
+// validate runs the checks in order; the first failure is the answer.
 func (r *Request) validate(serverTool func(toolType string) bool) *APIError {
+	checks := []func() *APIError{
+		r.validateInputSet,
+		func() *APIError { return validateMetadata(r.Metadata) },
+		r.validateSampling,
+		r.validateUnsupported,
+		r.validateText,
+		r.validateReasoning,
+		func() *APIError { return r.validateTools(serverTool) },
+		r.validateInputItems,
+	}
+	for _, check := range checks {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateInputSet checks the model and that there is input.
+func (r *Request) validateInputSet() *APIError {
 	if strings.TrimSpace(r.Model) == "" {
 		return BadRequest("model", "model is required")
 	}
@@ -36,9 +57,11 @@ func (r *Request) validate(serverTool func(toolType string) bool) *APIError {
 	if r.Input.Set && !r.Input.IsString && len(r.Input.Items) == 0 {
 		return BadRequest("input", "input must not be an empty array")
 	}
-	if err := validateMetadata(r.Metadata); err != nil {
-		return err
-	}
+	return nil
+}
+
+// validateSampling checks the sampling knobs and the limits.
+func (r *Request) validateSampling() *APIError {
 	if r.Temperature != nil && (*r.Temperature < 0 || *r.Temperature > 2) {
 		return BadRequest("temperature", "temperature must be between 0 and 2, got %g", *r.Temperature)
 	}
@@ -57,6 +80,12 @@ func (r *Request) validate(serverTool func(toolType string) bool) *APIError {
 	if r.MaxToolCalls != nil && *r.MaxToolCalls < 1 {
 		return BadRequest("max_tool_calls", "max_tool_calls must be at least 1, got %d", *r.MaxToolCalls)
 	}
+	return nil
+}
+
+// validateUnsupported rejects fields loom cannot honour (yet), and checks
+// the simple enumerations.
+func (r *Request) validateUnsupported() *APIError {
 	if r.TopLogprobs != nil && *r.TopLogprobs != 0 {
 		return Unsupported("top_logprobs", "top_logprobs is not supported by this server")
 	}
@@ -86,15 +115,11 @@ func (r *Request) validate(serverTool func(toolType string) bool) *APIError {
 			return Unsupported(fmt.Sprintf("include[%d]", i), "include value %q is not supported", inc)
 		}
 	}
-	if err := r.validateText(); err != nil {
-		return err
-	}
-	if err := r.validateReasoning(); err != nil {
-		return err
-	}
-	if err := r.validateTools(serverTool); err != nil {
-		return err
-	}
+	return nil
+}
+
+// validateInputItems checks each input item.
+func (r *Request) validateInputItems() *APIError {
 	for i := range r.Input.Items {
 		if err := r.Input.Items[i].validateInput(fmt.Sprintf("input[%d]", i)); err != nil {
 			return err
@@ -251,90 +276,127 @@ func validFunctionName(s string) bool {
 // validateInput checks one input item.
 func (it *Item) validateInput(param string) *APIError {
 	switch it.Type {
-	case ItemMessage:
-		switch it.Role {
-		case "user", "system", "developer":
-			for j, p := range it.Content {
-				switch p.Type {
-				case PartInputText:
-				case PartInputImage, PartInputFile:
-					if err := p.validateMedia(fmt.Sprintf("%s.content[%d]", param, j)); err != nil {
-						return err
-					}
-				default:
-					return BadRequest(fmt.Sprintf("%s.content[%d].type", param, j), "content part type %q is not valid in a %s message", p.Type, it.Role)
-				}
-			}
-		case "assistant":
-			for j, p := range it.Content {
-				if p.Type != PartOutputText && p.Type != PartRefusal && p.Type != PartInputText {
-					return BadRequest(fmt.Sprintf("%s.content[%d].type", param, j), "content part type %q is not valid in an assistant message", p.Type)
-				}
-			}
-		case "":
-			return BadRequest(param+".role", "message role is required")
-		default:
-			return BadRequest(param+".role", "message role must be user, system, developer or assistant")
-		}
-		if it.Content == nil {
-			return BadRequest(param+".content", "message content is required")
-		}
-	case ItemFunctionCall:
-		if it.CallID == "" {
-			return BadRequest(param+".call_id", "function_call needs a call_id")
-		}
-		if it.Name == "" {
-			return BadRequest(param+".name", "function_call needs a name")
-		}
-	case ItemFunctionCallOutput:
-		if it.CallID == "" {
-			return BadRequest(param+".call_id", "function_call_output needs a call_id")
-		}
-		if len(it.Output) == 0 {
-			return BadRequest(param+".output", "function_call_output needs an output")
-		}
-		out := strings.TrimSpace(string(it.Output))
-		if out[0] != '"' && out[0] != '[' {
-			return BadRequest(param+".output", "output must be a string or an array of content parts")
-		}
-	case ItemReasoning:
-		for j, p := range it.Content {
-			if p.Type != PartReasoningText {
-				return BadRequest(fmt.Sprintf("%s.content[%d].type", param, j), "reasoning content must be reasoning_text")
-			}
-		}
-	case "local_shell_call":
-		if it.CallID == "" {
-			return BadRequest(param+".call_id", "local_shell_call needs a call_id")
-		}
-	case "local_shell_call_output":
-		if it.CallID == "" {
-			return BadRequest(param+".call_id", "local_shell_call_output needs a call_id")
-		}
-		if len(it.Output) == 0 {
-			return BadRequest(param+".output", "local_shell_call_output needs an output")
-		}
-	case ItemMCPApprovalResponse:
-		if it.ApprovalRequestID == nil || *it.ApprovalRequestID == "" {
-			return BadRequest(param+".approval_request_id", "mcp_approval_response needs an approval_request_id")
-		}
-		if it.Approve == nil {
-			return BadRequest(param+".approve", "mcp_approval_response needs approve (true or false)")
-		}
-	case ItemMCPInputResponse:
-		return it.validateInputResponse(param)
-	case ItemMCPCall, ItemMCPListTools, ItemMCPApprovalRequest, ItemMCPInputRequest, ItemCodeInterpreterCall:
-		// Output items a client resends with the history.
-	case ItemCompaction:
-		if it.EncryptedContent == nil || *it.EncryptedContent == "" {
-			return BadRequest(param+".encrypted_content", "a compaction item needs the encrypted_content that /v1/responses/compact returned")
-		}
-	case ItemReference:
-		return Unsupported(param+".type", "item_reference inputs are not supported yet; resend the item or use previous_response_id")
 	case "":
 		return BadRequest(param+".type", "input item type is required")
-	default:
+	case ItemReference:
+		return Unsupported(param+".type", "item_reference inputs are not supported yet; resend the item or use previous_response_id")
+	}
+	check, ok := inputChecks[it.Type]
+	if !ok {
 		return BadRequest(param+".type", "unknown or unsupported input item type %q", it.Type)
+	}
+	if check == nil {
+		// Output items a client resends with the history.
+		return nil
+	}
+	return check(it, param)
+}
+
+// inputChecks are the checks of each input item type loom takes; a nil
+// check takes the item as it is.
+var inputChecks = map[string]func(it *Item, param string) *APIError{
+	ItemMessage:              (*Item).validateMessage,
+	ItemFunctionCall:         (*Item).validateFunctionCall,
+	ItemFunctionCallOutput:   (*Item).validateCallOutput,
+	ItemReasoning:            (*Item).validateReasoning,
+	ItemLocalShellCall:       (*Item).validateCallOutput,
+	ItemLocalShellCallOutput: (*Item).validateCallOutput,
+	ItemMCPApprovalResponse:  (*Item).validateApprovalResponse,
+	ItemMCPInputResponse:     (*Item).validateInputResponse,
+	ItemCompaction:           (*Item).validateCompaction,
+	ItemMCPCall:              nil,
+	ItemMCPListTools:         nil,
+	ItemMCPApprovalRequest:   nil,
+	ItemMCPInputRequest:      nil,
+	ItemCodeInterpreterCall:  nil,
+}
+
+// validateMessage checks a message's role and its content parts.
+func (it *Item) validateMessage(param string) *APIError {
+	switch it.Role {
+	case "user", "system", "developer":
+		for j, p := range it.Content {
+			switch p.Type {
+			case PartInputText:
+			case PartInputImage, PartInputFile:
+				if err := p.validateMedia(fmt.Sprintf("%s.content[%d]", param, j)); err != nil {
+					return err
+				}
+			default:
+				return BadRequest(fmt.Sprintf("%s.content[%d].type", param, j), "content part type %q is not valid in a %s message", p.Type, it.Role)
+			}
+		}
+	case "assistant":
+		for j, p := range it.Content {
+			if p.Type != PartOutputText && p.Type != PartRefusal && p.Type != PartInputText {
+				return BadRequest(fmt.Sprintf("%s.content[%d].type", param, j), "content part type %q is not valid in an assistant message", p.Type)
+			}
+		}
+	case "":
+		return BadRequest(param+".role", "message role is required")
+	default:
+		return BadRequest(param+".role", "message role must be user, system, developer or assistant")
+	}
+	if it.Content == nil {
+		return BadRequest(param+".content", "message content is required")
+	}
+	return nil
+}
+
+func (it *Item) validateFunctionCall(param string) *APIError {
+	if it.CallID == "" {
+		return BadRequest(param+".call_id", "function_call needs a call_id")
+	}
+	if it.Name == "" {
+		return BadRequest(param+".name", "function_call needs a name")
+	}
+	return nil
+}
+
+// validateCallOutput checks a client's call (local_shell_call) or its
+// answer to one: a call_id, and an output for an output item.
+func (it *Item) validateCallOutput(param string) *APIError {
+	if it.CallID == "" {
+		return BadRequest(param+".call_id", "%s needs a call_id", it.Type)
+	}
+	if it.Type == ItemLocalShellCall {
+		return nil
+	}
+	if len(it.Output) == 0 {
+		return BadRequest(param+".output", "%s needs an output", it.Type)
+	}
+	if it.Type != ItemFunctionCallOutput {
+		return nil
+	}
+	out := strings.TrimSpace(string(it.Output))
+	if out[0] != '"' && out[0] != '[' {
+		return BadRequest(param+".output", "output must be a string or an array of content parts")
+	}
+	return nil
+}
+
+func (it *Item) validateReasoning(param string) *APIError {
+	for j, p := range it.Content {
+		if p.Type != PartReasoningText {
+			return BadRequest(fmt.Sprintf("%s.content[%d].type", param, j), "reasoning content must be reasoning_text")
+		}
+	}
+	return nil
+}
+
+func (it *Item) validateApprovalResponse(param string) *APIError {
+	if it.ApprovalRequestID == nil || *it.ApprovalRequestID == "" {
+		return BadRequest(param+".approval_request_id", "mcp_approval_response needs an approval_request_id")
+	}
+	if it.Approve == nil {
+		return BadRequest(param+".approve", "mcp_approval_response needs approve (true or false)")
+	}
+	return nil
+}
+
+func (it *Item) validateCompaction(param string) *APIError {
+	if it.EncryptedContent == nil || *it.EncryptedContent == "" {
+		return BadRequest(param+".encrypted_content", "a compaction item needs the encrypted_content that /v1/responses/compact returned")
 	}
 	return nil
 }

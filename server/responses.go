@@ -35,7 +35,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		resp, err := s.engine.Run(r.Context(), req, nil)
 		s.countResponse(resp, err)
 		switch {
-		case isAPIError(err):
+		case isRefusal(err):
 			writeError(w, err)
 		case err != nil:
 			writeError(w, engine.UpstreamAPIError(err))
@@ -307,9 +307,12 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
-func isAPIError(err error) bool {
+// isRefusal reports whether err refused the request (an API error, or a
+// domain error of a package below) rather than ending a response that ran.
+func isRefusal(err error) bool {
 	var apiErr *responses.APIError
-	return errors.As(err, &apiErr)
+	var e *responses.Error
+	return errors.As(err, &apiErr) || errors.As(err, &e)
 }
 
 // countResponse counts a response by its final status ("rejected" for a

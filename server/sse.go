@@ -64,28 +64,19 @@ func (s *sseWriter) keepAlive() {
 
 // Event writes one event and flushes it.
 func (s *sseWriter) Event(ev *responses.Event) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil {
-		return s.err
-	}
-	s.start()
-	b := append(s.buf[:0], "event: "...)
-	b = append(b, s.dialect.EventType(ev.Type)...)
-	b = append(b, "\ndata: "...)
 	// A stored event was encoded once already, for the store; in the
 	// same dialect that encoding is reused.
-	b, err := ev.AppendEncodedJSON(b, s.dialect)
-	if err != nil {
-		return err
-	}
-	b = append(b, "\n\n"...)
-	s.buf = b
-	return s.write(b)
+	return s.frame(ev.Type, func(b []byte) ([]byte, error) { return ev.AppendEncodedJSON(b, s.dialect) })
 }
 
 // Raw writes a stored event (canonical JSON) in the writer's dialect.
 func (s *sseWriter) Raw(typ string, data []byte) error {
+	return s.frame(typ, func(b []byte) ([]byte, error) { return append(b, data...), nil })
+}
+
+// frame writes one SSE frame, "event: TYPE\ndata: JSON\n\n", the data
+// appended by data, and flushes it.
+func (s *sseWriter) frame(typ string, data func([]byte) ([]byte, error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
@@ -95,7 +86,10 @@ func (s *sseWriter) Raw(typ string, data []byte) error {
 	b := append(s.buf[:0], "event: "...)
 	b = append(b, s.dialect.EventType(typ)...)
 	b = append(b, "\ndata: "...)
-	b = append(b, data...)
+	b, err := data(b)
+	if err != nil {
+		return err
+	}
 	b = append(b, "\n\n"...)
 	s.buf = b
 	return s.write(b)

@@ -286,10 +286,7 @@ func (sc *socketConn) event(ev *responses.Event) error {
 // sendError writes an error event. Errors that are not API errors are
 // internal: the client sees a generic 500.
 func (sc *socketConn) sendError(err error) {
-	var apiErr *responses.APIError
-	if !errors.As(err, &apiErr) {
-		apiErr = &responses.APIError{Status: http.StatusInternalServerError, Type: responses.ErrServer, Message: "internal server error"}
-	}
+	apiErr := apiError(err)
 	msg := apiErr.Message
 	if len(msg) > maxErrorMessage {
 		msg = msg[:maxErrorMessage] + "…"

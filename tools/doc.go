@@ -22,8 +22,18 @@
 // with no Server, registered so the model is offered them, but never called
 // here.
 //
+// A Server declares what it can do beyond that in Capabilities (approvals,
+// renamed tools, elicitation policy, roots, an in-session input handler,
+// its URL) and the Kind of its calls. A Kind is one type of tool call as the
+// client and the model see it: its item type, how its arguments stream,
+// the items a call that ran builds, and how they go back into the model's
+// history. Each kind is one file (kind_*.go) that registers it; the engine
+// runs kinds without knowing any.
+//
 // A Result can carry an InputRequired state for MCP multi-round requests
 // (MRTR): the server needs answers (elicitation, sampling, roots) before it
 // can finish the call, and the caller retries the same Call with Input. This
-// package only carries that state; running rounds is the caller's job.
+// package carries that state and decodes its requests into typed values
+// (InputRequest.Elicitation, InputRequest.Sampling); running rounds is the
+// caller's job.
 package tools

@@ -14,6 +14,7 @@ type namedServer struct{ name string }
 func (s namedServer) Name() string                              { return s.name }
 func (namedServer) Tools(context.Context) ([]Definition, error) { return nil, nil }
 func (namedServer) Open(context.Context) (Session, error)       { return nil, errors.New("not here") }
+func (namedServer) Capabilities() Capabilities                  { return Capabilities{} }
 
 func TestRegistry(t *testing.T) {
 	var nilReg *Registry

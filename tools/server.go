@@ -22,6 +22,11 @@ type Server interface {
 	// server should make it cheap. If Open fails it must leave nothing to
 	// close. ctx bounds opening only, not the session's life.
 	Open(ctx context.Context) (Session, error)
+
+	// Capabilities declares what the server can do beyond listing and
+	// running tools, and the kind of its calls. It is read once per
+	// request; the zero value declares nothing (an MCP-like server).
+	Capabilities() Capabilities
 }
 
 // Session is one response's use of a Server.

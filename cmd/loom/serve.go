@@ -268,7 +268,10 @@ func (m *Main) backend() (model.Backend, model.Capabilities) {
 // operator enabled. Enabling one needs a working sandbox: loom refuses to
 // start without one unless --allow-unsandboxed says otherwise.
 func (m *Main) localTools() (*local.Provider, error) {
-	p := &local.Provider{}
+	p := &local.Provider{HowToEnable: map[string]string{
+		responses.ToolCodeInterpreter: "the operator enables it with --enable-python",
+		responses.ToolShell:           "the operator enables it with --enable-shell",
+	}}
 	if !m.cfg.EnablePython && !m.cfg.EnableShell {
 		return p, nil
 	}

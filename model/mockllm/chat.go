@@ -113,18 +113,12 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	conv := req.conversation()
-	t, err := scriptedTurn(conv)
-	if err != nil {
-		s.reject(w, http.StatusBadRequest, err.Error(), "messages")
+	t, ok := s.scripted(w, r, conv, "messages", body, req.Stream,
+		"mockllm chat request", "seq", seq, "model", req.Model, "stream", req.Stream, "messages", len(req.Messages))
+	if !ok {
 		return
 	}
-	s.log.Debug("mockllm chat request", "seq", seq, "model", req.Model, "stream", req.Stream,
-		"messages", len(req.Messages), "turn", conv.turn)
-
 	ctx := r.Context()
-	if s.injectFailure(w, r, t, body, req.Stream) {
-		return
-	}
 
 	rep := planReply(t, conv)
 	model := req.Model
@@ -278,6 +272,22 @@ func wireUsageOf(u usage) wireUsage {
 // answer (#delay, #flaky, #fail, #stall, #cut and #stall in JSON mode,
 // #garbage), the same for every endpoint. It reports whether the request
 // was answered (or abandoned) by one of them.
+// scripted finds the turn the conversation's script asks for, logs the
+// request, and plays the turn's injected failure, if any; false means the
+// request has been answered (rejected or failed).
+func (s *Server) scripted(w http.ResponseWriter, r *http.Request, conv conversation, param string, body []byte, stream bool, msg string, attrs ...any) (*turn, bool) {
+	t, err := scriptedTurn(conv)
+	if err != nil {
+		s.reject(w, http.StatusBadRequest, err.Error(), param)
+		return nil, false
+	}
+	s.log.Debug(msg, append(attrs, "turn", conv.turn)...)
+	if s.injectFailure(w, r, t, body, stream) {
+		return nil, false
+	}
+	return t, true
+}
+
 func (s *Server) injectFailure(w http.ResponseWriter, r *http.Request, t *turn, body []byte, stream bool) bool {
 	ctx := r.Context()
 	delay := s.opts.FirstByteLatency

@@ -155,18 +155,12 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	conv := req.conversation()
-	t, err := scriptedTurn(conv)
-	if err != nil {
-		s.reject(w, http.StatusBadRequest, err.Error(), "prompt")
+	t, ok := s.scripted(w, r, conv, "prompt", body, req.Stream,
+		"mockllm completions request", "seq", seq, "model", req.Model, "stream", req.Stream, "prompt_tokens", len(req.PromptIDs))
+	if !ok {
 		return
 	}
-	s.log.Debug("mockllm completions request", "seq", seq, "model", req.Model, "stream", req.Stream,
-		"prompt_tokens", len(req.PromptIDs), "turn", conv.turn)
-
 	ctx := r.Context()
-	if s.injectFailure(w, r, t, body, req.Stream) {
-		return
-	}
 
 	rep, err := planHarmony(t, conv)
 	if err != nil {

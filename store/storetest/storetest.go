@@ -894,7 +894,13 @@ func testConversations(t *testing.T, s engine.Store) {
 	if got := ids(items); !slices.Equal(got, []string{"msg_1", "msg_3", "msg_4"}) {
 		t.Errorf("items after delete and append %v", got)
 	}
+	testConversationDeleted(t, s)
+}
 
+// testConversationDeleted deletes conv_1 (testConversations made it):
+// everything on it is then not found, and a second conversation is
+// untouched by the delete.
+func testConversationDeleted(t *testing.T, s engine.Store) {
 	// A second conversation is untouched by the first's delete.
 	if err := s.CreateConversation(ctx, &engine.Conversation{ID: "conv_2", CreatedAt: 1}, []responses.Item{message("msg_1", "same id, other conversation")}); err != nil {
 		t.Fatal(err)

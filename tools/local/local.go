@@ -4,7 +4,8 @@
 // ToolProvider for those tool types.
 //
 // Both are off unless an operator turns them on; a request asking for a
-// tool that is off gets a 400 that says so, never a silent fallback.
+// tool that is off gets an error that says so (a 400), never a silent
+// fallback.
 package local
 
 import (
@@ -18,17 +19,24 @@ import (
 	"github.com/loomgate/loom/tools/shell"
 )
 
-// Item types of local tool calls, as the client sees them.
-const (
-	ItemCodeInterpreterCall = responses.ItemCodeInterpreterCall
-	ItemShellCall           = "shell_call"
-)
-
 // Provider serves the tools of type code_interpreter and shell. A nil
 // server means that tool is disabled.
 type Provider struct {
 	Python *python.Server
 	Shell  *shell.Server
+	// HowToEnable says, by tool type, how the operator turns a disabled
+	// tool on (cmd/loom: "the operator enables it with --enable-python"),
+	// for the error a request asking for it gets; empty says nothing.
+	HowToEnable map[string]string
+}
+
+// disabled is the error for a request asking for a tool that is off.
+func (p *Provider) disabled(param, toolType, what string) error {
+	msg := what + " is not enabled on this server"
+	if how := p.HowToEnable[toolType]; how != "" {
+		msg += " (" + how + ")"
+	}
+	return responses.Errorf(responses.EInvalid, param+".type", "%s", msg)
 }
 
 // Handles reports whether typ is a local tool type.
@@ -36,8 +44,8 @@ func (p *Provider) Handles(typ string) bool {
 	return typ == responses.ToolCodeInterpreter || typ == responses.ToolShell
 }
 
-// Servers returns the local tool servers the request asks for, or a 400
-// naming the tool when it is disabled.
+// Servers returns the local tool servers the request asks for, or an
+// EInvalid error naming the tool when it is disabled.
 func (p *Provider) Servers(ctx context.Context, req *responses.Request) ([]tools.Server, error) {
 	var out []tools.Server
 	seen := map[string]bool{}
@@ -46,10 +54,10 @@ func (p *Provider) Servers(ctx context.Context, req *responses.Request) ([]tools
 		switch t.Type {
 		case responses.ToolCodeInterpreter:
 			if p.Python == nil {
-				return nil, responses.BadRequest(param+".type", "code_interpreter is not enabled on this server (the operator enables it with --enable-python)")
+				return nil, p.disabled(param, t.Type, "code_interpreter")
 			}
 			if !seen[t.Type] {
-				out = append(out, typed{p.Python, ItemCodeInterpreterCall})
+				out = append(out, p.Python)
 			}
 		case responses.ToolShell:
 			var env struct {
@@ -59,13 +67,13 @@ func (p *Provider) Servers(ctx context.Context, req *responses.Request) ([]tools
 			}
 			json.Unmarshal(t.Raw, &env)
 			if env.Environment.Type == "local" {
-				return nil, responses.Unsupported(param+".environment", "a shell with a local environment runs on the client; loom runs shell tools in its own sandbox (environment container_auto)")
+				return nil, responses.Errorf(responses.EUnsupported, param+".environment", "a shell with a local environment runs on the client; loom runs shell tools in its own sandbox (environment container_auto)")
 			}
 			if p.Shell == nil {
-				return nil, responses.BadRequest(param+".type", "the shell tool is not enabled on this server (the operator enables it with --enable-shell)")
+				return nil, p.disabled(param, t.Type, "the shell tool")
 			}
 			if !seen[t.Type] {
-				out = append(out, typed{p.Shell, ItemShellCall})
+				out = append(out, p.Shell)
 			}
 		default:
 			continue
@@ -74,12 +82,3 @@ func (p *Provider) Servers(ctx context.Context, req *responses.Request) ([]tools
 	}
 	return out, nil
 }
-
-// typed is a tool server whose calls the client sees as items of a given
-// type (the engine asks through ItemType).
-type typed struct {
-	tools.Server
-	itemType string
-}
-
-func (t typed) ItemType() string { return t.itemType }

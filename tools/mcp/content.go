@@ -12,9 +12,9 @@ import (
 
 // Input request methods (SEP-2322).
 const (
-	MethodElicit        = "elicitation/create"
-	MethodCreateMessage = "sampling/createMessage"
-	MethodListRoots     = "roots/list"
+	MethodElicit        = tools.MethodElicit
+	MethodCreateMessage = tools.MethodCreateMessage
+	MethodListRoots     = tools.MethodListRoots
 )
 
 // result converts a tools/call result, keeping every content block (vLLM

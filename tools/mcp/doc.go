@@ -21,7 +21,8 @@
 // in a follow-up request, perhaps on another replica) or from configuration
 // (roots). A call answered with input_required returns a tools.Result whose
 // InputRequired holds the requests, keyed as the server keyed them, with
-// raw params, and the opaque requestState; the retry is the same tools.Call
+// raw params (tools.InputRequest's Elicitation and Sampling decode them
+// into typed values), and the opaque requestState; the retry is the same tools.Call
 // with Input (answers under the same keys, the state byte for byte).
 // Session-based servers instead send elicitation and sampling as requests
 // inside their session while the call runs; ServerConfig's

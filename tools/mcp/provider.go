@@ -17,9 +17,9 @@ import (
 
 // Elicitation policies: who answers the input an MCP server asks for.
 const (
-	ElicitClient  = "client"  // the Responses client, in a follow-up request
-	ElicitModel   = "model"   // the model, filling the requested schema
-	ElicitDecline = "decline" // nobody: the request is declined
+	ElicitClient  = tools.ElicitClient  // the Responses client, in a follow-up request
+	ElicitModel   = tools.ElicitModel   // the model, filling the requested schema
+	ElicitDecline = tools.ElicitDecline // nobody: the request is declined
 )
 
 // Provider turns a request's {"type": "mcp"} tools into servers for the
@@ -153,9 +153,23 @@ type requestServer struct {
 	hook        *inputHook
 }
 
+var _ tools.Server = (*requestServer)(nil)
+
+// Capabilities implements tools.Server: the request's approval and
+// elicitation policies, the prefixed names, and the in-session answerer
+// (sampling, elicitation by the model) the engine hands it.
+func (s *requestServer) Capabilities() tools.Capabilities {
+	c := s.Server.Capabilities()
+	c.ToolName = s.ToolName
+	c.NeedsApproval = s.NeedsApproval
+	c.Elicitation = s.elicitation
+	c.SetInputHandler = s.SetInputHandler
+	return c
+}
+
 // SetInputHandler takes the engine's answerer of in-session requests
 // (sampling, elicitation by the model) for this request.
-func (s *requestServer) SetInputHandler(h func(ctx context.Context, req tools.InputRequest) (json.RawMessage, error)) {
+func (s *requestServer) SetInputHandler(h tools.InputHandler) {
 	s.hook.handler.Store(&h)
 }
 
@@ -169,10 +183,8 @@ type inputHook struct {
 	label   string
 	policy  string
 	logger  *slog.Logger
-	handler atomic.Pointer[func(context.Context, tools.InputRequest) (json.RawMessage, error)]
+	handler atomic.Pointer[tools.InputHandler]
 }
-
-var declineResult = json.RawMessage(`{"action":"decline"}`)
 
 func (h *inputHook) elicit(ctx context.Context, req tools.InputRequest) (json.RawMessage, error) {
 	switch h.policy {
@@ -184,7 +196,7 @@ func (h *inputHook) elicit(ctx context.Context, req tools.InputRequest) (json.Ra
 	case ElicitClient:
 		h.logger.InfoContext(ctx, "mcp: in-session elicitation declined: the policy is client, but a session-based server elicits inside a running call, and the client can only answer in a follow-up request", "mcp_server", h.label)
 	}
-	return declineResult, nil
+	return tools.Declined, nil
 }
 
 func (h *inputHook) sample(ctx context.Context, req tools.InputRequest) (json.RawMessage, error) {
@@ -195,17 +207,7 @@ func (h *inputHook) sample(ctx context.Context, req tools.InputRequest) (json.Ra
 }
 
 // toolPrefix makes a function-name-safe prefix from a server label.
-func toolPrefix(label string) string {
-	var b strings.Builder
-	for _, c := range label {
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
-			b.WriteRune(c)
-		} else {
-			b.WriteByte('_')
-		}
-	}
-	return b.String() + "__"
-}
+func toolPrefix(label string) string { return tools.SafeName(label) + "__" }
 
 // Tools lists the server's tools under their offered names, filtered by
 // the request's allowed_tools (read_only needs the tools' annotations).

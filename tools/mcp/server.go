@@ -259,6 +259,14 @@ func (s *Server) Roots() json.RawMessage {
 	return b
 }
 
+var _ tools.Server = (*Server)(nil)
+
+// Capabilities implements tools.Server: the server's URL and roots; a
+// request's server (Provider.Servers) declares its policies too.
+func (s *Server) Capabilities() tools.Capabilities {
+	return tools.Capabilities{Kind: tools.KindMCP, URL: s.url, Roots: s.Roots()}
+}
+
 // Tools lists the server's tools: from the Cache when fresh, else from the
 // server (concurrent misses list once). AllowedTools filters the list, and
 // cleanup_session is held back unless allowed by name.

@@ -19,8 +19,8 @@ import (
 // LoadShedRetries is how many times a call answered with only a
 // requestState (the server shedding load, SEP-2322) is retried inside
 // Call, with a short jittered backoff (50ms, 100ms, 200ms), before Call
-// reports it as an InputRequired with no Requests for the engine to retry
-// later or give up on. The spec says to retry at once; a small backoff
+// reports it as an InputRequired with no Requests, on which the engine
+// gives up: this is the one layer that retries load shedding. The spec says to retry at once; a small backoff
 // keeps loom from hammering a server that said it is busy, and the bound
 // matches the go-sdk's own (3).
 const LoadShedRetries = 3

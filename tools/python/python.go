@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -51,21 +50,17 @@ type Options struct {
 
 // Server offers the python tool. It is safe for concurrent use.
 type Server struct {
-	sb   *sandbox.Sandbox
+	sandbox.Tool
 	opts Options
-	def  tools.Definition
 }
 
 var _ tools.Server = (*Server)(nil)
 
 // New returns a Server that runs code in sb.
 func New(sb *sandbox.Sandbox, opts *Options) (*Server, error) {
-	if sb == nil {
-		return nil, errors.New("python: nil sandbox")
-	}
-	var o Options
-	if opts != nil {
-		o = *opts
+	o, err := sandbox.ToolOptions(Name, sb, opts)
+	if err != nil {
+		return nil, err
 	}
 	o.CallTimeout, o.MaxOutputBytes, o.Logger = sb.ToolLimits(o.CallTimeout, o.MaxOutputBytes, o.Logger)
 	if o.Python == "" {
@@ -74,13 +69,11 @@ func New(sb *sandbox.Sandbox, opts *Options) (*Server, error) {
 			o.Python = "/usr/bin/python3"
 		}
 	}
-	s := &Server{sb: sb, opts: o}
-	s.def = tools.Definition{
+	return &Server{opts: o, Tool: sandbox.NewTool(sb, tools.Definition{
 		Name:        Name,
 		Description: Description(o.CallTimeout, sb),
 		Parameters:  json.RawMessage(parameters),
-	}
-	return s, nil
+	})}, nil
 }
 
 // Description is the tool's description, in the words gpt-oss was trained
@@ -100,15 +93,10 @@ func Description(timeout time.Duration, sb *sandbox.Sandbox) string {
 		drive + " " + internet
 }
 
-// Name implements tools.Server.
-func (s *Server) Name() string { return Name }
-
-// Definition is the python tool as offered to the model.
-func (s *Server) Definition() tools.Definition { return s.def }
-
-// Tools implements tools.Server: the one python tool.
-func (s *Server) Tools(context.Context) ([]tools.Definition, error) {
-	return []tools.Definition{s.def}, nil
+// Capabilities implements tools.Server: calls are code_interpreter_call
+// items.
+func (s *Server) Capabilities() tools.Capabilities {
+	return tools.Capabilities{Kind: tools.KindCodeInterpreter}
 }
 
 // Open implements tools.Server. It creates the session's work directory;
@@ -116,7 +104,7 @@ func (s *Server) Tools(context.Context) ([]tools.Definition, error) {
 func (s *Server) Open(ctx context.Context) (tools.Session, error) {
 	var err error
 	ps := &Session{srv: s, turn: make(chan struct{}, 1)}
-	if ps.Session, err = s.sb.NewSession(ctx, Name, s.opts.Logger, ps.stopInterpreter); err != nil {
+	if ps.Session, err = s.Sandbox().NewSession(ctx, Name, s.opts.Logger, ps.stopInterpreter); err != nil {
 		return nil, err
 	}
 	return ps, nil

@@ -94,47 +94,31 @@ func (o *Options) resolved() Options {
 	if o != nil {
 		r = *o
 	}
-	if r.BwrapPath == "" {
-		r.BwrapPath = "bwrap"
-	}
-	if r.PrlimitPath == "" {
-		r.PrlimitPath = "prlimit"
-	}
-	if r.WorkDirBase == "" {
-		r.WorkDirBase = filepath.Join(os.TempDir(), "loom-sandbox")
-	}
-	if r.MountPoint == "" {
-		r.MountPoint = DefaultMountPoint
-	}
+	orDefault(&r.BwrapPath, "bwrap")
+	orDefault(&r.PrlimitPath, "prlimit")
+	orDefault(&r.WorkDirBase, filepath.Join(os.TempDir(), "loom-sandbox"))
+	orDefault(&r.MountPoint, DefaultMountPoint)
 	if r.ReadOnlyPaths == nil {
 		r.ReadOnlyPaths = DefaultReadOnlyPaths
 	}
-	if r.CPUSeconds == 0 {
-		r.CPUSeconds = DefaultCPUSeconds
-	}
-	if r.MemoryBytes == 0 {
-		r.MemoryBytes = DefaultMemoryBytes
-	}
-	if r.MaxProcesses == 0 {
-		r.MaxProcesses = DefaultMaxProcesses
-	}
-	if r.MaxFileBytes == 0 {
-		r.MaxFileBytes = DefaultMaxFileBytes
-	}
-	if r.TmpBytes == 0 {
-		r.TmpBytes = DefaultTmpBytes
-	}
-	if r.DiskBytes == 0 {
-		r.DiskBytes = DefaultDiskBytes
-	}
-	if r.UIDBase == 0 {
-		r.UIDBase = DefaultUIDBase
-	}
-	if r.UIDCount == 0 {
-		r.UIDCount = DefaultUIDCount
-	}
+	orDefault(&r.CPUSeconds, DefaultCPUSeconds)
+	orDefault(&r.MemoryBytes, DefaultMemoryBytes)
+	orDefault(&r.MaxProcesses, DefaultMaxProcesses)
+	orDefault(&r.MaxFileBytes, DefaultMaxFileBytes)
+	orDefault(&r.TmpBytes, DefaultTmpBytes)
+	orDefault(&r.DiskBytes, DefaultDiskBytes)
+	orDefault(&r.UIDBase, DefaultUIDBase)
+	orDefault(&r.UIDCount, DefaultUIDCount)
 	if r.Logger == nil {
 		r.Logger = slog.Default()
 	}
 	return r
+}
+
+// orDefault sets *p to def when it holds its zero value.
+func orDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
 }

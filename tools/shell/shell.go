@@ -3,7 +3,6 @@ package shell
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -42,71 +41,60 @@ type Options struct {
 
 // Server offers the shell tool. It is safe for concurrent use.
 type Server struct {
-	sb   *sandbox.Sandbox
+	sandbox.Tool
 	opts Options
-	def  tools.Definition
 }
 
 var _ tools.Server = (*Server)(nil)
 
 // New returns a Server that runs commands in sb.
 func New(sb *sandbox.Sandbox, opts *Options) (*Server, error) {
-	if sb == nil {
-		return nil, errors.New("shell: nil sandbox")
-	}
-	var o Options
-	if opts != nil {
-		o = *opts
+	o, err := sandbox.ToolOptions(Name, sb, opts)
+	if err != nil {
+		return nil, err
 	}
 	o.CallTimeout, o.MaxOutputBytes, o.Logger = sb.ToolLimits(o.CallTimeout, o.MaxOutputBytes, o.Logger)
 	if o.Shell == "" {
 		o.Shell = DefaultShell
 	}
-	s := &Server{sb: sb, opts: o}
-	s.def = tools.Definition{
+	return &Server{opts: o, Tool: sandbox.NewTool(sb, tools.Definition{
 		Name:        Name,
-		Description: s.description(),
-		Parameters:  s.parameters(),
-	}
-	return s, nil
+		Description: description(sb, o),
+		Parameters:  parameters(o),
+	})}, nil
 }
 
-func (s *Server) description() string {
+func description(sb *sandbox.Sandbox, o Options) string {
 	where := fmt.Sprintf("a sandboxed Linux environment without network access. The working directory is %s; "+
 		"its files persist across calls for the rest of this conversation turn. Everything else is read-only, except /tmp.",
-		s.sb.MountPoint())
-	if !s.sb.Sandboxed() {
+		sb.MountPoint())
+	if !sb.Sandboxed() {
 		where = "the server's environment. The working directory's files persist across calls for the rest of this conversation turn."
 	}
 	return "Runs shell commands in " + where +
-		fmt.Sprintf(" The commands run one after another, each with `%s -c` in a new process (no shell state carries over). ", s.opts.Shell) +
-		fmt.Sprintf("All of them together must finish within %s. ", s.opts.CallTimeout) +
+		fmt.Sprintf(" The commands run one after another, each with `%s -c` in a new process (no shell state carries over). ", o.Shell) +
+		fmt.Sprintf("All of them together must finish within %s. ", o.CallTimeout) +
 		"The result is JSON: for each command run, its stdout, stderr and outcome " +
 		`({"type":"exit","exit_code":N} or {"type":"timeout"}).`
 }
 
-func (s *Server) parameters() json.RawMessage {
+func parameters(o Options) json.RawMessage {
 	return json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{`+
 		`"commands":{"type":"array","items":{"type":"string"},"description":"Shell commands to run, in order."},`+
 		`"timeout_ms":{"type":"integer","description":"Wall-clock limit for all the commands, in milliseconds (at most %d)."},`+
 		`"max_output_length":{"type":"integer","description":"Maximum bytes of stdout and stderr kept for each command (at most %d)."}},`+
-		`"required":["commands"]}`, s.opts.CallTimeout.Milliseconds(), s.opts.MaxOutputBytes))
+		`"required":["commands"]}`, o.CallTimeout.Milliseconds(), o.MaxOutputBytes))
 }
 
-// Name implements tools.Server.
-func (s *Server) Name() string { return Name }
-
-// Definition is the shell tool as offered to the model.
-func (s *Server) Definition() tools.Definition { return s.def }
-
-// Tools implements tools.Server: the one shell tool.
-func (s *Server) Tools(context.Context) ([]tools.Definition, error) {
-	return []tools.Definition{s.def}, nil
+// Capabilities implements tools.Server: calls are shell_call items,
+// reported once they ran.
+func (s *Server) Capabilities() tools.Capabilities {
+	return tools.Capabilities{Kind: tools.KindShell}
 }
 
 // Open implements tools.Server: it creates the session's work directory.
 func (s *Server) Open(ctx context.Context) (tools.Session, error) {
-	ss, err := s.sb.NewSession(ctx, Name, s.opts.Logger, nil)
+	ss, err := s.Sandbox().NewSession(ctx, Name, s.opts.Logger, nil)
 	if err != nil {
 		return nil, err
 	}

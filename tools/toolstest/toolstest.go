@@ -73,11 +73,12 @@ type Server struct {
 	calls   []tools.Call
 }
 
-// ElicitationPolicy returns Elicitation.
-func (s *Server) ElicitationPolicy() string { return s.Elicitation }
+var _ tools.Server = (*Server)(nil)
 
-// Roots returns RootsResult.
-func (s *Server) Roots() json.RawMessage { return s.RootsResult }
+// Capabilities implements tools.Server: its elicitation policy and roots.
+func (s *Server) Capabilities() tools.Capabilities {
+	return tools.Capabilities{Elicitation: s.Elicitation, Roots: s.RootsResult}
+}
 
 // Calls returns the calls the server received, in order, with their
 // Input (the answers of an MRTR retry).

@@ -53,6 +53,13 @@ type Config struct {
 	IdleTimeout      time.Duration // between two reads of the body, once it started
 }
 
+// positiveOr sets *p to def unless it is positive.
+func positiveOr(p *time.Duration, def time.Duration) {
+	if *p <= 0 {
+		*p = def
+	}
+}
+
 func (c Config) resolved() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -63,22 +70,12 @@ func (c Config) resolved() Config {
 	case c.Retries < 0:
 		c.Retries = 0
 	}
-	if c.RetryWaitMin <= 0 {
-		c.RetryWaitMin = DefaultRetryWaitMin
-	}
-	if c.RetryWaitMax <= 0 {
-		c.RetryWaitMax = DefaultRetryWaitMax
-	}
+	positiveOr(&c.RetryWaitMin, DefaultRetryWaitMin)
+	positiveOr(&c.RetryWaitMax, DefaultRetryWaitMax)
 	c.RetryWaitMax = max(c.RetryWaitMax, c.RetryWaitMin)
-	if c.ConnectTimeout <= 0 {
-		c.ConnectTimeout = DefaultConnectTimeout
-	}
-	if c.FirstByteTimeout <= 0 {
-		c.FirstByteTimeout = DefaultFirstByteTimeout
-	}
-	if c.IdleTimeout <= 0 {
-		c.IdleTimeout = DefaultIdleTimeout
-	}
+	positiveOr(&c.ConnectTimeout, DefaultConnectTimeout)
+	positiveOr(&c.FirstByteTimeout, DefaultFirstByteTimeout)
+	positiveOr(&c.IdleTimeout, DefaultIdleTimeout)
 	if c.HTTPClient == nil {
 		c.HTTPClient = pooledClient(c.ConnectTimeout)
 	}

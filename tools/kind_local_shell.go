@@ -1,23 +1,40 @@
-package engine
+package tools
 
 import (
 	"encoding/json"
 
 	"github.com/loomgate/loom/responses"
-	"github.com/loomgate/loom/tools"
 )
 
-// The local_shell tool runs on the client, like a function: the model's
-// call goes out as a local_shell_call item and the client answers with a
-// local_shell_call_output. The model is offered it as a function of this
-// name taking the exec action.
-const (
-	localShellName       = "local_shell"
-	itemLocalShellCall   = "local_shell_call"
-	itemLocalShellOutput = "local_shell_call_output"
-)
+// KindLocalShell is the local_shell tool, which runs on the client like a
+// function: the model's call goes out as a local_shell_call item once the
+// turn is over, and the client answers with a local_shell_call_output. The
+// model is offered it as a function of this name taking the exec action.
+var KindLocalShell = Register(&Kind{
+	ToolType:   responses.ToolLocalShell,
+	ItemType:   responses.ItemLocalShellCall,
+	OutputType: responses.ItemLocalShellCallOutput,
+	Deferred:   true,
+	Define:     func(responses.Tool) Definition { return localShellDefinition },
+	ClientItem: func(callID, arguments string, newID func(string) string) responses.Item {
+		return responses.Item{Type: responses.ItemLocalShellCall, ID: newID("lsh"), CallID: callID,
+			Action: localShellAction(arguments), Status: responses.StatusCompleted}
+	},
+	History: map[string]func(responses.Item) []responses.Item{
+		responses.ItemLocalShellCall: func(it responses.Item) []responses.Item {
+			return []responses.Item{{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.CallID, Name: localShellName, Arguments: localShellArguments(it.Action)}}
+		},
+		responses.ItemLocalShellCallOutput: func(it responses.Item) []responses.Item {
+			return []responses.Item{{Type: responses.ItemFunctionCallOutput, CallID: it.CallID, Output: it.Output}}
+		},
+	},
+})
 
-var localShellDefinition = tools.Definition{
+const localShellName = "local_shell"
+
+// localShellDefinition is the function the model is offered local_shell
+// as, taking the exec action.
+var localShellDefinition = Definition{
 	Name: localShellName,
 	Description: "Runs a command on the user's machine and returns its output. " +
 		"command is the program and its arguments (use [\"bash\", \"-lc\", \"...\"] for a shell line).",
@@ -68,14 +85,4 @@ func localShellArguments(action json.RawMessage) string {
 	delete(a, "type")
 	b, _ := json.Marshal(a)
 	return string(b)
-}
-
-// hasLocalShell reports whether the request offers the local_shell tool.
-func hasLocalShell(req *responses.Request) bool {
-	for _, t := range req.Tools {
-		if t.Type == responses.ToolLocalShell {
-			return true
-		}
-	}
-	return false
 }

@@ -1,0 +1,20 @@
+package tools
+
+import "github.com/loomgate/loom/responses"
+
+// KindFunction is the client's function tools: the client runs the call
+// and answers with a function_call_output. Only the history rule is its
+// own: a call loom refused (a tool not offered) or one a cut turn left
+// unfinished has no result, and a call without a result is not history a
+// model can continue.
+var KindFunction = Register(&Kind{
+	ItemType: responses.ItemFunctionCall,
+	History: map[string]func(responses.Item) []responses.Item{
+		responses.ItemFunctionCall: func(it responses.Item) []responses.Item {
+			if it.Status == responses.StatusIncomplete {
+				return nil
+			}
+			return []responses.Item{it}
+		},
+	},
+})
