@@ -12,11 +12,12 @@ import (
 
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store/internal/records"
 )
 
 // CreateConversation stores c and its first items in one transaction.
 func (d *DB) CreateConversation(ctx context.Context, c *engine.Conversation, items []responses.Item) error {
-	meta, err := encodeMetadata(c.Metadata)
+	meta, err := records.EncodeMetadata(c.Metadata)
 	if err != nil {
 		return fmt.Errorf("postgres: create conversation: %w", err)
 	}
@@ -64,7 +65,7 @@ func getConversation(ctx context.Context, q queryRower, id string) (*engine.Conv
 
 // SetConversationMetadata replaces the metadata of conversation id.
 func (d *DB) SetConversationMetadata(ctx context.Context, id string, metadata map[string]string) (*engine.Conversation, error) {
-	meta, err := encodeMetadata(metadata)
+	meta, err := records.EncodeMetadata(metadata)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: update conversation %s: %w", id, err)
 	}
@@ -152,14 +153,6 @@ func insertConversationItems(ctx context.Context, tx pgx.Tx, id string, first in
 		SELECT $1, $2 + ord - 1, i, it FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS t (i, it, ord)`,
 		id, first, ids, raws)
 	return err
-}
-
-func encodeMetadata(m map[string]string) (string, error) {
-	if m == nil {
-		m = map[string]string{}
-	}
-	b, err := json.Marshal(m)
-	return string(b), err
 }
 
 // ConversationItems returns a page of the items of conversation id, in

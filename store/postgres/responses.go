@@ -76,7 +76,7 @@ func (d *DB) SaveResponse(ctx context.Context, rec *engine.Record) error {
 
 	b := &pgx.Batch{}
 	b.Queue(upsertResponse, rec.ID, rec.PreviousResponseID, rec.CreatedAt, rec.Status, string(rec.Response), events,
-		string(rec.Pending), rec.LeaseOwner, leaseMillis(rec.LeaseUntil), rec.Tenant, rec.TraceID)
+		string(rec.Pending), rec.LeaseOwner, records.LeaseMillis(rec.LeaseUntil), rec.Tenant, rec.TraceID)
 	// A re-save may have fewer items than the last one.
 	b.Queue(`DELETE FROM response_items WHERE response_id = $1`, rec.ID)
 	if n > 0 {
@@ -118,7 +118,7 @@ func scanRecord(row pgx.Row) (*engine.Record, error) {
 	if pending != "" {
 		rec.Pending = json.RawMessage(pending)
 	}
-	rec.LeaseUntil = leaseTime(leaseUntil)
+	rec.LeaseUntil = records.LeaseTime(leaseUntil)
 	var err error
 	if rec.Input, err = decodeItems(input); err != nil {
 		return nil, fmt.Errorf("decode input item: %w", err)
@@ -220,23 +220,11 @@ func (d *DB) Events(ctx context.Context, id string, after int) ([]json.RawMessag
 	return records.SplitEvents(all, after), nil
 }
 
-// Page sizes, as the Responses API defines them for input_items.
-const (
-	defaultPageLimit = 20
-	maxPageLimit     = 100
-)
-
 // ListInputItems returns one page of the input items of response id, and
 // whether more follow, in one statement: the response's existence, the
 // cursor's position and the page come from one snapshot.
 func (d *DB) ListInputItems(ctx context.Context, id string, page engine.Page) ([]responses.Item, bool, error) {
-	limit := page.Limit
-	switch {
-	case limit < 1:
-		limit = defaultPageLimit
-	case limit > maxPageLimit:
-		limit = maxPageLimit
-	}
+	limit := page.Size()
 	order, cmp := "ASC", ">"
 	if page.Desc {
 		order, cmp = "DESC", "<"
@@ -291,21 +279,6 @@ func (d *DB) ListInputItems(ctx context.Context, id string, page engine.Page) ([
 		return nil, false, fmt.Errorf("%w %q in response %s", engine.ErrUnknownCursor, page.After, id)
 	}
 	return items, hasMore, nil
-}
-
-// leaseMillis is a lease expiry as stored: Unix milliseconds, 0 for none.
-func leaseMillis(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
-
-func leaseTime(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms)
 }
 
 // RenewLeases moves the lease expiry of owner's in-progress responses ids

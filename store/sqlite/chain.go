@@ -30,7 +30,7 @@ func (d *DB) Chain(ctx context.Context, id string, limit int) ([]*engine.Record,
 		if len(pending) > 0 {
 			rec.Pending = json.RawMessage(pending)
 		}
-		rec.LeaseUntil = leaseTime(leaseUntil)
+		rec.LeaseUntil = records.LeaseTime(leaseUntil)
 		if rec.Input, err = records.SplitItems(input); err != nil {
 			return nil, fmt.Errorf("sqlite: chain of %s: input item of %s: %w", id, rec.ID, err)
 		}

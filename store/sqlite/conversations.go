@@ -11,11 +11,12 @@ import (
 
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store/internal/records"
 )
 
 // CreateConversation stores c and its first items in one transaction.
 func (d *DB) CreateConversation(ctx context.Context, c *engine.Conversation, items []responses.Item) error {
-	meta, err := encodeMetadata(c.Metadata)
+	meta, err := records.EncodeMetadata(c.Metadata)
 	if err != nil {
 		return fmt.Errorf("sqlite: create conversation: %w", err)
 	}
@@ -64,7 +65,7 @@ func getConversation(ctx context.Context, q querier, id string) (*engine.Convers
 
 // SetConversationMetadata replaces the metadata of conversation id.
 func (d *DB) SetConversationMetadata(ctx context.Context, id string, metadata map[string]string) (*engine.Conversation, error) {
-	meta, err := encodeMetadata(metadata)
+	meta, err := records.EncodeMetadata(metadata)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: update conversation %s: %w", id, err)
 	}
@@ -173,14 +174,6 @@ func insertConversationItems(ctx context.Context, tx *sql.Tx, id string, first i
 		}
 	}
 	return nil
-}
-
-func encodeMetadata(m map[string]string) (string, error) {
-	if m == nil {
-		m = map[string]string{}
-	}
-	b, err := json.Marshal(m)
-	return string(b), err
 }
 
 // ConversationItems returns a page of the items of conversation id.

@@ -12,24 +12,12 @@ import (
 	"github.com/loomgate/loom/store/internal/records"
 )
 
-// Page sizes, as the Responses API defines them for input_items.
-const (
-	defaultPageLimit = 20
-	maxPageLimit     = 100
-)
-
 // ListInputItems returns one page of the input items of response id in the
 // order they were given (or reversed with page.Desc), starting after the
 // item page.After, and whether more items follow the page. A Limit below 1
 // means 20, above 100 means 100.
 func (d *DB) ListInputItems(ctx context.Context, id string, page engine.Page) ([]responses.Item, bool, error) {
-	limit := page.Limit
-	switch {
-	case limit < 1:
-		limit = defaultPageLimit
-	case limit > maxPageLimit:
-		limit = maxPageLimit
-	}
+	limit := page.Size()
 
 	// One snapshot for the existence check, the cursor and the page, so a
 	// concurrent re-save cannot move the cursor under us.

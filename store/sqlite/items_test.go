@@ -95,7 +95,7 @@ func TestListInputItemsWalk(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if max := min(limit, maxPageLimit); len(items) > max {
+				if max := min(limit, engine.MaxPageLimit); len(items) > max {
 					t.Fatalf("limit %d: page of %d items", limit, len(items))
 				}
 				seen = append(seen, itemIDs(items)...)

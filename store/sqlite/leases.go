@@ -8,22 +8,6 @@ import (
 	"time"
 )
 
-// leaseMillis is a lease expiry as stored: Unix milliseconds, 0 for none.
-func leaseMillis(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
-
-// leaseTime is the inverse of leaseMillis.
-func leaseTime(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms)
-}
-
 // RenewLeases moves the lease expiry of owner's in-progress responses ids
 // to until.
 func (d *DB) RenewLeases(ctx context.Context, owner string, ids []string, until time.Time) error {

@@ -46,7 +46,7 @@ func (d *DB) SaveResponse(ctx context.Context, rec *engine.Record) error {
 	err = d.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.StmtContext(ctx, d.st.upsertResponse).ExecContext(ctx,
 			rec.ID, rec.PreviousResponseID, rec.CreatedAt, rec.Status, string(rec.Response), events, string(rec.Pending),
-			rec.LeaseOwner, leaseMillis(rec.LeaseUntil), rec.Tenant, rec.TraceID); err != nil {
+			rec.LeaseOwner, records.LeaseMillis(rec.LeaseUntil), rec.Tenant, rec.TraceID); err != nil {
 			return err
 		}
 		// A re-save may have fewer items than the last one, so the old
@@ -114,7 +114,7 @@ func (d *DB) GetResponse(ctx context.Context, id string) (*engine.Record, error)
 	if len(pending) > 0 {
 		rec.Pending = json.RawMessage(pending)
 	}
-	rec.LeaseUntil = leaseTime(leaseUntil)
+	rec.LeaseUntil = records.LeaseTime(leaseUntil)
 	if rec.Input, err = records.SplitItems(input); err != nil {
 		return nil, fmt.Errorf("sqlite: get %s: decode input item: %w", id, err)
 	}
