@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"sync"
 	"time"
 
@@ -71,7 +70,7 @@ func (e *Engine) enqueue(ctx context.Context, r *run) (*responses.Response, erro
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
 	defer cancel()
-	unavailable := &responses.APIError{Status: http.StatusServiceUnavailable, Type: responses.ErrServer,
+	unavailable := &responses.APIError{Kind: responses.EUnavailable, Type: responses.ErrServer,
 		Message: "the response store is unavailable; try again"}
 	// The conversation is held from now: a second response on it is
 	// refused at once, not when this one starts running.
@@ -132,7 +131,7 @@ func (e *Engine) RunBackground(ctx context.Context, job BackgroundJob) error {
 		// (the previous response was deleted meanwhile, say).
 		var ae *responses.APIError
 		if !errors.As(err, &ae) {
-			ae = &responses.APIError{Status: http.StatusInternalServerError, Type: responses.ErrServer, Message: "the server could not start the response"}
+			ae = &responses.APIError{Kind: responses.EInternal, Type: responses.ErrServer, Message: "the server could not start the response"}
 		}
 		return e.failQueued(ctx, rec, ae)
 	}

@@ -6,7 +6,6 @@ import (
 
 	"context"
 	"encoding/json"
-	"net/http"
 	"sync"
 	"time"
 
@@ -29,7 +28,7 @@ const (
 // a response are a closed list; server_error is the one that says the
 // fault was the server's. The message says what happened.
 var errServerStopped = &responses.APIError{
-	Status:  http.StatusInternalServerError,
+	Kind:    responses.EInternal,
 	Type:    responses.ErrServer,
 	Code:    "server_error",
 	Message: "the server running this response stopped before it finished; it can be retried",
@@ -103,7 +102,7 @@ func (e *Engine) begin(ctx context.Context, r *run) error {
 	if err := e.store.SaveResponse(sctx, rec); err != nil {
 		e.inflight.remove(rec.ID)
 		e.log.ErrorContext(ctx, "store in-progress response", "id", rec.ID, "err", err)
-		return &responses.APIError{Status: http.StatusServiceUnavailable, Type: responses.ErrServer,
+		return &responses.APIError{Kind: responses.EUnavailable, Type: responses.ErrServer,
 			Message: "the response store is unavailable; try again"}
 	}
 	r.leased = true

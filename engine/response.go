@@ -11,8 +11,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"net/http"
 
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
@@ -129,20 +127,20 @@ func (e *Engine) save(ctx context.Context, r *run, upstreamErr error) {
 
 // upstreamAPIError maps an upstream failure to what clients see.
 func upstreamAPIError(me *model.Error) *responses.APIError {
-	e := &responses.APIError{Status: me.Status, Type: responses.ErrUpstream, Message: me.Message}
-	switch me.Status {
-	case http.StatusTooManyRequests:
+	e := &responses.APIError{Kind: me.Kind, Type: responses.ErrUpstream, Message: me.Message}
+	switch me.Kind {
+	case responses.ERateLimited:
 		e.Type, e.Code = responses.ErrRateLimit, "rate_limit_exceeded"
-	case http.StatusGatewayTimeout:
+	case responses.ETimeout:
 		e.Code = "timeout"
 	default:
-		e.Status, e.Code = http.StatusBadGateway, "upstream_error"
+		e.Kind, e.Code = responses.EUpstream, "upstream_error"
 	}
 	if me.Code != "" {
 		e.Code = me.Code
 	}
 	if e.Message == "" {
-		e.Message = fmt.Sprintf("the upstream model failed (%d)", me.Status)
+		e.Message = "the upstream model failed"
 	}
 	return e
 }
@@ -154,7 +152,7 @@ func UpstreamAPIError(err error) *responses.APIError {
 	if errors.As(err, &me) {
 		return upstreamAPIError(me)
 	}
-	return &responses.APIError{Status: http.StatusInternalServerError, Type: responses.ErrServer, Message: "the server failed to complete the response"}
+	return &responses.APIError{Kind: responses.EInternal, Type: responses.ErrServer, Message: "the server failed to complete the response"}
 }
 
 func itemPrefix(typ string) string {

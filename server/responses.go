@@ -70,7 +70,7 @@ func checkJSONContentType(r *http.Request) *responses.APIError {
 	if err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")) {
 		return nil
 	}
-	return &responses.APIError{Status: http.StatusUnsupportedMediaType, Type: responses.ErrInvalidRequest, Code: "unsupported_media_type",
+	return &responses.APIError{Kind: kindUnsupportedMedia, Type: responses.ErrInvalidRequest, Code: "unsupported_media_type",
 		Message: "the request body must be JSON (Content-Type: application/json), got " + strconv.Quote(ct)}
 }
 
@@ -81,11 +81,11 @@ func (s *Server) decodeRequest(w http.ResponseWriter, r *http.Request) (*respons
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return nil, &responses.APIError{Status: http.StatusRequestEntityTooLarge, Type: responses.ErrInvalidRequest, Code: "request_too_large",
+			return nil, &responses.APIError{Kind: kindTooLarge, Type: responses.ErrInvalidRequest, Code: "request_too_large",
 				Message: fmt.Sprintf("request body is larger than %d bytes", s.opts.MaxBodyBytes)}
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, &responses.APIError{Status: http.StatusRequestTimeout, Type: responses.ErrInvalidRequest, Code: "request_timeout",
+			return nil, &responses.APIError{Kind: kindRequestTimeout, Type: responses.ErrInvalidRequest, Code: "request_timeout",
 				Message: fmt.Sprintf("the request body was not received within %s", s.opts.BodyReadTimeout)}
 		}
 		return nil, responses.BadRequest("", "could not read the request body")
@@ -106,7 +106,7 @@ func (s *Server) dialect(r *http.Request) (responses.Dialect, error) {
 	}
 	d, err := responses.ParseDialect(h)
 	if err != nil {
-		return 0, &responses.APIError{Status: http.StatusBadRequest, Type: responses.ErrInvalidRequest, Message: err.Error()}
+		return 0, &responses.APIError{Kind: responses.EInvalid, Type: responses.ErrInvalidRequest, Message: err.Error()}
 	}
 	return d, nil
 }
@@ -290,7 +290,7 @@ func (s *Server) listInputItems(w http.ResponseWriter, r *http.Request) {
 // 404 saying so instead.
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 	if len(s.engine.Models()) == 0 {
-		writeError(w, &responses.APIError{Status: http.StatusNotFound, Type: responses.ErrNotFound, Code: "model_list_not_configured",
+		writeError(w, &responses.APIError{Kind: responses.ENotFound, Type: responses.ErrNotFound, Code: "model_list_not_configured",
 			Message: "this server has no model list (start loom with --model) and passes any model name to its upstream"})
 		return
 	}

@@ -158,12 +158,12 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(allow) == 0 {
-		writeError(w, &responses.APIError{Status: http.StatusNotFound, Type: responses.ErrNotFound, Code: "unknown_route",
+		writeError(w, &responses.APIError{Kind: responses.ENotFound, Type: responses.ErrNotFound, Code: "unknown_route",
 			Message: "no route for " + r.Method + " " + r.URL.Path})
 		return
 	}
 	w.Header().Set("Allow", strings.Join(allow, ", "))
-	writeError(w, &responses.APIError{Status: http.StatusMethodNotAllowed, Type: responses.ErrInvalidRequest, Code: "method_not_allowed",
+	writeError(w, &responses.APIError{Kind: kindMethodNotAllowed, Type: responses.ErrInvalidRequest, Code: "method_not_allowed",
 		Message: r.Method + " is not allowed on " + r.URL.Path + "; allowed: " + strings.Join(allow, ", ")})
 }
 
@@ -261,7 +261,7 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 }
 
 func errUnauthorized(msg string) *responses.APIError {
-	return &responses.APIError{Status: http.StatusUnauthorized, Type: responses.ErrInvalidRequest, Code: "invalid_api_key", Message: msg}
+	return &responses.APIError{Kind: kindUnauthenticated, Type: responses.ErrInvalidRequest, Code: "invalid_api_key", Message: msg}
 }
 
 // bearerToken returns the token of an "Authorization: Bearer <token>"
