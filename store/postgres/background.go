@@ -56,13 +56,9 @@ func (d *DB) RequestCancel(ctx context.Context, id string) error {
 
 // CancelRequested reports whether response id's cancel flag is set.
 func (d *DB) CancelRequested(ctx context.Context, id string) (bool, error) {
-	var flag bool
-	err := d.pool.QueryRow(ctx, `SELECT cancel_requested FROM responses WHERE id = $1`, id).Scan(&flag)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, engine.ErrNotFound
-	}
-	if err != nil {
+	flag, err := records.CancelRequested(ctx, querier{d.pool}, id)
+	if err != nil && !errors.Is(err, engine.ErrNotFound) {
 		return false, fmt.Errorf("postgres: cancel flag of %s: %w", id, err)
 	}
-	return flag, nil
+	return flag, err
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,30 +36,13 @@ func (d *DB) CreateConversation(ctx context.Context, c *engine.Conversation, ite
 	return nil
 }
 
-type queryRower interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // GetConversation returns conversation id.
 func (d *DB) GetConversation(ctx context.Context, id string) (*engine.Conversation, error) {
-	return getConversation(ctx, d.pool, id)
-}
-
-func getConversation(ctx context.Context, q queryRower, id string) (*engine.Conversation, error) {
-	c := &engine.Conversation{ID: id}
-	var meta string
-	err := q.QueryRow(ctx, `SELECT created_at, metadata, last_response_id, tenant FROM conversations WHERE id = $1`, id).
-		Scan(&c.CreatedAt, &meta, &c.LastResponseID, &c.Tenant)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, engine.ErrNotFound
-	}
-	if err != nil {
+	c, err := records.GetConversation(ctx, querier{d.pool}, id)
+	if err != nil && !errors.Is(err, engine.ErrNotFound) {
 		return nil, fmt.Errorf("postgres: conversation %s: %w", id, err)
 	}
-	if err := json.Unmarshal([]byte(meta), &c.Metadata); err != nil {
-		return nil, fmt.Errorf("postgres: conversation %s metadata: %w", id, err)
-	}
-	return c, nil
+	return c, err
 }
 
 // SetConversationMetadata replaces the metadata of conversation id.
@@ -161,57 +143,9 @@ func (d *DB) ConversationItems(ctx context.Context, id string, page engine.Page)
 	var items []responses.Item
 	more := false
 	err := pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
-		var one int
-		err := tx.QueryRow(ctx, `SELECT 1 FROM conversations WHERE id = $1`, id).Scan(&one)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return engine.ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		from := int64(-1)
-		if page.Desc {
-			from = math.MaxInt32
-		}
-		if page.After != "" {
-			err := tx.QueryRow(ctx, `SELECT position FROM conversation_items WHERE conversation_id = $1 AND item_id = $2 ORDER BY position LIMIT 1`,
-				id, page.After).Scan(&from)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("%w %q in conversation %s", engine.ErrUnknownCursor, page.After, id)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		limit := int64(page.Limit)
-		if limit <= 0 {
-			limit = math.MaxInt32
-		}
-		query := `SELECT item FROM conversation_items WHERE conversation_id = $1 AND position > $2 ORDER BY position LIMIT $3`
-		if page.Desc {
-			query = `SELECT item FROM conversation_items WHERE conversation_id = $1 AND position < $2 ORDER BY position DESC LIMIT $3`
-		}
-		rows, err := tx.Query(ctx, query, id, from, limit+1)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			if int64(len(items)) == limit {
-				more = true
-				break
-			}
-			var raw string
-			if err := rows.Scan(&raw); err != nil {
-				return err
-			}
-			var it responses.Item
-			if err := json.Unmarshal([]byte(raw), &it); err != nil {
-				return err
-			}
-			items = append(items, it)
-		}
-		return rows.Err()
+		var err error
+		items, more, err = records.ConversationItems(ctx, querier{tx}, id, page)
+		return err
 	})
 	if errors.Is(err, engine.ErrNotFound) || errors.Is(err, engine.ErrUnknownCursor) {
 		return nil, false, err
@@ -224,20 +158,11 @@ func (d *DB) ConversationItems(ctx context.Context, id string, page engine.Page)
 
 // ConversationItem returns item itemID of conversation id.
 func (d *DB) ConversationItem(ctx context.Context, id, itemID string) (responses.Item, error) {
-	var raw string
-	err := d.pool.QueryRow(ctx, `SELECT item FROM conversation_items WHERE conversation_id = $1 AND item_id = $2 ORDER BY position LIMIT 1`,
-		id, itemID).Scan(&raw)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return responses.Item{}, engine.ErrNotFound
-	}
-	if err != nil {
+	it, err := records.ConversationItem(ctx, querier{d.pool}, id, itemID)
+	if err != nil && !errors.Is(err, engine.ErrNotFound) {
 		return responses.Item{}, fmt.Errorf("postgres: item %s of %s: %w", itemID, id, err)
 	}
-	var it responses.Item
-	if err := json.Unmarshal([]byte(raw), &it); err != nil {
-		return responses.Item{}, fmt.Errorf("postgres: item %s of %s: %w", itemID, id, err)
-	}
-	return it, nil
+	return it, err
 }
 
 // DeleteConversationItem removes item itemID of conversation id.

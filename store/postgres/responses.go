@@ -20,21 +20,6 @@ const (
 	kindOutput = "output"
 )
 
-const upsertResponse = `INSERT INTO responses
-	(id, previous_response_id, created_at, status, response, events, pending, lease_owner, lease_until, tenant, trace_id)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-	ON CONFLICT (id) DO UPDATE SET
-		previous_response_id = excluded.previous_response_id,
-		created_at = excluded.created_at,
-		status = excluded.status,
-		response = excluded.response,
-		events = excluded.events,
-		pending = excluded.pending,
-		lease_owner = excluded.lease_owner,
-		lease_until = excluded.lease_until,
-		tenant = excluded.tenant,
-		trace_id = excluded.trace_id`
-
 // insertItems writes every item of a save from four parallel arrays: one
 // statement whatever the number of items.
 const insertItems = `INSERT INTO response_items (response_id, kind, position, item_id, item)
@@ -75,7 +60,7 @@ func (d *DB) SaveResponse(ctx context.Context, rec *engine.Record) error {
 	}
 
 	b := &pgx.Batch{}
-	b.Queue(upsertResponse, rec.ID, rec.PreviousResponseID, rec.CreatedAt, rec.Status, string(rec.Response), events,
+	b.Queue(records.UpsertResponse, rec.ID, rec.PreviousResponseID, rec.CreatedAt, rec.Status, string(rec.Response), events,
 		string(rec.Pending), rec.LeaseOwner, records.LeaseMillis(rec.LeaseUntil), rec.Tenant, rec.TraceID)
 	// A re-save may have fewer items than the last one.
 	b.Queue(`DELETE FROM response_items WHERE response_id = $1`, rec.ID)

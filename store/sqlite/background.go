@@ -66,13 +66,9 @@ func (d *DB) RequestCancel(ctx context.Context, id string) error {
 
 // CancelRequested reports whether response id's cancel flag is set.
 func (d *DB) CancelRequested(ctx context.Context, id string) (bool, error) {
-	var flag int
-	err := d.db.QueryRowContext(ctx, `SELECT cancel_requested FROM responses WHERE id = ?`, id).Scan(&flag)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, engine.ErrNotFound
-	}
-	if err != nil {
+	flag, err := records.CancelRequested(ctx, querier{d.db}, id)
+	if err != nil && !errors.Is(err, engine.ErrNotFound) {
 		return false, fmt.Errorf("sqlite: cancel flag of %s: %w", id, err)
 	}
-	return flag != 0, nil
+	return flag, err
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/loomgate/loom/engine"
@@ -39,28 +38,15 @@ func (d *DB) CreateConversation(ctx context.Context, c *engine.Conversation, ite
 
 // GetConversation returns conversation id.
 func (d *DB) GetConversation(ctx context.Context, id string) (*engine.Conversation, error) {
-	return getConversation(ctx, d.db, id)
-}
-
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	return getConversation(ctx, querier{d.db}, id)
 }
 
 func getConversation(ctx context.Context, q querier, id string) (*engine.Conversation, error) {
-	c := &engine.Conversation{ID: id}
-	var meta string
-	err := q.QueryRowContext(ctx, `SELECT created_at, metadata, last_response_id, tenant FROM conversations WHERE id = ?`, id).
-		Scan(&c.CreatedAt, &meta, &c.LastResponseID, &c.Tenant)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, engine.ErrNotFound
-	}
-	if err != nil {
+	c, err := records.GetConversation(ctx, q, id)
+	if err != nil && !errors.Is(err, engine.ErrNotFound) {
 		return nil, fmt.Errorf("sqlite: conversation %s: %w", id, err)
 	}
-	if err := json.Unmarshal([]byte(meta), &c.Metadata); err != nil {
-		return nil, fmt.Errorf("sqlite: conversation %s metadata: %w", id, err)
-	}
-	return c, nil
+	return c, err
 }
 
 // SetConversationMetadata replaces the metadata of conversation id.
@@ -78,7 +64,7 @@ func (d *DB) SetConversationMetadata(ctx context.Context, id string, metadata ma
 		if n, _ := res.RowsAffected(); n == 0 {
 			return engine.ErrNotFound
 		}
-		c, err = getConversation(ctx, tx, id)
+		c, err = getConversation(ctx, querier{tx}, id)
 		return err
 	})
 	if errors.Is(err, engine.ErrNotFound) {
@@ -176,87 +162,28 @@ func insertConversationItems(ctx context.Context, tx *sql.Tx, id string, first i
 	return nil
 }
 
-// ConversationItems returns a page of the items of conversation id.
+// ConversationItems returns a page of the items of conversation id, in
+// one read-only transaction.
 func (d *DB) ConversationItems(ctx context.Context, id string, page engine.Page) ([]responses.Item, bool, error) {
 	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, false, fmt.Errorf("sqlite: items of %s: %w", id, err)
 	}
 	defer tx.Rollback()
-	var one int
-	err = tx.QueryRowContext(ctx, `SELECT 1 FROM conversations WHERE id = ?`, id).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, engine.ErrNotFound
-	}
-	if err != nil {
+	items, more, err := records.ConversationItems(ctx, querier{tx}, id, page)
+	if err != nil && !errors.Is(err, engine.ErrNotFound) && !errors.Is(err, engine.ErrUnknownCursor) {
 		return nil, false, fmt.Errorf("sqlite: items of %s: %w", id, err)
 	}
-	from := int64(-1)
-	if page.Desc {
-		from = math.MaxInt64
-	}
-	if page.After != "" {
-		err := tx.QueryRowContext(ctx, `SELECT position FROM conversation_items WHERE conversation_id = ? AND item_id = ? ORDER BY position LIMIT 1`,
-			id, page.After).Scan(&from)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, false, fmt.Errorf("%w %q in conversation %s", engine.ErrUnknownCursor, page.After, id)
-		}
-		if err != nil {
-			return nil, false, fmt.Errorf("sqlite: items of %s: %w", id, err)
-		}
-	}
-	limit := int64(page.Limit)
-	if limit <= 0 {
-		limit = math.MaxInt32
-	}
-	query := `SELECT item FROM conversation_items WHERE conversation_id = ? AND position > ? ORDER BY position LIMIT ?`
-	if page.Desc {
-		query = `SELECT item FROM conversation_items WHERE conversation_id = ? AND position < ? ORDER BY position DESC LIMIT ?`
-	}
-	rows, err := tx.QueryContext(ctx, query, id, from, limit+1)
-	if err != nil {
-		return nil, false, fmt.Errorf("sqlite: items of %s: %w", id, err)
-	}
-	defer rows.Close()
-	var items []responses.Item
-	more := false
-	for rows.Next() {
-		if int64(len(items)) == limit {
-			more = true
-			break
-		}
-		var raw string
-		if err := rows.Scan(&raw); err != nil {
-			return nil, false, fmt.Errorf("sqlite: items of %s: %w", id, err)
-		}
-		var it responses.Item
-		if err := json.Unmarshal([]byte(raw), &it); err != nil {
-			return nil, false, fmt.Errorf("sqlite: items of %s: %w", id, err)
-		}
-		items = append(items, it)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, false, fmt.Errorf("sqlite: items of %s: %w", id, err)
-	}
-	return items, more, nil
+	return items, more, err
 }
 
 // ConversationItem returns item itemID of conversation id.
 func (d *DB) ConversationItem(ctx context.Context, id, itemID string) (responses.Item, error) {
-	var raw string
-	err := d.db.QueryRowContext(ctx, `SELECT item FROM conversation_items WHERE conversation_id = ? AND item_id = ? ORDER BY position LIMIT 1`,
-		id, itemID).Scan(&raw)
-	if errors.Is(err, sql.ErrNoRows) {
-		return responses.Item{}, engine.ErrNotFound
-	}
-	if err != nil {
+	it, err := records.ConversationItem(ctx, querier{d.db}, id, itemID)
+	if err != nil && !errors.Is(err, engine.ErrNotFound) {
 		return responses.Item{}, fmt.Errorf("sqlite: item %s of %s: %w", itemID, id, err)
 	}
-	var it responses.Item
-	if err := json.Unmarshal([]byte(raw), &it); err != nil {
-		return responses.Item{}, fmt.Errorf("sqlite: item %s of %s: %w", itemID, id, err)
-	}
-	return it, nil
+	return it, err
 }
 
 // DeleteConversationItem removes item itemID of conversation id.
@@ -289,7 +216,7 @@ func (d *DB) ClaimConversation(ctx context.Context, id, responseID string, now, 
 		if n, _ := res.RowsAffected(); n == 1 {
 			return nil
 		}
-		if _, err := getConversation(ctx, tx, id); err != nil {
+		if _, err := getConversation(ctx, querier{tx}, id); err != nil {
 			return err
 		}
 		return engine.ErrConversationBusy
