@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -20,7 +19,7 @@ func (d *DB) CreateConversation(ctx context.Context, c *engine.Conversation, ite
 	if err != nil {
 		return fmt.Errorf("postgres: create conversation: %w", err)
 	}
-	ids, raws, err := encodeConversationItems(items)
+	ids, raws, err := records.EncodeItems(items)
 	if err != nil {
 		return fmt.Errorf("postgres: create conversation %s: %w", c.ID, err)
 	}
@@ -47,39 +46,19 @@ func (d *DB) GetConversation(ctx context.Context, id string) (*engine.Conversati
 
 // SetConversationMetadata replaces the metadata of conversation id.
 func (d *DB) SetConversationMetadata(ctx context.Context, id string, metadata map[string]string) (*engine.Conversation, error) {
-	meta, err := records.EncodeMetadata(metadata)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: update conversation %s: %w", id, err)
-	}
-	c := &engine.Conversation{ID: id}
-	var stored string
-	err = d.pool.QueryRow(ctx, `UPDATE conversations SET metadata = $1 WHERE id = $2 RETURNING created_at, metadata, last_response_id, tenant`, meta, id).
-		Scan(&c.CreatedAt, &stored, &c.LastResponseID, &c.Tenant)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, engine.ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("postgres: update conversation %s: %w", id, err)
-	}
-	c.Metadata = metadata
-	return c, nil
+	c, err := records.SetConversationMetadata(ctx, querier{d.pool}, id, metadata)
+	return c, records.Wrap(err, "postgres: update conversation %s", id)
 }
 
 // DeleteConversation removes conversation id and (by cascade) its items.
 func (d *DB) DeleteConversation(ctx context.Context, id string) error {
-	tag, err := d.pool.Exec(ctx, `DELETE FROM conversations WHERE id = $1`, id)
-	if err != nil {
-		return fmt.Errorf("postgres: delete conversation %s: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return engine.ErrNotFound
-	}
-	return nil
+	err := records.Change(ctx, querier{d.pool}, `DELETE FROM conversations WHERE id = $1`, id)
+	return records.Wrap(err, "postgres: delete conversation %s", id)
 }
 
 // AddConversationItems appends items to conversation id.
 func (d *DB) AddConversationItems(ctx context.Context, id string, items []responses.Item) error {
-	ids, raws, err := encodeConversationItems(items)
+	ids, raws, err := records.EncodeItems(items)
 	if err != nil {
 		return fmt.Errorf("postgres: add items to %s: %w", id, err)
 	}
@@ -112,19 +91,6 @@ func lockNextPosition(ctx context.Context, tx pgx.Tx, id string) (int32, error) 
 	return next, err
 }
 
-func encodeConversationItems(items []responses.Item) ([]string, []string, error) {
-	ids := make([]string, len(items))
-	raws := make([]string, len(items))
-	for i := range items {
-		b, err := json.Marshal(&items[i])
-		if err != nil {
-			return nil, nil, fmt.Errorf("item %d (%s): %w", i, items[i].Type, err)
-		}
-		ids[i], raws[i] = items[i].ID, string(b)
-	}
-	return ids, raws, nil
-}
-
 // insertConversationItems writes the items in one statement, at positions
 // from first on.
 func insertConversationItems(ctx context.Context, tx pgx.Tx, id string, first int32, ids, raws []string) error {
@@ -147,63 +113,33 @@ func (d *DB) ConversationItems(ctx context.Context, id string, page engine.Page)
 		items, more, err = records.ConversationItems(ctx, querier{tx}, id, page)
 		return err
 	})
-	if errors.Is(err, engine.ErrNotFound) || errors.Is(err, engine.ErrUnknownCursor) {
-		return nil, false, err
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("postgres: items of %s: %w", id, err)
-	}
-	return items, more, nil
+	return items, more, records.Wrap(err, "postgres: items of %s", id)
 }
 
 // ConversationItem returns item itemID of conversation id.
 func (d *DB) ConversationItem(ctx context.Context, id, itemID string) (responses.Item, error) {
 	it, err := records.ConversationItem(ctx, querier{d.pool}, id, itemID)
-	if err != nil && !errors.Is(err, engine.ErrNotFound) {
-		return responses.Item{}, fmt.Errorf("postgres: item %s of %s: %w", itemID, id, err)
-	}
-	return it, err
+	return it, records.Wrap(err, "postgres: item %s of %s", itemID, id)
 }
 
 // DeleteConversationItem removes item itemID of conversation id.
 func (d *DB) DeleteConversationItem(ctx context.Context, id, itemID string) error {
-	tag, err := d.pool.Exec(ctx, `DELETE FROM conversation_items WHERE conversation_id = $1 AND item_id = $2`, id, itemID)
-	if err != nil {
-		return fmt.Errorf("postgres: delete item %s of %s: %w", itemID, id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return engine.ErrNotFound
-	}
-	return nil
+	err := records.DeleteConversationItem(ctx, querier{d.pool}, id, itemID)
+	return records.Wrap(err, "postgres: delete item %s of %s", itemID, id)
 }
 
 // ClaimConversation holds conversation id for responseID until until.
 func (d *DB) ClaimConversation(ctx context.Context, id, responseID string, now, until time.Time) error {
-	tag, err := d.pool.Exec(ctx, `UPDATE conversations SET busy_response = $1, busy_until = $2
-		WHERE id = $3 AND (busy_response = '' OR busy_response = $1 OR busy_until < $4)`,
-		responseID, until.UnixMilli(), id, now.UnixMilli())
-	if err != nil {
-		return fmt.Errorf("postgres: claim conversation %s: %w", id, err)
-	}
-	if tag.RowsAffected() == 1 {
-		return nil
-	}
-	if _, err := d.GetConversation(ctx, id); err != nil {
-		return err
-	}
-	return engine.ErrConversationBusy
+	err := records.ClaimConversation(ctx, querier{d.pool}, id, responseID, now, until)
+	return records.Wrap(err, "postgres: claim conversation %s", id)
 }
 
 // FinishConversationTurn appends a response's items and releases its hold,
 // in one transaction.
 func (d *DB) FinishConversationTurn(ctx context.Context, id, responseID string, items []responses.Item) error {
-	ids, raws, err := encodeConversationItems(items)
+	ids, raws, err := records.EncodeItems(items)
 	if err != nil {
 		return fmt.Errorf("postgres: finish turn on %s: %w", id, err)
-	}
-	last := ""
-	if len(items) > 0 {
-		last = responseID
 	}
 	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		next, err := lockNextPosition(ctx, tx, id)
@@ -213,15 +149,7 @@ func (d *DB) FinishConversationTurn(ctx context.Context, id, responseID string, 
 		if err := insertConversationItems(ctx, tx, id, next, ids, raws); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE conversations SET
-				last_response_id = CASE WHEN $1 <> '' THEN $1 ELSE last_response_id END,
-				busy_response = CASE WHEN busy_response = $2 THEN '' ELSE busy_response END,
-				busy_until = CASE WHEN busy_response = $2 THEN 0 ELSE busy_until END
-			WHERE id = $3`, last, responseID, id)
-		return err
+		return records.EndConversationTurn(ctx, querier{tx}, id, responseID, len(items) > 0)
 	})
-	if err != nil && !errors.Is(err, engine.ErrNotFound) {
-		return fmt.Errorf("postgres: finish turn on %s: %w", id, err)
-	}
-	return err
+	return records.Wrap(err, "postgres: finish turn on %s", id)
 }

@@ -181,28 +181,8 @@ func (d *DB) Chain(ctx context.Context, id string, limit int) ([]*engine.Record,
 // DeleteResponse removes response id; its items go with it (ON DELETE
 // CASCADE), its events are a column of its row.
 func (d *DB) DeleteResponse(ctx context.Context, id string) error {
-	tag, err := d.pool.Exec(ctx, `DELETE FROM responses WHERE id = $1`, id)
-	if err != nil {
-		return fmt.Errorf("postgres: delete %s: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return engine.ErrNotFound
-	}
-	return nil
-}
-
-// Events returns the stored events of response id with sequence number
-// greater than after.
-func (d *DB) Events(ctx context.Context, id string, after int) ([]json.RawMessage, error) {
-	var all []byte
-	err := d.pool.QueryRow(ctx, `SELECT events FROM responses WHERE id = $1`, id).Scan(&all)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, engine.ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("postgres: events of %s: %w", id, err)
-	}
-	return records.SplitEvents(all, after), nil
+	err := records.Change(ctx, querier{d.pool}, `DELETE FROM responses WHERE id = $1`, id)
+	return records.Wrap(err, "postgres: delete %s", id)
 }
 
 // ListInputItems returns one page of the input items of response id, and

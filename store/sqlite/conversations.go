@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -19,7 +18,7 @@ func (d *DB) CreateConversation(ctx context.Context, c *engine.Conversation, ite
 	if err != nil {
 		return fmt.Errorf("sqlite: create conversation: %w", err)
 	}
-	rows, err := encodeConversationItems(items)
+	ids, raws, err := records.EncodeItems(items)
 	if err != nil {
 		return fmt.Errorf("sqlite: create conversation %s: %w", c.ID, err)
 	}
@@ -28,7 +27,7 @@ func (d *DB) CreateConversation(ctx context.Context, c *engine.Conversation, ite
 			c.ID, c.CreatedAt, meta, c.Tenant); err != nil {
 			return err
 		}
-		return insertConversationItems(ctx, tx, c.ID, 0, rows)
+		return insertConversationItems(ctx, tx, c.ID, 0, ids, raws)
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: create conversation %s: %w", c.ID, err)
@@ -38,42 +37,19 @@ func (d *DB) CreateConversation(ctx context.Context, c *engine.Conversation, ite
 
 // GetConversation returns conversation id.
 func (d *DB) GetConversation(ctx context.Context, id string) (*engine.Conversation, error) {
-	return getConversation(ctx, querier{d.db}, id)
-}
-
-func getConversation(ctx context.Context, q querier, id string) (*engine.Conversation, error) {
-	c, err := records.GetConversation(ctx, q, id)
-	if err != nil && !errors.Is(err, engine.ErrNotFound) {
-		return nil, fmt.Errorf("sqlite: conversation %s: %w", id, err)
-	}
-	return c, err
+	c, err := records.GetConversation(ctx, querier{d.db}, id)
+	return c, records.Wrap(err, "sqlite: conversation %s", id)
 }
 
 // SetConversationMetadata replaces the metadata of conversation id.
 func (d *DB) SetConversationMetadata(ctx context.Context, id string, metadata map[string]string) (*engine.Conversation, error) {
-	meta, err := records.EncodeMetadata(metadata)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: update conversation %s: %w", id, err)
-	}
 	var c *engine.Conversation
-	err = d.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE conversations SET metadata = ? WHERE id = ?`, meta, id)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return engine.ErrNotFound
-		}
-		c, err = getConversation(ctx, querier{tx}, id)
+	err := d.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		c, err = records.SetConversationMetadata(ctx, querier{tx}, id, metadata)
 		return err
 	})
-	if errors.Is(err, engine.ErrNotFound) {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: update conversation %s: %w", id, err)
-	}
-	return c, nil
+	return c, records.Wrap(err, "sqlite: update conversation %s", id)
 }
 
 // DeleteConversation removes conversation id and its items.
@@ -82,24 +58,14 @@ func (d *DB) DeleteConversation(ctx context.Context, id string) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM conversation_items WHERE conversation_id = ?`, id); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM conversations WHERE id = ?`, id)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return engine.ErrNotFound
-		}
-		return nil
+		return records.Change(ctx, querier{tx}, `DELETE FROM conversations WHERE id = ?`, id)
 	})
-	if err != nil && !errors.Is(err, engine.ErrNotFound) {
-		return fmt.Errorf("sqlite: delete conversation %s: %w", id, err)
-	}
-	return err
+	return records.Wrap(err, "sqlite: delete conversation %s", id)
 }
 
 // AddConversationItems appends items to conversation id.
 func (d *DB) AddConversationItems(ctx context.Context, id string, items []responses.Item) error {
-	rows, err := encodeConversationItems(items)
+	ids, raws, err := records.EncodeItems(items)
 	if err != nil {
 		return fmt.Errorf("sqlite: add items to %s: %w", id, err)
 	}
@@ -108,7 +74,7 @@ func (d *DB) AddConversationItems(ctx context.Context, id string, items []respon
 		if err != nil {
 			return err
 		}
-		return insertConversationItems(ctx, tx, id, next, rows)
+		return insertConversationItems(ctx, tx, id, next, ids, raws)
 	})
 	if err != nil && !errors.Is(err, engine.ErrNotFound) {
 		return fmt.Errorf("sqlite: add items to %s: %w", id, err)
@@ -128,25 +94,9 @@ func nextPosition(ctx context.Context, tx *sql.Tx, id string) (int64, error) {
 	return next, err
 }
 
-type conversationItemRow struct {
-	id   string
-	item string
-}
-
-func encodeConversationItems(items []responses.Item) ([]conversationItemRow, error) {
-	rows := make([]conversationItemRow, len(items))
-	for i := range items {
-		b, err := json.Marshal(&items[i])
-		if err != nil {
-			return nil, fmt.Errorf("item %d (%s): %w", i, items[i].Type, err)
-		}
-		rows[i] = conversationItemRow{items[i].ID, string(b)}
-	}
-	return rows, nil
-}
-
-func insertConversationItems(ctx context.Context, tx *sql.Tx, id string, first int64, rows []conversationItemRow) error {
-	if len(rows) == 0 {
+// insertConversationItems writes the items at positions from first on.
+func insertConversationItems(ctx context.Context, tx *sql.Tx, id string, first int64, ids, raws []string) error {
+	if len(ids) == 0 {
 		return nil
 	}
 	st, err := tx.PrepareContext(ctx, `INSERT INTO conversation_items (conversation_id, position, item_id, item) VALUES (?, ?, ?, ?)`)
@@ -154,8 +104,8 @@ func insertConversationItems(ctx context.Context, tx *sql.Tx, id string, first i
 		return err
 	}
 	defer st.Close()
-	for i, r := range rows {
-		if _, err := st.ExecContext(ctx, id, first+int64(i), r.id, r.item); err != nil {
+	for i := range ids {
+		if _, err := st.ExecContext(ctx, id, first+int64(i), ids[i], raws[i]); err != nil {
 			return err
 		}
 	}
@@ -171,65 +121,34 @@ func (d *DB) ConversationItems(ctx context.Context, id string, page engine.Page)
 	}
 	defer tx.Rollback()
 	items, more, err := records.ConversationItems(ctx, querier{tx}, id, page)
-	if err != nil && !errors.Is(err, engine.ErrNotFound) && !errors.Is(err, engine.ErrUnknownCursor) {
-		return nil, false, fmt.Errorf("sqlite: items of %s: %w", id, err)
-	}
-	return items, more, err
+	return items, more, records.Wrap(err, "sqlite: items of %s", id)
 }
 
 // ConversationItem returns item itemID of conversation id.
 func (d *DB) ConversationItem(ctx context.Context, id, itemID string) (responses.Item, error) {
 	it, err := records.ConversationItem(ctx, querier{d.db}, id, itemID)
-	if err != nil && !errors.Is(err, engine.ErrNotFound) {
-		return responses.Item{}, fmt.Errorf("sqlite: item %s of %s: %w", itemID, id, err)
-	}
-	return it, err
+	return it, records.Wrap(err, "sqlite: item %s of %s", itemID, id)
 }
 
 // DeleteConversationItem removes item itemID of conversation id.
 func (d *DB) DeleteConversationItem(ctx context.Context, id, itemID string) error {
 	err := d.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM conversation_items WHERE conversation_id = ? AND item_id = ?`, id, itemID)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return engine.ErrNotFound
-		}
-		return nil
+		return records.DeleteConversationItem(ctx, querier{tx}, id, itemID)
 	})
-	if err != nil && !errors.Is(err, engine.ErrNotFound) {
-		return fmt.Errorf("sqlite: delete item %s of %s: %w", itemID, id, err)
-	}
-	return err
+	return records.Wrap(err, "sqlite: delete item %s of %s", itemID, id)
 }
 
 // ClaimConversation holds conversation id for responseID until until.
 func (d *DB) ClaimConversation(ctx context.Context, id, responseID string, now, until time.Time) error {
 	err := d.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE conversations SET busy_response = ?1, busy_until = ?2
-			WHERE id = ?3 AND (busy_response = '' OR busy_response = ?1 OR busy_until < ?4)`,
-			responseID, until.UnixMilli(), id, now.UnixMilli())
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 1 {
-			return nil
-		}
-		if _, err := getConversation(ctx, querier{tx}, id); err != nil {
-			return err
-		}
-		return engine.ErrConversationBusy
+		return records.ClaimConversation(ctx, querier{tx}, id, responseID, now, until)
 	})
-	if err != nil && !errors.Is(err, engine.ErrNotFound) && !errors.Is(err, engine.ErrConversationBusy) {
-		return fmt.Errorf("sqlite: claim conversation %s: %w", id, err)
-	}
-	return err
+	return records.Wrap(err, "sqlite: claim conversation %s", id)
 }
 
 // FinishConversationTurn appends a response's items and releases its hold.
 func (d *DB) FinishConversationTurn(ctx context.Context, id, responseID string, items []responses.Item) error {
-	rows, err := encodeConversationItems(items)
+	ids, raws, err := records.EncodeItems(items)
 	if err != nil {
 		return fmt.Errorf("sqlite: finish turn on %s: %w", id, err)
 	}
@@ -238,22 +157,10 @@ func (d *DB) FinishConversationTurn(ctx context.Context, id, responseID string, 
 		if err != nil {
 			return err
 		}
-		if err := insertConversationItems(ctx, tx, id, next, rows); err != nil {
+		if err := insertConversationItems(ctx, tx, id, next, ids, raws); err != nil {
 			return err
 		}
-		last := ""
-		if len(rows) > 0 {
-			last = responseID
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE conversations SET
-				last_response_id = CASE WHEN ?1 <> '' THEN ?1 ELSE last_response_id END,
-				busy_response = CASE WHEN busy_response = ?2 THEN '' ELSE busy_response END,
-				busy_until = CASE WHEN busy_response = ?2 THEN 0 ELSE busy_until END
-			WHERE id = ?3`, last, responseID, id)
-		return err
+		return records.EndConversationTurn(ctx, querier{tx}, id, responseID, len(items) > 0)
 	})
-	if err != nil && !errors.Is(err, engine.ErrNotFound) {
-		return fmt.Errorf("sqlite: finish turn on %s: %w", id, err)
-	}
-	return err
+	return records.Wrap(err, "sqlite: finish turn on %s", id)
 }

@@ -13,6 +13,7 @@ type querier struct {
 	q interface {
 		QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 		QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+		ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	}
 }
 
@@ -33,3 +34,11 @@ func (q querier) Query(ctx context.Context, query string, args ...any) (records.
 type sqlRows struct{ *sql.Rows }
 
 func (r sqlRows) Close() { r.Rows.Close() }
+
+func (q querier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := q.q.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
@@ -35,6 +36,29 @@ type Rows interface {
 type Querier interface {
 	QueryRow(ctx context.Context, query string, args ...any) Row
 	Query(ctx context.Context, query string, args ...any) (Rows, error)
+	// Exec runs a statement and returns how many rows it changed.
+	Exec(ctx context.Context, query string, args ...any) (int64, error)
+}
+
+// Wrap prefixes a store's failure with what was being done. nil and the
+// engine's sentinel errors (ErrNotFound, ErrUnknownCursor,
+// ErrConversationBusy), which callers compare, come back as they are.
+func Wrap(err error, format string, args ...any) error {
+	if err == nil || errors.Is(err, engine.ErrNotFound) || errors.Is(err, engine.ErrUnknownCursor) ||
+		errors.Is(err, engine.ErrConversationBusy) {
+		return err
+	}
+	return fmt.Errorf(format+": %w", append(args, err)...)
+}
+
+// Change runs a statement that changes the rows of one object:
+// engine.ErrNotFound when it changed none.
+func Change(ctx context.Context, q Querier, query string, args ...any) error {
+	n, err := q.Exec(ctx, query, args...)
+	if err == nil && n == 0 {
+		return engine.ErrNotFound
+	}
+	return err
 }
 
 // UpsertResponse writes a response row, replacing the one stored under its
@@ -163,4 +187,73 @@ func CancelRequested(ctx context.Context, q Querier, id string) (bool, error) {
 		return false, engine.ErrNotFound
 	}
 	return flag, err
+}
+
+// SetConversationMetadata replaces the metadata of conversation id and
+// returns the conversation as it now is.
+func SetConversationMetadata(ctx context.Context, q Querier, id string, metadata map[string]string) (*engine.Conversation, error) {
+	meta, err := EncodeMetadata(metadata)
+	if err != nil {
+		return nil, err
+	}
+	if metadata == nil {
+		metadata = map[string]string{} // as a read of it will return
+	}
+	c := &engine.Conversation{ID: id, Metadata: metadata}
+	err = q.QueryRow(ctx, `UPDATE conversations SET metadata = $1 WHERE id = $2 RETURNING created_at, last_response_id, tenant`, meta, id).
+		Scan(&c.CreatedAt, &c.LastResponseID, &c.Tenant)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, engine.ErrNotFound
+	}
+	return c, err
+}
+
+// DeleteConversationItem removes item itemID of conversation id.
+func DeleteConversationItem(ctx context.Context, q Querier, id, itemID string) error {
+	return Change(ctx, q, `DELETE FROM conversation_items WHERE conversation_id = $1 AND item_id = $2`, id, itemID)
+}
+
+// ClaimConversation holds conversation id for responseID until until,
+// unless another response holds it past now: engine.ErrConversationBusy.
+func ClaimConversation(ctx context.Context, q Querier, id, responseID string, now, until time.Time) error {
+	n, err := q.Exec(ctx, `UPDATE conversations SET busy_response = $1, busy_until = $2
+		WHERE id = $3 AND (busy_response = '' OR busy_response = $1 OR busy_until < $4)`,
+		responseID, until.UnixMilli(), id, now.UnixMilli())
+	if err != nil || n == 1 {
+		return err
+	}
+	if _, err := GetConversation(ctx, q, id); err != nil {
+		return err
+	}
+	return engine.ErrConversationBusy
+}
+
+// EndConversationTurn releases responseID's hold on conversation id and,
+// when the turn added items, makes it the conversation's last response.
+func EndConversationTurn(ctx context.Context, q Querier, id, responseID string, addedItems bool) error {
+	last := ""
+	if addedItems {
+		last = responseID
+	}
+	_, err := q.Exec(ctx, `UPDATE conversations SET
+			last_response_id = CASE WHEN $1 <> '' THEN $1 ELSE last_response_id END,
+			busy_response = CASE WHEN busy_response = $2 THEN '' ELSE busy_response END,
+			busy_until = CASE WHEN busy_response = $2 THEN 0 ELSE busy_until END
+		WHERE id = $3`, last, responseID, id)
+	return err
+}
+
+// EncodeItems returns the ids and the stored JSON of items, for an insert
+// of their rows.
+func EncodeItems(items []responses.Item) (ids, raws []string, err error) {
+	ids = make([]string, len(items))
+	raws = make([]string, len(items))
+	for i := range items {
+		b, err := json.Marshal(&items[i])
+		if err != nil {
+			return nil, nil, fmt.Errorf("item %d (%s): %w", i, items[i].Type, err)
+		}
+		ids[i], raws[i] = items[i].ID, string(b)
+	}
+	return ids, raws, nil
 }
