@@ -55,18 +55,13 @@ var errCancelled = errors.New("the response was cancelled")
 // client gets a 503 and nothing is left half done.
 func (e *Engine) enqueue(ctx context.Context, r *run) (*responses.Response, error) {
 	r.resp.Status = responses.ResponseQueued
-	body, err := json.Marshal(r.resp)
+	rec, err := r.storeRecord(ctx)
 	if err != nil {
 		return nil, err
 	}
 	request, err := json.Marshal(r.req)
 	if err != nil {
 		return nil, err
-	}
-	rec := &Record{ID: r.resp.ID, CreatedAt: r.resp.CreatedAt, Status: r.resp.Status, Response: body, Input: r.input,
-		Tenant: tenant.From(ctx), TraceID: telemetry.TraceID(ctx)}
-	if r.req.PreviousResponseID != nil {
-		rec.PreviousResponseID = *r.req.PreviousResponseID
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
 	defer cancel()

@@ -1,11 +1,6 @@
 package engine
 
 import (
-	"github.com/loomgate/loom/telemetry"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,9 +9,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	conversation "github.com/loomgate/loom/context"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/telemetry"
 	"github.com/loomgate/loom/tools"
 )
 

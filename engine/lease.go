@@ -1,9 +1,6 @@
 package engine
 
 import (
-	"github.com/loomgate/loom/telemetry"
-	"github.com/loomgate/loom/tenant"
-
 	"context"
 	"encoding/json"
 	"sync"
@@ -76,24 +73,11 @@ func (e *Engine) begin(ctx context.Context, r *run) error {
 	if !r.req.StoreEnabled() || (r.sink == nil && !r.background) {
 		return nil
 	}
-	body, err := json.Marshal(r.resp)
+	rec, err := r.storeRecord(ctx)
 	if err != nil {
 		return err
 	}
-	rec := &Record{
-		ID:         r.resp.ID,
-		CreatedAt:  r.resp.CreatedAt,
-		Status:     r.resp.Status,
-		Response:   body,
-		Input:      r.input,
-		LeaseOwner: e.owner,
-		LeaseUntil: e.opts.Now().Add(e.opts.Lease),
-		Tenant:     tenant.From(ctx),
-		TraceID:    telemetry.TraceID(ctx),
-	}
-	if r.req.PreviousResponseID != nil {
-		rec.PreviousResponseID = *r.req.PreviousResponseID
-	}
+	rec.LeaseOwner, rec.LeaseUntil = e.owner, e.opts.Now().Add(e.opts.Lease)
 	// Registered before the write, so a heartbeat between the two cannot
 	// miss it.
 	e.inflight.add(rec.ID)
