@@ -109,16 +109,6 @@ func (s *Server) updateConversation(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wireConversation(c))
 }
 
-// deleteConversation serves DELETE /v1/conversations/{id}.
-func (s *Server) deleteConversation(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if err := s.engine.DeleteConversation(r.Context(), id); err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "conversation.deleted", "deleted": true})
-}
-
 // addConversationItems serves POST /v1/conversations/{id}/items.
 func (s *Server) addConversationItems(w http.ResponseWriter, r *http.Request) {
 	var body conversationBody

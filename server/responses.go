@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -217,14 +218,18 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, id string, diale
 	sse.Done()
 }
 
-// deleteResponse serves DELETE /v1/responses/{id}.
-func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if err := s.engine.Delete(r.Context(), id); err != nil {
-		writeError(w, err)
-		return
+// deleteByID serves a DELETE of the object named by the path's id:
+// remove deletes it, and the answer is the deletion object of that type
+// (response.deleted, conversation.deleted).
+func (s *Server) deleteByID(object string, remove func(ctx context.Context, id string) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		if err := remove(r.Context(), id); err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": object, "deleted": true})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response.deleted", "deleted": true})
 }
 
 // cancelResponse serves POST /v1/responses/{id}/cancel: a background
