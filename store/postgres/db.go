@@ -104,7 +104,7 @@ func Open(ctx context.Context, rawURL string, opts *Options) (*DB, error) {
 		return nil, fmt.Errorf("postgres: migrate %s: %w", redacted, err)
 	}
 	if applied > 0 {
-		d.log.Info("postgres store migrated", "url", redacted, "steps", applied, "version", migrations[len(migrations)-1].version)
+		d.log.Info("postgres store migrated", "url", redacted, "steps", applied, "version", migrations[len(migrations)-1].Version)
 	}
 	return d, nil
 }

@@ -96,7 +96,7 @@ func (d *DB) init(ctx context.Context, path string) error {
 		return fmt.Errorf("sqlite: migrate %s: %w", path, err)
 	}
 	if applied > 0 {
-		d.log.Info("sqlite store migrated", "path", path, "steps", applied, "version", migrations[len(migrations)-1].version)
+		d.log.Info("sqlite store migrated", "path", path, "steps", applied, "version", migrations[len(migrations)-1].Version)
 	}
 	if err := d.st.prepare(ctx, d.db); err != nil {
 		d.st.close()
