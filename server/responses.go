@@ -251,22 +251,8 @@ func (s *Server) cancelResponse(w http.ResponseWriter, r *http.Request) {
 
 // listInputItems serves GET /v1/responses/{id}/input_items.
 func (s *Server) listInputItems(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	page := engine.Page{After: q.Get("after"), Limit: 20, Desc: true}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			writeError(w, responses.BadRequest("limit", "limit must be an integer from 1 to 100"))
-			return
-		}
-		page.Limit = n
-	}
-	switch q.Get("order") {
-	case "", "desc":
-	case "asc":
-		page.Desc = false
-	default:
-		writeError(w, responses.BadRequest("order", "order must be asc or desc"))
+	page, ok := itemPage(w, r)
+	if !ok {
 		return
 	}
 	items, more, err := s.engine.InputItems(r.Context(), r.PathValue("id"), page)
@@ -274,20 +260,7 @@ func (s *Server) listInputItems(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	list := struct {
-		Object  string           `json:"object"`
-		Data    []responses.Item `json:"data"`
-		FirstID *string          `json:"first_id"`
-		LastID  *string          `json:"last_id"`
-		HasMore bool             `json:"has_more"`
-	}{Object: "list", Data: items, HasMore: more}
-	if list.Data == nil {
-		list.Data = []responses.Item{}
-	}
-	if len(items) > 0 {
-		list.FirstID, list.LastID = &items[0].ID, &items[len(items)-1].ID
-	}
-	writeJSON(w, http.StatusOK, list)
+	writeJSON(w, http.StatusOK, newItemList(items, more))
 }
 
 // listModels serves GET /v1/models. Without a configured model list loom
