@@ -37,6 +37,7 @@ type Options struct {
 
 // DB is a response store backed by SQLite. It implements engine.Store.
 type DB struct {
+	conversations
 	db  *sql.DB
 	log *slog.Logger
 	st  statements
@@ -103,6 +104,7 @@ func (d *DB) init(ctx context.Context, path string) error {
 		return fmt.Errorf("sqlite: prepare statements: %w", err)
 	}
 	d.w = newWriter(d.db, path != Memory)
+	d.conversations = d.newConversations()
 	return nil
 }
 

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"time"
 
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
@@ -79,105 +77,6 @@ const UpsertResponse = `INSERT INTO responses
 		tenant = excluded.tenant,
 		trace_id = excluded.trace_id`
 
-// GetConversation reads conversation id: engine.ErrNotFound if there is
-// none.
-func GetConversation(ctx context.Context, q Querier, id string) (*engine.Conversation, error) {
-	c := &engine.Conversation{ID: id}
-	var meta string
-	err := q.QueryRow(ctx, `SELECT created_at, metadata, last_response_id, tenant FROM conversations WHERE id = $1`, id).
-		Scan(&c.CreatedAt, &meta, &c.LastResponseID, &c.Tenant)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, engine.ErrNotFound
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal([]byte(meta), &c.Metadata); err != nil {
-		return nil, fmt.Errorf("metadata: %w", err)
-	}
-	return c, nil
-}
-
-// ConversationItems reads a page of the items of conversation id, and
-// whether more follow: engine.ErrNotFound without the conversation,
-// engine.ErrUnknownCursor when page.After names no item of it. q should be
-// a read-only transaction, so the check, the cursor and the page see one
-// snapshot.
-func ConversationItems(ctx context.Context, q Querier, id string, page engine.Page) ([]responses.Item, bool, error) {
-	var one int
-	err := q.QueryRow(ctx, `SELECT 1 FROM conversations WHERE id = $1`, id).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, engine.ErrNotFound
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	// Positions start at 0, so without a cursor an ascending page starts
-	// after -1 and a descending one before the largest position there is
-	// (PostgreSQL's column is an integer).
-	from := int64(-1)
-	if page.Desc {
-		from = math.MaxInt32
-	}
-	if page.After != "" {
-		err := q.QueryRow(ctx, `SELECT position FROM conversation_items WHERE conversation_id = $1 AND item_id = $2 ORDER BY position LIMIT 1`,
-			id, page.After).Scan(&from)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, false, fmt.Errorf("%w %q in conversation %s", engine.ErrUnknownCursor, page.After, id)
-		}
-		if err != nil {
-			return nil, false, err
-		}
-	}
-	limit := int64(page.Limit)
-	if limit <= 0 {
-		limit = math.MaxInt32
-	}
-	query := `SELECT item FROM conversation_items WHERE conversation_id = $1 AND position > $2 ORDER BY position LIMIT $3`
-	if page.Desc {
-		query = `SELECT item FROM conversation_items WHERE conversation_id = $1 AND position < $2 ORDER BY position DESC LIMIT $3`
-	}
-	// One row more than the page tells whether more follow.
-	rows, err := q.Query(ctx, query, id, from, limit+1)
-	if err != nil {
-		return nil, false, err
-	}
-	defer rows.Close()
-	var items []responses.Item
-	for rows.Next() {
-		if int64(len(items)) == limit {
-			return items, true, nil
-		}
-		var raw []byte
-		if err := rows.Scan(&raw); err != nil {
-			return nil, false, err
-		}
-		var it responses.Item
-		if err := DecodeItem(raw, &it); err != nil {
-			return nil, false, err
-		}
-		items = append(items, it)
-	}
-	return items, false, rows.Err()
-}
-
-// ConversationItem reads item itemID of conversation id: engine.ErrNotFound
-// if there is none.
-func ConversationItem(ctx context.Context, q Querier, id, itemID string) (responses.Item, error) {
-	var raw []byte
-	err := q.QueryRow(ctx, `SELECT item FROM conversation_items WHERE conversation_id = $1 AND item_id = $2 ORDER BY position LIMIT 1`,
-		id, itemID).Scan(&raw)
-	if errors.Is(err, sql.ErrNoRows) {
-		return responses.Item{}, engine.ErrNotFound
-	}
-	if err != nil {
-		return responses.Item{}, err
-	}
-	var it responses.Item
-	err = DecodeItem(raw, &it)
-	return it, err
-}
-
 // CancelRequested reads response id's cancel flag: engine.ErrNotFound if
 // there is no such response.
 func CancelRequested(ctx context.Context, q Querier, id string) (bool, error) {
@@ -187,60 +86,6 @@ func CancelRequested(ctx context.Context, q Querier, id string) (bool, error) {
 		return false, engine.ErrNotFound
 	}
 	return flag, err
-}
-
-// SetConversationMetadata replaces the metadata of conversation id and
-// returns the conversation as it now is.
-func SetConversationMetadata(ctx context.Context, q Querier, id string, metadata map[string]string) (*engine.Conversation, error) {
-	meta, err := EncodeMetadata(metadata)
-	if err != nil {
-		return nil, err
-	}
-	if metadata == nil {
-		metadata = map[string]string{} // as a read of it will return
-	}
-	c := &engine.Conversation{ID: id, Metadata: metadata}
-	err = q.QueryRow(ctx, `UPDATE conversations SET metadata = $1 WHERE id = $2 RETURNING created_at, last_response_id, tenant`, meta, id).
-		Scan(&c.CreatedAt, &c.LastResponseID, &c.Tenant)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, engine.ErrNotFound
-	}
-	return c, err
-}
-
-// DeleteConversationItem removes item itemID of conversation id.
-func DeleteConversationItem(ctx context.Context, q Querier, id, itemID string) error {
-	return Change(ctx, q, `DELETE FROM conversation_items WHERE conversation_id = $1 AND item_id = $2`, id, itemID)
-}
-
-// ClaimConversation holds conversation id for responseID until until,
-// unless another response holds it past now: engine.ErrConversationBusy.
-func ClaimConversation(ctx context.Context, q Querier, id, responseID string, now, until time.Time) error {
-	n, err := q.Exec(ctx, `UPDATE conversations SET busy_response = $1, busy_until = $2
-		WHERE id = $3 AND (busy_response = '' OR busy_response = $1 OR busy_until < $4)`,
-		responseID, until.UnixMilli(), id, now.UnixMilli())
-	if err != nil || n == 1 {
-		return err
-	}
-	if _, err := GetConversation(ctx, q, id); err != nil {
-		return err
-	}
-	return engine.ErrConversationBusy
-}
-
-// EndConversationTurn releases responseID's hold on conversation id and,
-// when the turn added items, makes it the conversation's last response.
-func EndConversationTurn(ctx context.Context, q Querier, id, responseID string, addedItems bool) error {
-	last := ""
-	if addedItems {
-		last = responseID
-	}
-	_, err := q.Exec(ctx, `UPDATE conversations SET
-			last_response_id = CASE WHEN $1 <> '' THEN $1 ELSE last_response_id END,
-			busy_response = CASE WHEN busy_response = $2 THEN '' ELSE busy_response END,
-			busy_until = CASE WHEN busy_response = $2 THEN 0 ELSE busy_until END
-		WHERE id = $3`, last, responseID, id)
-	return err
 }
 
 // EncodeItems returns the ids and the stored JSON of items, for an insert
