@@ -79,7 +79,7 @@ func (e *Engine) enqueue(ctx context.Context, r *run) (*responses.Response, erro
 	}
 	if err := e.opts.Queue.Enqueue(sctx, BackgroundJob{ResponseID: rec.ID, Request: request}); err != nil {
 		e.log.ErrorContext(ctx, "enqueue background response", "id", rec.ID, "err", err)
-		if derr := e.store.DeleteResponse(sctx, rec.ID); derr != nil {
+		if derr := e.store.DeleteResponse(sctx, rec.ID, rec.Tenant); derr != nil {
 			e.log.ErrorContext(ctx, "delete unqueued response", "id", rec.ID, "err", derr)
 		}
 		e.finishTurn(ctx, r, false)

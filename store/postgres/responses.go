@@ -178,17 +178,17 @@ func (d *DB) Chain(ctx context.Context, id string, limit int) ([]*engine.Record,
 	return chain, nil
 }
 
-// DeleteResponse removes response id; its items go with it (ON DELETE
+// DeleteResponse removes response id of tenant; its items go with it (ON DELETE
 // CASCADE), its events are a column of its row.
-func (d *DB) DeleteResponse(ctx context.Context, id string) error {
-	err := records.Change(ctx, querier{d.pool}, `DELETE FROM responses WHERE id = $1`, id)
+func (d *DB) DeleteResponse(ctx context.Context, id, tenant string) error {
+	err := records.Change(ctx, querier{d.pool}, `DELETE FROM responses WHERE id = $1 AND tenant = $2`, id, tenant)
 	return records.Wrap(err, "postgres: delete %s", id)
 }
 
 // ListInputItems returns one page of the input items of response id, and
 // whether more follow, in one statement: the response's existence, the
 // cursor's position and the page come from one snapshot.
-func (d *DB) ListInputItems(ctx context.Context, id string, page engine.Page) ([]responses.Item, bool, error) {
+func (d *DB) ListInputItems(ctx context.Context, id, tenant string, page engine.Page) ([]responses.Item, bool, error) {
 	limit := page.Size()
 	order, cmp := "ASC", ">"
 	if page.Desc {
@@ -197,7 +197,7 @@ func (d *DB) ListInputItems(ctx context.Context, id string, page engine.Page) ([
 	// found: whether the response exists; cursor: the position after
 	// which the page starts (NULL: the cursor names no item); the page
 	// then fetches one row more than asked to tell whether more follow.
-	query := `WITH found AS (SELECT EXISTS (SELECT 1 FROM responses WHERE id = $1) AS ok),
+	query := `WITH found AS (SELECT EXISTS (SELECT 1 FROM responses WHERE id = $1 AND tenant = $4) AS ok),
 		cursor AS (SELECT CASE WHEN $2 = '' THEN NULL ELSE (
 			SELECT position FROM response_items
 			WHERE response_id = $1 AND kind = 'input' AND item_id = $2
@@ -208,7 +208,7 @@ func (d *DB) ListInputItems(ctx context.Context, id string, page engine.Page) ([
 			WHERE response_id = $1 AND kind = 'input' AND found.ok
 				AND ($2 = '' OR position ` + cmp + ` cursor.pos)
 			ORDER BY position ` + order + ` LIMIT $3) page ON true`
-	rows, err := d.pool.Query(ctx, query, id, page.After, limit+1)
+	rows, err := d.pool.Query(ctx, query, id, page.After, limit+1, tenant)
 	if err != nil {
 		return nil, false, fmt.Errorf("postgres: input items of %s: %w", id, err)
 	}

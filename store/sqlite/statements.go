@@ -54,7 +54,7 @@ func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
 					WHERE i.response_id = r.id AND i.kind = 'output')
 			FROM responses r WHERE r.id = ?`},
 		{&s.getEvents, `SELECT events FROM responses WHERE id = ?`},
-		{&s.responseExists, `SELECT 1 FROM responses WHERE id = ?`},
+		{&s.responseExists, `SELECT 1 FROM responses WHERE id = ? AND tenant = ?`},
 		// Should an id appear twice, the cursor is its first occurrence.
 		{&s.cursorPosition, `SELECT position FROM response_items
 			WHERE response_id = ? AND kind = 'input' AND item_id = ?
