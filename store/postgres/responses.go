@@ -14,12 +14,6 @@ import (
 	"github.com/loomgate/loom/store/internal/records"
 )
 
-// Item kinds, as stored in response_items.kind.
-const (
-	kindInput  = "input"
-	kindOutput = "output"
-)
-
 // insertItems writes every item of a save from four parallel arrays: one
 // statement whatever the number of items.
 const insertItems = `INSERT INTO response_items (response_id, kind, position, item_id, item)
@@ -42,21 +36,14 @@ func (d *DB) SaveResponse(ctx context.Context, rec *engine.Record) error {
 	positions := make([]int32, 0, n)
 	itemIDs := make([]string, 0, n)
 	items := make([]string, 0, n)
-	for _, g := range []struct {
-		kind  string
-		items []responses.Item
-	}{{kindInput, rec.Input}, {kindOutput, rec.Output}} {
-		for pos := range g.items {
-			it := &g.items[pos]
-			b, err := json.Marshal(it)
-			if err != nil {
-				return fmt.Errorf("postgres: save %s: %s item %d (%s): %w", rec.ID, g.kind, pos, it.Type, err)
-			}
-			kinds = append(kinds, g.kind)
-			positions = append(positions, int32(pos))
-			itemIDs = append(itemIDs, it.ID)
-			items = append(items, string(b))
-		}
+	err = records.EncodeRecordItems(rec.Input, rec.Output, func(kind string, pos int, id string, item []byte) {
+		kinds = append(kinds, kind)
+		positions = append(positions, int32(pos))
+		itemIDs = append(itemIDs, id)
+		items = append(items, string(item))
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: save %s: %w", rec.ID, err)
 	}
 
 	b := &pgx.Batch{}

@@ -12,12 +12,6 @@ import (
 	"github.com/loomgate/loom/store/internal/records"
 )
 
-// Item kinds, as stored in response_items.kind.
-const (
-	kindInput  = "input"
-	kindOutput = "output"
-)
-
 // SaveResponse writes rec with its items and events in one transaction,
 // replacing whatever was stored under rec.ID before.
 //
@@ -176,18 +170,11 @@ const itemArgs = 4
 func encodeItems(id string, input, output []responses.Item) ([]any, error) {
 	args := make([]any, 1, 1+(len(input)+len(output))*itemArgs)
 	args[0] = id
-	for _, g := range []struct {
-		kind  string
-		items []responses.Item
-	}{{kindInput, input}, {kindOutput, output}} {
-		for pos := range g.items {
-			it := &g.items[pos]
-			b, err := json.Marshal(it)
-			if err != nil {
-				return nil, fmt.Errorf("%s item %d (%s): %w", g.kind, pos, it.Type, err)
-			}
-			args = append(args, g.kind, pos, it.ID, string(b))
-		}
+	err := records.EncodeRecordItems(input, output, func(kind string, pos int, itemID string, item []byte) {
+		args = append(args, kind, pos, itemID, string(item))
+	})
+	if err != nil {
+		return nil, err
 	}
 	return args, nil
 }

@@ -52,3 +52,29 @@ func EncodeItems(items []responses.Item) (ids, raws []string, err error) {
 	}
 	return ids, raws, nil
 }
+
+// Item kinds, as stored in response_items.kind.
+const (
+	KindInput  = "input"
+	KindOutput = "output"
+)
+
+// EncodeRecordItems encodes a record's input items, then its output items, and
+// hands each row to add: its kind, its position within the kind, its item
+// id and its JSON. Both stores write items as these rows.
+func EncodeRecordItems(input, output []responses.Item, add func(kind string, pos int, id string, item []byte)) error {
+	for _, g := range [...]struct {
+		kind  string
+		items []responses.Item
+	}{{KindInput, input}, {KindOutput, output}} {
+		for pos := range g.items {
+			it := &g.items[pos]
+			b, err := json.Marshal(it)
+			if err != nil {
+				return fmt.Errorf("%s item %d (%s): %w", g.kind, pos, it.Type, err)
+			}
+			add(g.kind, pos, it.ID, b)
+		}
+	}
+	return nil
+}
