@@ -269,6 +269,9 @@ func (r *run) modelRequest() *model.Request {
 		TopP:              req.TopP,
 		PresencePenalty:   req.PresencePenalty,
 		FrequencyPenalty:  req.FrequencyPenalty,
+		// A client that did not ask for a stream, in a response nobody
+		// can follow, gets its turns from non-streamed upstream calls.
+		Whole: r.sink == nil && !r.background,
 	}
 	if req.Instructions != nil {
 		m.Instructions = *req.Instructions

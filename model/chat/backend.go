@@ -109,6 +109,9 @@ func (b *Backend) Stream(ctx context.Context, req *model.Request, emit func(mode
 	if err != nil {
 		return err
 	}
+	if req.Whole {
+		return b.client.Whole(ctx, body, emit, readWhole)
+	}
 	return b.client.Stream(ctx, body, emit, readStream)
 }
 

@@ -167,9 +167,16 @@ func (b *Backend) Stream(ctx context.Context, req *model.Request, emit func(mode
 		return err
 	}
 
-	return b.client.Stream(ctx, body, emit, func(body io.Reader, emit func(model.Delta) error) error {
+	read := func(body io.Reader, emit func(model.Delta) error) error {
 		r := newRouter(len(prompt), emit)
 		r.tools = recipientNames(req, &b.opts)
+		if req.Whole {
+			return readWhole(body, r)
+		}
 		return readStream(body, r)
-	})
+	}
+	if req.Whole {
+		return b.client.Whole(ctx, body, emit, read)
+	}
+	return b.client.Stream(ctx, body, emit, read)
 }

@@ -90,6 +90,9 @@ func (r *router) chunk(c *chunk) error {
 		// include_usage puts the totals on the last chunk; continuous
 		// usage puts them on every chunk. Keep the latest.
 		u := *c.Usage
+		if u.PromptTokensDetails != nil {
+			u.PromptTokensDetails = &u.details
+		}
 		r.usage = &u
 	}
 	return nil

@@ -1,38 +1,45 @@
 package completions
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 
 	"github.com/loomgate/loom/model/internal/upstream"
 )
 
-// chunk is one text_completion stream chunk.
+// chunk is one text_completion stream chunk, or a whole non-streamed
+// text_completion, which has the same fields. It holds only what loom
+// reads; decodeChunk fills it from the JSON in one pass.
 type chunk struct {
-	Choices []chunkChoice `json:"choices"`
-	Usage   *wireUsage    `json:"usage"`
+	Choices []chunkChoice
+	Usage   *wireUsage
 
 	// An engine failing mid-stream sends {"error":{...}} or, in older
 	// vLLM, {"object":"error","message":...} (upstream.IsErrorObject).
-	Error  json.RawMessage `json:"error"`
-	Object string          `json:"object"`
+	Error  []byte
+	Object string
+
+	usage wireUsage // what Usage points to when the chunk has one
 }
 
 type chunkChoice struct {
-	Index int    `json:"index"`
-	Text  string `json:"text"`
+	Index int
+	Text  string
 	// TokenIDs are the chunk's new token ids (vLLM with return_token_ids).
-	TokenIDs     []uint32 `json:"token_ids"`
-	FinishReason *string  `json:"finish_reason"`
+	TokenIDs     []uint32
+	FinishReason *string
+	finish       string // what FinishReason points to
 }
 
 type wireUsage struct {
-	PromptTokens        int `json:"prompt_tokens"`
-	CompletionTokens    int `json:"completion_tokens"`
-	PromptTokensDetails *struct {
-		CachedTokens int `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
+	PromptTokens        int
+	CompletionTokens    int
+	PromptTokensDetails *promptTokensDetails
+	details             promptTokensDetails // what PromptTokensDetails points to
+}
+
+type promptTokensDetails struct {
+	CachedTokens int
 }
 
 // readStream reads an SSE body to [DONE], feeding each chunk to r. It
@@ -41,28 +48,128 @@ type wireUsage struct {
 // the raw read error otherwise.
 func readStream(body io.Reader, r *router) error {
 	var c chunk
+	var s upstream.Scanner
 	return upstream.ReadSSE(body, func(payload []byte) error {
-		if err := decodeChunk(payload, &c); err != nil {
+		if err := decodeChunk(&s, payload, &c); err != nil {
 			return err
 		}
 		return r.chunk(&c)
 	}, r.finish)
 }
 
-// decodeChunk decodes payload into c, reusing c's slices: json.Unmarshal
-// appends into a slice's existing backing array, so steady-state chunks
-// allocate only their text.
-func decodeChunk(payload []byte, c *chunk) error {
+// readWhole reads a non-streamed answer: one chunk holding the whole
+// output, then the end of the turn, as its stream would have ended.
+func readWhole(body io.Reader, r *router) error {
+	return upstream.ReadWhole(body, func(b []byte) error {
+		var c chunk
+		if err := decodeChunk(upstream.NewScanner(nil), b, &c); err != nil {
+			return err
+		}
+		if err := r.chunk(&c); err != nil {
+			return err
+		}
+		return r.finish()
+	})
+}
+
+// decodeChunk decodes payload into c, reusing c's slices, so that
+// steady-state chunks allocate only their text.
+func decodeChunk(s *upstream.Scanner, payload []byte, c *chunk) error {
 	choices := c.Choices[:cap(c.Choices)]
 	for i := range choices {
 		choices[i] = chunkChoice{TokenIDs: choices[i].TokenIDs[:0]}
 	}
 	*c = chunk{Choices: choices[:0]}
-	if err := json.Unmarshal(payload, c); err != nil {
+	s.Reset(payload)
+	err := s.Object(func(k []byte) error {
+		var err error
+		switch string(k) {
+		case "choices":
+			return s.Array(func() error {
+				if len(c.Choices) < cap(c.Choices) {
+					c.Choices = c.Choices[:len(c.Choices)+1]
+				} else {
+					c.Choices = append(c.Choices, chunkChoice{})
+				}
+				return decodeChoice(s, &c.Choices[len(c.Choices)-1])
+			})
+		case "usage":
+			if s.Null() {
+				return nil
+			}
+			c.Usage = &c.usage
+			return decodeUsage(s, &c.usage)
+		case "error":
+			c.Error, err = s.Raw()
+		case "object":
+			c.Object, err = s.String()
+		default:
+			err = s.Skip()
+		}
+		return err
+	})
+	if err == nil {
+		err = s.End()
+	}
+	if err != nil {
 		return upstream.Malformed(fmt.Errorf("decoding chunk: %w", err))
 	}
 	if upstream.IsErrorObject(c.Error, c.Object) {
 		return upstream.StreamError(payload)
 	}
 	return nil
+}
+
+func decodeChoice(s *upstream.Scanner, ch *chunkChoice) error {
+	return s.Object(func(k []byte) error {
+		var err error
+		switch string(k) {
+		case "index":
+			ch.Index, err = s.Int()
+		case "text":
+			ch.Text, err = s.String()
+		case "token_ids":
+			err = s.Array(func() error {
+				id, err := s.Int()
+				if err != nil {
+					return err
+				}
+				if id < 0 || id > 1<<32-1 {
+					return fmt.Errorf("token id %d out of range", id)
+				}
+				ch.TokenIDs = append(ch.TokenIDs, uint32(id))
+				return nil
+			})
+		case "finish_reason":
+			if s.Null() {
+				return nil
+			}
+			ch.finish, err = s.String()
+			ch.FinishReason = &ch.finish
+		default:
+			err = s.Skip()
+		}
+		return err
+	})
+}
+
+func decodeUsage(s *upstream.Scanner, u *wireUsage) error {
+	return s.Object(func(k []byte) error {
+		var err error
+		switch string(k) {
+		case "prompt_tokens":
+			u.PromptTokens, err = s.Int()
+		case "completion_tokens":
+			u.CompletionTokens, err = s.Int()
+		case "prompt_tokens_details":
+			if s.Null() {
+				return nil
+			}
+			u.PromptTokensDetails = &u.details
+			err = upstream.IntField(s, "cached_tokens", &u.details.CachedTokens)
+		default:
+			err = s.Skip()
+		}
+		return err
+	})
 }

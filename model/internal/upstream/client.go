@@ -179,7 +179,19 @@ type ReadFunc func(body io.Reader, emit func(model.Delta) error) error
 // endpoint's path, the status and the engine's message, capped and with
 // credentials removed.
 func (c *Client) Stream(ctx context.Context, body []byte, emit func(model.Delta) error, read ReadFunc) error {
-	err := c.stream(ctx, body, emit, read)
+	return c.post(ctx, body, "text/event-stream", emit, read)
+}
+
+// Whole is Stream for a body that asks for a non-streamed answer (stream
+// false): the response is one JSON object, which read decodes (ReadWhole).
+// The engine sends nothing until the answer is complete, so the first-byte
+// timeout bounds the whole generation.
+func (c *Client) Whole(ctx context.Context, body []byte, emit func(model.Delta) error, read ReadFunc) error {
+	return c.post(ctx, body, "application/json", emit, read)
+}
+
+func (c *Client) post(ctx context.Context, body []byte, accept string, emit func(model.Delta) error, read ReadFunc) error {
+	err := c.send(ctx, body, accept, emit, read)
 	var merr *model.Error
 	if errors.As(err, &merr) && merr.Status != http.StatusBadRequest {
 		c.logFailure(ctx, merr)
@@ -187,7 +199,7 @@ func (c *Client) Stream(ctx context.Context, body []byte, emit func(model.Delta)
 	return err
 }
 
-func (c *Client) stream(ctx context.Context, body []byte, emit func(model.Delta) error, read ReadFunc) error {
+func (c *Client) send(ctx context.Context, body []byte, accept string, emit func(model.Delta) error, read ReadFunc) error {
 	// Cancelling this context aborts the HTTP request and closes its
 	// connection, so the engine sees the client go away and stops
 	// generating. The timer cancels it with its own cause: first the
@@ -210,7 +222,7 @@ func (c *Client) stream(ctx context.Context, body []byte, emit func(model.Delta)
 		return &model.Error{Status: http.StatusBadGateway, Message: msgUnavailable, Err: err}
 	}
 	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
+	hreq.Header.Set("Accept", accept)
 	if c.apiKey != "" {
 		hreq.Header.Set("Authorization", "Bearer "+c.apiKey)
 	}

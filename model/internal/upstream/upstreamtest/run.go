@@ -32,6 +32,7 @@ func Run(t *testing.T, w Wire) {
 	t.Run("EmitErrorReturned", func(t *testing.T) { testEmitErrorReturned(t, w) })
 	t.Run("RequestErrorNotSent", func(t *testing.T) { testRequestErrorNotSent(t, w) })
 	t.Run("PathAndAuth", func(t *testing.T) { testPathAndAuth(t, w) })
+	t.Run("WholeMatchesStream", func(t *testing.T) { testWholeMatchesStream(t, w) })
 }
 
 type errorCase struct {

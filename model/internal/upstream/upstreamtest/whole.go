@@ -1,0 +1,139 @@
+package upstreamtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/model/mockllm"
+	"github.com/loomgate/loom/responses"
+)
+
+// wholeScripts are turns of the scripted upstream that every backend must
+// read the same whether it streams them or asks for the whole answer.
+var wholeScripts = []struct{ name, script string }{
+	{"text", "#say Hello there, world."},
+	{"reasoning then text", "#reason Think first, then answer.\n#say Done."},
+	{"unicode", "#say Ça va 💖, 世界"},
+	{"two calls", "#call get_weather {\"city\":\"Paris\"}\n#call get_weather {\"city\":\"Oslo\"}"},
+	{"cut by length", "#tokens 12\n#finish length"},
+	{"content filter", "#say No.\n#finish content_filter"},
+	{"cached tokens", "#say cached\n#cached 2"},
+}
+
+// turnSummary is what a turn's deltas say, independent of how the text
+// was split into deltas.
+type turnSummary struct {
+	Kinds  []model.DeltaKind // in order, repeats of the same kind folded
+	Text   map[model.DeltaKind]string
+	Calls  []string // name and whole arguments, by ToolIndex
+	IDs    int      // calls that came with an id
+	Usage  []responses.Usage
+	Finish []string
+}
+
+func summarize(deltas []model.Delta) turnSummary {
+	s := turnSummary{Text: map[model.DeltaKind]string{}}
+	for _, d := range deltas {
+		if n := len(s.Kinds); n == 0 || s.Kinds[n-1] != d.Kind {
+			s.Kinds = append(s.Kinds, d.Kind)
+		}
+		switch d.Kind {
+		case model.DeltaText, model.DeltaReasoning, model.DeltaPreamble:
+			s.Text[d.Kind] += d.Text
+		case model.DeltaToolCall:
+			for len(s.Calls) <= d.ToolIndex {
+				s.Calls = append(s.Calls, "")
+			}
+			if d.ToolName != "" {
+				s.Calls[d.ToolIndex] += d.ToolName + ":"
+			}
+			if d.ToolCallID != "" {
+				s.IDs++
+			}
+			s.Calls[d.ToolIndex] += d.ToolArguments
+		case model.DeltaUsage:
+			s.Usage = append(s.Usage, d.Usage)
+		case model.DeltaFinish:
+			s.Finish = append(s.Finish, d.FinishReason)
+		}
+	}
+	return s
+}
+
+// testWholeMatchesStream runs each script against the scripted upstream
+// twice, streamed and whole (Request.Whole), and wants the same deltas:
+// the same text per kind, calls, usage and finish reason, in the same
+// order. The whole request must have asked for stream false.
+func testWholeMatchesStream(t *testing.T, w Wire) {
+	mock := mockllm.New(nil)
+	srv := httptest.NewServer(mock)
+	t.Cleanup(srv.Close)
+	t.Cleanup(mock.Close)
+	b := w.New(srv.URL+"/v1", "", Options{})
+	for _, sc := range wholeScripts {
+		t.Run(sc.name, func(t *testing.T) {
+			var got [2]turnSummary
+			for i, whole := range []bool{false, true} {
+				req := UserReq(sc.script)
+				req.Tools = []responses.Tool{{Type: responses.ToolFunction, Name: "get_weather",
+					Parameters: []byte(`{"type":"object","properties":{"city":{"type":"string"}}}`)}}
+				req.Whole = whole
+				deltas, err := Collect(context.Background(), b, req)
+				if err != nil {
+					t.Fatalf("whole=%t: %v", whole, err)
+				}
+				got[i] = summarize(deltas)
+				if stream := lastStream(t, mock); stream == whole {
+					t.Fatalf("whole=%t: the upstream request had stream %t", whole, stream)
+				}
+			}
+			if !reflect.DeepEqual(got[0], got[1]) {
+				t.Errorf("streamed and whole turns differ:\nstreamed %+v\nwhole    %+v", got[0], got[1])
+			}
+			if len(got[0].Finish) != 1 || len(got[0].Usage) != 1 || got[0].Usage[0].OutputTokens == 0 {
+				t.Errorf("want one usage with output tokens and one finish, got %+v", got[0])
+			}
+		})
+	}
+	// Failures map the same way in both modes.
+	for _, script := range []string{"#fail 503 engine down", "#garbage", "#fail 429"} {
+		var status [2]int
+		for i, whole := range []bool{false, true} {
+			req := UserReq(script)
+			req.Whole = whole
+			_, err := Collect(context.Background(), w.New(srv.URL+"/v1", "", Options{Retries: -1}), req)
+			var merr *model.Error
+			if !errors.As(err, &merr) {
+				t.Fatalf("%s whole=%t: err = %v, want a *model.Error", script, whole, err)
+			}
+			status[i] = merr.Status
+		}
+		if status[0] != status[1] {
+			t.Errorf("%s: streamed status %d, whole %d", script, status[0], status[1])
+		}
+	}
+}
+
+// lastStream is the stream flag of the scripted upstream's last request.
+func lastStream(t *testing.T, mock *mockllm.Server) bool {
+	t.Helper()
+	reqs := mock.Requests()
+	if len(reqs) == 0 {
+		t.Fatal("the upstream got no request")
+	}
+	last := reqs[len(reqs)-1]
+	switch {
+	case last.Chat != nil:
+		return last.Chat.Stream
+	case last.Completion != nil:
+		return last.Completion.Stream
+	}
+	t.Fatal(fmt.Sprintf("the upstream's last request is neither chat nor completions: %s", strings.TrimSpace(string(last.Body))))
+	return false
+}
