@@ -74,9 +74,13 @@ func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 			usage.Add(d.Usage)
 		case model.DeltaFinish:
 			st.res.finish = d.FinishReason
+		case model.DeltaPause:
+			r.flush()
 		}
 		return nil
 	})
+	// The turn's events go out before its calls run.
+	r.flush()
 	res = st.res
 	if err != nil {
 		return res, err

@@ -95,6 +95,11 @@ const (
 	DeltaUsage
 	// DeltaFinish ends the turn (FinishReason).
 	DeltaFinish
+	// DeltaPause carries nothing: the upstream has nothing more buffered
+	// for now, so what was emitted so far is all there is to send until
+	// it writes again. A streaming writer flushes here instead of after
+	// every event; anyone else ignores it.
+	DeltaPause
 )
 
 // Finish reasons.

@@ -34,6 +34,7 @@ const (
 	DefaultConnectTimeout   = 10 * time.Second
 	DefaultFirstByteTimeout = 120 * time.Second
 	DefaultIdleTimeout      = 60 * time.Second
+	DefaultWholeTimeout     = 10 * time.Minute
 )
 
 // Config is the HTTP part of a backend's Options, with the same fields
@@ -51,6 +52,7 @@ type Config struct {
 	ConnectTimeout   time.Duration // default client only
 	FirstByteTimeout time.Duration // from sending, retries included
 	IdleTimeout      time.Duration // between two reads of the body, once it started
+	WholeTimeout     time.Duration // from sending a request for a whole answer to its first byte
 }
 
 // positiveOr sets *p to def unless it is positive.
@@ -76,6 +78,7 @@ func (c Config) resolved() Config {
 	positiveOr(&c.ConnectTimeout, DefaultConnectTimeout)
 	positiveOr(&c.FirstByteTimeout, DefaultFirstByteTimeout)
 	positiveOr(&c.IdleTimeout, DefaultIdleTimeout)
+	positiveOr(&c.WholeTimeout, DefaultWholeTimeout)
 	if c.HTTPClient == nil {
 		c.HTTPClient = pooledClient(c.ConnectTimeout)
 	}
@@ -93,6 +96,7 @@ type Client struct {
 	log              *slog.Logger
 	firstByteTimeout time.Duration
 	idleTimeout      time.Duration
+	wholeTimeout     time.Duration
 }
 
 // NewClient returns a Client posting to url. apiKey may be empty; when set
@@ -122,7 +126,7 @@ func NewClient(url, apiKey string, cfg Config) *Client {
 		path = u.Path
 	}
 	return &Client{url: url, name: c.Name, path: path, apiKey: apiKey, client: rc, log: logger,
-		firstByteTimeout: c.FirstByteTimeout, idleTimeout: c.IdleTimeout}
+		firstByteTimeout: c.FirstByteTimeout, idleTimeout: c.IdleTimeout, wholeTimeout: c.WholeTimeout}
 }
 
 func pooledClient(connect time.Duration) *http.Client {
@@ -179,16 +183,19 @@ type ReadFunc func(body io.Reader, emit func(model.Delta) error) error
 // endpoint's path, the status and the engine's message, capped and with
 // credentials removed.
 func (c *Client) Stream(ctx context.Context, body []byte, emit func(model.Delta) error, read ReadFunc) error {
-	return c.post(ctx, body, "text/event-stream", emit, read)
+	return c.post(ctx, body, acceptSSE, emit, read)
 }
 
 // Whole is Stream for a body that asks for a non-streamed answer (stream
 // false): the response is one JSON object, which read decodes (ReadWhole).
-// The engine sends nothing until the answer is complete, so the first-byte
-// timeout bounds the whole generation.
+// The engine sends nothing until the answer is complete, so a silence is
+// no sign of a stall: WholeTimeout, not the first-byte timeout, bounds the
+// wait for it (the idle timeout still bounds reading its body).
 func (c *Client) Whole(ctx context.Context, body []byte, emit func(model.Delta) error, read ReadFunc) error {
 	return c.post(ctx, body, "application/json", emit, read)
 }
+
+const acceptSSE = "text/event-stream"
 
 func (c *Client) post(ctx context.Context, body []byte, accept string, emit func(model.Delta) error, read ReadFunc) error {
 	err := c.send(ctx, body, accept, emit, read)
@@ -208,7 +215,11 @@ func (c *Client) send(ctx context.Context, body []byte, accept string, emit func
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(context.Canceled)
 	var started atomic.Bool
-	timer := time.AfterFunc(c.firstByteTimeout, func() {
+	firstByte := c.firstByteTimeout
+	if accept != acceptSSE {
+		firstByte = c.wholeTimeout
+	}
+	timer := time.AfterFunc(firstByte, func() {
 		if started.Load() {
 			cancel(errIdleTimeout)
 		} else {
@@ -238,12 +249,17 @@ func (c *Client) send(ctx context.Context, body []byte, accept string, emit func
 		return statusError(resp)
 	}
 
-	err = read(&idleReader{r: resp.Body, timer: timer, started: &started, idle: c.idleTimeout}, func(d model.Delta) error {
+	send := func(d model.Delta) error {
 		if err := emit(d); err != nil {
 			return &emitError{err: err}
 		}
 		return nil
-	})
+	}
+	rd := &idleReader{r: resp.Body, timer: timer, started: &started, idle: c.idleTimeout}
+	if accept == acceptSSE {
+		rd.pause = func() error { return send(model.Delta{Kind: model.DeltaPause}) }
+	}
+	err = read(rd, send)
 	var emitErr *emitError
 	var merr *model.Error
 	switch {
@@ -279,18 +295,32 @@ func (e *emitError) Unwrap() error { return e.err }
 // timeout.
 // If the timer fires at the same moment, the request is cancelled anyway
 // and the read that follows reports the timeout.
+//
+// pause, when set, emits a DeltaPause before a read that will likely wait:
+// the reader asks for more only once it has parsed all it had, and the
+// transport's reader returns less than was asked only when it had no more
+// buffered. After a read that filled p, the upstream is ahead and the
+// next read returns at once, so the events of a burst go out together.
 type idleReader struct {
 	r       io.Reader
 	timer   *time.Timer
 	started *atomic.Bool
 	idle    time.Duration
+	pause   func() error
+	full    bool // the last read filled its buffer
 }
 
 func (f *idleReader) Read(p []byte) (int, error) {
+	if f.pause != nil && !f.full {
+		if err := f.pause(); err != nil {
+			return 0, err
+		}
+	}
 	if f.started.Load() {
 		f.timer.Reset(f.idle)
 	}
 	n, err := f.r.Read(p)
+	f.full = n == len(p)
 	if n > 0 {
 		// The clock runs only while loom waits for the upstream: time
 		// spent passing a chunk on (to a slow client, say) is not the

@@ -33,6 +33,7 @@ func Run(t *testing.T, w Wire) {
 	t.Run("RequestErrorNotSent", func(t *testing.T) { testRequestErrorNotSent(t, w) })
 	t.Run("PathAndAuth", func(t *testing.T) { testPathAndAuth(t, w) })
 	t.Run("WholeMatchesStream", func(t *testing.T) { testWholeMatchesStream(t, w) })
+	t.Run("PauseWhenUpstreamWaits", func(t *testing.T) { testPauseWhenUpstreamWaits(t, w) })
 }
 
 type errorCase struct {
