@@ -18,8 +18,9 @@ import (
 const (
 	flushDelay = time.Millisecond
 	maxPending = 16 << 10
-	// keepBuffer is the most buffer capacity an idle stream keeps.
-	keepBuffer = 4 << 10
+	// keepBuffer is the most buffer capacity an idle stream keeps: a
+	// delta's frame fits, a burst's or a response snapshot's is let go.
+	keepBuffer = 1 << 10
 )
 
 // sseWriter writes events as server-sent events. The headers go out with
