@@ -2,7 +2,6 @@ package chat
 
 import (
 	"crypto/rand"
-	"fmt"
 	"io"
 
 	"github.com/loomgate/loom/model"
@@ -11,20 +10,10 @@ import (
 )
 
 // chunk is one chat.completion.chunk, or a whole chat.completion (whose
-// choices carry a message where a chunk's carry a delta). It holds only
-// the fields loom reads; decodeChunk fills it from the JSON in one pass.
-type chunk struct {
-	Choices []chunkChoice
-	Usage   *wireUsage
-
-	// An engine that fails mid-stream sends an error object in a data
-	// line: {"error":{...}} (vLLM, SGLang) or, in older vLLM,
-	// {"object":"error","message":...}.
-	Error  []byte
-	Object string
-
-	usage wireUsage // what Usage points to when the chunk has one
-}
+// choices carry a message where a chunk's carry a delta): only the fields
+// loom reads, decoded in one pass (an engine's error object instead of a
+// chunk is an error there).
+type chunk = upstream.Chunk[chunkChoice]
 
 type chunkChoice struct {
 	Index        int
@@ -50,60 +39,12 @@ type chunkToolCall struct {
 	Arguments string
 }
 
-type wireUsage struct {
-	PromptTokens     int
-	CompletionTokens int
-	TotalTokens      int
-	CachedTokens     int
-	ReasoningTokens  int
-}
-
 // decodeChunk decodes payload into c, reusing c's slices. Its choices'
 // delta is read from "delta" or, in a whole answer, "message".
 func decodeChunk(s *upstream.Scanner, payload []byte, c *chunk) error {
-	choices := c.Choices[:cap(c.Choices)]
-	for i := range choices {
-		choices[i] = chunkChoice{Delta: chunkDelta{ToolCalls: choices[i].Delta.ToolCalls[:0]}}
-	}
-	*c = chunk{Choices: choices[:0]}
-	s.Reset(payload)
-	err := s.Object(func(k []byte) error {
-		var err error
-		switch string(k) {
-		case "choices":
-			return s.Array(func() error {
-				if len(c.Choices) < cap(c.Choices) {
-					c.Choices = c.Choices[:len(c.Choices)+1]
-				} else {
-					c.Choices = append(c.Choices, chunkChoice{})
-				}
-				return decodeChoice(s, &c.Choices[len(c.Choices)-1])
-			})
-		case "usage":
-			if s.Null() {
-				return nil
-			}
-			c.Usage = &c.usage
-			return decodeUsage(s, &c.usage)
-		case "error":
-			c.Error, err = s.Raw()
-		case "object":
-			c.Object, err = s.String()
-		default:
-			err = s.Skip()
-		}
-		return err
-	})
-	if err == nil {
-		err = s.End()
-	}
-	if err != nil {
-		return upstream.Malformed(fmt.Errorf("decoding chunk: %w", err))
-	}
-	if upstream.IsErrorObject(c.Error, c.Object) {
-		return upstream.StreamError(payload)
-	}
-	return nil
+	return c.Decode(s, payload, func(ch *chunkChoice) {
+		*ch = chunkChoice{Delta: chunkDelta{ToolCalls: ch.Delta.ToolCalls[:0]}}
+	}, decodeChoice)
 }
 
 func decodeChoice(s *upstream.Scanner, ch *chunkChoice) error {
@@ -125,24 +66,26 @@ func decodeChoice(s *upstream.Scanner, ch *chunkChoice) error {
 
 func decodeDelta(s *upstream.Scanner, d *chunkDelta) error {
 	return s.Object(func(k []byte) error {
-		var err error
+		var text *string // the delta's text fields
 		switch string(k) {
 		case "content":
-			d.Content, err = s.String()
+			text = &d.Content
 		case "reasoning":
-			d.Reasoning, err = s.String()
+			text = &d.Reasoning
 		case "reasoning_content":
-			d.ReasoningContent, err = s.String()
+			text = &d.ReasoningContent
 		case "refusal":
-			d.Refusal, err = s.String()
+			text = &d.Refusal
 		case "tool_calls":
-			err = s.Array(func() error {
+			return s.Array(func() error {
 				d.ToolCalls = append(d.ToolCalls, chunkToolCall{})
 				return decodeToolCall(s, &d.ToolCalls[len(d.ToolCalls)-1])
 			})
 		default:
-			err = s.Skip()
+			return s.Skip()
 		}
+		var err error
+		*text, err = s.String()
 		return err
 	})
 }
@@ -179,27 +122,6 @@ func decodeToolCall(s *upstream.Scanner, tc *chunkToolCall) error {
 	})
 }
 
-func decodeUsage(s *upstream.Scanner, u *wireUsage) error {
-	return s.Object(func(k []byte) error {
-		var err error
-		switch string(k) {
-		case "prompt_tokens":
-			u.PromptTokens, err = s.Int()
-		case "completion_tokens":
-			u.CompletionTokens, err = s.Int()
-		case "total_tokens":
-			u.TotalTokens, err = s.Int()
-		case "prompt_tokens_details":
-			err = upstream.IntField(s, "cached_tokens", &u.CachedTokens)
-		case "completion_tokens_details":
-			err = upstream.IntField(s, "reasoning_tokens", &u.ReasoningTokens)
-		default:
-			err = s.Skip()
-		}
-		return err
-	})
-}
-
 // decoder turns chunk payloads into deltas. It holds the per-turn state
 // that spans chunks: which tool calls were seen, the finish reason and
 // the latest usage.
@@ -213,7 +135,7 @@ type decoder struct {
 	calls    []toolCall
 	whole    bool // a non-streamed answer: one message, each call whole
 	finish   string
-	usage    wireUsage
+	usage    upstream.Usage
 	hasUsage bool
 }
 
@@ -388,7 +310,7 @@ func (d *decoder) send(delta model.Delta) error {
 	return d.emit(delta)
 }
 
-func convertUsage(u *wireUsage) responses.Usage {
+func convertUsage(u *upstream.Usage) responses.Usage {
 	out := responses.Usage{
 		InputTokens:  u.PromptTokens,
 		OutputTokens: u.CompletionTokens,
