@@ -18,10 +18,11 @@ import (
 const (
 	flushDelay = time.Millisecond
 	maxPending = 16 << 10
-	// keepBuffer is the most buffer capacity an idle stream keeps: a
-	// delta's frame fits, a burst's or a response snapshot's is let go.
-	keepBuffer = 1 << 10
 )
+
+// frameBuffers lends the writers their buffers for the length of a burst:
+// an idle stream holds none, and a burst does not allocate one.
+var frameBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
 // sseWriter writes events as server-sent events. The headers go out with
 // the first event, so that a request rejected before it starts still gets
@@ -118,6 +119,9 @@ func (s *sseWriter) frame(typ string, data func([]byte) ([]byte, error)) error {
 		return s.err
 	}
 	s.start()
+	if s.buf == nil {
+		s.buf = (*frameBuffers.Get().(*[]byte))[:0]
+	}
 	mark := len(s.buf)
 	b := append(s.buf, "event: "...)
 	b = append(b, s.dialect.EventType(typ)...)
@@ -199,11 +203,13 @@ func (s *sseWriter) start() {
 // send writes the buffer and flushes; the caller holds mu.
 func (s *sseWriter) send() error {
 	_, err := s.w.Write(s.buf)
-	if cap(s.buf) > keepBuffer {
-		s.buf = nil // a burst's buffer is not kept by an idle stream
-	} else {
-		s.buf = s.buf[:0]
+	// The ResponseWriter has copied it: the buffer goes back to the pool
+	// (unless a huge event made it too big to keep).
+	if cap(s.buf) <= 4*maxPending {
+		b := s.buf[:0]
+		frameBuffers.Put(&b)
 	}
+	s.buf = nil
 	if err != nil {
 		s.err = err
 		return err
