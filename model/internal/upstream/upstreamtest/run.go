@@ -47,6 +47,11 @@ type errorCase struct {
 	wantErrText  string // in the Err chain (for logs)
 }
 
+// answer is a handler that answers body, whatever the attempt.
+func answer(body string) func(http.ResponseWriter, *http.Request, int) {
+	return func(w http.ResponseWriter, _ *http.Request, _ int) { _, _ = io.WriteString(w, body) }
+}
+
 func errorCases(wire Wire) []errorCase {
 	return []errorCase{
 		{
@@ -136,21 +141,13 @@ func errorCases(wire Wire) []errorCase {
 			wantStatus: 502, wantAttempts: 1, wantDeltas: 1,
 		},
 		{
-			name: "vLLM error object inside the stream",
-			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
-				_, _ = io.WriteString(w, wire.First+
-					"data: {\"error\": {\"message\": \"CUDA out of memory\", \"type\": \"InternalServerError\", \"param\": null, \"code\": 500}}\n\n"+
-					"data: [DONE]\n\n")
-			},
+			name:       "vLLM error object inside the stream",
+			handler:    answer(wire.First + `data: {"error": {"message": "CUDA out of memory", "type": "InternalServerError", "param": null, "code": 500}}` + "\n\ndata: [DONE]\n\n"),
 			wantStatus: 502, wantAttempts: 1, wantDeltas: 1, wantErrText: "CUDA out of memory",
 		},
 		{
-			name: "older vLLM error object inside the stream",
-			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
-				_, _ = io.WriteString(w, wire.First+
-					"data: {\"object\": \"error\", \"message\": \"engine dead\", \"type\": \"InternalServerError\", \"code\": 500}\n\n"+
-					"data: [DONE]\n\n")
-			},
+			name:       "older vLLM error object inside the stream",
+			handler:    answer(wire.First + `data: {"object": "error", "message": "engine dead", "type": "InternalServerError", "code": 500}` + "\n\ndata: [DONE]\n\n"),
 			wantStatus: 502, wantAttempts: 1, wantDeltas: 1, wantErrText: "engine dead",
 		},
 		{
@@ -161,17 +158,13 @@ func errorCases(wire Wire) []errorCase {
 			wantStatus: 502, wantAttempts: 1, wantErrText: "failed to parse tool call",
 		},
 		{
-			name: "finish_reason abort",
-			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
-				_, _ = io.WriteString(w, wire.Finished("abort"))
-			},
+			name:       "finish_reason abort",
+			handler:    answer(wire.Finished("abort")),
 			wantStatus: 502, wantAttempts: 1, wantDeltas: 1, wantErrText: "abort",
 		},
 		{
-			name: "finish_reason error",
-			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
-				_, _ = io.WriteString(w, wire.Finished("error"))
-			},
+			name:       "finish_reason error",
+			handler:    answer(wire.Finished("error")),
 			wantStatus: 502, wantAttempts: 1, wantDeltas: 1, wantErrText: `reason "error"`,
 		},
 		{
