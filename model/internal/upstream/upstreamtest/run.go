@@ -47,6 +47,15 @@ type errorCase struct {
 	wantErrText  string // in the Err chain (for logs)
 }
 
+// hold keeps a request waiting until its client goes away (5 s at most:
+// the bound of a test, not a measure).
+func hold(r *http.Request) {
+	select {
+	case <-r.Context().Done():
+	case <-time.After(5 * time.Second):
+	}
+}
+
 // answer is a handler that answers body, whatever the attempt.
 func answer(body string) func(http.ResponseWriter, *http.Request, int) {
 	return func(w http.ResponseWriter, _ *http.Request, _ int) { _, _ = io.WriteString(w, body) }
@@ -168,13 +177,8 @@ func errorCases(wire Wire) []errorCase {
 			wantStatus: 502, wantAttempts: 1, wantDeltas: 1, wantErrText: `reason "error"`,
 		},
 		{
-			name: "slow first byte: 504",
-			handler: func(w http.ResponseWriter, r *http.Request, _ int) {
-				select {
-				case <-r.Context().Done():
-				case <-time.After(5 * time.Second):
-				}
-			},
+			name:       "slow first byte: 504",
+			handler:    func(w http.ResponseWriter, r *http.Request, _ int) { hold(r) },
 			opts:       Options{FirstByteTimeout: 100 * time.Millisecond},
 			wantStatus: 504, wantAttempts: 1, wantErrText: "first-byte timeout",
 		},
@@ -184,10 +188,7 @@ func errorCases(wire Wire) []errorCase {
 				w.Header().Set("Content-Type", "text/event-stream")
 				w.WriteHeader(http.StatusOK)
 				w.(http.Flusher).Flush()
-				select {
-				case <-r.Context().Done():
-				case <-time.After(5 * time.Second):
-				}
+				hold(r)
 			},
 			opts:       Options{FirstByteTimeout: 100 * time.Millisecond},
 			wantStatus: 504, wantAttempts: 1, wantErrText: "first-byte timeout",
