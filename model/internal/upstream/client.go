@@ -27,6 +27,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/responses"
 )
 
 // Defaults used when a Config field is left zero.
@@ -208,7 +209,7 @@ const acceptSSE = "text/event-stream"
 func (c *Client) post(ctx context.Context, body []byte, accept string, emit func(model.Delta) error, read ReadFunc) error {
 	err := c.send(ctx, body, accept, emit, read)
 	var merr *model.Error
-	if errors.As(err, &merr) && merr.Status != http.StatusBadRequest {
+	if errors.As(err, &merr) && merr.Kind != responses.EInvalid {
 		c.logFailure(ctx, merr)
 	}
 	return err
@@ -238,7 +239,7 @@ func (c *Client) send(ctx context.Context, body []byte, accept string, emit func
 
 	hreq, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, c.url, body)
 	if err != nil {
-		return &model.Error{Status: http.StatusBadGateway, Message: msgUnavailable, Err: err}
+		return &model.Error{Kind: responses.EUpstream, Message: msgUnavailable, Err: err}
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", accept)
@@ -286,7 +287,7 @@ func (c *Client) send(ctx context.Context, body []byte, accept string, emit func
 	case errors.As(err, &merr):
 		return merr
 	default:
-		return &model.Error{Status: http.StatusBadGateway, Message: msgStreamCut, Err: err}
+		return &model.Error{Kind: responses.EUpstream, Message: msgStreamCut, Err: err}
 	}
 }
 
@@ -352,6 +353,6 @@ func (c *Client) logFailure(ctx context.Context, merr *model.Error) {
 	} else if merr.Err != nil {
 		attrs = append(attrs, slog.String("err", c.redact(merr.Err.Error())))
 	}
-	attrs = append(attrs, slog.Int("status", merr.Status))
+	attrs = append(attrs, slog.String("kind", merr.Kind))
 	c.log.LogAttrs(ctx, slog.LevelWarn, "upstream request failed", attrs...)
 }

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 
 	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/responses"
 )
 
 // MaxLineBytes caps one SSE line. Engines that do not stream tool
@@ -67,7 +67,7 @@ func ReadSSE(r io.Reader, data func(payload []byte) error, done func() error) er
 					return err
 				}
 			}
-			return &model.Error{Status: http.StatusBadGateway, Message: msgStreamCut, Err: io.ErrUnexpectedEOF}
+			return &model.Error{Kind: responses.EUpstream, Message: msgStreamCut, Err: io.ErrUnexpectedEOF}
 		}
 		// Keep the partial line at the front, with room for more.
 		end = copy(buf, buf[start:end])

@@ -110,7 +110,7 @@ func testWholeMatchesStream(t *testing.T, w Wire) {
 	}
 	// Failures map the same way in both modes.
 	for _, script := range []string{"#fail 503 engine down", "#garbage", "#fail 429"} {
-		var status [2]int
+		var kind [2]string
 		for i, whole := range []bool{false, true} {
 			req := UserReq(script)
 			req.Whole = whole
@@ -119,10 +119,10 @@ func testWholeMatchesStream(t *testing.T, w Wire) {
 			if !errors.As(err, &merr) {
 				t.Fatalf("%s whole=%t: err = %v, want a *model.Error", script, whole, err)
 			}
-			status[i] = merr.Status
+			kind[i] = merr.Kind
 		}
-		if status[0] != status[1] {
-			t.Errorf("%s: streamed status %d, whole %d", script, status[0], status[1])
+		if kind[0] != kind[1] {
+			t.Errorf("%s: streamed error kind %q, whole %q", script, kind[0], kind[1])
 		}
 	}
 }
