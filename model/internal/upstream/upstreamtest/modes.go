@@ -127,6 +127,25 @@ func testWholeMatchesStream(t *testing.T, w Wire) {
 	}
 }
 
+// testWholeErrorObject: a whole answer that is an engine's error object
+// (200, {"error":{...}}) is an upstream error with the engine's words in
+// the log's error, not an empty turn.
+func testWholeErrorObject(t *testing.T, w Wire) {
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		rw.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(rw, `{"error":{"message":"engine dead","type":"InternalServerError","code":500}}`)
+	}))
+	defer srv.Close()
+	req := UserReq("hi")
+	req.Whole = true
+	deltas, err := Collect(context.Background(), w.New(srv.URL+"/v1", "", Options{}), req)
+	var merr *model.Error
+	if !errors.As(err, &merr) || merr.Kind != responses.EUpstream || !strings.Contains(err.Error(), "engine dead") || len(deltas) != 0 {
+		t.Fatalf("err = %v after %d deltas, want an upstream error naming the engine's message", err, len(deltas))
+	}
+}
+
 // lastStream is the stream flag of the scripted upstream's last request.
 func lastStream(t *testing.T, mock *mockllm.Server) bool {
 	t.Helper()

@@ -34,6 +34,7 @@ func Run(t *testing.T, w Wire) {
 	t.Run("RequestErrorNotSent", func(t *testing.T) { testRequestErrorNotSent(t, w) })
 	t.Run("PathAndAuth", func(t *testing.T) { testPathAndAuth(t, w) })
 	t.Run("WholeMatchesStream", func(t *testing.T) { testWholeMatchesStream(t, w) })
+	t.Run("WholeErrorObject", func(t *testing.T) { testWholeErrorObject(t, w) })
 	t.Run("PauseWhenUpstreamWaits", func(t *testing.T) { testPauseWhenUpstreamWaits(t, w) })
 }
 
