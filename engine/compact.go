@@ -49,7 +49,8 @@ func (e *Engine) Compact(ctx context.Context, req *responses.Request) (*response
 	defer r.cc.Close(ctx)
 	items := append(r.cc.Items(), responses.Item{Type: responses.ItemMessage, Role: "user",
 		Content: []responses.ContentPart{{Type: responses.PartInputText, Text: compactRequest}}})
-	mreq := &model.Request{Model: req.Model, Instructions: compactInstructions, Items: items}
+	// The summary is not streamed to anyone: it is asked for whole.
+	mreq := &model.Request{Model: req.Model, Instructions: compactInstructions, Items: items, Whole: true}
 	if req.Instructions != nil && *req.Instructions != "" {
 		// The caller's instructions framed the conversation: the summary
 		// keeps them in view.

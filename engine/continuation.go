@@ -31,6 +31,20 @@ type RunOptions struct {
 	// ended (whatever its status); a request rejected before it started
 	// calls nothing.
 	Keep func(*Continuation)
+	// Flush, when set, tells the caller that the events given to the sink
+	// so far are all there is for now: the upstream has nothing more
+	// buffered, or a model turn ended. A sink that buffers events (an SSE
+	// writer coalescing its writes) sends them then; it must still send
+	// them on its own within a short time, since the engine does not call
+	// Flush before every wait (a tool call, the store).
+	Flush func()
+}
+
+func (o *RunOptions) flush() func() {
+	if o == nil || o.Flush == nil {
+		return func() {}
+	}
+	return o.Flush
 }
 
 func (o *RunOptions) previous(id string) *Continuation {

@@ -224,6 +224,7 @@ func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(
 		return nil, err
 	}
 	r.sink = sink
+	r.flush = opts.flush()
 	if r.background && sink == nil {
 		// Queued for whichever replica claims it; the client polls.
 		return e.enqueue(ctx, r)
@@ -336,6 +337,7 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 		clientWaits:    clientWaits{approvals: approvals, inputAnswers: inputAnswers},
 		background:     background,
 		conversationID: conversationID,
+		eventLog:       eventLog{flush: func() {}},
 	}
 	if conversationID != "" {
 		r.resp.Conversation, _ = json.Marshal(map[string]string{"id": conversationID})
@@ -483,6 +485,7 @@ type clientWaits struct {
 // caller's sink.
 type eventLog struct {
 	sink    func(*responses.Event) error
+	flush   func() // RunOptions.Flush, or nothing
 	events  []json.RawMessage
 	sinkErr error // the client went away
 	// final is the terminal event, held back until the response is saved.

@@ -74,9 +74,13 @@ func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 			usage.Add(d.Usage)
 		case model.DeltaFinish:
 			st.res.finish = d.FinishReason
+		case model.DeltaPause:
+			r.flush()
 		}
 		return nil
 	})
+	// The turn's events go out before its calls run.
+	r.flush()
 	res = st.res
 	if err != nil {
 		return res, err
@@ -269,6 +273,9 @@ func (r *run) modelRequest() *model.Request {
 		TopP:              req.TopP,
 		PresencePenalty:   req.PresencePenalty,
 		FrequencyPenalty:  req.FrequencyPenalty,
+		// A client that did not ask for a stream, in a response nobody
+		// can follow, gets its turns from non-streamed upstream calls.
+		Whole: r.sink == nil && !r.background,
 	}
 	if req.Instructions != nil {
 		m.Instructions = *req.Instructions

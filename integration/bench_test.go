@@ -50,6 +50,12 @@ type benchSetup struct {
 }
 
 func newBenchSetup(b *testing.B, stream bool) *benchSetup {
+	return newBenchSetupScript(b, stream, "#say ok", "ok")
+}
+
+// newBenchSetupScript is newBenchSetup for any script; first is the start
+// of the answer's first chunk.
+func newBenchSetupScript(b *testing.B, stream bool, script, first string) *benchSetup {
 	b.Helper()
 	h := newHarness(b, &harnessOptions{SkipSchema: true})
 	// loom as a client sees it: without the harness's capture wrapper,
@@ -69,9 +75,8 @@ func newBenchSetup(b *testing.B, stream bool) *benchSetup {
 	proxy := httptest.NewServer(rp)
 	b.Cleanup(proxy.Close)
 
-	const script = "#say ok"
 	chatBody := fmt.Appendf(nil, `{"model":"mock-model","stream":%t,"messages":[{"role":"user","content":%q}]}`, stream, script)
-	mockToken := func(line string) bool { return strings.Contains(line, `"content":"ok"`) }
+	mockToken := func(line string) bool { return strings.Contains(line, `"content":"`+first) }
 	loomToken := func(line string) bool { return strings.Contains(line, `"type":"response.output_text.delta"`) }
 	s := &benchSetup{
 		client: &http.Client{Transport: pooledTransport()},
@@ -98,6 +103,7 @@ type timing struct {
 	total      time.Duration // until the body was read to the end
 	firstLine  time.Duration // until the first SSE data line
 	firstToken time.Duration // until the first line carrying the answer
+	lines      int           // SSE data lines (events, chunks)
 }
 
 // do sends one request and times it; the body is always read to the end
@@ -123,7 +129,7 @@ func (s *benchSetup) do(ctx context.Context, t benchTarget) (timing, error) {
 	var tm timing
 	if resp.Header.Get("Content-Type") == "text/event-stream" || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		r := bufio.NewReader(resp.Body)
-		for range 10000 {
+		for range 100000 {
 			line, err := r.ReadString('\n')
 			if err == io.EOF {
 				break
@@ -134,6 +140,7 @@ func (s *benchSetup) do(ctx context.Context, t benchTarget) (timing, error) {
 			if !strings.HasPrefix(line, "data: ") {
 				continue
 			}
+			tm.lines++
 			if tm.firstLine == 0 {
 				tm.firstLine = time.Since(start)
 			}
@@ -236,6 +243,31 @@ func BenchmarkStreamFirstByte(b *testing.B) {
 			s.report(b, res, func(t timing) time.Duration { return t.firstToken }, "ttft-")
 		})
 	}
+}
+
+// BenchmarkLongStream: a long streamed answer (~2000 upstream chunks,
+// "#tokens 1500" in 4-rune chunks). For each target, events/s is the SSE
+// data lines it sent (upstream chunks; loom's events) over the time to
+// read the whole stream, median over the requests; ratio-loom-nostore is
+// loom's events/s over the proxy's (DESIGN.md: >= 0.9).
+func BenchmarkLongStream(b *testing.B) {
+	s := newBenchSetupScript(b, true, "#tokens 1500", "w1")
+	res := s.run(b, 1)
+	rate := make([]float64, len(s.targets))
+	for ti, t := range s.targets {
+		rs := make([]float64, 0, len(res[ti]))
+		lines := 0
+		for _, tm := range res[ti] {
+			rs = append(rs, float64(tm.lines)/tm.total.Seconds())
+			lines = tm.lines
+		}
+		slices.Sort(rs)
+		rate[ti] = rs[len(rs)/2]
+		b.ReportMetric(rate[ti], "events/s-"+t.name)
+		b.ReportMetric(float64(lines), "events-"+t.name)
+	}
+	b.ReportMetric(rate[2]/rate[1], "ratio-loom-vs-proxy")
+	b.ReportMetric(rate[3]/rate[1], "ratio-loom-nostore-vs-proxy")
 }
 
 // report adds the p50 and p99 of metric per target, and their excess over

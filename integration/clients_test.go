@@ -80,6 +80,17 @@ func isCompletions(t *testing.T, h *harness) bool {
 	return reqs[len(reqs)-1].Completion != nil
 }
 
+// upstreamStreamed reports whether loom asked the upstream, in its last
+// request, to stream (a client that asked for no stream gets one whole
+// answer from the upstream).
+func upstreamStreamed(t *testing.T, h *harness) bool {
+	t.Helper()
+	if isCompletions(t, h) {
+		return lastCompletion(t, h).Stream
+	}
+	return lastChatRequest(t, h).Stream
+}
+
 // requireToolRoundTrip checks that the upstream's last request carried the
 // function call back as an assistant tool call and its result as a tool
 // message answering that call, in that order. Over the harmony upstream,

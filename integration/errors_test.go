@@ -166,7 +166,9 @@ func TestUpstreamFailures(t *testing.T) {
 		RetryWaitMin:     time.Millisecond,
 		RetryWaitMax:     5 * time.Millisecond,
 		FirstByteTimeout: 300 * time.Millisecond,
-		Logger:           slog.New(slog.DiscardHandler),
+		// These requests are not streamed, nor is their upstream call.
+		WholeTimeout: 300 * time.Millisecond,
+		Logger:       slog.New(slog.DiscardHandler),
 	}
 	const secret = "engine-internal-detail at /var/lib/vllm"
 	cases := []struct {
@@ -181,7 +183,9 @@ func TestUpstreamFailures(t *testing.T) {
 		{"500", "#fail 500 " + secret, wantError{502, "upstream_error", "", "upstream_error"}, 1 + chat.DefaultRetries},
 		{"400 from the engine", "#fail 400 " + secret, wantError{502, "upstream_error", "", "upstream_error"}, 1},
 		{"garbage", "#garbage", wantError{502, "upstream_error", "", "upstream_error"}, 1},
-		{"cut", "#say never finished\n#cut 2", wantError{502, "upstream_error", "", "upstream_error"}, 1},
+		// The non-streamed upstream call is cut before its answer: nothing
+		// was read, so it is retried like a refused connection.
+		{"cut", "#say never finished\n#cut 2", wantError{502, "upstream_error", "", "upstream_error"}, 1 + chat.DefaultRetries},
 		{"slow", "#delay 30s", wantError{504, "upstream_error", "", "timeout"}, 1},
 	}
 	for _, tc := range cases {

@@ -190,8 +190,12 @@ func newHarness(t testing.TB, opts *harnessOptions) *harness {
 	h.Store = &countingStore{Store: db}
 
 	// loom's connections to the upstream go through a transport of the
-	// harness's, so that a leak check can close the idle ones first.
-	h.Upstream = &http.Transport{}
+	// harness's, so that a leak check can close the idle ones first. It
+	// is set up as the backends' default client is (a pool that fits
+	// many concurrent streams, a small write buffer), so that benchmarks
+	// measure what a deployment runs: http.Transport's default keeps 2
+	// idle connections per host and redials under load.
+	h.Upstream = &http.Transport{MaxIdleConnsPerHost: 64, WriteBufferSize: 1 << 10}
 	t.Cleanup(h.Upstream.CloseIdleConnections)
 	upstreamClient := &http.Client{Transport: h.Upstream}
 	chatOpts := chat.Options{}

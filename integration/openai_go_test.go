@@ -161,6 +161,9 @@ func TestOpenAIGoCreate(t *testing.T) {
 				if got := resp.Usage.InputTokensDetails.CachedTokens; got != tc.cached {
 					t.Errorf("cached tokens %d, want %d", got, tc.cached)
 				}
+				if upstreamStreamed(t, h) {
+					t.Error("a client that asked for no stream got a streamed upstream call")
+				}
 				requireCaptured(t, h, 1, 0)
 			})
 		}
@@ -208,6 +211,9 @@ func TestOpenAIGoStream(t *testing.T) {
 					t.Errorf("final reasoning %q, want %q", got, reasoning)
 				}
 				checkUsage(t, h, final.Usage, reasoning, answer)
+				if !upstreamStreamed(t, h) {
+					t.Error("a streaming client got a non-streamed upstream call")
+				}
 				// The stored response is the one the stream ended with.
 				got, err := client.Responses.Get(clientCtx(t), final.ID, responses.ResponseGetParams{})
 				if err != nil {

@@ -119,7 +119,7 @@ func BenchmarkStreamMemory(b *testing.B) {
 }
 
 // streamMemK is how many streams are held open at once.
-const streamMemK = 200
+const streamMemK = 1000
 
 // streamMemTarget is one way to open a stalled stream.
 type streamMemTarget struct {

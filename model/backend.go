@@ -58,6 +58,14 @@ type Request struct {
 	User             string
 	// Extra holds engine-specific request fields, merged into the body.
 	Extra map[string]json.RawMessage
+
+	// Whole says nobody watches the turn as it is generated (a client
+	// that did not ask for a stream, a summary for compaction): the
+	// backend asks the upstream for the whole answer at once (stream
+	// false), which costs the engine less, and emits the same deltas, in
+	// the same order, when it arrives. Usage and finish reason are the
+	// streamed turn's.
+	Whole bool
 }
 
 // ToolRef places an offered tool in a namespace: the model calls it as
@@ -87,6 +95,11 @@ const (
 	DeltaUsage
 	// DeltaFinish ends the turn (FinishReason).
 	DeltaFinish
+	// DeltaPause carries nothing: the upstream has nothing more buffered
+	// for now, so what was emitted so far is all there is to send until
+	// it writes again. A streaming writer flushes here instead of after
+	// every event; anyone else ignores it.
+	DeltaPause
 )
 
 // Finish reasons.

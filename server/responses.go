@@ -47,7 +47,10 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	}
 	sse := newSSEWriter(w, dialect, s.opts.KeepAlive)
 	defer sse.Close()
-	resp, err := s.engine.Run(r.Context(), req, sse.Event)
+	// The engine says when the upstream has nothing more buffered: the
+	// events of a burst go out in one write.
+	sse.coalesce = true
+	resp, err := s.engine.RunWith(r.Context(), req, sse.Event, &engine.RunOptions{Flush: sse.Flush})
 	s.countResponse(resp, err)
 	if !sse.Started() {
 		// Nothing was streamed: the request never started.

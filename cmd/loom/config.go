@@ -83,10 +83,12 @@ type Config struct {
 	ToolDiskBytes    int64
 
 	UpstreamIdleTimeout time.Duration
-	MCPIdleTimeout      time.Duration
-	BodyReadTimeout     time.Duration
-	WriteTimeout        time.Duration
-	IdleTimeout         time.Duration
+	// UpstreamWholeTimeout bounds a non-streamed upstream answer.
+	UpstreamWholeTimeout time.Duration
+	MCPIdleTimeout       time.Duration
+	BodyReadTimeout      time.Duration
+	WriteTimeout         time.Duration
+	IdleTimeout          time.Duration
 
 	// Warnings are configuration that works but is likely a mistake; they
 	// are logged once the logger exists.
@@ -164,6 +166,7 @@ func serveFlags(cfg *Config, models, apiKeys *string) *flag.FlagSet {
 	fs.IntVar(&cfg.ToolMaxOutput, "tool-max-output", 64<<10, "output bytes a local tool call may return (the rest is cut with a marker)")
 	fs.Int64Var(&cfg.ToolDiskBytes, "tool-disk-bytes", 256<<20, "total bytes a local tool session may write to its work directory (a size-limited tmpfs); past it writes fail")
 	fs.DurationVar(&cfg.UpstreamIdleTimeout, "upstream-idle-timeout", 60*time.Second, "longest silence between two chunks of an upstream stream before the response fails (code upstream_idle_timeout)")
+	fs.DurationVar(&cfg.UpstreamWholeTimeout, "upstream-whole-timeout", 10*time.Minute, "longest wait for a non-streamed upstream answer (what a client that asked for no stream gets) before the response fails with a 504")
 	fs.DurationVar(&cfg.MCPIdleTimeout, "mcp-idle-timeout", 60*time.Second, "longest silence while an MCP server's answer is read (an SSE stream's included) before the call fails")
 	fs.DurationVar(&cfg.BodyReadTimeout, "body-read-timeout", 60*time.Second, "the longest a client may take to send a request body")
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", 60*time.Second, "the longest one write to a client may take (a stream's deadline is extended for each event)")
@@ -315,6 +318,7 @@ func (c *Config) checkRanges() error {
 		{"request-timeout", c.RequestTimeout, false},
 		{"tool-timeout", c.ToolTimeout, false},
 		{"upstream-idle-timeout", c.UpstreamIdleTimeout, false},
+		{"upstream-whole-timeout", c.UpstreamWholeTimeout, false},
 		{"mcp-idle-timeout", c.MCPIdleTimeout, false},
 		{"body-read-timeout", c.BodyReadTimeout, false},
 		{"write-timeout", c.WriteTimeout, false},

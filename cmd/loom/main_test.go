@@ -62,7 +62,7 @@ func TestBadConfiguration(t *testing.T) {
 	}
 	// Every numeric flag refuses a value out of its range.
 	for _, f := range []string{"max-body-bytes", "tool-cpu-seconds", "tool-memory-bytes", "tool-max-processes", "tool-max-output", "tool-disk-bytes",
-		"shutdown-timeout", "request-timeout", "tool-timeout", "upstream-idle-timeout", "mcp-idle-timeout", "body-read-timeout", "write-timeout", "idle-timeout"} {
+		"shutdown-timeout", "request-timeout", "tool-timeout", "upstream-idle-timeout", "upstream-whole-timeout", "mcp-idle-timeout", "body-read-timeout", "write-timeout", "idle-timeout"} {
 		v := "-1"
 		if strings.HasSuffix(f, "timeout") {
 			v = "-1s"

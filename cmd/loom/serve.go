@@ -257,10 +257,10 @@ func (m *Main) authenticators(ctx context.Context) ([]server.Authenticator, erro
 // it declares it can do.
 func (m *Main) backend() (model.Backend, model.Capabilities) {
 	if m.cfg.UpstreamAPI == "completions" {
-		b := completions.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &completions.Options{Logger: m.log, Engine: m.cfg.UpstreamEngine, IdleTimeout: m.cfg.UpstreamIdleTimeout})
+		b := completions.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &completions.Options{Logger: m.log, Engine: m.cfg.UpstreamEngine, IdleTimeout: m.cfg.UpstreamIdleTimeout, WholeTimeout: m.cfg.UpstreamWholeTimeout})
 		return b, b.Capabilities()
 	}
-	b := chat.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &chat.Options{Logger: m.log, TokenizeURL: m.cfg.UpstreamTokenizeURL, IdleTimeout: m.cfg.UpstreamIdleTimeout})
+	b := chat.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &chat.Options{Logger: m.log, TokenizeURL: m.cfg.UpstreamTokenizeURL, IdleTimeout: m.cfg.UpstreamIdleTimeout, WholeTimeout: m.cfg.UpstreamWholeTimeout})
 	return b, b.Capabilities()
 }
 

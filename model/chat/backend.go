@@ -21,6 +21,7 @@ const (
 	DefaultConnectTimeout   = upstream.DefaultConnectTimeout
 	DefaultFirstByteTimeout = upstream.DefaultFirstByteTimeout
 	DefaultIdleTimeout      = upstream.DefaultIdleTimeout
+	DefaultWholeTimeout     = upstream.DefaultWholeTimeout
 )
 
 // Options configures a Backend. The zero value of every field means its
@@ -56,6 +57,12 @@ type Options struct {
 	// stalls mid-stream fails the turn with a 504 whose code is
 	// upstream_idle_timeout instead of holding the response.
 	IdleTimeout time.Duration
+	// WholeTimeout bounds the wait for a non-streamed answer (a Request
+	// with Whole set: a client that asked for no stream), from sending
+	// the request to its first byte (default DefaultWholeTimeout). The
+	// engine sends nothing before the answer is complete, so it bounds
+	// the whole generation; past it the turn fails with a 504.
+	WholeTimeout time.Duration
 }
 
 // Backend streams model turns from an OpenAI chat-completions endpoint
@@ -100,6 +107,7 @@ func New(baseURL, apiKey string, opts *Options) *Backend {
 		ConnectTimeout:   o.ConnectTimeout,
 		FirstByteTimeout: o.FirstByteTimeout,
 		IdleTimeout:      o.IdleTimeout,
+		WholeTimeout:     o.WholeTimeout,
 	})}
 }
 
@@ -109,6 +117,9 @@ func (b *Backend) Stream(ctx context.Context, req *model.Request, emit func(mode
 	body, err := encodeRequest(req)
 	if err != nil {
 		return err
+	}
+	if req.Whole {
+		return b.client.Whole(ctx, body, emit, readWhole)
 	}
 	return b.client.Stream(ctx, body, emit, readStream)
 }

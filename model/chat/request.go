@@ -46,11 +46,9 @@ func buildRequest(req *model.Request) (*wireRequest, error) {
 		return nil, err
 	}
 	w := &wireRequest{
-		Model:    req.Model,
-		Messages: msgs,
-		Stream:   true,
-		// Without include_usage the stream carries no token counts.
-		StreamOptions:    &openai.StreamOptions{IncludeUsage: true},
+		Model:            req.Model,
+		Messages:         msgs,
+		Stream:           !req.Whole,
 		MaxTokens:        req.MaxOutputTokens,
 		Temperature:      req.Temperature,
 		TopP:             req.TopP,
@@ -63,6 +61,11 @@ func buildRequest(req *model.Request) (*wireRequest, error) {
 	// No tools means no tools key and no tool_choice: an empty list with
 	// a tool_choice once made vLLM default to auto and models invented
 	// calls to tools that did not exist.
+	if w.Stream {
+		// Without include_usage the stream carries no token counts; a
+		// whole answer always has them.
+		w.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	}
 	if len(req.Tools) > 0 {
 		w.Tools = make([]openai.Tool, 0, len(req.Tools))
 		for _, t := range req.Tools {

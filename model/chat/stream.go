@@ -2,58 +2,141 @@ package chat
 
 import (
 	"crypto/rand"
-	"encoding/json"
-	"fmt"
 	"io"
-
-	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/model/internal/upstream"
 	"github.com/loomgate/loom/responses"
 )
 
-// chunk is one chat.completion.chunk. It reuses go-openai's types except
-// for the delta, which needs one field go-openai lacks.
-type chunk struct {
-	Choices []chunkChoice `json:"choices"`
-	Usage   *openai.Usage `json:"usage"`
-
-	// An engine that fails mid-stream sends an error object in a data
-	// line: {"error":{...}} (vLLM, SGLang) or, in older vLLM,
-	// {"object":"error","message":...}.
-	Error   json.RawMessage `json:"error"`
-	Object  string          `json:"object"`
-	Message string          `json:"message"`
-}
+// chunk is one chat.completion.chunk, or a whole chat.completion (whose
+// choices carry a message where a chunk's carry a delta): only the fields
+// loom reads, decoded in one pass (an engine's error object instead of a
+// chunk is an error there).
+type chunk = upstream.Chunk[chunkChoice]
 
 type chunkChoice struct {
-	Index        int                 `json:"index"`
-	Delta        chunkDelta          `json:"delta"`
-	FinishReason openai.FinishReason `json:"finish_reason"`
+	Index        int
+	Delta        chunkDelta // the delta of a chunk, the message of a whole answer
+	FinishReason string
 }
 
-// chunkDelta is go-openai's delta plus the field vLLM >= 0.17 uses for
-// reasoning text. go-openai knows only reasoning_content (older vLLM,
-// SGLang, llama.cpp); the embedded struct decodes that one and this
-// struct adds "reasoning", so one decode reads both spellings.
+// chunkDelta is a choice's delta. Reasoning is what vLLM >= 0.17 sends;
+// ReasoningContent the older spelling (older vLLM, SGLang, llama.cpp).
 type chunkDelta struct {
-	openai.ChatCompletionStreamChoiceDelta
-	Reasoning string `json:"reasoning"`
+	Content          string
+	Reasoning        string
+	ReasoningContent string
+	Refusal          string
+	ToolCalls        []chunkToolCall
+}
+
+type chunkToolCall struct {
+	Index     int
+	HasIndex  bool // false when the engine sent no index
+	ID        string
+	Name      string
+	Arguments string
+}
+
+// decodeChunk decodes payload into c, reusing c's slices. Its choices'
+// delta is read from "delta" or, in a whole answer, "message".
+func decodeChunk(s *upstream.Scanner, payload []byte, c *chunk) error {
+	return c.Decode(s, payload, func(ch *chunkChoice) {
+		*ch = chunkChoice{Delta: chunkDelta{ToolCalls: ch.Delta.ToolCalls[:0]}}
+	}, decodeChoice)
+}
+
+func decodeChoice(s *upstream.Scanner, ch *chunkChoice) error {
+	return s.Object(func(k []byte) error {
+		var err error
+		switch string(k) {
+		case "index":
+			ch.Index, err = s.Int()
+		case "delta", "message":
+			err = decodeDelta(s, &ch.Delta)
+		case "finish_reason":
+			ch.FinishReason, err = s.String()
+		default:
+			err = s.Skip()
+		}
+		return err
+	})
+}
+
+func decodeDelta(s *upstream.Scanner, d *chunkDelta) error {
+	return s.Object(func(k []byte) error {
+		var text *string // the delta's text fields
+		switch string(k) {
+		case "content":
+			text = &d.Content
+		case "reasoning":
+			text = &d.Reasoning
+		case "reasoning_content":
+			text = &d.ReasoningContent
+		case "refusal":
+			text = &d.Refusal
+		case "tool_calls":
+			return s.Array(func() error {
+				d.ToolCalls = append(d.ToolCalls, chunkToolCall{})
+				return decodeToolCall(s, &d.ToolCalls[len(d.ToolCalls)-1])
+			})
+		default:
+			return s.Skip()
+		}
+		var err error
+		*text, err = s.String()
+		return err
+	})
+}
+
+func decodeToolCall(s *upstream.Scanner, tc *chunkToolCall) error {
+	return s.Object(func(k []byte) error {
+		var err error
+		switch string(k) {
+		case "index":
+			if s.Null() {
+				return nil
+			}
+			tc.Index, err = s.Int()
+			tc.HasIndex = true
+		case "id":
+			tc.ID, err = s.String()
+		case "function":
+			err = s.Object(func(k []byte) error {
+				var err error
+				switch string(k) {
+				case "name":
+					tc.Name, err = s.String()
+				case "arguments":
+					tc.Arguments, err = s.String()
+				default:
+					err = s.Skip()
+				}
+				return err
+			})
+		default:
+			err = s.Skip()
+		}
+		return err
+	})
 }
 
 // decoder turns chunk payloads into deltas. It holds the per-turn state
 // that spans chunks: which tool calls were seen, the finish reason and
 // the latest usage.
 type decoder struct {
-	emit  func(model.Delta) error
-	chunk chunk
+	emit    func(model.Delta) error
+	scanner upstream.Scanner
+	chunk   chunk
 
 	// calls maps the upstream tool-call index (position in the slice is
 	// our dense ToolIndex) to what we know of the call.
-	calls  []toolCall
-	finish string
-	usage  *openai.Usage
+	calls    []toolCall
+	whole    bool // a non-streamed answer: one message, each call whole
+	finish   string
+	usage    upstream.Usage
+	hasUsage bool
 }
 
 type toolCall struct {
@@ -70,20 +153,24 @@ func readStream(r io.Reader, emit func(model.Delta) error) error {
 	return upstream.ReadSSE(r, d.data, d.done)
 }
 
+// readWhole reads a non-streamed chat.completion and emits the same
+// deltas its stream would have: the message read as one delta.
+func readWhole(r io.Reader, emit func(model.Delta) error) error {
+	d := &decoder{emit: emit, whole: true}
+	return upstream.ReadWhole(r, func(body []byte) error {
+		if err := d.data(body); err != nil {
+			return err
+		}
+		return d.done()
+	})
+}
+
 // data decodes one chunk and emits its deltas.
 func (d *decoder) data(payload []byte) error {
-	// Reuse the choices slice but start from zero values: json.Unmarshal
-	// does not clear fields a chunk leaves out.
-	choices := d.chunk.Choices[:cap(d.chunk.Choices)]
-	clear(choices)
-	d.chunk = chunk{Choices: choices[:0]}
-	if err := json.Unmarshal(payload, &d.chunk); err != nil {
-		return upstream.Malformed(fmt.Errorf("decoding chunk: %w", err))
+	if err := decodeChunk(&d.scanner, payload, &d.chunk); err != nil {
+		return err
 	}
 	c := &d.chunk
-	if upstream.IsErrorObject(c.Error, c.Object) {
-		return upstream.StreamError(payload)
-	}
 	for i := range c.Choices {
 		if err := d.choice(&c.Choices[i]); err != nil {
 			return err
@@ -93,7 +180,7 @@ func (d *decoder) data(payload []byte) error {
 		// With include_usage the last chunk carries the totals; engines
 		// with continuous usage stats send them on every chunk. Keep the
 		// latest and report it once, at the end.
-		d.usage = c.Usage
+		d.usage, d.hasUsage = *c.Usage, true
 	}
 	return nil
 }
@@ -127,9 +214,9 @@ func (d *decoder) choice(ch *chunkChoice) error {
 			return err
 		}
 	}
-	if ch.FinishReason != "" && ch.FinishReason != openai.FinishReasonNull {
+	if ch.FinishReason != "" && ch.FinishReason != "null" {
 		// vLLM ends a request it had to drop with "abort" or "error".
-		reason := string(ch.FinishReason)
+		reason := ch.FinishReason
 		if err := upstream.FinishReasonError(reason); err != nil {
 			return err
 		}
@@ -141,7 +228,7 @@ func (d *decoder) choice(ch *chunkChoice) error {
 // toolCall emits one tool-call piece. Calls are keyed by the upstream
 // index (parallel calls interleave); the first piece of a call carries its
 // id and name.
-func (d *decoder) toolCall(tc *openai.ToolCall) error {
+func (d *decoder) toolCall(tc *chunkToolCall) error {
 	pos := d.findCall(tc)
 	if pos < 0 {
 		id := tc.ID
@@ -150,31 +237,35 @@ func (d *decoder) toolCall(tc *openai.ToolCall) error {
 			id = "call_" + rand.Text()
 		}
 		upstreamIndex := -1
-		if tc.Index != nil {
-			upstreamIndex = *tc.Index
+		if tc.HasIndex {
+			upstreamIndex = tc.Index
 		}
 		d.calls = append(d.calls, toolCall{upstream: upstreamIndex, id: id})
 		return d.send(model.Delta{
 			Kind:          model.DeltaToolCall,
 			ToolIndex:     len(d.calls) - 1,
 			ToolCallID:    id,
-			ToolName:      tc.Function.Name,
-			ToolArguments: tc.Function.Arguments,
+			ToolName:      tc.Name,
+			ToolArguments: tc.Arguments,
 		})
 	}
-	if tc.Function.Arguments == "" {
+	if tc.Arguments == "" {
 		return nil
 	}
-	return d.send(model.Delta{Kind: model.DeltaToolCall, ToolIndex: pos, ToolArguments: tc.Function.Arguments})
+	return d.send(model.Delta{Kind: model.DeltaToolCall, ToolIndex: pos, ToolArguments: tc.Arguments})
 }
 
 // findCall returns our index of the call tc continues, or -1 for a new
 // call. Without an upstream index (some engines send each call whole), a
 // piece with a new id starts a call and one without continues the last.
-func (d *decoder) findCall(tc *openai.ToolCall) int {
-	if tc.Index != nil {
+func (d *decoder) findCall(tc *chunkToolCall) int {
+	if d.whole {
+		// A whole message holds each call once, whole.
+		return -1
+	}
+	if tc.HasIndex {
 		for i := range d.calls {
-			if d.calls[i].upstream == *tc.Index {
+			if d.calls[i].upstream == tc.Index {
 				return i
 			}
 		}
@@ -189,8 +280,8 @@ func (d *decoder) findCall(tc *openai.ToolCall) int {
 
 // done ends the turn at [DONE]: usage first, then the finish reason.
 func (d *decoder) done() error {
-	if d.usage != nil {
-		if err := d.send(model.Delta{Kind: model.DeltaUsage, Usage: convertUsage(d.usage)}); err != nil {
+	if d.hasUsage {
+		if err := d.send(model.Delta{Kind: model.DeltaUsage, Usage: convertUsage(&d.usage)}); err != nil {
 			return err
 		}
 	}
@@ -219,7 +310,7 @@ func (d *decoder) send(delta model.Delta) error {
 	return d.emit(delta)
 }
 
-func convertUsage(u *openai.Usage) responses.Usage {
+func convertUsage(u *upstream.Usage) responses.Usage {
 	out := responses.Usage{
 		InputTokens:  u.PromptTokens,
 		OutputTokens: u.CompletionTokens,
@@ -228,11 +319,7 @@ func convertUsage(u *openai.Usage) responses.Usage {
 	if out.TotalTokens == 0 {
 		out.TotalTokens = u.PromptTokens + u.CompletionTokens
 	}
-	if u.PromptTokensDetails != nil {
-		out.InputTokensDetails.CachedTokens = u.PromptTokensDetails.CachedTokens
-	}
-	if u.CompletionTokensDetails != nil {
-		out.OutputTokensDetails.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
-	}
+	out.InputTokensDetails.CachedTokens = u.CachedTokens
+	out.OutputTokensDetails.ReasoningTokens = u.ReasoningTokens
 	return out
 }

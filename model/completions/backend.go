@@ -30,6 +30,7 @@ const (
 	DefaultConnectTimeout   = upstream.DefaultConnectTimeout
 	DefaultFirstByteTimeout = upstream.DefaultFirstByteTimeout
 	DefaultIdleTimeout      = upstream.DefaultIdleTimeout
+	DefaultWholeTimeout     = upstream.DefaultWholeTimeout
 )
 
 // Options configures a Backend and the prompt it renders. The zero value
@@ -90,6 +91,12 @@ type Options struct {
 	// stalls mid-stream fails the turn with a 504 whose code is
 	// upstream_idle_timeout instead of holding the response.
 	IdleTimeout time.Duration
+	// WholeTimeout bounds the wait for a non-streamed answer (a Request
+	// with Whole set: a client that asked for no stream), from sending
+	// the request to its first byte (default DefaultWholeTimeout). The
+	// engine sends nothing before the answer is complete, so it bounds
+	// the whole generation; past it the turn fails with a 504.
+	WholeTimeout time.Duration
 }
 
 // resolved returns a copy of opts with the render defaults filled in; the
@@ -152,6 +159,7 @@ func New(baseURL, apiKey string, opts *Options) *Backend {
 		ConnectTimeout:   o.ConnectTimeout,
 		FirstByteTimeout: o.FirstByteTimeout,
 		IdleTimeout:      o.IdleTimeout,
+		WholeTimeout:     o.WholeTimeout,
 	})}
 }
 
@@ -167,9 +175,16 @@ func (b *Backend) Stream(ctx context.Context, req *model.Request, emit func(mode
 		return err
 	}
 
-	return b.client.Stream(ctx, body, emit, func(body io.Reader, emit func(model.Delta) error) error {
+	read := func(body io.Reader, emit func(model.Delta) error) error {
 		r := newRouter(len(prompt), emit)
 		r.tools = recipientNames(req, &b.opts)
+		if req.Whole {
+			return readWhole(body, r)
+		}
 		return readStream(body, r)
-	})
+	}
+	if req.Whole {
+		return b.client.Whole(ctx, body, emit, read)
+	}
+	return b.client.Stream(ctx, body, emit, read)
 }

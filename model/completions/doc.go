@@ -85,6 +85,12 @@
 // last and may add or override keys, except model, prompt, stream,
 // stream_options and skip_special_tokens.
 //
+// A Request with Whole set is sent with stream false (and no
+// stream_options); the answer, one text_completion with the whole output,
+// goes through the same router as one chunk, so it gives the deltas,
+// usage and finish reason its stream would have. The first-byte timeout
+// then bounds the whole generation.
+//
 // # The stream
 //
 // Each chunk's token ids (else its text) go through a harmony.Parser that

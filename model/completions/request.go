@@ -13,10 +13,10 @@ import (
 // pointers so each dialect sends only its own (vLLM logs a warning for
 // every field it does not know).
 type wireRequest struct {
-	Model         string        `json:"model"`
-	Prompt        []uint32      `json:"prompt"`
-	Stream        bool          `json:"stream"`
-	StreamOptions streamOptions `json:"stream_options"`
+	Model         string         `json:"model"`
+	Prompt        []uint32       `json:"prompt"`
+	Stream        bool           `json:"stream"`
+	StreamOptions *streamOptions `json:"stream_options,omitempty"`
 	// MaxTokens is never omitted: completions endpoints default to 16.
 	// nil is written as null ("up to the context length").
 	MaxTokens        *int     `json:"max_tokens"`
@@ -53,13 +53,17 @@ func encodeRequest(req *model.Request, prompt []uint32, o *Options) ([]byte, err
 	w := wireRequest{
 		Model:            req.Model,
 		Prompt:           prompt,
-		Stream:           true,
-		StreamOptions:    streamOptions{IncludeUsage: true},
+		Stream:           !req.Whole,
 		Temperature:      req.Temperature,
 		TopP:             req.TopP,
 		PresencePenalty:  req.PresencePenalty,
 		FrequencyPenalty: req.FrequencyPenalty,
 		User:             req.User,
+	}
+	if w.Stream {
+		// Without include_usage the stream carries no token counts; a
+		// whole answer always has them.
+		w.StreamOptions = &streamOptions{IncludeUsage: true}
 	}
 	switch {
 	case req.MaxOutputTokens > 0:

@@ -47,7 +47,7 @@ type router struct {
 	msgText         []byte
 	outputTokens    int
 	reasoningTokens int
-	usage           *wireUsage
+	usage           *upstream.Usage
 }
 
 func newRouter(promptCount int, emit func(model.Delta) error) *router {
@@ -280,9 +280,7 @@ func (r *router) usageTotals() responses.Usage {
 		if r.usage.CompletionTokens > 0 {
 			u.OutputTokens = r.usage.CompletionTokens
 		}
-		if d := r.usage.PromptTokensDetails; d != nil {
-			u.InputTokensDetails.CachedTokens = min(d.CachedTokens, r.promptCount)
-		}
+		u.InputTokensDetails.CachedTokens = min(r.usage.CachedTokens, r.promptCount)
 	}
 	u.OutputTokensDetails.ReasoningTokens = min(r.reasoningTokens, u.OutputTokens)
 	u.TotalTokens = u.InputTokens + u.OutputTokens

@@ -1,38 +1,25 @@
 package completions
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 
 	"github.com/loomgate/loom/model/internal/upstream"
 )
 
-// chunk is one text_completion stream chunk.
-type chunk struct {
-	Choices []chunkChoice `json:"choices"`
-	Usage   *wireUsage    `json:"usage"`
-
-	// An engine failing mid-stream sends {"error":{...}} or, in older
-	// vLLM, {"object":"error","message":...} (upstream.IsErrorObject).
-	Error  json.RawMessage `json:"error"`
-	Object string          `json:"object"`
-}
+// chunk is one text_completion stream chunk, or a whole non-streamed
+// text_completion, which has the same fields: only what loom reads,
+// decoded in one pass (an engine's error object instead of a chunk is an
+// error there).
+type chunk = upstream.Chunk[chunkChoice]
 
 type chunkChoice struct {
-	Index int    `json:"index"`
-	Text  string `json:"text"`
+	Index int
+	Text  string
 	// TokenIDs are the chunk's new token ids (vLLM with return_token_ids).
-	TokenIDs     []uint32 `json:"token_ids"`
-	FinishReason *string  `json:"finish_reason"`
-}
-
-type wireUsage struct {
-	PromptTokens        int `json:"prompt_tokens"`
-	CompletionTokens    int `json:"completion_tokens"`
-	PromptTokensDetails *struct {
-		CachedTokens int `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
+	TokenIDs     []uint32
+	FinishReason *string
+	finish       string // what FinishReason points to
 }
 
 // readStream reads an SSE body to [DONE], feeding each chunk to r. It
@@ -41,28 +28,62 @@ type wireUsage struct {
 // the raw read error otherwise.
 func readStream(body io.Reader, r *router) error {
 	var c chunk
+	var s upstream.Scanner
 	return upstream.ReadSSE(body, func(payload []byte) error {
-		if err := decodeChunk(payload, &c); err != nil {
+		if err := decodeChunk(&s, payload, &c); err != nil {
 			return err
 		}
 		return r.chunk(&c)
 	}, r.finish)
 }
 
-// decodeChunk decodes payload into c, reusing c's slices: json.Unmarshal
-// appends into a slice's existing backing array, so steady-state chunks
-// allocate only their text.
-func decodeChunk(payload []byte, c *chunk) error {
-	choices := c.Choices[:cap(c.Choices)]
-	for i := range choices {
-		choices[i] = chunkChoice{TokenIDs: choices[i].TokenIDs[:0]}
-	}
-	*c = chunk{Choices: choices[:0]}
-	if err := json.Unmarshal(payload, c); err != nil {
-		return upstream.Malformed(fmt.Errorf("decoding chunk: %w", err))
-	}
-	if upstream.IsErrorObject(c.Error, c.Object) {
-		return upstream.StreamError(payload)
-	}
-	return nil
+// readWhole reads a non-streamed answer: one chunk holding the whole
+// output, then the end of the turn, as its stream would have ended.
+func readWhole(body io.Reader, r *router) error {
+	return upstream.ReadWhole(body, func(b []byte) error {
+		var c chunk
+		if err := decodeChunk(upstream.NewScanner(nil), b, &c); err != nil {
+			return err
+		}
+		if err := r.chunk(&c); err != nil {
+			return err
+		}
+		return r.finish()
+	})
+}
+
+// decodeChunk decodes payload into c, reusing c's slices, so that
+// steady-state chunks allocate only their text.
+func decodeChunk(s *upstream.Scanner, payload []byte, c *chunk) error {
+	return c.Decode(s, payload, func(ch *chunkChoice) {
+		*ch = chunkChoice{TokenIDs: ch.TokenIDs[:0]}
+	}, decodeChoice)
+}
+
+func decodeChoice(s *upstream.Scanner, ch *chunkChoice) error {
+	return s.Object(func(k []byte) (err error) {
+		switch string(k) {
+		case "text":
+			ch.Text, err = s.String()
+		case "token_ids":
+			err = s.Array(func() error {
+				id, err := s.Int()
+				if err == nil && (id < 0 || id > 1<<32-1) {
+					err = fmt.Errorf("token id %d out of range", id)
+				}
+				ch.TokenIDs = append(ch.TokenIDs, uint32(id))
+				return err
+			})
+		case "index":
+			ch.Index, err = s.Int()
+		case "finish_reason":
+			if !s.Null() {
+				ch.finish, err = s.String()
+				ch.FinishReason = &ch.finish
+			}
+		default:
+			err = s.Skip()
+		}
+		return err
+	})
 }

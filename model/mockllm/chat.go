@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"time"
 )
 
 // maxBodyBytes bounds a request body; long agent conversations are large,
@@ -40,14 +39,18 @@ type completionMessage struct {
 	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
 }
 
-type chatChunk struct {
-	ID      string        `json:"id"`
-	Object  string        `json:"object"`
-	Created int64         `json:"created"`
-	Model   string        `json:"model"`
-	Choices []chunkChoice `json:"choices"`
-	Usage   *wireUsage    `json:"usage,omitempty"`
+// chunkEnvelope is what every endpoint's chunk (and completions' whole
+// answer) shares around its choices and usage.
+type chunkEnvelope[C, U any] struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	Choices []C    `json:"choices"`
+	Usage   *U     `json:"usage,omitempty"`
 }
+
+type chatChunk = chunkEnvelope[chunkChoice, wireUsage]
 
 type chunkChoice struct {
 	Index        int        `json:"index"`
@@ -118,37 +121,12 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx := r.Context()
-
 	rep := planReply(t, conv)
-	model := req.Model
-	if model == "" {
-		model = s.opts.Models[0]
-	}
-	latency := s.opts.Latency
-	if t.hasLatency {
-		latency = t.latency
-	}
-	head := chatChunk{
-		ID:      "chatcmpl-mock-" + strconv.Itoa(seq),
-		Object:  "chat.completion.chunk",
-		Created: s.opts.Now().Unix(),
-		Model:   model,
-	}
+	head := newHead[chunkChoice, wireUsage](s, req.Model, "chatcmpl-mock-"+strconv.Itoa(seq), "chat.completion.chunk")
 	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	chunks := s.chatChunks(head, rep, includeUsage)
-	if req.Stream {
-		streamEvents(s, w, r, chunks, t, latency)
-		return
-	}
-	// Take as long as the stream would have.
-	if err := s.sleep(ctx, latency*time.Duration(len(chunks)-1)); err != nil {
-		s.waitOutcome(err)
-		return
-	}
 	head.Object = "chat.completion"
-	writeJSON(w, http.StatusOK, s.chatCompletion(head, rep))
-	s.end(outcomeCompleted)
+	answer(s, w, r, t, req.Stream, chunks, func() any { return s.chatCompletion(head, rep) })
 }
 
 // reject answers an error and counts the request as failed.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/loomgate/loom/harmony"
 )
@@ -107,14 +106,7 @@ func (req *CompletionRequest) conversation() conversation {
 
 // Completions response shapes, as vLLM writes them.
 
-type completionChunk struct {
-	ID      string                  `json:"id"`
-	Object  string                  `json:"object"`
-	Created int64                   `json:"created"`
-	Model   string                  `json:"model"`
-	Choices []completionChunkChoice `json:"choices"`
-	Usage   *completionUsage        `json:"usage,omitempty"`
-}
+type completionChunk = chunkEnvelope[completionChunkChoice, completionUsage]
 
 type completionChunkChoice struct {
 	Index        int       `json:"index"`
@@ -160,38 +152,14 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx := r.Context()
-
 	rep, err := planHarmony(t, conv)
 	if err != nil {
 		s.reject(w, http.StatusBadRequest, err.Error(), "prompt")
 		return
 	}
-	model := req.Model
-	if model == "" {
-		model = s.opts.Models[0]
-	}
-	latency := s.opts.Latency
-	if t.hasLatency {
-		latency = t.latency
-	}
-	head := completionChunk{
-		ID:      "cmpl-mock-" + strconv.Itoa(seq),
-		Object:  "text_completion",
-		Created: s.opts.Now().Unix(),
-		Model:   model,
-	}
+	head := newHead[completionChunkChoice, completionUsage](s, req.Model, "cmpl-mock-"+strconv.Itoa(seq), "text_completion")
 	chunks := completionChunks(head, rep, &req)
-	if req.Stream {
-		streamEvents(s, w, r, chunks, t, latency)
-		return
-	}
-	if err := s.sleep(ctx, latency*time.Duration(len(chunks)-1)); err != nil {
-		s.waitOutcome(err)
-		return
-	}
-	writeJSON(w, http.StatusOK, completionResponse(head, rep, &req))
-	s.end(outcomeCompleted)
+	answer(s, w, r, t, req.Stream, chunks, func() any { return completionResponse(head, rep, &req) })
 }
 
 // completionChunks streams the reply one token per chunk, as vLLM does

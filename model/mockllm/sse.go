@@ -85,3 +85,33 @@ func streamEvents[T any](s *Server, w http.ResponseWriter, r *http.Request, chun
 	}
 	s.end(outcomeCompleted)
 }
+
+// newHead is the envelope every chunk of one answer shares: its id, its
+// object, the time and the model (the request's, else the first served).
+func newHead[C, U any](s *Server, model, id, object string) chunkEnvelope[C, U] {
+	if model == "" {
+		model = s.opts.Models[0]
+	}
+	return chunkEnvelope[C, U]{ID: id, Object: object, Created: s.opts.Now().Unix(), Model: model}
+}
+
+// answer sends a turn: its chunks as SSE, or, without stream, the whole
+// answer whole() builds, after as long as the stream would have taken.
+// Every endpoint ends through it, so latency and the failure directives
+// mean the same on each.
+func answer[T any](s *Server, w http.ResponseWriter, r *http.Request, t *turn, stream bool, chunks []T, whole func() any) {
+	latency := s.opts.Latency
+	if t.hasLatency {
+		latency = t.latency
+	}
+	if stream {
+		streamEvents(s, w, r, chunks, t, latency)
+		return
+	}
+	if err := s.sleep(r.Context(), latency*time.Duration(len(chunks)-1)); err != nil {
+		s.waitOutcome(err)
+		return
+	}
+	writeJSON(w, http.StatusOK, whole())
+	s.end(outcomeCompleted)
+}

@@ -1,9 +1,12 @@
 // Package upstream is the HTTP plumbing the model backends share: a
 // retrying client that retries only before the first byte of a response,
-// a first-byte timeout, the SSE line reader, and the mapping of every
-// failure to a *model.Error with a message safe for clients. Each backend
-// keeps only its wire format: the request body, the chunk decoding and
-// what it makes of the chunks.
+// a first-byte timeout, the SSE line reader (and the DeltaPause it
+// emits when the upstream has nothing more buffered), the reading of a
+// non-streamed answer, the one-pass JSON scanner and the chunk envelope
+// every OpenAI-style endpoint shares (scan.go, chunk.go), and the mapping
+// of every failure to a *model.Error with a message safe for clients.
+// Each backend keeps only its wire format: the request body, the fields
+// of its choices and what it makes of them.
 //
 // It is internal: the backends' public Options and constants stay theirs
 // (their Default* constants are these), so it can change with them.
@@ -35,6 +38,7 @@ const (
 	DefaultConnectTimeout   = 10 * time.Second
 	DefaultFirstByteTimeout = 120 * time.Second
 	DefaultIdleTimeout      = 60 * time.Second
+	DefaultWholeTimeout     = 10 * time.Minute
 )
 
 // Config is the HTTP part of a backend's Options, with the same fields
@@ -52,6 +56,7 @@ type Config struct {
 	ConnectTimeout   time.Duration // default client only
 	FirstByteTimeout time.Duration // from sending, retries included
 	IdleTimeout      time.Duration // between two reads of the body, once it started
+	WholeTimeout     time.Duration // from sending a request for a whole answer to its first byte
 }
 
 // positiveOr sets *p to def unless it is positive.
@@ -77,6 +82,7 @@ func (c Config) resolved() Config {
 	positiveOr(&c.ConnectTimeout, DefaultConnectTimeout)
 	positiveOr(&c.FirstByteTimeout, DefaultFirstByteTimeout)
 	positiveOr(&c.IdleTimeout, DefaultIdleTimeout)
+	positiveOr(&c.WholeTimeout, DefaultWholeTimeout)
 	if c.HTTPClient == nil {
 		c.HTTPClient = pooledClient(c.ConnectTimeout)
 	}
@@ -94,6 +100,7 @@ type Client struct {
 	log              *slog.Logger
 	firstByteTimeout time.Duration
 	idleTimeout      time.Duration
+	wholeTimeout     time.Duration
 }
 
 // NewClient returns a Client posting to url. apiKey may be empty; when set
@@ -123,7 +130,7 @@ func NewClient(url, apiKey string, cfg Config) *Client {
 		path = u.Path
 	}
 	return &Client{url: url, name: c.Name, path: path, apiKey: apiKey, client: rc, log: logger,
-		firstByteTimeout: c.FirstByteTimeout, idleTimeout: c.IdleTimeout}
+		firstByteTimeout: c.FirstByteTimeout, idleTimeout: c.IdleTimeout, wholeTimeout: c.WholeTimeout}
 }
 
 func pooledClient(connect time.Duration) *http.Client {
@@ -132,6 +139,11 @@ func pooledClient(connect time.Duration) *http.Client {
 	t.TLSHandshakeTimeout = connect
 	// Many concurrent streams go to the same engine.
 	t.MaxIdleConnsPerHost = 64
+	// The write buffer holds only the request, then sits idle for the
+	// whole stream: 1 KB instead of 4 KB per open stream (a larger body
+	// is written past it, straight to the connection). Reads keep the
+	// default 4 KB buffer, which the SSE reader reads through.
+	t.WriteBufferSize = 1 << 10
 	return &http.Client{Transport: t}
 }
 
@@ -180,7 +192,22 @@ type ReadFunc func(body io.Reader, emit func(model.Delta) error) error
 // endpoint's path, the status and the engine's message, capped and with
 // credentials removed.
 func (c *Client) Stream(ctx context.Context, body []byte, emit func(model.Delta) error, read ReadFunc) error {
-	err := c.stream(ctx, body, emit, read)
+	return c.post(ctx, body, acceptSSE, emit, read)
+}
+
+// Whole is Stream for a body that asks for a non-streamed answer (stream
+// false): the response is one JSON object, which read decodes (ReadWhole).
+// The engine sends nothing until the answer is complete, so a silence is
+// no sign of a stall: WholeTimeout, not the first-byte timeout, bounds the
+// wait for it (the idle timeout still bounds reading its body).
+func (c *Client) Whole(ctx context.Context, body []byte, emit func(model.Delta) error, read ReadFunc) error {
+	return c.post(ctx, body, "application/json", emit, read)
+}
+
+const acceptSSE = "text/event-stream"
+
+func (c *Client) post(ctx context.Context, body []byte, accept string, emit func(model.Delta) error, read ReadFunc) error {
+	err := c.send(ctx, body, accept, emit, read)
 	var merr *model.Error
 	if errors.As(err, &merr) && merr.Kind != responses.EInvalid {
 		c.logFailure(ctx, merr)
@@ -188,7 +215,7 @@ func (c *Client) Stream(ctx context.Context, body []byte, emit func(model.Delta)
 	return err
 }
 
-func (c *Client) stream(ctx context.Context, body []byte, emit func(model.Delta) error, read ReadFunc) error {
+func (c *Client) send(ctx context.Context, body []byte, accept string, emit func(model.Delta) error, read ReadFunc) error {
 	// Cancelling this context aborts the HTTP request and closes its
 	// connection, so the engine sees the client go away and stops
 	// generating. The timer cancels it with its own cause: first the
@@ -197,7 +224,11 @@ func (c *Client) stream(ctx context.Context, body []byte, emit func(model.Delta)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(context.Canceled)
 	var started atomic.Bool
-	timer := time.AfterFunc(c.firstByteTimeout, func() {
+	firstByte := c.firstByteTimeout
+	if accept != acceptSSE {
+		firstByte = c.wholeTimeout
+	}
+	timer := time.AfterFunc(firstByte, func() {
 		if started.Load() {
 			cancel(errIdleTimeout)
 		} else {
@@ -211,7 +242,7 @@ func (c *Client) stream(ctx context.Context, body []byte, emit func(model.Delta)
 		return &model.Error{Kind: responses.EUpstream, Message: msgUnavailable, Err: err}
 	}
 	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
+	hreq.Header.Set("Accept", accept)
 	if c.apiKey != "" {
 		hreq.Header.Set("Authorization", "Bearer "+c.apiKey)
 	}
@@ -227,12 +258,17 @@ func (c *Client) stream(ctx context.Context, body []byte, emit func(model.Delta)
 		return statusError(resp)
 	}
 
-	err = read(&idleReader{r: resp.Body, timer: timer, started: &started, idle: c.idleTimeout}, func(d model.Delta) error {
+	send := func(d model.Delta) error {
 		if err := emit(d); err != nil {
 			return &emitError{err: err}
 		}
 		return nil
-	})
+	}
+	rd := &idleReader{r: resp.Body, timer: timer, started: &started, idle: c.idleTimeout}
+	if accept == acceptSSE {
+		rd.pause = func() error { return send(model.Delta{Kind: model.DeltaPause}) }
+	}
+	err = read(rd, send)
 	var emitErr *emitError
 	var merr *model.Error
 	switch {
@@ -268,18 +304,32 @@ func (e *emitError) Unwrap() error { return e.err }
 // timeout.
 // If the timer fires at the same moment, the request is cancelled anyway
 // and the read that follows reports the timeout.
+//
+// pause, when set, emits a DeltaPause before a read that will likely wait:
+// the reader asks for more only once it has parsed all it had, and the
+// transport's reader returns less than was asked only when it had no more
+// buffered. After a read that filled p, the upstream is ahead and the
+// next read returns at once, so the events of a burst go out together.
 type idleReader struct {
 	r       io.Reader
 	timer   *time.Timer
 	started *atomic.Bool
 	idle    time.Duration
+	pause   func() error
+	full    bool // the last read filled its buffer
 }
 
 func (f *idleReader) Read(p []byte) (int, error) {
+	if f.pause != nil && !f.full {
+		if err := f.pause(); err != nil {
+			return 0, err
+		}
+	}
 	if f.started.Load() {
 		f.timer.Reset(f.idle)
 	}
 	n, err := f.r.Read(p)
+	f.full = n == len(p)
 	if n > 0 {
 		// The clock runs only while loom waits for the upstream: time
 		// spent passing a chunk on (to a slow client, say) is not the

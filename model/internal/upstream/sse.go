@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -22,6 +21,16 @@ var (
 	doneMarker  = []byte("[DONE]")
 )
 
+// Read buffer sizes of ReadSSE. The body is read through the transport's
+// own buffered reader, so ReadSSE's buffer only has to hold the line being
+// parsed: it starts small, which is what an idle stream keeps while it
+// waits, and grows while the upstream sends faster than it is read, or
+// for a line that does not fit.
+const (
+	minReadBuffer = 512
+	maxReadBuffer = 16 << 10
+)
+
 // ReadSSE reads an SSE body to its "data: [DONE]" line. It calls data with
 // the payload of every other data line (valid until data returns) and
 // done at [DONE], and stops at the first error either returns, returning
@@ -31,35 +40,64 @@ var (
 // body that ends before [DONE] is a cut stream. Read errors come back
 // raw, for Client.Stream to classify.
 func ReadSSE(r io.Reader, data func(payload []byte) error, done func() error) error {
-	br := bufio.NewReaderSize(r, 4096)
-	var long []byte
+	buf := make([]byte, minReadBuffer)
+	start, end := 0, 0 // the unparsed bytes are buf[start:end]
+	full := false      // the last read filled the buffer
+	var readErr error
 	for {
-		line, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// A line longer than the buffer: gather it in a side buffer.
-			long = append(long[:0], line...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = br.ReadSlice('\n')
-				long = append(long, line...)
-				if len(long) > MaxLineBytes {
-					return Malformed(fmt.Errorf("SSE line longer than %d bytes", MaxLineBytes))
+		// Every whole line in the buffer first.
+		for {
+			i := bytes.IndexByte(buf[start:end], '\n')
+			if i < 0 {
+				break
+			}
+			line := buf[start : start+i+1]
+			start += i + 1
+			if finished, err := sseLine(line, data, done); err != nil || finished {
+				return err
+			}
+		}
+		if readErr != nil {
+			if !errors.Is(readErr, io.EOF) {
+				return readErr
+			}
+			if start < end {
+				// The last line, without its newline.
+				if finished, err := sseLine(buf[start:end], data, done); err != nil || finished {
+					return err
 				}
 			}
-			line = long
+			return &model.Error{Kind: responses.EUpstream, Message: msgStreamCut, Err: io.ErrUnexpectedEOF}
 		}
-		if len(line) > 0 {
-			finished, lerr := sseLine(line, data, done)
-			if lerr != nil || finished {
-				return lerr
+		// Keep the partial line at the front, with room for more.
+		end = copy(buf, buf[start:end])
+		start = 0
+		switch {
+		case end == len(buf):
+			// One line fills the buffer.
+			if len(buf) >= MaxLineBytes {
+				return Malformed(fmt.Errorf("SSE line longer than %d bytes", MaxLineBytes))
 			}
+			buf = grown(buf, end, min(2*len(buf), MaxLineBytes))
+		case full && len(buf) < maxReadBuffer:
+			// The upstream is ahead of us: read in larger pieces.
+			buf = grown(buf, end, 2*len(buf))
+		case end == 0 && len(buf) > maxReadBuffer:
+			// A long line has passed: an idle stream keeps a small buffer.
+			buf = make([]byte, minReadBuffer)
 		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return &model.Error{Kind: responses.EUpstream, Message: msgStreamCut, Err: io.ErrUnexpectedEOF}
-			}
-			return err
-		}
+		var n int
+		n, readErr = r.Read(buf[end:])
+		end += n
+		full = end == len(buf)
 	}
+}
+
+// grown returns a buffer of size n holding buf[:keep].
+func grown(buf []byte, keep, n int) []byte {
+	b := make([]byte, n)
+	copy(b, buf[:keep])
+	return b
 }
 
 // sseLine handles one SSE line. It reports finished after [DONE].

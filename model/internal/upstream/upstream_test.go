@@ -125,3 +125,48 @@ func TestFinishReasonError(t *testing.T) {
 		}
 	}
 }
+
+// byteReader returns one byte per Read, the worst a body can do to a
+// line reader.
+type byteReader struct{ r io.Reader }
+
+func (b byteReader) Read(p []byte) (int, error) { return b.r.Read(p[:min(1, len(p))]) }
+
+// TestReadSSEPieces: the same lines arrive whatever the body's read sizes:
+// one byte at a time, or lines far longer than the starting buffer after
+// short ones (the buffer grows, then a small one serves again).
+func TestReadSSEPieces(t *testing.T) {
+	long := strings.Repeat("z", 3*maxReadBuffer)
+	body := "data: a\n\ndata: " + long + "\n\ndata: b\r\n\r\n: ping\n\ndata: c\n\ndata: [DONE]\n\n"
+	want := "a|" + long + "|b|c|DONE"
+	for name, r := range map[string]func() io.Reader{
+		"whole":        func() io.Reader { return strings.NewReader(body) },
+		"byte by byte": func() io.Reader { return byteReader{strings.NewReader(body)} },
+	} {
+		var got []string
+		err := ReadSSE(r(),
+			func(p []byte) error { got = append(got, string(p)); return nil },
+			func() error { got = append(got, "DONE"); return nil })
+		if err != nil || strings.Join(got, "|") != want {
+			t.Errorf("%s: err %v, %d payloads, intact %t", name, err, len(got), strings.Join(got, "|") == want)
+		}
+	}
+}
+
+// TestReadWhole: a non-streamed answer reaches decode whole; one over the
+// cap is a malformed answer, not read to its end.
+func TestReadWhole(t *testing.T) {
+	var got string
+	if err := ReadWhole(strings.NewReader(`{"choices":[]}`), func(b []byte) error { got = string(b); return nil }); err != nil || got != `{"choices":[]}` {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	err := ReadWhole(io.LimitReader(zeros{}, MaxLineBytes+10), func([]byte) error { t.Fatal("decoded an oversized answer"); return nil })
+	var merr *model.Error
+	if !errors.As(err, &merr) || !strings.Contains(err.Error(), "longer than") {
+		t.Fatalf("err = %v, want a malformed answer", err)
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }

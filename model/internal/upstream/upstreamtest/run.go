@@ -33,6 +33,9 @@ func Run(t *testing.T, w Wire) {
 	t.Run("EmitErrorReturned", func(t *testing.T) { testEmitErrorReturned(t, w) })
 	t.Run("RequestErrorNotSent", func(t *testing.T) { testRequestErrorNotSent(t, w) })
 	t.Run("PathAndAuth", func(t *testing.T) { testPathAndAuth(t, w) })
+	t.Run("WholeMatchesStream", func(t *testing.T) { testWholeMatchesStream(t, w) })
+	t.Run("WholeErrorObject", func(t *testing.T) { testWholeErrorObject(t, w) })
+	t.Run("PauseWhenUpstreamWaits", func(t *testing.T) { testPauseWhenUpstreamWaits(t, w) })
 }
 
 type errorCase struct {
@@ -44,6 +47,20 @@ type errorCase struct {
 	wantAttempts int32  // requests the upstream saw
 	wantDeltas   int    // deltas emitted before the error (or in total)
 	wantErrText  string // in the Err chain (for logs)
+}
+
+// hold keeps a request waiting until its client goes away (5 s at most:
+// the bound of a test, not a measure).
+func hold(r *http.Request) {
+	select {
+	case <-r.Context().Done():
+	case <-time.After(5 * time.Second):
+	}
+}
+
+// answer is a handler that answers body, whatever the attempt.
+func answer(body string) func(http.ResponseWriter, *http.Request, int) {
+	return func(w http.ResponseWriter, _ *http.Request, _ int) { _, _ = io.WriteString(w, body) }
 }
 
 func errorCases(wire Wire) []errorCase {
@@ -135,21 +152,13 @@ func errorCases(wire Wire) []errorCase {
 			wantKind: responses.EUpstream, wantAttempts: 1, wantDeltas: 1,
 		},
 		{
-			name: "vLLM error object inside the stream",
-			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
-				_, _ = io.WriteString(w, wire.First+
-					"data: {\"error\": {\"message\": \"CUDA out of memory\", \"type\": \"InternalServerError\", \"param\": null, \"code\": 500}}\n\n"+
-					"data: [DONE]\n\n")
-			},
+			name:     "vLLM error object inside the stream",
+			handler:  answer(wire.First + `data: {"error": {"message": "CUDA out of memory", "type": "InternalServerError", "param": null, "code": 500}}` + "\n\ndata: [DONE]\n\n"),
 			wantKind: responses.EUpstream, wantAttempts: 1, wantDeltas: 1, wantErrText: "CUDA out of memory",
 		},
 		{
-			name: "older vLLM error object inside the stream",
-			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
-				_, _ = io.WriteString(w, wire.First+
-					"data: {\"object\": \"error\", \"message\": \"engine dead\", \"type\": \"InternalServerError\", \"code\": 500}\n\n"+
-					"data: [DONE]\n\n")
-			},
+			name:     "older vLLM error object inside the stream",
+			handler:  answer(wire.First + `data: {"object": "error", "message": "engine dead", "type": "InternalServerError", "code": 500}` + "\n\ndata: [DONE]\n\n"),
 			wantKind: responses.EUpstream, wantAttempts: 1, wantDeltas: 1, wantErrText: "engine dead",
 		},
 		{
@@ -160,27 +169,18 @@ func errorCases(wire Wire) []errorCase {
 			wantKind: responses.EUpstream, wantAttempts: 1, wantErrText: "failed to parse tool call",
 		},
 		{
-			name: "finish_reason abort",
-			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
-				_, _ = io.WriteString(w, wire.Finished("abort"))
-			},
+			name:     "finish_reason abort",
+			handler:  answer(wire.Finished("abort")),
 			wantKind: responses.EUpstream, wantAttempts: 1, wantDeltas: 1, wantErrText: "abort",
 		},
 		{
-			name: "finish_reason error",
-			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
-				_, _ = io.WriteString(w, wire.Finished("error"))
-			},
+			name:     "finish_reason error",
+			handler:  answer(wire.Finished("error")),
 			wantKind: responses.EUpstream, wantAttempts: 1, wantDeltas: 1, wantErrText: `reason "error"`,
 		},
 		{
-			name: "slow first byte: 504",
-			handler: func(w http.ResponseWriter, r *http.Request, _ int) {
-				select {
-				case <-r.Context().Done():
-				case <-time.After(5 * time.Second):
-				}
-			},
+			name:     "slow first byte: 504",
+			handler:  func(w http.ResponseWriter, r *http.Request, _ int) { hold(r) },
 			opts:     Options{FirstByteTimeout: 100 * time.Millisecond},
 			wantKind: responses.ETimeout, wantAttempts: 1, wantErrText: "first-byte timeout",
 		},
@@ -190,10 +190,7 @@ func errorCases(wire Wire) []errorCase {
 				w.Header().Set("Content-Type", "text/event-stream")
 				w.WriteHeader(http.StatusOK)
 				w.(http.Flusher).Flush()
-				select {
-				case <-r.Context().Done():
-				case <-time.After(5 * time.Second):
-				}
+				hold(r)
 			},
 			opts:     Options{FirstByteTimeout: 100 * time.Millisecond},
 			wantKind: responses.ETimeout, wantAttempts: 1, wantErrText: "first-byte timeout",

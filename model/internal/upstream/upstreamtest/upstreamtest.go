@@ -59,11 +59,23 @@ type Wire struct {
 	Finished func(reason string) string
 }
 
-// Collect runs one turn and returns every delta emitted, also on error.
+// Collect runs one turn and returns every delta emitted, also on error,
+// except the DeltaPause hints (see CollectAll).
 func Collect(ctx context.Context, b model.Backend, req *model.Request) ([]model.Delta, error) {
+	return collect(ctx, b, req, false)
+}
+
+// CollectAll is Collect with the DeltaPause hints kept.
+func CollectAll(ctx context.Context, b model.Backend, req *model.Request) ([]model.Delta, error) {
+	return collect(ctx, b, req, true)
+}
+
+func collect(ctx context.Context, b model.Backend, req *model.Request, pauses bool) ([]model.Delta, error) {
 	var out []model.Delta
 	err := b.Stream(ctx, req, func(d model.Delta) error {
-		out = append(out, d)
+		if pauses || d.Kind != model.DeltaPause {
+			out = append(out, d)
+		}
 		return nil
 	})
 	return out, err

@@ -1,0 +1,49 @@
+package engine_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/responses"
+)
+
+// TestFlushAtUpstreamPauses: the engine calls RunOptions.Flush where the
+// upstream paused and when the turn ended, after the events built so
+// far; a streaming run asks for a streamed turn, a run without a sink
+// for a whole one.
+func TestFlushAtUpstreamPauses(t *testing.T) {
+	text := func(s string) model.Delta { return model.Delta{Kind: model.DeltaText, Text: s} }
+	pause := model.Delta{Kind: model.DeltaPause}
+	b := &fakeBackend{stream: deltas(text("a"), text("b"), pause, text("c"), pause,
+		model.Delta{Kind: model.DeltaFinish, FinishReason: model.FinishStop})}
+	e := newEngine(t, b)
+	var deltasSeen int
+	var atFlush []int
+	sink := func(ev *responses.Event) error {
+		if ev.Type == responses.EventOutputTextDelta {
+			deltasSeen++
+		}
+		return nil
+	}
+	_, err := e.RunWith(context.Background(), decodeRequest(t, `{"model":"m","input":"x","stream":true}`), sink,
+		&engine.RunOptions{Flush: func() { atFlush = append(atFlush, deltasSeen) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two pauses, then the end of the turn.
+	if len(atFlush) != 3 || atFlush[0] != 2 || atFlush[1] != 3 || atFlush[2] != 3 {
+		t.Errorf("text deltas sent at each flush: %v, want [2 3 3]", atFlush)
+	}
+	if b.requests[0].Whole {
+		t.Error("a streaming run asked for a whole turn")
+	}
+
+	if _, err := e.Run(context.Background(), decodeRequest(t, `{"model":"m","input":"x"}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if !b.requests[1].Whole {
+		t.Error("a run without a sink asked for a streamed turn")
+	}
+}

@@ -1,0 +1,93 @@
+package upstream
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// TestScannerStringsAsEncodingJSON: every string decodes to what
+// encoding/json makes of it, escapes, surrogates and bad UTF-8 included.
+func TestScannerStringsAsEncodingJSON(t *testing.T) {
+	for _, in := range []string{
+		`""`, `"plain"`, `"a\"b\\c\/d"`, `"\b\f\n\r\t"`, `"\u00e9\u4e2d"`, `"\ud83d\ude00"`,
+		`"\ud83d"`, `"\ud83dx"`, `"\ude00\ud83d"`, `"héllo 世界"`, "\"bad \xff byte\"", "\"cut \xe4\xb8\"",
+		`"\u0000"`, `null`,
+	} {
+		var want string
+		if err := json.Unmarshal([]byte(in), &want); err != nil {
+			t.Fatalf("%s: encoding/json: %v", in, err)
+		}
+		s := NewScanner([]byte(in))
+		got, err := s.String()
+		if err == nil {
+			err = s.End()
+		}
+		if err != nil || got != want {
+			t.Errorf("%s: got %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
+// TestScannerRejectsWhatEncodingJSONRejects: malformed JSON anywhere,
+// also inside a skipped value, is an error.
+func TestScannerRejectsWhatEncodingJSONRejects(t *testing.T) {
+	for _, in := range []string{
+		`{not json`, `{"a":1`, `{"a" 1}`, `{"a":1,}`, `{"skip":[1,2,}`, `{"skip":{"x":tru}}`,
+		`{"skip":"ctl` + "\x01" + `"}`, `{"skip":-}`, `{"skip":1.}`, `{"skip":1e}`, `{"s":"\q"}`,
+		`{"s":"\u12"}`, `{"n":1.5}`, `{"a":1} x`, ``, `[`,
+	} {
+		var v any
+		if json.Unmarshal([]byte(in), &v) == nil && in != `{"n":1.5}` {
+			t.Fatalf("%s: encoding/json accepts it", in)
+		}
+		s := NewScanner([]byte(in))
+		err := s.Object(func(k []byte) error {
+			switch string(k) {
+			case "s":
+				_, err := s.String()
+				return err
+			case "n":
+				_, err := s.Int()
+				return err
+			}
+			return s.Skip()
+		})
+		if err == nil {
+			err = s.End()
+		}
+		if err == nil {
+			t.Errorf("%s: no error", in)
+		}
+	}
+}
+
+// TestScannerWalk reads nested values and skips the rest.
+func TestScannerWalk(t *testing.T) {
+	in := ` {"id":"x","n":-12,"f":1.5e3,"t":true,"z":null,"arr":[{"k":"v1"},{"k":"v2"},{}],"o":{"deep":[[],{}]}} `
+	s := NewScanner([]byte(in))
+	var n int
+	var ks []string
+	err := s.Object(func(k []byte) error {
+		switch string(k) {
+		case "n":
+			var err error
+			n, err = s.Int()
+			return err
+		case "arr":
+			return s.Array(func() error {
+				return s.Object(func(k []byte) error {
+					v, err := s.String()
+					ks = append(ks, string(k)+"="+v)
+					return err
+				})
+			})
+		}
+		return s.Skip()
+	})
+	if err == nil {
+		err = s.End()
+	}
+	if err != nil || n != -12 || len(ks) != 2 || ks[0] != "k=v1" || ks[1] != "k=v2" {
+		t.Fatalf("n=%d ks=%q err=%v", n, ks, err)
+	}
+}
