@@ -189,3 +189,130 @@ func containsRun(types, want []string) bool {
 	}
 	return false
 }
+
+// TestWebSearchSearXNG: web_search over a SearXNG-compatible server on
+// loopback. On chat completions the model calls the web_search function
+// and reads the results; on harmony it calls browser.search, then
+// browser.open of the first result (a loopback page the fetch policy
+// allows), and reads the page's text with its cursor. Each call is a
+// completed web_search_call whose action names the query or the page,
+// with the sources include asked for.
+func TestWebSearchSearXNG(t *testing.T) {
+	for _, up := range upstreams {
+		t.Run(up.name, func(t *testing.T) {
+			sx := newSearXNG(t)
+			backend, err := websearch.NewSearXNG(sx.URL+"/search", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := webSearchHarness(t, up, backend, true)
+			script := searchCall(up, "loom weaving") + "\n#then\n"
+			if up.name == "completions" {
+				script += "#builtin browser.open {\"id\": 0}\n#then\n"
+			}
+			script += "#say Looms hold warp threads."
+			resp, types := streamResponse(t, h, responses.ResponseNewParams{
+				Model:   openai.ChatModel("mock-model"),
+				Input:   textInput(script),
+				Tools:   []responses.ToolUnionParam{webSearchTool},
+				Include: []responses.ResponseIncludable{responses.ResponseIncludableWebSearchCallActionSources},
+			})
+			if resp.Status != responses.ResponseStatusCompleted {
+				t.Fatalf("status %s: %s", resp.Status, resp.RawJSON())
+			}
+			queries, formats := sx.searches()
+			if len(queries) != 1 || queries[0] != "loom weaving" || formats[0] != "json" {
+				t.Errorf("the backend got searches %q with formats %q, want one for \"loom weaving\" as json", queries, formats)
+			}
+			calls := webSearchCalls(resp)
+			wantCalls := 1
+			if up.name == "completions" {
+				wantCalls = 2
+			}
+			if len(calls) != wantCalls {
+				t.Fatalf("%d web_search_calls, want %d: %s", len(calls), wantCalls, resp.RawJSON())
+			}
+			search := calls[0]
+			if search.Status != "completed" || search.Action.Type != "search" || search.Action.Query != "loom weaving" {
+				t.Errorf("search call %s", search.RawJSON())
+			}
+			if len(search.Action.Sources) != 2 || search.Action.Sources[0].URL != sx.URL+"/page/1" {
+				t.Errorf("sources %+v, want the two result URLs", search.Action.Sources)
+			}
+			prompt := lastPromptText(t, h)
+			if !strings.Contains(prompt, "Loom weaving basics") || !strings.Contains(prompt, "A loom holds warp threads under tension.") {
+				t.Errorf("the search results did not reach the model: %s", prompt)
+			}
+			if up.name == "completions" {
+				open := calls[1]
+				if open.Status != "completed" || open.Action.Type != "open_page" || open.Action.URL != sx.URL+"/page/1" {
+					t.Errorf("open call %s", open.RawJSON())
+				}
+				// The search page is cursor 0; the opened page is [1], its
+				// text without script or style, its link numbered.
+				for _, want := range []string{"【0†Loom weaving basics†127.0.0.1】", "[1] Page 1 (" + sx.URL + "/page/1)",
+					"The heddle lifts warp threads so the shuttle can pass.", "【0†the next page】"} {
+					if !strings.Contains(prompt, want) {
+						t.Errorf("the model did not read %q: %s", want, prompt)
+					}
+				}
+				if strings.Contains(prompt, "var hidden") {
+					t.Errorf("the page's script reached the model")
+				}
+				if !strings.Contains(prompt, "namespace browser") {
+					t.Errorf("the prompt does not declare the built-in browser: %s", prompt)
+				}
+			}
+			want := []string{"response.output_item.added", "response.web_search_call.in_progress", "response.web_search_call.searching",
+				"response.web_search_call.completed", "response.output_item.done"}
+			if !containsRun(types, want) {
+				t.Errorf("events %v, want the run %v", types, want)
+			}
+			if got := resp.OutputText(); got != "Looms hold warp threads." {
+				t.Errorf("answer %q", got)
+			}
+		})
+	}
+}
+
+// TestWebSearchFetchPolicy: on harmony, with a policy that does not allow
+// loopback, browser.open of a loopback result is refused: the call is a
+// failed web_search_call, the model reads why, and the response goes on.
+// With external_web_access false the page is not fetched at all: the
+// model gets the engine's snippet instead.
+func TestWebSearchFetchPolicy(t *testing.T) {
+	up := upstreams[1]
+	sx := newSearXNG(t)
+	backend, err := websearch.NewSearXNG(sx.URL+"/search", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := searchCall(up, "loom") + "\n#then\n#builtin browser.open {\"id\": 1}\n#then\n#say done"
+	t.Run("loopback refused", func(t *testing.T) {
+		h := webSearchHarness(t, up, backend, false)
+		resp, _ := streamResponse(t, h, responses.ResponseNewParams{
+			Model: openai.ChatModel("mock-model"), Input: textInput(script), Tools: []responses.ToolUnionParam{webSearchTool},
+		})
+		calls := webSearchCalls(resp)
+		if resp.Status != responses.ResponseStatusCompleted || len(calls) != 2 || calls[1].Status != "failed" || calls[1].Action.URL != sx.URL+"/page/2" {
+			t.Fatalf("response %s", resp.RawJSON())
+		}
+		if prompt := lastPromptText(t, h); !strings.Contains(prompt, "loopback") || strings.Contains(prompt, "Heddles") {
+			t.Errorf("the model was not told the page is refused, or read it: %s", prompt)
+		}
+	})
+	t.Run("no external web access", func(t *testing.T) {
+		h := webSearchHarness(t, up, backend, true)
+		offline := responses.ToolUnionParam{OfWebSearch: &responses.WebSearchToolParam{Type: responses.WebSearchToolTypeWebSearch, ExternalWebAccess: openai.Bool(false)}}
+		resp, _ := streamResponse(t, h, responses.ResponseNewParams{
+			Model: openai.ChatModel("mock-model"), Input: textInput(script), Tools: []responses.ToolUnionParam{offline},
+		})
+		if resp.Status != responses.ResponseStatusCompleted {
+			t.Fatalf("response %s", resp.RawJSON())
+		}
+		prompt := lastPromptText(t, h)
+		if !strings.Contains(prompt, "Punched cards drove the Jacquard loom.") || strings.Contains(prompt, "Heddles") {
+			t.Errorf("the model should read the snippet, not the live page: %s", prompt)
+		}
+	})
+}

@@ -229,11 +229,10 @@ func (ss *Session) search(ctx context.Context, call tools.Call, args callArgs) t
 			action.Sources = append(action.Sources, responses.WebSearchSource{Type: responses.WebSearchSourceURL, URL: r.URL})
 		}
 	}
-	p := searchPage(args.Query, results)
 	if !ss.srv.tool.opts.Browser {
 		return ss.done(call, action, resultList(results))
 	}
-	return ss.done(call, action, ss.show(p, 0, 0))
+	return ss.done(call, action, ss.show(searchPage(args.Query, results), 0, 0))
 }
 
 // resultList is a search's results for a model without the browser: a
@@ -269,7 +268,7 @@ func (ss *Session) open(ctx context.Context, call tools.Call, args callArgs) too
 	case json.Unmarshal(args.ID, &target) == nil:
 	case json.Unmarshal(args.ID, &num) == nil:
 		if from == nil || int(num) < 0 || int(num) >= len(from.links) {
-			return ss.failed(call, action, fmt.Sprintf("error: there is no link %v on page [%d]", args.ID, cur), nil)
+			return ss.failed(call, action, fmt.Sprintf("error: there is no link %s on page [%d]", args.ID, cur), nil)
 		}
 		target = from.links[int(num)]
 		if r, ok := from.snippets[int(num)]; ok && !ss.srv.live {

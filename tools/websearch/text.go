@@ -19,6 +19,7 @@ func htmlText(body []byte, base *url.URL) (title, text string, links []string) {
 	var b strings.Builder
 	skip := 0 // depth inside elements whose text is not page text
 	inTitle := false
+	pre := 0 // depth inside <pre>, where line breaks are the text's
 	var link *strings.Builder
 	linkURL := ""
 	newline := func() {
@@ -50,6 +51,9 @@ func htmlText(body []byte, base *url.URL) (title, text string, links []string) {
 			case a == atom.Br:
 				b.WriteByte('\n')
 			case block[a]:
+				if a == atom.Pre && tt == html.StartTagToken {
+					pre++
+				}
 				newline()
 			}
 		case html.EndTagToken:
@@ -68,10 +72,17 @@ func htmlText(body []byte, base *url.URL) (title, text string, links []string) {
 				links = append(links, linkURL)
 				link = nil
 			case block[a]:
+				if a == atom.Pre && pre > 0 {
+					pre--
+				}
 				newline()
 			}
 		case html.TextToken:
 			t := string(z.Text())
+			if pre == 0 {
+				// Outside <pre> a line break in the source is a blank.
+				t = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(t)
+			}
 			switch {
 			case inTitle:
 				title += t
