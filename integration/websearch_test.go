@@ -1,13 +1,20 @@
 package integration
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
@@ -315,4 +322,114 @@ func TestWebSearchFetchPolicy(t *testing.T) {
 			t.Errorf("the model should read the snippet, not the live page: %s", prompt)
 		}
 	})
+}
+
+// nodeRequest is request.mjs's summary of one streamed response.
+type nodeRequest struct {
+	Types      []string         `json:"types"`
+	Sequence   []int            `json:"sequence"`
+	Text       string           `json:"text"`
+	ID         string           `json:"id"`
+	Status     string           `json:"status"`
+	OutputText string           `json:"outputText"`
+	Output     []map[string]any `json:"output"`
+}
+
+// runNodeRequest streams params through the openai npm package's strict
+// stream helper (testdata/node/request.mjs) against h.
+func runNodeRequest(t *testing.T, h *harness, params any) *nodeRequest {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(nodeDir, "node_modules", "openai", "package.json")); err != nil {
+		t.Fatalf("the openai npm package is not installed (%v): run `npm ci --prefix integration/testdata/node`", err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node is not on PATH: %v", err)
+	}
+	body, err := json.Marshal(params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), nodeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "request.mjs", string(body))
+	cmd.Dir = nodeDir
+	cmd.Env = append(os.Environ(), "LOOM_BASE_URL="+h.BaseURL, "NO_PROXY=127.0.0.1,localhost", "NODE_NO_WARNINGS=1")
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node request.mjs: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.Bytes(), stdout.Bytes())
+	}
+	var out nodeRequest
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("node request.mjs printed no summary (%v):\n%s\nstderr:\n%s", err, stdout.Bytes(), stderr.Bytes())
+	}
+	for i, seq := range out.Sequence {
+		if seq != i {
+			t.Fatalf("event %d (%s) has sequence_number %d", i, out.Types[i], seq)
+		}
+	}
+	return &out
+}
+
+// outputOfType returns the summary's output items of one type.
+func (r *nodeRequest) outputOfType(typ string) []map[string]any {
+	var out []map[string]any
+	for _, it := range r.Output {
+		if it["type"] == typ {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// TestNodeWebSearch: the openai npm package's strict stream helper reads
+// web_search flows on both upstreams: a search over the SearXNG server
+// (and, on harmony, browser.open of its first result) as completed
+// web_search_call items whose results reach the model, and with no
+// backend a failed web_search_call in a completed response.
+func TestNodeWebSearch(t *testing.T) {
+	for _, up := range upstreams {
+		t.Run(up.name, func(t *testing.T) {
+			t.Parallel() // node's startup dominates; overlap it
+			sx := newSearXNG(t)
+			backend, err := websearch.NewSearXNG(sx.URL+"/search", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := webSearchHarness(t, up, backend, true)
+			script := searchCall(up, "loom weaving") + "\n#then\n"
+			if up.name == "completions" {
+				script += "#builtin browser.open {\"id\": 0}\n#then\n"
+			}
+			got := runNodeRequest(t, h, map[string]any{"model": "mock-model", "input": script + "#say Found it.",
+				"tools": []any{map[string]any{"type": "web_search"}}, "include": []string{"web_search_call.action.sources"}})
+			calls := got.outputOfType("web_search_call")
+			if got.Status != "completed" || len(calls) == 0 || calls[0]["status"] != "completed" || got.OutputText != "Found it." {
+				t.Fatalf("summary %+v", got)
+			}
+			action, _ := calls[0]["action"].(map[string]any)
+			if action["type"] != "search" || action["query"] != "loom weaving" || len(action["sources"].([]any)) != 2 {
+				t.Errorf("action %v", action)
+			}
+			if !strings.Contains(lastPromptText(t, h), "A loom holds warp threads under tension.") {
+				t.Errorf("the results did not reach the model")
+			}
+			if up.name == "completions" && (len(calls) != 2 || !strings.Contains(lastPromptText(t, h), "The heddle lifts warp threads")) {
+				t.Errorf("the opened page did not reach the model: %v", calls)
+			}
+			if !slices.Contains(got.Types, "response.web_search_call.completed") {
+				t.Errorf("events %v", got.Types)
+			}
+
+			bare := webSearchHarness(t, up, nil, false)
+			got = runNodeRequest(t, bare, map[string]any{"model": "mock-model", "input": searchCall(up, "x") + "\n#then\n#say No luck.",
+				"tools": []any{map[string]any{"type": "web_search_preview"}}})
+			calls = got.outputOfType("web_search_call")
+			if got.Status != "completed" || len(calls) != 1 || calls[0]["status"] != "failed" || got.OutputText != "No luck." {
+				t.Errorf("no backend: %+v", got)
+			}
+		})
+	}
 }
