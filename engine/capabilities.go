@@ -30,7 +30,7 @@ func (r *run) caps(label string) tools.Capabilities {
 func clientKinds(req *responses.Request) map[string]*tools.Kind {
 	var m map[string]*tools.Kind
 	for _, t := range req.Tools {
-		if k := tools.ClientKind(t.Type); k != nil {
+		if k := tools.ClientRunKind(t); k != nil {
 			if m == nil {
 				m = map[string]*tools.Kind{}
 			}

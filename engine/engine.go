@@ -323,6 +323,7 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 	if err != nil {
 		return nil, err
 	}
+	addFoundFunctions(reg, history, input)
 	if err := checkInputServers(reg, inputAnswers); err != nil {
 		return nil, err
 	}
@@ -352,6 +353,7 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 func (r *run) openConversation() {
 	r.clientKinds = clientKinds(r.req)
 	r.serverCaps()
+	r.found = newFound(r.history, r.input)
 	r.cc = r.e.newConversation(r.reg, tools.History(r.seen), r.resp.ID)
 }
 
@@ -457,6 +459,9 @@ type run struct {
 	// conversationID is the conversation the response continues and adds
 	// its turn to ("" for none).
 	conversationID string
+	// found are the deferred tools a tool search found, offered from
+	// then on.
+	found found
 	clientWaits
 	eventLog
 }
@@ -624,7 +629,7 @@ func (r *run) loop(ctx context.Context) error {
 // a named function, or allowed_tools in required mode) among the tools
 // offered.
 func (r *run) toolRequired() bool {
-	tools, choice, _ := offeredTools(r.req, r.cc.Offered())
+	tools, choice, _ := offeredTools(r.req, r.visibleTools())
 	return len(tools) > 0 && choice == responses.ToolChoiceRequired
 }
 

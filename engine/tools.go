@@ -45,7 +45,7 @@ func (e *Engine) registry(ctx context.Context, req *responses.Request) (*tools.R
 	}
 	for i, t := range req.Tools {
 		def := tools.FunctionDefinition(t)
-		if k := tools.ClientKind(t.Type); k != nil {
+		if k := tools.ClientRunKind(t); k != nil {
 			def = k.Define(t)
 		} else if t.Type != responses.ToolFunction {
 			continue
@@ -203,6 +203,8 @@ func (r *run) addRanItems(k *tools.Kind, ran tools.RanCall, res tools.Result, te
 			return nil, err
 		}
 	}
+	// A tool search's items make the tools it found callable.
+	r.found.add(items)
 	return items, nil
 }
 

@@ -287,7 +287,7 @@ func (r *run) modelRequest() *model.Request {
 	} else if req.SafetyIdentifier != nil {
 		m.User = *req.SafetyIdentifier
 	}
-	m.Tools, m.ToolChoice, m.ToolChoiceFunction = offeredTools(req, r.cc.Offered())
+	m.Tools, m.ToolChoice, m.ToolChoiceFunction = offeredTools(req, r.visibleTools())
 	for _, t := range m.Tools {
 		if tools.Builtin(t.Name) {
 			m.Builtins = append(m.Builtins, t.Name)

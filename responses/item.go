@@ -75,7 +75,12 @@ type Item struct {
 	Action          json.RawMessage `json:"action,omitempty"`
 	MaxOutputLength *int            `json:"max_output_length,omitempty"`
 
-	// mcp_list_tools: the tools a server offers. mcp_approval_response:
+	// Execution of a tool_search_call or tool_search_output: "server"
+	// (loom searched) or "client".
+	Execution string `json:"execution,omitempty"`
+
+	// mcp_list_tools: the tools a server offers (tool_search_output: the
+	// tools a search found, as request tools). mcp_approval_response:
 	// the client's answer (ApprovalRequestID, Approve, Reason).
 	Tools   json.RawMessage `json:"tools,omitempty"`
 	Approve *bool           `json:"approve,omitempty"`
@@ -195,16 +200,20 @@ func (it *Item) OutputString() string {
 
 // UnmarshalJSON accepts the shorthand forms clients send: a message with no
 // "type" (EasyInputMessage) and message content given as a plain string.
-func (it *Item) UnmarshalJSON(data []byte) error {
+func (it *Item) UnmarshalJSON(data []byte) (err error) {
 	type plain Item
 	var raw struct {
 		plain
-		Content json.RawMessage `json:"content"`
+		Content   json.RawMessage `json:"content"`
+		Arguments json.RawMessage `json:"arguments"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return err
 	}
 	*it = Item(raw.plain)
+	if it.Arguments, err = argumentsText(raw.Arguments); err != nil {
+		return err
+	}
 	// A client of the Open Responses dialect sends loom's own item types
 	// back as it received them, vendor-prefixed.
 	it.Type = strings.TrimPrefix(it.Type, VendorPrefix)
@@ -355,6 +364,8 @@ func (it Item) MarshalJSON() ([]byte, error) {
 			Outputs     json.RawMessage `json:"outputs"`
 			Status      string          `json:"status"`
 		}{it.Type, it.ID, it.Code, it.ContainerID, outputs, orDefault(it.Status, StatusCompleted)})
+	case ItemToolSearchCall, ItemToolSearchOutput:
+		return it.marshalToolSearch()
 	default:
 		type plain Item
 		return json.Marshal(plain(it))

@@ -139,6 +139,9 @@ type Tool struct {
 	Description *string         `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
 	Strict      *bool           `json:"strict"`
+	// DeferLoading keeps the tool out of the prompt until a tool search
+	// finds it (tool_search).
+	DeferLoading bool `json:"defer_loading,omitempty"`
 	// Raw is the tool as sent, for types other than function: whoever
 	// runs them (MCP, local tools) decodes their own fields from it.
 	Raw json.RawMessage `json:"-"`
@@ -182,12 +185,13 @@ func (t Tool) MarshalJSON() ([]byte, error) {
 		params = json.RawMessage("null")
 	}
 	return json.Marshal(struct {
-		Type        string          `json:"type"`
-		Name        string          `json:"name"`
-		Description *string         `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-		Strict      *bool           `json:"strict"`
-	}{t.Type, t.Name, t.Description, params, t.Strict})
+		Type         string          `json:"type"`
+		Name         string          `json:"name"`
+		Description  *string         `json:"description"`
+		Parameters   json.RawMessage `json:"parameters"`
+		Strict       *bool           `json:"strict"`
+		DeferLoading bool            `json:"defer_loading,omitempty"`
+	}{t.Type, t.Name, t.Description, params, t.Strict, t.DeferLoading})
 }
 
 // Tool choice modes.

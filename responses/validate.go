@@ -310,6 +310,9 @@ var inputChecks = map[string]func(it *Item, param string) *APIError{
 	ItemMCPApprovalRequest:   nil,
 	ItemMCPInputRequest:      nil,
 	ItemCodeInterpreterCall:  nil,
+	ItemWebSearchCall:        nil,
+	ItemToolSearchCall:       nil,
+	ItemToolSearchOutput:     (*Item).validateToolSearchOutput,
 }
 
 // validateMessage checks a message's role and its content parts.

@@ -126,7 +126,7 @@ func TestValidateInputItems(t *testing.T) {
 		name, items, param, code string
 	}{
 		{"no type", `{"content":"x"}`, "input[0].type", ""},
-		{"unknown type", `{"type":"web_search_call"}`, "input[0].type", ""},
+		{"unknown type", `{"type":"file_search_call"}`, "input[0].type", ""},
 		{"item_reference", `{"type":"item_reference","id":"msg_1"}`, "input[0].type", unsupported},
 		{"message without a role", `{"type":"message","content":"x"}`, "input[0].role", ""},
 		{"message with a bad role", `{"type":"message","role":"tool","content":"x"}`, "input[0].role", ""},
@@ -287,7 +287,7 @@ func TestValidateTools(t *testing.T) {
 		serverTools                []string
 	}{
 		{name: "no type", tools: `{"name":"f"}`, param: "tools[0].type"},
-		{name: "unknown type", tools: `{"type":"web_search"}`, param: "tools[0].type"},
+		{name: "unknown type", tools: `{"type":"file_search"}`, param: "tools[0].type"},
 		{name: "server type not run here", tools: `{"type":"mcp","server_label":"s"}`, param: "tools[0].type"},
 		{name: "empty name", tools: fn(""), param: "tools[0].name"},
 		{name: "name with a space", tools: fn("get weather"), param: "tools[0].name"},

@@ -40,10 +40,15 @@ type Kind struct {
 	// output_item.done of an item Items built (a web search's
 	// in_progress, searching, completed); nil means none.
 	ItemEvents func(it responses.Item) []string
-	// Forgets says the kind's items cannot hold the result the model read
-	// (a web_search_call has no field for it): their History is the call
-	// and a note saying so, not the result.
+	// Forgets says the kind's items cannot hold the text the model read
+	// (a web_search_call and a tool_search_output have no field for it):
+	// their History is the call and what the items hold (a note, the
+	// tools found), not that text.
 	Forgets bool
+	// ClientRuns, if set, says whether the client runs a request's tool of
+	// the kind's ToolType (a tool search runs on the client only with
+	// execution "client"); nil means it always does.
+	ClientRuns func(t responses.Tool) bool
 	// Define is the function a request's tool of a client-run kind is
 	// offered to the model as; ClientItem reports the model's call to it,
 	// which the client runs.
@@ -108,6 +113,16 @@ func ClientKind(toolType string) *Kind {
 		}
 	}
 	return nil
+}
+
+// ClientRunKind returns the client-run kind of a request tool that the
+// client runs, or nil.
+func ClientRunKind(t responses.Tool) *Kind {
+	k := ClientKind(t.Type)
+	if k == nil || k.ClientRuns != nil && !k.ClientRuns(t) {
+		return nil
+	}
+	return k
 }
 
 // ClientCall reports whether items of the type are calls the client

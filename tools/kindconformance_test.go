@@ -73,7 +73,9 @@ func checkClientKind(t *testing.T, k *Kind, newID func(string) string) {
 	if call.Type != k.ItemType || call.ID == "" || call.CallID != "call_1" {
 		t.Errorf("ClientItem = %+v, want a %s with an id and call_id call_1", call, k.ItemType)
 	}
-	answer := responses.Item{Type: k.OutputType, CallID: "call_1", Output: json.RawMessage(`"ok"`)}
+	// The answer as the client sends it: an output, or found tools.
+	answer := responses.Item{Type: k.OutputType, CallID: "call_1", Output: json.RawMessage(`"ok"`),
+		Tools: json.RawMessage(`[{"type":"function","name":"ok"}]`)}
 	checkPair(t, History([]responses.Item{call, answer}), "call_1", "ok")
 }
 
@@ -95,8 +97,8 @@ func checkRanItems(t *testing.T, k *Kind, items []responses.Item, text string) {
 		t.Fatalf("history of %+v = %+v, want a call and its output", items, history)
 	}
 	if k.Forgets {
-		// The items cannot hold the result: the output says so.
-		text = "not kept"
+		// The items cannot hold the text: the output says what they hold.
+		text = ""
 	}
 	checkPair(t, history, history[0].CallID, text)
 }
@@ -110,6 +112,9 @@ func checkPair(t *testing.T, history []responses.Item, callID, want string) {
 	}
 	if callID == "" || history[0].CallID != callID || history[1].CallID != callID {
 		t.Errorf("call ids %q and %q, want both %q", history[0].CallID, history[1].CallID, callID)
+	}
+	if len(history[1].Output) == 0 || string(history[1].Output) == `""` {
+		t.Error("the output is empty")
 	}
 	if !strings.Contains(string(history[1].Output), want) {
 		t.Errorf("the output %s does not hold %q", history[1].Output, want)

@@ -22,6 +22,9 @@ type Definition struct {
 	Annotations json.RawMessage
 	// Strict is a function tool's strict flag, passed to the upstream.
 	Strict *bool
+	// Deferred keeps a function tool out of the prompt until a tool
+	// search finds it (defer_loading).
+	Deferred bool
 	// Server is the label of the Server that executes the tool. It is empty
 	// for a function tool, which the client executes. Package conversation
 	// sets it when it lists a server; a Server need not fill it in.
@@ -31,7 +34,7 @@ type Definition struct {
 // FunctionDefinition returns the Definition of a client-executed function
 // tool from a request.
 func FunctionDefinition(t responses.Tool) Definition {
-	d := Definition{Name: t.Name, Parameters: t.Parameters, Strict: t.Strict}
+	d := Definition{Name: t.Name, Parameters: t.Parameters, Strict: t.Strict, Deferred: t.DeferLoading}
 	if t.Description != nil {
 		d.Description = *t.Description
 	}

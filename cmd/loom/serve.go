@@ -27,6 +27,7 @@ import (
 	"github.com/loomgate/loom/tools/python"
 	"github.com/loomgate/loom/tools/sandbox"
 	"github.com/loomgate/loom/tools/shell"
+	"github.com/loomgate/loom/tools/toolsearch"
 	"github.com/loomgate/loom/tools/websearch"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -135,7 +136,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	eng := engine.New(backend, m.store, &engine.Options{
 		Logger: m.log, Models: m.cfg.Models, Timeout: m.cfg.RequestTimeout, Sealer: sealer, Upstream: capabilities,
 		ImageURLPolicy: policy, MaxImageBytes: m.cfg.MaxImageBytes,
-		ToolProviders:  []engine.ToolProvider{local, mcpTools, webSearch},
+		ToolProviders:  []engine.ToolProvider{local, mcpTools, webSearch, toolsearch.Provider{}},
 		Conversation:   conversation.Options{Metrics: metrics.ConversationMetrics()},
 		Lease:          m.cfg.StoreLease,
 		Retention:      m.cfg.StoreTTL,

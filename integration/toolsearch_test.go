@@ -1,0 +1,170 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/model/mockllm"
+	"github.com/loomgate/loom/tools/toolsearch"
+)
+
+// End-to-end tests of tool_search with defer_loading (issue 13): a
+// request carries 200 deferred function tools; the prompt holds none of
+// them, only the search; the model searches, loom answers from the
+// deferred definitions, and the tool found is offered, and called, in the
+// next turn. A client-run search goes to the client, whose answer's tools
+// are offered next.
+
+// harmonyFunction matches a function declared in a harmony prompt.
+var harmonyFunction = regexp.MustCompile(`(?m)^type (\w+) = `)
+
+// offeredNames are the function names an upstream request offered.
+func offeredNames(req mockllm.Request) []string {
+	var names []string
+	if req.Completion != nil {
+		for _, m := range harmonyFunction.FindAllStringSubmatch(req.Completion.PromptText, -1) {
+			names = append(names, m[1])
+		}
+		return names
+	}
+	for _, t := range req.Chat.Tools {
+		names = append(names, t.Function.Name)
+	}
+	return names
+}
+
+// deferredTools are n deferred function tools, tool_000 ... plus the one
+// the search should find, get_weather_forecast, in the middle.
+func deferredTools(n int) []responses.ToolUnionParam {
+	var out []responses.ToolUnionParam
+	for i := range n {
+		name, desc := fmt.Sprintf("tool_%03d", i), fmt.Sprintf("Manages inventory record %d.", i)
+		if i == n/2 {
+			name, desc = "get_weather_forecast", "Returns the weather forecast for a city."
+		}
+		out = append(out, param.Override[responses.ToolUnionParam](json.RawMessage(fmt.Sprintf(
+			`{"type":"function","name":%q,"description":%q,"parameters":{"type":"object","properties":{"city":{"type":"string"}}},"strict":false,"defer_loading":true}`, name, desc))))
+	}
+	return out
+}
+
+func toolSearchHarness(t *testing.T, up upstream) *harness {
+	return up.harness(t, &harnessOptions{ToolProviders: []engine.ToolProvider{toolsearch.Provider{}}})
+}
+
+// TestToolSearchDeferred: over both upstreams, with openai-go.
+func TestToolSearchDeferred(t *testing.T) {
+	for _, up := range upstreams {
+		t.Run(up.name, func(t *testing.T) {
+			h := toolSearchHarness(t, up)
+			tools := append(deferredTools(200), responses.ToolUnionParam{OfToolSearch: &responses.ToolSearchToolParam{}})
+			resp, types := streamResponse(t, h, responses.ResponseNewParams{
+				Model: openai.ChatModel("mock-model"),
+				Input: textInput("#call tool_search {\"query\": \"weather forecast\"}\n#then\n#call get_weather_forecast {\"city\": \"Paris\"}\n#then\n#say Sunny."),
+				Tools: tools,
+			})
+			reqs := h.Mock.Requests()
+			if len(reqs) != 2 {
+				t.Fatalf("%d upstream requests, want 2", len(reqs))
+			}
+			if got := offeredNames(reqs[0]); !slices.Equal(got, []string{"tool_search"}) {
+				t.Errorf("the first prompt offers %v, want only tool_search", got)
+			}
+			if got := offeredNames(reqs[1]); !slices.Equal(got, []string{"get_weather_forecast", "tool_search"}) {
+				t.Errorf("the second prompt offers %v, want the found tool and the search", got)
+			}
+			var itemTypes []string
+			for _, it := range resp.Output {
+				itemTypes = append(itemTypes, it.Type)
+			}
+			if !slices.Equal(itemTypes, []string{"tool_search_call", "tool_search_output", "function_call"}) {
+				t.Fatalf("output %v: %s", itemTypes, resp.RawJSON())
+			}
+			call, out := resp.Output[0].AsToolSearchCall(), resp.Output[1].AsToolSearchOutput()
+			if call.Execution != "server" || call.Status != "completed" || out.CallID != call.CallID || out.Execution != "server" {
+				t.Errorf("search items %s / %s", resp.Output[0].RawJSON(), resp.Output[1].RawJSON())
+			}
+			if len(out.Tools) == 0 || out.Tools[0].Name != "get_weather_forecast" {
+				t.Errorf("found tools %s, want get_weather_forecast first", resp.Output[1].RawJSON())
+			}
+			fc := resp.Output[2].AsFunctionCall()
+			if fc.Name != "get_weather_forecast" || !jsonEqual(fc.Arguments, `{"city": "Paris"}`) {
+				t.Errorf("function call %s", resp.Output[2].RawJSON())
+			}
+			if !slices.Contains(types, "response.function_call_arguments.done") {
+				t.Errorf("events %v", types)
+			}
+
+			// The client answers the call: the found tool is still offered
+			// (found in the history), and the model answers.
+			client := newOpenAIGo(h)
+			output := responses.ResponseInputItemParamOfFunctionCallOutput(`{"sky": "sunny"}`)
+			output.OfFunctionCallOutput.CallID = openai.String(fc.CallID)
+			next, err := client.Responses.New(clientCtx(t), responses.ResponseNewParams{
+				Model:              openai.ChatModel("mock-model"),
+				PreviousResponseID: openai.String(resp.ID),
+				Input:              responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{output}},
+				Tools:              tools,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if next.Status != responses.ResponseStatusCompleted || next.OutputText() != "Sunny." {
+				t.Errorf("follow-up %s", next.RawJSON())
+			}
+			reqs = h.Mock.Requests()
+			if got := offeredNames(reqs[len(reqs)-1]); !slices.Equal(got, []string{"get_weather_forecast", "tool_search"}) {
+				t.Errorf("the follow-up offers %v", got)
+			}
+			requireToolRoundTrip(t, h, fc.CallID, fc.Name, fc.Arguments, `{"sky": "sunny"}`)
+		})
+	}
+}
+
+// TestToolSearchClient: a tool_search with execution "client" reaches the
+// client as a tool_search_call; the client's tool_search_output offers a
+// tool the request did not carry, which the model calls next.
+func TestToolSearchClient(t *testing.T) {
+	for _, up := range upstreams {
+		t.Run(up.name, func(t *testing.T) {
+			h := toolSearchHarness(t, up)
+			tools := append(deferredTools(3), responses.ToolUnionParam{OfToolSearch: &responses.ToolSearchToolParam{
+				Execution: responses.ToolSearchToolExecutionClient, Description: openai.String("Finds order tools.")}})
+			script := "#call tool_search {\"query\": \"orders\"}\n#then\n#call lookup_order {\"id\": \"42\"}"
+			resp, _ := streamResponse(t, h, responses.ResponseNewParams{
+				Model: openai.ChatModel("mock-model"), Input: textInput(script), Tools: tools,
+			})
+			if len(resp.Output) != 1 || resp.Output[0].Type != "tool_search_call" {
+				t.Fatalf("output %s", resp.RawJSON())
+			}
+			call := resp.Output[0].AsToolSearchCall()
+			if call.Execution != "client" || call.CallID == "" {
+				t.Fatalf("call %s", resp.Output[0].RawJSON())
+			}
+			if args, _ := json.Marshal(call.Arguments); !jsonEqual(string(args), `{"query": "orders"}`) {
+				t.Errorf("arguments %s", args)
+			}
+			answer := param.Override[responses.ResponseInputItemUnionParam](json.RawMessage(fmt.Sprintf(
+				`{"type":"tool_search_output","call_id":%q,"execution":"client","status":"completed","tools":[{"type":"function","name":"lookup_order","description":"Looks up an order.","parameters":{"type":"object","properties":{"id":{"type":"string"}}},"strict":false}]}`, call.CallID)))
+			next, _ := streamResponse(t, h, responses.ResponseNewParams{
+				Model: openai.ChatModel("mock-model"), PreviousResponseID: openai.String(resp.ID), Tools: tools,
+				Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{answer}},
+			})
+			if len(next.Output) != 1 || next.Output[0].AsFunctionCall().Name != "lookup_order" {
+				t.Fatalf("follow-up %s", next.RawJSON())
+			}
+			reqs := h.Mock.Requests()
+			if got := offeredNames(reqs[len(reqs)-1]); !slices.Equal(got, []string{"tool_search", "lookup_order"}) {
+				t.Errorf("the follow-up offers %v, want the search and the tool the client found", got)
+			}
+		})
+	}
+}
