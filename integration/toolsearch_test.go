@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/model/mockllm"
+	"github.com/loomgate/loom/tools/mcp"
 	"github.com/loomgate/loom/tools/toolsearch"
 )
 
@@ -164,6 +166,107 @@ func TestToolSearchClient(t *testing.T) {
 			reqs := h.Mock.Requests()
 			if got := offeredNames(reqs[len(reqs)-1]); !slices.Equal(got, []string{"tool_search", "lookup_order"}) {
 				t.Errorf("the follow-up offers %v, want the search and the tool the client found", got)
+			}
+		})
+	}
+}
+
+// TestToolSearchDeferredMCPServer: an MCP server marked defer_loading is
+// kept out of the prompt until a search finds it by its description; then
+// its tools are offered and the model calls one, which loom runs.
+func TestToolSearchDeferredMCPServer(t *testing.T) {
+	for _, up := range upstreams {
+		t.Run(up.name, func(t *testing.T) {
+			ms := mcptStart(t, nil, "lookup_customer")
+			policy, err := mcp.NewPolicy(&mcp.PolicyOptions{Allow: "127.0.0.1,::1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := up.harness(t, &harnessOptions{ToolProviders: []engine.ToolProvider{
+				&mcp.Provider{Client: mcp.NewClient(&mcp.ClientOptions{Policy: policy})}, toolsearch.Provider{}}})
+			call := "#call crm__lookup_customer {\"id\": \"7\"}"
+			if up.name == "completions" {
+				call = "#callns crm.lookup_customer {\"id\": \"7\"}"
+			}
+			status, raw := mcptPost(t, h, map[string]any{
+				"model": "mock-model",
+				"input": "#call tool_search {\"query\": \"customer records\"}\n#then\n" + call + "\n#then\n#say Found the customer.",
+				"tools": []any{
+					mcptTool("crm", ms.URL, map[string]any{"server_description": "Customer records", "defer_loading": true, "require_approval": "never"}),
+					map[string]any{"type": "tool_search"},
+				},
+			})
+			var resp struct {
+				Status string `json:"status"`
+				Output []struct {
+					Type string `json:"type"`
+				} `json:"output"`
+			}
+			if err := json.Unmarshal(raw, &resp); err != nil || status != 200 || resp.Status != "completed" {
+				t.Fatalf("status %d: %s", status, raw)
+			}
+			var types []string
+			for _, it := range resp.Output {
+				types = append(types, it.Type)
+			}
+			reqs := h.Mock.Requests()
+			if len(reqs) != 3 {
+				t.Fatalf("%d upstream requests, want 3", len(reqs))
+			}
+			// What each prompt declares: the chat tools, or the harmony
+			// prompt before the conversation.
+			declared := func(req mockllm.Request) string {
+				if req.Completion != nil {
+					text, _, _ := strings.Cut(req.Completion.PromptText, "<|start|>user")
+					return text
+				}
+				return strings.Join(offeredNames(req), ",")
+			}
+			if d := declared(reqs[0]); strings.Contains(d, "lookup_customer") || !strings.Contains(d, "tool_search") {
+				t.Errorf("the first prompt declares %s, want the search and not the deferred server's tool", d)
+			}
+			if d := declared(reqs[1]); !strings.Contains(d, "lookup_customer") {
+				t.Errorf("the second prompt does not declare the found server's tool: %s", d)
+			}
+			if calls := ms.toolCalls(); len(calls) != 1 || calls[0].Name != "lookup_customer" {
+				t.Errorf("the MCP server ran %v", calls)
+			}
+			if !slices.Equal(types, []string{"mcp_list_tools", "tool_search_call", "tool_search_output", "mcp_call", "message"}) {
+				t.Errorf("output %v", types)
+			}
+		})
+	}
+}
+
+// TestNodeToolSearch: the openai npm package's strict stream helper reads
+// a server-run tool search over 200 deferred tools and the call of the
+// tool found, on both upstreams.
+func TestNodeToolSearch(t *testing.T) {
+	for _, up := range upstreams {
+		t.Run(up.name, func(t *testing.T) {
+			t.Parallel() // node's startup dominates; overlap it
+			h := toolSearchHarness(t, up)
+			var tools []any
+			for _, p := range deferredTools(200) {
+				raw, _ := json.Marshal(p)
+				tools = append(tools, json.RawMessage(raw))
+			}
+			tools = append(tools, map[string]any{"type": "tool_search"})
+			got := runNodeRequest(t, h, map[string]any{"model": "mock-model", "tools": tools,
+				"input": "#call tool_search {\"query\": \"weather forecast\"}\n#then\n#call get_weather_forecast {\"city\": \"Paris\"}"})
+			var types []string
+			for _, it := range got.Output {
+				types = append(types, it["type"].(string))
+			}
+			if got.Status != "completed" || !slices.Equal(types, []string{"tool_search_call", "tool_search_output", "function_call"}) {
+				t.Fatalf("summary %+v", got)
+			}
+			if got.Output[2]["name"] != "get_weather_forecast" {
+				t.Errorf("call %v", got.Output[2])
+			}
+			reqs := h.Mock.Requests()
+			if first := offeredNames(reqs[0]); !slices.Equal(first, []string{"tool_search"}) {
+				t.Errorf("the first prompt offers %v", first)
 			}
 		})
 	}
