@@ -197,6 +197,23 @@ func containsRun(types, want []string) bool {
 	return false
 }
 
+// searchAndOpen is a harness over up with the web search tool over a new
+// SearXNG server (pages on loopback allowed), and the script of a search
+// for "loom weaving" and, on harmony, browser.open of its first result.
+func searchAndOpen(t *testing.T, up upstream) (*searxng, *harness, string) {
+	t.Helper()
+	sx := newSearXNG(t)
+	backend, err := websearch.NewSearXNG(sx.URL+"/search", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := searchCall(up, "loom weaving") + "\n#then\n"
+	if up.name == "completions" {
+		script += "#builtin browser.open {\"id\": 0}\n#then\n"
+	}
+	return sx, webSearchHarness(t, up, backend, true), script
+}
+
 // TestWebSearchSearXNG: web_search over a SearXNG-compatible server on
 // loopback. On chat completions the model calls the web_search function
 // and reads the results; on harmony it calls browser.search, then
@@ -207,16 +224,7 @@ func containsRun(types, want []string) bool {
 func TestWebSearchSearXNG(t *testing.T) {
 	for _, up := range upstreams {
 		t.Run(up.name, func(t *testing.T) {
-			sx := newSearXNG(t)
-			backend, err := websearch.NewSearXNG(sx.URL+"/search", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			h := webSearchHarness(t, up, backend, true)
-			script := searchCall(up, "loom weaving") + "\n#then\n"
-			if up.name == "completions" {
-				script += "#builtin browser.open {\"id\": 0}\n#then\n"
-			}
+			sx, h, script := searchAndOpen(t, up)
 			script += "#say Looms hold warp threads."
 			resp, types := streamResponse(t, h, responses.ResponseNewParams{
 				Model:   openai.ChatModel("mock-model"),
@@ -393,16 +401,7 @@ func TestNodeWebSearch(t *testing.T) {
 	for _, up := range upstreams {
 		t.Run(up.name, func(t *testing.T) {
 			t.Parallel() // node's startup dominates; overlap it
-			sx := newSearXNG(t)
-			backend, err := websearch.NewSearXNG(sx.URL+"/search", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			h := webSearchHarness(t, up, backend, true)
-			script := searchCall(up, "loom weaving") + "\n#then\n"
-			if up.name == "completions" {
-				script += "#builtin browser.open {\"id\": 0}\n#then\n"
-			}
+			_, h, script := searchAndOpen(t, up)
 			got := runNodeRequest(t, h, map[string]any{"model": "mock-model", "input": script + "#say Found it.",
 				"tools": []any{map[string]any{"type": "web_search"}}, "include": []string{"web_search_call.action.sources"}})
 			calls := got.outputOfType("web_search_call")

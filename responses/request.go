@@ -180,18 +180,14 @@ func (t Tool) MarshalJSON() ([]byte, error) {
 		}
 		return json.Marshal(fields)
 	}
-	params := t.Parameters
-	if len(params) == 0 {
-		params = json.RawMessage("null")
+	// The tool's own fields in their order, parameters null when unset
+	// (a function tool always has a name: validation requires one).
+	type fields Tool
+	f := fields(t)
+	if len(f.Parameters) == 0 {
+		f.Parameters = json.RawMessage("null")
 	}
-	return json.Marshal(struct {
-		Type         string          `json:"type"`
-		Name         string          `json:"name"`
-		Description  *string         `json:"description"`
-		Parameters   json.RawMessage `json:"parameters"`
-		Strict       *bool           `json:"strict"`
-		DeferLoading bool            `json:"defer_loading,omitempty"`
-	}{t.Type, t.Name, t.Description, params, t.Strict, t.DeferLoading})
+	return json.Marshal(f)
 }
 
 // Tool choice modes.

@@ -35,36 +35,32 @@ func DecodeToolSearchTool(raw json.RawMessage) ToolSearchTool {
 func (t ToolSearchTool) ClientRun() bool { return t.Execution == ExecutionClient }
 
 // marshalToolSearch writes a tool_search_call (its arguments as the JSON
-// object the model wrote) or a tool_search_output (the tools found).
+// object the model wrote) or a tool_search_output (the tools found, a
+// list even when empty).
 func (it Item) marshalToolSearch() ([]byte, error) {
-	execution := orDefault(it.Execution, ExecutionServer)
-	status := orDefault(it.Status, StatusCompleted)
+	w := toolSearchWire{Type: it.Type, ID: it.ID, CallID: it.CallID,
+		Execution: orDefault(it.Execution, ExecutionServer), Status: orDefault(it.Status, StatusCompleted)}
 	if it.Type == ItemToolSearchCall {
-		args := json.RawMessage(it.Arguments)
-		if !json.Valid(args) {
-			args, _ = json.Marshal(it.Arguments)
+		w.Arguments = json.RawMessage(it.Arguments)
+		if !json.Valid(w.Arguments) {
+			w.Arguments, _ = json.Marshal(it.Arguments)
 		}
-		return json.Marshal(struct {
-			Type      string          `json:"type"`
-			ID        string          `json:"id"`
-			CallID    string          `json:"call_id"`
-			Arguments json.RawMessage `json:"arguments"`
-			Execution string          `json:"execution"`
-			Status    string          `json:"status"`
-		}{it.Type, it.ID, it.CallID, args, execution, status})
+	} else if w.Tools = it.Tools; len(w.Tools) == 0 {
+		w.Tools = json.RawMessage("[]")
 	}
-	found := it.Tools
-	if len(found) == 0 {
-		found = json.RawMessage("[]")
-	}
-	return json.Marshal(struct {
-		Type      string          `json:"type"`
-		ID        string          `json:"id,omitempty"`
-		CallID    string          `json:"call_id"`
-		Execution string          `json:"execution"`
-		Status    string          `json:"status"`
-		Tools     json.RawMessage `json:"tools"`
-	}{it.Type, it.ID, it.CallID, execution, status, found})
+	return json.Marshal(w)
+}
+
+// toolSearchWire is the wire form of both tool search items: a call has
+// arguments, an output tools.
+type toolSearchWire struct {
+	Type      string          `json:"type"`
+	ID        string          `json:"id,omitempty"`
+	CallID    string          `json:"call_id"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Execution string          `json:"execution"`
+	Status    string          `json:"status"`
+	Tools     json.RawMessage `json:"tools,omitempty"`
 }
 
 // argumentsText is an item's arguments as text: a JSON string unquoted

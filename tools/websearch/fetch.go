@@ -6,24 +6,12 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
-)
 
-// URLPolicy decides which URLs the Fetcher may open on a model's behalf,
-// so that a page the model asks for cannot make loom a proxy into its own
-// network (SSRF). tools/mcp's Policy implements it (loom builds one with
-// the --web-fetch-allow allowlist).
-type URLPolicy interface {
-	// CheckURL refuses a URL before anything is sent.
-	CheckURL(ctx context.Context, raw string) (*url.URL, error)
-	// DialContext refuses the very address dialled (DNS rebinding, and
-	// redirects to a host the first check did not see).
-	DialContext(ctx context.Context, network, address string) (net.Conn, error)
-}
+	"github.com/loomgate/loom/tools"
+)
 
 // Fetch defaults, for a nil *FetchOptions or a zero field.
 const (
@@ -49,7 +37,7 @@ type FetchOptions struct {
 // Fetcher opens web pages under a URLPolicy and reduces them to text. It
 // is safe for concurrent use.
 type Fetcher struct {
-	policy URLPolicy
+	policy tools.URLPolicy
 	client *http.Client
 	opts   FetchOptions
 }
@@ -78,8 +66,10 @@ type FetchError struct {
 func (e *FetchError) Error() string { return "cannot open " + e.URL + ": " + e.Reason }
 func (e *FetchError) Unwrap() error { return e.Err }
 
-// NewFetcher returns a Fetcher whose every connection goes through policy.
-func NewFetcher(policy URLPolicy, opts *FetchOptions) (*Fetcher, error) {
+// NewFetcher returns a Fetcher whose every connection goes through policy
+// (tools/mcp's Policy; loom builds one with the --web-fetch-allow
+// allowlist).
+func NewFetcher(policy tools.URLPolicy, opts *FetchOptions) (*Fetcher, error) {
 	if policy == nil {
 		return nil, errors.New("websearch: a fetcher needs a URL policy")
 	}
@@ -120,7 +110,7 @@ func (f *Fetcher) Fetch(ctx context.Context, raw string) (*Page, error) {
 		return nil, &FetchError{URL: raw, Reason: reason, Err: err}
 	}
 	if _, err := f.policy.CheckURL(ctx, raw); err != nil {
-		return fail(reasonOf(err), err)
+		return fail(tools.Refusal(err), err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
 	defer cancel()
@@ -135,7 +125,7 @@ func (f *Fetcher) Fetch(ctx context.Context, raw string) (*Page, error) {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return fail(fmt.Sprintf("the page did not answer within %s", f.opts.Timeout), err)
 		}
-		return fail(reasonOf(err), err)
+		return fail(tools.Refusal(err), err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -165,18 +155,4 @@ func (f *Fetcher) Fetch(ctx context.Context, raw string) (*Page, error) {
 		page.Title = page.URL
 	}
 	return page, nil
-}
-
-// reasonOf is a fetch failure for the model: the policy's words without
-// the package prefix it writes for logs, or the transport's.
-func reasonOf(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	msg := err.Error()
-	if i := strings.Index(msg, ": "); i >= 0 && strings.HasPrefix(msg, "mcp") {
-		msg = msg[i+2:]
-	}
-	return msg
 }

@@ -170,15 +170,25 @@ func (ss *Session) Close() error {
 	return nil
 }
 
-// callArgs are the arguments of every browser tool and of web_search.
+// callArgs are the arguments of every browser tool and of web_search:
+// a search's, an open's (the link or URL, the page and the view), a
+// find's (and its page, Cursor).
 type callArgs struct {
-	Query    string          `json:"query"`
-	TopN     *float64        `json:"topn"`
+	searchArgs
+	openArgs
+	Pattern string `json:"pattern"`
+}
+
+type searchArgs struct {
+	Query string   `json:"query"`
+	TopN  *float64 `json:"topn"`
+}
+
+type openArgs struct {
 	ID       json.RawMessage `json:"id"`
 	Cursor   *float64        `json:"cursor"`
 	Loc      *float64        `json:"loc"`
 	NumLines *float64        `json:"num_lines"`
-	Pattern  string          `json:"pattern"`
 }
 
 // Call implements tools.Session. Failures the model can act on (no

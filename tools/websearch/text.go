@@ -16,83 +16,101 @@ import (
 // against base).
 func htmlText(body []byte, base *url.URL) (title, text string, links []string) {
 	z := html.NewTokenizer(bytes.NewReader(body))
-	var b strings.Builder
-	skip := 0 // depth inside elements whose text is not page text
-	inTitle := false
-	pre := 0 // depth inside <pre>, where line breaks are the text's
-	var link *strings.Builder
-	linkURL := ""
-	newline := func() {
-		s := b.String()
-		if s != "" && !strings.HasSuffix(s, "\n") {
-			b.WriteByte('\n')
-		}
-	}
+	r := &reducer{base: base}
 	for {
-		tt := z.Next()
-		switch tt {
+		switch tt := z.Next(); tt {
 		case html.ErrorToken:
-			return strings.TrimSpace(title), tidy(b.String()), links
+			return strings.TrimSpace(r.title), tidy(r.b.String()), r.links
 		case html.StartTagToken, html.SelfClosingTagToken:
 			name, hasAttr := z.TagName()
-			a := atom.Lookup(name)
-			switch {
-			case hidden[a]:
-				if tt == html.StartTagToken {
-					skip++
-				}
-			case a == atom.Title:
-				inTitle = tt == html.StartTagToken
-			case a == atom.A && skip == 0 && hasAttr:
-				href := attr(z, "href")
-				if u, err := base.Parse(href); err == nil && href != "" && (u.Scheme == "http" || u.Scheme == "https") {
-					link, linkURL = &strings.Builder{}, u.String()
-				}
-			case a == atom.Br:
-				b.WriteByte('\n')
-			case block[a]:
-				if a == atom.Pre && tt == html.StartTagToken {
-					pre++
-				}
-				newline()
+			href := ""
+			if hasAttr {
+				href = attr(z, "href")
 			}
+			r.start(atom.Lookup(name), tt == html.StartTagToken, href)
 		case html.EndTagToken:
 			name, _ := z.TagName()
-			a := atom.Lookup(name)
-			switch {
-			case hidden[a]:
-				if skip > 0 {
-					skip--
-				}
-			case a == atom.Title:
-				inTitle = false
-			case a == atom.A && link != nil:
-				words := strings.Join(strings.Fields(link.String()), " ")
-				b.WriteString("【" + strconv.Itoa(len(links)) + "†" + words + "】")
-				links = append(links, linkURL)
-				link = nil
-			case block[a]:
-				if a == atom.Pre && pre > 0 {
-					pre--
-				}
-				newline()
-			}
+			r.end(atom.Lookup(name))
 		case html.TextToken:
-			t := string(z.Text())
-			if pre == 0 {
-				// Outside <pre> a line break in the source is a blank.
-				t = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(t)
-			}
-			switch {
-			case inTitle:
-				title += t
-			case skip > 0:
-			case link != nil:
-				link.WriteString(t)
-			default:
-				b.WriteString(t)
-			}
+			r.text(string(z.Text()))
 		}
+	}
+}
+
+// reducer follows an HTML page's tokens and writes its text.
+type reducer struct {
+	base    *url.URL
+	b       strings.Builder
+	title   string
+	links   []string
+	skip    int // depth inside elements whose text is not page text
+	pre     int // depth inside <pre>, where line breaks are the text's
+	inTitle bool
+	link    *strings.Builder // the text of the open link, if any
+	linkURL string
+}
+
+func (r *reducer) start(a atom.Atom, opens bool, href string) {
+	switch {
+	case hidden[a]:
+		if opens {
+			r.skip++
+		}
+	case a == atom.Title:
+		r.inTitle = opens
+	case a == atom.A && r.skip == 0 && href != "":
+		if u, err := r.base.Parse(href); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+			r.link, r.linkURL = &strings.Builder{}, u.String()
+		}
+	case a == atom.Br:
+		r.b.WriteByte('\n')
+	case block[a]:
+		if a == atom.Pre && opens {
+			r.pre++
+		}
+		r.newline()
+	}
+}
+
+func (r *reducer) end(a atom.Atom) {
+	switch {
+	case hidden[a]:
+		r.skip = max(r.skip-1, 0)
+	case a == atom.Title:
+		r.inTitle = false
+	case a == atom.A && r.link != nil:
+		words := strings.Join(strings.Fields(r.link.String()), " ")
+		r.b.WriteString("【" + strconv.Itoa(len(r.links)) + "†" + words + "】")
+		r.links = append(r.links, r.linkURL)
+		r.link = nil
+	case block[a]:
+		if a == atom.Pre {
+			r.pre = max(r.pre-1, 0)
+		}
+		r.newline()
+	}
+}
+
+func (r *reducer) text(t string) {
+	if r.pre == 0 {
+		// Outside <pre> a line break in the source is a blank.
+		t = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(t)
+	}
+	switch {
+	case r.inTitle:
+		r.title += t
+	case r.skip > 0:
+	case r.link != nil:
+		r.link.WriteString(t)
+	default:
+		r.b.WriteString(t)
+	}
+}
+
+// newline ends the current line, if it has anything.
+func (r *reducer) newline() {
+	if s := r.b.String(); s != "" && !strings.HasSuffix(s, "\n") {
+		r.b.WriteByte('\n')
 	}
 }
 
