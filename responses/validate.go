@@ -200,6 +200,12 @@ func (r *Request) validateTools(serverTool func(string) bool) *APIError {
 	names := map[string]bool{}
 	for i, t := range r.Tools {
 		param := fmt.Sprintf("tools[%d]", i)
+		if handled, err := validateClientTool(param, &r.Tools[i], names); handled {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		switch {
 		case t.Type == ToolLocalShell:
 			if names["local_shell"] {
@@ -214,20 +220,10 @@ func (r *Request) validateTools(serverTool func(string) bool) *APIError {
 			// Checked by whoever runs it.
 			continue
 		default:
-			return BadRequest(param+".type", "unknown or unsupported tool type %q", t.Type)
+			return unknownTool(param, t.Type)
 		}
-		if !validFunctionName(t.Name) {
-			return BadRequest(param+".name", "function name must be 1-64 letters, digits, underscores or dashes")
-		}
-		if names[t.Name] {
-			return BadRequest(param+".name", "duplicate function name %q", t.Name)
-		}
-		names[t.Name] = true
-		if len(t.Parameters) > 0 && string(t.Parameters) != "null" {
-			var obj map[string]json.RawMessage
-			if json.Unmarshal(t.Parameters, &obj) != nil {
-				return BadRequest(param+".parameters", "parameters must be a JSON Schema object")
-			}
+		if err := validateFunctionTool(param, &r.Tools[i], t.Name, names); err != nil {
+			return err
 		}
 	}
 	tc := r.ToolChoice
@@ -304,6 +300,10 @@ var inputChecks = map[string]func(it *Item, param string) *APIError{
 	ItemMCPApprovalResponse:  (*Item).validateApprovalResponse,
 	ItemMCPInputResponse:     (*Item).validateInputResponse,
 	ItemCompaction:           (*Item).validateCompaction,
+	ItemCustomToolCall:       (*Item).validateCustomToolCall,
+	ItemCustomToolCallOutput: (*Item).validateCallOutput,
+	ItemApplyPatchCall:       (*Item).validateApplyPatchCall,
+	ItemApplyPatchCallOutput: (*Item).validateApplyPatchOutput,
 	ItemMCPCall:              nil,
 	ItemMCPListTools:         nil,
 	ItemMCPApprovalRequest:   nil,
@@ -365,7 +365,7 @@ func (it *Item) validateCallOutput(param string) *APIError {
 	if len(it.Output) == 0 {
 		return BadRequest(param+".output", "%s needs an output", it.Type)
 	}
-	if it.Type != ItemFunctionCallOutput {
+	if it.Type != ItemFunctionCallOutput && it.Type != ItemCustomToolCallOutput {
 		return nil
 	}
 	out := strings.TrimSpace(string(it.Output))

@@ -22,6 +22,9 @@ type Definition struct {
 	Annotations json.RawMessage
 	// Strict is a function tool's strict flag, passed to the upstream.
 	Strict *bool
+	// Namespace is the client's namespace tool the tool belongs to; Name
+	// is then responses.NamespacedName(Namespace, its own name).
+	Namespace string
 	// Server is the label of the Server that executes the tool. It is empty
 	// for a function tool, which the client executes. Package conversation
 	// sets it when it lists a server; a Server need not fill it in.
