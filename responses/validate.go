@@ -249,7 +249,7 @@ func (r *Request) validateTools(serverTool func(string) bool) *APIError {
 			return BadRequest("tool_choice.tools", "allowed_tools needs at least one tool")
 		}
 		for i, ref := range tc.Allowed {
-			if ref.Type != ToolFunction || !names[ref.Name] {
+			if (ref.Type != ToolFunction && ref.Type != ToolCustom) || !names[ref.Name] {
 				return BadRequest(fmt.Sprintf("tool_choice.tools[%d]", i), "allowed tool %q is not in tools", ref.Name)
 			}
 		}

@@ -308,6 +308,7 @@ func TestValidateTools(t *testing.T) {
 		{name: "namespace holding an mcp tool", tools: `{"type":"namespace","name":"crm","tools":[{"type":"mcp","server_label":"s"}]}`, param: "tools[0].tools[0].type"},
 		{name: "namespace function with a bad name", tools: `{"type":"namespace","name":"crm","tools":[` + fn("a b") + `]}`, param: "tools[0].tools[0].name"},
 		{name: "namespace function with bad parameters", tools: `{"type":"namespace","name":"crm","tools":[{"type":"function","name":"f","parameters":[]}]}`, param: "tools[0].tools[0].parameters"},
+		{name: "tool_choice names a missing custom tool", tools: `{"type":"custom","name":"c"}`, choice: `{"type":"custom","name":"d"}`, param: "tool_choice.name"},
 		{name: "namespaced name taken", tools: fn("crm__f") + `,{"type":"namespace","name":"crm","tools":[` + fn("f") + `]}`, param: "tools[1].tools[0].name"},
 		{name: "tool_choice unknown type", tools: fn("f"), choice: `{"type":"web_search"}`, param: "tool_choice.type"},
 		{name: "tool_choice object without a type", tools: fn("f"), choice: `{"name":"f"}`, param: "tool_choice.type"},
@@ -349,6 +350,8 @@ func TestValidateTools(t *testing.T) {
 		{tools: `{"type":"apply_patch"},{"type":"custom","name":"c"},{"type":"custom","name":"d","format":{"type":"text"}},` +
 			`{"type":"custom","name":"e","format":{"type":"grammar","syntax":"regex","definition":"^[a-z]+$"}}`},
 		{tools: fn("f") + `,{"type":"namespace","name":"crm","description":"The CRM.","tools":[` + fn("f") + `,{"type":"custom","name":"note"}]}`},
+		{tools: `{"type":"custom","name":"c"}`, choice: `{"type":"custom","name":"c"}`},
+		{tools: fn("f") + `,{"type":"custom","name":"c"}`, choice: `{"type":"allowed_tools","mode":"auto","tools":[{"type":"custom","name":"c"}]}`},
 		{tools: `{"type":"mcp","server_label":"s"},{"type":"code_interpreter","container":{"type":"auto"}}`, serverTools: []string{ToolMCP, ToolCodeInterpreter}},
 	}
 	for _, tt := range good {
