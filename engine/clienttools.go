@@ -14,6 +14,8 @@ type clientTool struct {
 	index int // the request's tools[index] it comes from
 	def   tools.Definition
 	kind  *tools.Kind // nil for a function
+	// namespace describes the namespace of a namespace's tool.
+	namespace string
 }
 
 // own is the tool's own name: its name inside its namespace, if any.
@@ -44,6 +46,9 @@ func clientTools(req *responses.Request) []clientTool {
 			}
 			ct.def.Namespace = t.Name
 			ct.def.Name = responses.NamespacedName(t.Name, inner[j].Name)
+			if t.Description != nil {
+				ct.namespace = *t.Description
+			}
 			out = append(out, ct)
 		}
 	}

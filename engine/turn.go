@@ -343,7 +343,7 @@ func (r *run) modelRequest() *model.Request {
 			if m.Namespaces == nil {
 				m.Namespaces = make(map[string]model.ToolRef)
 			}
-			m.Namespaces[d.Name] = model.ToolRef{Namespace: ct.def.Namespace, Name: ct.own(), Client: true}
+			m.Namespaces[d.Name] = model.ToolRef{Namespace: ct.def.Namespace, Name: ct.own(), Client: true, Description: ct.namespace}
 		}
 	}
 	return m

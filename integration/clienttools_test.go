@@ -270,3 +270,52 @@ func testOpenAIGoApplyPatchRoundTrip(t *testing.T, h *harness) {
 	requireToolRoundTrip(t, h, call.CallID, "apply_patch", args, result)
 	requireCaptured(t, h, 2, 0)
 }
+
+// A custom tool inside a namespace comes back as a custom_tool_call with
+// the namespace, and its output continues.
+func TestOpenAIGoNamespacedCustomTool(t *testing.T) {
+	for _, up := range upstreams {
+		t.Run(up.name, func(t *testing.T) {
+			h := up.harness(t, nil)
+			client := newOpenAIGo(h)
+			ctx := clientCtx(t)
+			script := "Note it.\n#call crm__note {\"input\":\"call back monday\"}\n#then"
+			if up.name == "completions" {
+				script = "Note it.\n#callns crm.note {\"input\":\"call back monday\"}\n#then"
+			}
+			tools := []responses.ToolUnionParam{{OfNamespace: &responses.NamespaceToolParam{
+				Name: "crm", Description: "The customer database.",
+				Tools: []responses.NamespaceToolToolUnionParam{{OfCustom: &responses.CustomToolParam{Name: "note", Description: openai.String("Adds a note.")}}},
+			}}}
+			first, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: mockllm.DefaultModel, Input: textInput(script), Tools: tools})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(first.Output) != 1 || first.Output[0].Type != "custom_tool_call" {
+				t.Fatalf("output %s, want one custom_tool_call", first.RawJSON())
+			}
+			call := first.Output[0].AsCustomToolCall()
+			if call.Namespace != "crm" || call.Name != "note" || call.Input != "call back monday" {
+				t.Fatalf("custom_tool_call %s.%s(%q)", call.Namespace, call.Name, call.Input)
+			}
+			if prompt := harmonyPrompt(t, h); prompt != nil && !slices.ContainsFunc(prompt, func(m harmony.Message) bool {
+				return m.Author.Role == harmony.RoleDeveloper && strings.Contains(m.Text(), "// The customer database.\nnamespace crm {")
+			}) {
+				t.Errorf("the developer message does not declare crm with its description: %+v", prompt)
+			}
+			second, err := client.Responses.New(ctx, responses.ResponseNewParams{
+				Model: mockllm.DefaultModel, PreviousResponseID: openai.String(first.ID), Tools: tools,
+				Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+					responses.ResponseInputItemParamOfCustomToolCallOutput(call.CallID, "saved"),
+				}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := second.OutputText(); got != "tool said: saved" {
+				t.Errorf("answer %q", got)
+			}
+			requireCaptured(t, h, 2, 0)
+		})
+	}
+}

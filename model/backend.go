@@ -69,6 +69,9 @@ type ToolRef struct {
 	// harmony backend declares it with the client's functions, in the
 	// developer message, rather than next to the built-ins.
 	Client bool
+	// Description describes the namespace (a namespace tool's), for a
+	// backend that declares it.
+	Description string
 }
 
 // DeltaKind says what a Delta carries.

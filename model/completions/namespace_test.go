@@ -88,11 +88,11 @@ func TestRenderServerNamespaces(t *testing.T) {
 		name: "a client's namespace: declared in the developer message with its functions (sorted by name), called as NS.tool",
 		req: func(r *model.Request) {
 			r.Tools = []responses.Tool{weatherTool(), searchTool("crm__search", "Search the CRM.")}
-			r.Namespaces = map[string]model.ToolRef{"crm__search": {Namespace: "crm", Name: "search", Client: true}}
+			r.Namespaces = map[string]model.ToolRef{"crm__search": {Namespace: "crm", Name: "search", Client: true, Description: "The customer database."}}
 			r.Items = append(r.Items, callItem("c1", "crm__search", `{"q":"ada"}`), outputItem("c1", "found"))
 		},
 		want: sysHead + "Reasoning: medium\n\n" + channelsTools +
-			"<|start|>developer<|message|># Tools\n\n## crm\n\nnamespace crm {\n\n// Search the CRM.\ntype search = (_: {\nq: string,\n}) => any;\n\n} // namespace crm\n\n" +
+			"<|start|>developer<|message|># Tools\n\n## crm\n\n// The customer database.\nnamespace crm {\n\n// Search the CRM.\ntype search = (_: {\nq: string,\n}) => any;\n\n} // namespace crm\n\n" +
 			strings.TrimPrefix(weatherDecl, "# Tools\n\n") + "<|end|>" +
 			"<|start|>user<|message|>Hi<|end|>" +
 			"<|start|>assistant to=crm.search<|channel|>commentary <|constrain|>json<|message|>{\"q\":\"ada\"}<|call|>" +

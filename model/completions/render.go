@@ -147,7 +147,7 @@ func serverNamespaces(req *model.Request, names map[string]string, client bool) 
 		if !ok {
 			i = len(out)
 			index[ref.Namespace] = i
-			out = append(out, harmony.ToolNamespace{Name: ref.Namespace})
+			out = append(out, harmony.ToolNamespace{Name: ref.Namespace, Description: ref.Description})
 		}
 		out[i].Tools = append(out[i].Tools, d)
 	}
