@@ -193,7 +193,11 @@ func (r *run) addRanItems(k *tools.Kind, ran tools.RanCall, res tools.Result, te
 	}
 	items := k.Items(ran, res, text, r.e.opts.NewID)
 	for _, it := range items {
-		if err := r.builder.AddItem(it); err != nil {
+		var events []string
+		if k.ItemEvents != nil {
+			events = k.ItemEvents(it)
+		}
+		if err := r.builder.AddItemEvents(it, events...); err != nil {
 			return nil, err
 		}
 	}

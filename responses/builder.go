@@ -352,10 +352,15 @@ func (b *Builder) AddRefusedCall(callID, name, arguments string) error {
 
 // AddItemEvents adds a finished item like AddItem, with the given events
 // (such as response.mcp_list_tools.in_progress and .completed) between its
-// output_item.added and output_item.done.
+// output_item.added and output_item.done. The item keeps a status it
+// carries (a failed web_search_call); without one it is completed.
 func (b *Builder) AddItemEvents(it Item, events ...string) error {
 	if it.ID == "" {
 		it.ID = b.newID("item")
+	}
+	status := StatusCompleted
+	if it.Status != "" {
+		status, it.Status = it.Status, ""
 	}
 	oi, err := b.addItem(&it)
 	if err != nil {
@@ -366,7 +371,7 @@ func (b *Builder) AddItemEvents(it Item, events ...string) error {
 			return err
 		}
 	}
-	return b.closeItem(oi, StatusCompleted)
+	return b.closeItem(oi, status)
 }
 
 // EndTurn closes every open item of the model's turn. Server calls stay

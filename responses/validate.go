@@ -159,6 +159,7 @@ func validateMetadata(m map[string]any) *APIError {
 // supportedInclude lists the include[] values loom honours.
 var supportedInclude = map[string]bool{
 	"reasoning.encrypted_content": true,
+	IncludeWebSearchSources:       true,
 }
 
 func (r *Request) validateText() *APIError {

@@ -36,6 +36,14 @@ type Kind struct {
 	// a deferred call, or one that ran after an approval or an input
 	// round.
 	Items func(c RanCall, res Result, text string, newID func(prefix string) string) []responses.Item
+	// ItemEvents, if set, are the events between output_item.added and
+	// output_item.done of an item Items built (a web search's
+	// in_progress, searching, completed); nil means none.
+	ItemEvents func(it responses.Item) []string
+	// Forgets says the kind's items cannot hold the result the model read
+	// (a web_search_call has no field for it): their History is the call
+	// and a note saying so, not the result.
+	Forgets bool
 	// Define is the function a request's tool of a client-run kind is
 	// offered to the model as; ClientItem reports the model's call to it,
 	// which the client runs, once the turn is over (a Deferred kind). A

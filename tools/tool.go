@@ -96,6 +96,11 @@ type Result struct {
 	// IsError reports a failed call. The content then says why, in words
 	// meant for the model, which may retry or change course.
 	IsError bool
+	// Report is what the client sees of the call beyond the result the
+	// model reads, for kinds whose items show more (a web search's action
+	// and sources), as JSON; nil for most servers. It never reaches the
+	// model.
+	Report json.RawMessage
 	// InputRequired is set when the server cannot finish the call until it
 	// gets the input it asks for (MCP "input_required"). The call is then
 	// neither done nor failed: the caller answers and retries with

@@ -181,6 +181,11 @@ func systemContent(req *model.Request, o *Options, functions bool) (*harmony.Sys
 		}
 		sys.Tools = append(slices.Clip(sys.Tools), ns)
 	}
+	if slices.ContainsFunc(req.Builtins, isBrowser) && !hasNamespace(sys.Tools, "browser") && req.ToolChoice != responses.ToolChoiceNone {
+		// The web search tool, offered as the built-in browser in the
+		// words the model was trained on.
+		sys.Tools = append(slices.Clip(sys.Tools), harmony.BrowserNamespace())
+	}
 	channels := []string{channelAnalysis, channelFinal}
 	if functions {
 		channels = []string{channelAnalysis, channelCommentary, channelFinal}
@@ -422,8 +427,11 @@ func isBuiltin(name string, declared map[string]bool) bool {
 	if declared[name] {
 		return false
 	}
-	return name == "python" || strings.HasPrefix(name, "browser.")
+	return name == "python" || isBrowser(name)
 }
+
+// isBrowser reports whether name is a tool of the built-in browser.
+func isBrowser(name string) bool { return strings.HasPrefix(name, "browser.") }
 
 // reasoningText is a reasoning item's text, or its summary when the raw
 // text was not kept.
