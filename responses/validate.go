@@ -310,6 +310,7 @@ var inputChecks = map[string]func(it *Item, param string) *APIError{
 	ItemMCPApprovalRequest:   nil,
 	ItemMCPInputRequest:      nil,
 	ItemCodeInterpreterCall:  nil,
+	ItemWebSearchCall:        nil, // resent by Codex with its history
 }
 
 // validateMessage checks a message's role and its content parts.
