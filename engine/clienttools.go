@@ -87,12 +87,12 @@ func clientCallTools(req *responses.Request) map[string]clientTool {
 // own name) or a streamed client kind's item (custom_tool_call), whose
 // text the kind follows (c.args).
 func (r *run) clientCallDelta(c *turnCall, piece string, followed bool) error {
-	typ := responses.ItemFunctionCall
-	if c.kind != nil {
-		typ = c.kind.ItemType
+	k := c.kind
+	if k == nil {
+		k = tools.KindFunction
 	}
 	if c.args != nil && !followed {
 		piece = c.args.Delta(piece)
 	}
-	return r.builder.ClientCallDelta(c.index, typ, c.callID, c.client.def.Namespace, c.client.own(), piece)
+	return r.builder.ClientCallDelta(c.index, k.ItemType, c.callID, c.client.def.Namespace, c.client.own(), piece)
 }

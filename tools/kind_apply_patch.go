@@ -71,13 +71,13 @@ func patchOperation(arguments string) json.RawMessage {
 	}
 	switch op.Type {
 	case responses.PatchCreateFile, responses.PatchUpdateFile:
-		if op.Diff == nil {
-			op.Diff = new(string)
-		}
 	case responses.PatchDeleteFile:
 		op.Diff = nil
 	default:
 		op.Type = responses.PatchUpdateFile
+	}
+	if op.Type != responses.PatchDeleteFile && op.Diff == nil {
+		op.Diff = new(string)
 	}
 	b, _ := json.Marshal(op)
 	return b
