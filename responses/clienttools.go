@@ -179,8 +179,12 @@ func validateFunctionTool(param string, t *Tool, offered string, names map[strin
 // checkToolName checks a tool's own name and that the name it is offered
 // under is not taken.
 func checkToolName(param, name, offered string, names map[string]bool) *APIError {
-	if !validFunctionName(name) || !validFunctionName(offered) {
+	if !validFunctionName(name) {
 		return BadRequest(param+".name", "tool name must be 1-64 letters, digits, underscores or dashes")
+	}
+	if !validFunctionName(offered) {
+		// The model is offered the namespaced name, which has the limit.
+		return BadRequest(param+".name", "with its namespace the tool is offered as %q, which is longer than 64 characters", offered)
 	}
 	if names[offered] {
 		return BadRequest(param+".name", "duplicate tool name %q", offered)

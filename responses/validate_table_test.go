@@ -126,7 +126,7 @@ func TestValidateInputItems(t *testing.T) {
 		name, items, param, code string
 	}{
 		{"no type", `{"content":"x"}`, "input[0].type", ""},
-		{"unknown type", `{"type":"web_search_call"}`, "input[0].type", ""},
+		{"unknown type", `{"type":"file_search_call"}`, "input[0].type", ""},
 		{"item_reference", `{"type":"item_reference","id":"msg_1"}`, "input[0].type", unsupported},
 		{"message without a role", `{"type":"message","content":"x"}`, "input[0].role", ""},
 		{"message with a bad role", `{"type":"message","role":"tool","content":"x"}`, "input[0].role", ""},
@@ -309,6 +309,7 @@ func TestValidateTools(t *testing.T) {
 		{name: "namespace function with a bad name", tools: `{"type":"namespace","name":"crm","tools":[` + fn("a b") + `]}`, param: "tools[0].tools[0].name"},
 		{name: "namespace function with bad parameters", tools: `{"type":"namespace","name":"crm","tools":[{"type":"function","name":"f","parameters":[]}]}`, param: "tools[0].tools[0].parameters"},
 		{name: "tool_choice names a missing custom tool", tools: `{"type":"custom","name":"c"}`, choice: `{"type":"custom","name":"d"}`, param: "tool_choice.name"},
+		{name: "namespaced name too long", tools: `{"type":"namespace","name":"` + strings.Repeat("n", 40) + `","tools":[` + fn(strings.Repeat("f", 30)) + `]}`, param: "tools[0].tools[0].name"},
 		{name: "namespaced name taken", tools: fn("crm__f") + `,{"type":"namespace","name":"crm","tools":[` + fn("f") + `]}`, param: "tools[1].tools[0].name"},
 		{name: "tool_choice unknown type", tools: fn("f"), choice: `{"type":"web_search"}`, param: "tool_choice.type"},
 		{name: "tool_choice object without a type", tools: fn("f"), choice: `{"name":"f"}`, param: "tool_choice.type"},
