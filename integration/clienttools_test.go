@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/loomgate/loom/harmony"
 	"github.com/loomgate/loom/model/mockllm"
+	loomresponses "github.com/loomgate/loom/responses"
 )
 
 // Issue 13: the tool types agent clients send besides function, through
@@ -318,4 +320,64 @@ func TestOpenAIGoNamespacedCustomTool(t *testing.T) {
 			requireCaptured(t, h, 2, 0)
 		})
 	}
+}
+
+// In the Open Responses dialect a custom tool call and its input events
+// carry the vendor prefix (they are not in the core schema), a namespaced
+// function_call is a core item, and the client's prefixed answer
+// continues the conversation. The harness validates every event.
+func TestOpenResponsesDialectClientTools(t *testing.T) {
+	h := newHarness(t, &harnessOptions{Dialect: loomresponses.DialectOpenResponses})
+	body, _ := json.Marshal(map[string]any{
+		"model": mockllm.DefaultModel, "stream": true,
+		"input": "#call note {\"input\":\"x\"}\n#call crm__search {\"q\":\"y\"}\n#then",
+		"tools": []any{
+			map[string]any{"type": "custom", "name": "note"},
+			map[string]any{"type": "namespace", "name": "crm", "description": "CRM", "tools": []any{
+				map[string]any{"type": "function", "name": "search", "parameters": map[string]any{"type": "object"}}}},
+		},
+	})
+	status, raw := postStream(t, h.BaseURL+"/responses", string(body), nil)
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, raw)
+	}
+	var types []string
+	var final struct {
+		ID     string `json:"id"`
+		Output []struct {
+			Type, Name, Namespace, Input string
+			CallID                       string `json:"call_id"`
+		} `json:"output"`
+	}
+	for _, ev := range parseSSE(t, raw) {
+		types = append(types, ev.Type)
+		if ev.Type == "response.completed" {
+			var c struct {
+				Response json.RawMessage `json:"response"`
+			}
+			json.Unmarshal(ev.Data, &c)
+			json.Unmarshal(c.Response, &final)
+		}
+	}
+	for _, want := range []string{"loom:response.custom_tool_call_input.delta", "loom:response.custom_tool_call_input.done", "response.function_call_arguments.done"} {
+		if !slices.Contains(types, want) {
+			t.Errorf("events %v lack %s", types, want)
+		}
+	}
+	if len(final.Output) != 2 || final.Output[0].Type != "loom:custom_tool_call" || final.Output[0].Input != "x" ||
+		final.Output[1].Type != "function_call" || final.Output[1].Namespace != "crm" || final.Output[1].Name != "search" {
+		t.Fatalf("output %+v", final.Output)
+	}
+	next, _ := json.Marshal(map[string]any{
+		"model": mockllm.DefaultModel, "previous_response_id": final.ID,
+		"input": []any{
+			map[string]any{"type": "loom:custom_tool_call_output", "call_id": final.Output[0].CallID, "output": "noted"},
+			map[string]any{"type": "function_call_output", "call_id": final.Output[1].CallID, "output": "found"},
+		},
+	})
+	status, raw = doRaw(t, http.MethodPost, h.BaseURL+"/responses", string(next))
+	if status != http.StatusOK || !strings.Contains(string(raw), "tool said: noted") || !strings.Contains(string(raw), "tool said: found") {
+		t.Errorf("follow-up %d: %s", status, raw)
+	}
+	requireCaptured(t, h, 1, len(types))
 }
