@@ -147,13 +147,14 @@ type codexBody struct {
 
 // codexInput is what the test reads of an input item Codex sent.
 type codexInput struct {
-	Type    string          `json:"type"`
-	Status  string          `json:"status"`
-	Role    string          `json:"role"`
-	CallID  string          `json:"call_id"`
-	Name    string          `json:"name"`
-	Output  json.RawMessage `json:"output"`
-	Content []struct {
+	Type      string          `json:"type"`
+	Status    string          `json:"status"`
+	Role      string          `json:"role"`
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Namespace string          `json:"namespace"`
+	Output    json.RawMessage `json:"output"`
+	Content   []struct {
 		Text string `json:"text"`
 	} `json:"content"`
 }
@@ -220,6 +221,41 @@ func TestCodexCLIExec(t *testing.T) {
 				t.Errorf("codex's last message %q, want the model's answer:\n%s", last, out)
 			}
 			checkCodexExchange(t, h, rec)
+			requireCaptured(t, h, 0, 10)
+		})
+		// A call to a function of Codex's multi_agent_v1 namespace
+		// reaches Codex with its namespace, and Codex's router runs it
+		// (a bad agent id: an error the model reads) and goes on.
+		t.Run(up.name+"/namespaced call", func(t *testing.T) {
+			h := webSearchHarness(t, up, nil, false)
+			rec := newCodexRecorder(t, h.BaseURL)
+			script := "Close it.\n#call multi_agent_v1__close_agent {\"target\":\"nope\"}\n#then\n#say closed"
+			if up.name == "completions" {
+				script = "Close it.\n#callns multi_agent_v1.close_agent {\"target\":\"nope\"}\n#then\n#say closed"
+			}
+			last, out := runCodex(t, rec.URL, script)
+			if last != "closed" {
+				t.Errorf("codex's last message %q, want the model's answer:\n%s", last, out)
+			}
+			bodies := rec.responses(t)
+			if len(bodies) != 2 {
+				t.Fatalf("codex sent %d requests, want 2:\n%s", len(bodies), out)
+			}
+			var call, output *codexInput
+			for i, it := range bodies[1].Input {
+				switch it.Type {
+				case "function_call":
+					call = &bodies[1].Input[i]
+				case "function_call_output":
+					output = &bodies[1].Input[i]
+				}
+			}
+			if call == nil || call.Namespace != "multi_agent_v1" || call.Name != "close_agent" {
+				t.Fatalf("codex resent the call as %+v, want close_agent in multi_agent_v1", call)
+			}
+			if output == nil || output.CallID != call.CallID || !strings.Contains(string(output.Output), "invalid agent id") {
+				t.Errorf("codex answered %+v, want its router's error for the bad agent id", output)
+			}
 			requireCaptured(t, h, 0, 10)
 		})
 		// The model searches first (loom runs it: over the backend, or
