@@ -351,7 +351,7 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 // openConversation builds the conversation the model sees, with its
 // tools, from a prepared run. The caller closes r.cc.
 func (r *run) openConversation() {
-	r.clientKinds = clientKinds(r.req)
+	r.clientTools = clientCallTools(r.req)
 	r.serverCaps()
 	r.found = newFound(r.history, r.input)
 	r.cc = r.e.newConversation(r.reg, tools.History(r.seen), r.resp.ID)
@@ -443,9 +443,10 @@ type run struct {
 	seen    []responses.Item // what the model reads of history and input (compactions opened, files as text)
 	reg     *tools.Registry
 	// capsByServer is what each server declares, by label;
-	// clientKinds the client-run kinds by function name.
+	// clientTools the client tools whose calls are more than a plain
+	// function call (a kind's, a namespace's), by offered name.
 	capsByServer map[string]tools.Capabilities
-	clientKinds  map[string]*tools.Kind
+	clientTools  map[string]clientTool
 	cc           *conversation.Context // the conversation the model sees, and its tools
 	calls        int                   // tool calls accepted so far
 	usage        usageTotal

@@ -149,7 +149,18 @@ func (b *Builder) messageDelta(text, phase string) error {
 // with callID (a new one is made when empty) and name; arguments are
 // appended as they come.
 func (b *Builder) ToolCallDelta(index int, callID, name, arguments string) error {
-	return b.callDelta(index, ItemFunctionCall, callID, name, "", arguments)
+	return b.callDelta(index, Item{Type: ItemFunctionCall, CallID: callID, Name: name}, arguments)
+}
+
+// ClientCallDelta is ToolCallDelta for a call the client runs that is
+// more than a plain function call: a function_call of a namespace, or a
+// custom_tool_call (itemType), whose input streams as
+// response.custom_tool_call_input.delta events.
+func (b *Builder) ClientCallDelta(index int, itemType, callID, namespace, name, arguments string) error {
+	if itemType != ItemFunctionCall && itemType != ItemCustomToolCall {
+		return fmt.Errorf("responses: %q is not a streamed client call item type", itemType)
+	}
+	return b.callDelta(index, Item{Type: itemType, CallID: callID, Namespace: namespace, Name: name}, arguments)
 }
 
 // ServerCallDelta adds to a call that loom executes itself, reported as an
@@ -160,10 +171,13 @@ func (b *Builder) ServerCallDelta(index int, itemType, name, serverLabel, argume
 	if _, ok := serverCalls[itemType]; !ok {
 		return fmt.Errorf("responses: %q is not a server call item type", itemType)
 	}
-	return b.callDelta(index, itemType, "", name, serverLabel, arguments)
+	return b.callDelta(index, Item{Type: itemType, Name: name, ServerLabel: serverLabel}, arguments)
 }
 
-func (b *Builder) callDelta(index int, itemType, callID, name, serverLabel, arguments string) error {
+// callDelta adds to the call of index, opening it as head (its type, call
+// id, name, namespace, server label) on its first delta.
+func (b *Builder) callDelta(index int, head Item, arguments string) error {
+	itemType, name := head.Type, head.Name
 	oi := b.calls[index]
 	if oi == nil {
 		if err := b.closeReasoning(); err != nil {
@@ -174,7 +188,7 @@ func (b *Builder) callDelta(index int, itemType, callID, name, serverLabel, argu
 		}
 		var it *Item
 		if ev, ok := serverCalls[itemType]; ok {
-			it = &Item{Type: itemType, ID: b.newID(ev.idPrefix), Status: StatusInProgress, Name: name, ServerLabel: serverLabel}
+			it = &Item{Type: itemType, ID: b.newID(ev.idPrefix), Status: StatusInProgress, Name: name, ServerLabel: head.ServerLabel}
 			if itemType == ItemCodeInterpreterCall {
 				it.Name, it.Code = "", new(string)
 			}
@@ -187,10 +201,11 @@ func (b *Builder) callDelta(index int, itemType, callID, name, serverLabel, argu
 				return err
 			}
 		} else {
-			if callID == "" {
-				callID = b.newID("call")
+			it = &Item{Type: itemType, ID: b.newID(clientCallPrefix(itemType)), Status: StatusInProgress,
+				CallID: head.CallID, Name: name, Namespace: head.Namespace}
+			if it.CallID == "" {
+				it.CallID = b.newID("call")
 			}
-			it = &Item{Type: ItemFunctionCall, ID: b.newID("fc"), Status: StatusInProgress, CallID: callID, Name: name}
 			var err error
 			if oi, err = b.addItem(it); err != nil {
 				return err
@@ -207,6 +222,8 @@ func (b *Builder) callDelta(index int, itemType, callID, name, serverLabel, argu
 	typ := EventFunctionArgsDelta
 	if oi.server != nil {
 		typ = oi.server.argsDelta
+	} else if oi.item.Type == ItemCustomToolCall {
+		typ = EventCustomToolInputDelta
 	}
 	return b.emit(Event{Type: typ, ItemID: oi.item.ID, OutputIndex: oi.index, Delta: arguments})
 }
@@ -531,6 +548,12 @@ func (b *Builder) closeItem(oi *openItem, status string) error {
 	case ItemFunctionCall:
 		it.Arguments = text
 		if err := b.emit(Event{Type: EventFunctionArgsDone, ItemID: it.ID, OutputIndex: oi.index, Arguments: text}); err != nil {
+			return err
+		}
+		it.Status = status
+	case ItemCustomToolCall:
+		it.Input = text
+		if err := b.emit(Event{Type: EventCustomToolInputDone, ItemID: it.ID, OutputIndex: oi.index, Text: text}); err != nil {
 			return err
 		}
 		it.Status = status

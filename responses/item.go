@@ -52,6 +52,13 @@ type Item struct {
 	CallID    string `json:"call_id,omitempty"`
 	Name      string `json:"name,omitempty"`
 	Arguments string `json:"arguments,omitempty"`
+	// Namespace is the namespace tool a function_call's or a
+	// custom_tool_call's tool belongs to; Name is then its name there.
+	Namespace string `json:"namespace,omitempty"`
+	// Input is a custom_tool_call's free-text input.
+	Input string `json:"input,omitempty"`
+	// Operation is an apply_patch_call's edit: {type, path, diff}.
+	Operation json.RawMessage `json:"operation,omitempty"`
 	// Output of a function_call_output: a JSON string or an array of
 	// content parts, kept as sent.
 	Output json.RawMessage `json:"output,omitempty"`
@@ -266,10 +273,11 @@ func (it Item) MarshalJSON() ([]byte, error) {
 			Type      string `json:"type"`
 			ID        string `json:"id"`
 			CallID    string `json:"call_id"`
+			Namespace string `json:"namespace,omitempty"`
 			Name      string `json:"name"`
 			Arguments string `json:"arguments"`
 			Status    string `json:"status"`
-		}{it.Type, it.ID, it.CallID, it.Name, it.Arguments, orDefault(it.Status, StatusCompleted)})
+		}{it.Type, it.ID, it.CallID, it.Namespace, it.Name, it.Arguments, orDefault(it.Status, StatusCompleted)})
 	case ItemFunctionCallOutput:
 		out := it.Output
 		if len(out) == 0 {
@@ -367,6 +375,9 @@ func (it Item) MarshalJSON() ([]byte, error) {
 	case ItemToolSearchCall, ItemToolSearchOutput:
 		return it.marshalToolSearch()
 	default:
+		if b, ok, err := it.marshalClientCall(); ok {
+			return b, err
+		}
 		type plain Item
 		return json.Marshal(plain(it))
 	}

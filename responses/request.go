@@ -236,7 +236,8 @@ func (tc *ToolChoice) UnmarshalJSON(data []byte) error {
 		return fmt.Errorf("tool_choice must be a string or an object")
 	}
 	switch obj.Type {
-	case "function":
+	case "function", ToolCustom:
+		// A custom tool is offered to the model as a function.
 		tc.Mode, tc.Function = ToolChoiceRequired, obj.Name
 	case "allowed_tools":
 		tc.Mode, tc.Allowed = obj.Mode, obj.Tools

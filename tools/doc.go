@@ -20,7 +20,9 @@
 //
 // Function tools from the request are client-executed: they are Definitions
 // with no Server, registered so the model is offered them, but never called
-// here.
+// here. So are the client-run kinds (local_shell, apply_patch, custom), each
+// offered as the function its Define gives and reported as its own item,
+// and the tools of a namespace tool, Definitions whose Namespace is set.
 //
 // A Server declares what it can do beyond that in Capabilities (approvals,
 // renamed tools, elicitation policy, roots, an in-session input handler,

@@ -51,7 +51,9 @@ type Kind struct {
 	ClientRuns func(t responses.Tool) bool
 	// Define is the function a request's tool of a client-run kind is
 	// offered to the model as; ClientItem reports the model's call to it,
-	// which the client runs.
+	// which the client runs, once the turn is over (a Deferred kind). A
+	// client-run kind that is not Deferred streams its calls as items of
+	// ItemType, their text followed by NewArguments (custom tools).
 	Define     func(t responses.Tool) Definition
 	ClientItem func(callID, arguments string, newID func(prefix string) string) responses.Item
 	// OutputType is the item type of the client's answer to a
@@ -132,7 +134,7 @@ func ClientCall(itemType string) bool {
 		return true
 	}
 	for _, k := range kinds {
-		if k.ClientItem != nil && k.ItemType == itemType {
+		if k.ToolType != "" && k.ItemType == itemType {
 			return true
 		}
 	}

@@ -56,20 +56,28 @@ func TestEveryKind(t *testing.T) {
 }
 
 // checkClientKind: the engine offers a client-run kind as Define's
-// function, reports the model's call with ClientItem, and takes the
-// client's answer of OutputType; both go back to the model as one pair.
+// function, reports the model's call with ClientItem once the turn is
+// over (a deferred kind) or streams it as an item of the kind's type
+// whose text NewArguments follows, and takes the client's answer of
+// OutputType; both go back to the model as one pair.
 func checkClientKind(t *testing.T, k *Kind, newID func(string) string) {
 	t.Helper()
-	if k.Define == nil || k.ClientItem == nil || k.OutputType == "" {
-		t.Fatalf("client-run kind %s lacks Define, ClientItem or OutputType", k.ToolType)
+	if k.Define == nil || k.OutputType == "" || (k.Deferred && k.ClientItem == nil) || (!k.Deferred && k.NewArguments == nil) {
+		t.Fatalf("client-run kind %s lacks Define, OutputType, or ClientItem (deferred) or NewArguments (streamed)", k.ToolType)
 	}
-	if d := k.Define(responses.Tool{Type: k.ToolType}); d.Name == "" {
+	if d := k.Define(responses.Tool{Type: k.ToolType, Name: "t", Raw: json.RawMessage(`{"type":"` + k.ToolType + `","name":"t"}`)}); d.Name == "" {
 		t.Error("Define gives a function without a name")
 	}
 	if ClientKind(k.ToolType) != k || !ClientCall(k.ItemType) || !ClientOutput(k.OutputType) {
 		t.Error("the registry does not find the kind by its tool, call or output type")
 	}
-	call := k.ClientItem("call_1", `{"command":["ls"]}`, newID)
+	var call responses.Item
+	if k.Deferred {
+		call = k.ClientItem("call_1", `{"command":["ls"]}`, newID)
+	} else {
+		// The item as the builder closes a streamed client call.
+		call = responses.Item{Type: k.ItemType, ID: newID("c"), CallID: "call_1", Name: "t", Input: "ls", Arguments: "ls"}
+	}
 	if call.Type != k.ItemType || call.ID == "" || call.CallID != "call_1" {
 		t.Errorf("ClientItem = %+v, want a %s with an id and call_id call_1", call, k.ItemType)
 	}

@@ -25,6 +25,9 @@ type Definition struct {
 	// Deferred keeps a function tool out of the prompt until a tool
 	// search finds it (defer_loading).
 	Deferred bool
+	// Namespace is the client's namespace tool the tool belongs to; Name
+	// is then responses.NamespacedName(Namespace, its own name).
+	Namespace string
 	// Server is the label of the Server that executes the tool. It is empty
 	// for a function tool, which the client executes. Package conversation
 	// sets it when it lists a server; a Server need not fill it in.
