@@ -46,6 +46,8 @@ func clientTools(req *responses.Request) []clientTool {
 			}
 			ct.def.Namespace = t.Name
 			ct.def.Name = responses.NamespacedName(t.Name, inner[j].Name)
+			// A deferred namespace defers all its tools (tool_search).
+			ct.def.Deferred = ct.def.Deferred || t.DeferLoading
 			if t.Description != nil {
 				ct.namespace = *t.Description
 			}
@@ -57,7 +59,9 @@ func clientTools(req *responses.Request) []clientTool {
 
 func clientToolOf(index int, t *responses.Tool) (clientTool, bool) {
 	if k := tools.ClientRunKind(*t); k != nil {
-		return clientTool{index: index, def: k.Define(*t), kind: k}, true
+		def := k.Define(*t)
+		def.Deferred = t.DeferLoading
+		return clientTool{index: index, def: def, kind: k}, true
 	}
 	if t.Type == responses.ToolFunction {
 		return clientTool{index: index, def: tools.FunctionDefinition(*t)}, true

@@ -271,3 +271,47 @@ func TestNodeToolSearch(t *testing.T) {
 		})
 	}
 }
+
+// TestToolSearchDeferredNamespace: a namespace marked defer_loading stays
+// out of the prompt until a search finds it by its description; then its
+// function is offered under its namespace and the call reaches the
+// client with the namespace.
+func TestToolSearchDeferredNamespace(t *testing.T) {
+	for _, up := range upstreams {
+		t.Run(up.name, func(t *testing.T) {
+			h := toolSearchHarness(t, up)
+			call := "#call crm__search " + crmArgs
+			if up.name == "completions" {
+				call = "#callns crm.search " + crmArgs
+			}
+			deferred := param.Override[responses.ToolUnionParam](json.RawMessage(`{"type":"namespace","name":"crm","description":"The customer database.","defer_loading":true,` +
+				`"tools":[{"type":"function","name":"search","description":"Finds a customer.","parameters":{"type":"object","properties":{"q":{"type":"string"}}}}]}`))
+			resp, _ := streamResponse(t, h, responses.ResponseNewParams{
+				Model: openai.ChatModel("mock-model"),
+				Input: textInput("#call tool_search {\"query\": \"customer database\"}\n#then\n" + call),
+				Tools: []responses.ToolUnionParam{deferred, {OfToolSearch: &responses.ToolSearchToolParam{}}},
+			})
+			reqs := h.Mock.Requests()
+			if len(reqs) != 2 {
+				t.Fatalf("%d upstream requests, want 2", len(reqs))
+			}
+			declared := func(req mockllm.Request) string {
+				if req.Completion != nil {
+					text, _, _ := strings.Cut(req.Completion.PromptText, "<|start|>user")
+					return text
+				}
+				return strings.Join(offeredNames(req), ",")
+			}
+			if d := declared(reqs[0]); strings.Contains(d, "type search =") || strings.Contains(d, "crm__search") || strings.Contains(d, "namespace crm") {
+				t.Errorf("the first prompt declares the deferred namespace: %s", d)
+			}
+			if d := declared(reqs[1]); !strings.Contains(d, "crm__search") && !strings.Contains(d, "namespace crm") {
+				t.Errorf("the second prompt does not declare the found namespace: %s", d)
+			}
+			last := resp.Output[len(resp.Output)-1]
+			if last.Type != "function_call" || last.AsFunctionCall().Name != "search" || last.AsFunctionCall().Namespace != "crm" {
+				t.Errorf("last item %s", last.RawJSON())
+			}
+		})
+	}
+}

@@ -79,11 +79,18 @@ func FoundText(found []responses.Tool) string {
 		if t.Description != nil {
 			desc = *t.Description
 		}
-		if t.Type == responses.ToolMCP {
-			m, _ := responses.ParseMCPTool(t, 0)
-			if m != nil {
+		switch t.Type {
+		case responses.ToolMCP:
+			if m, _ := responses.ParseMCPTool(t, 0); m != nil {
 				name, desc = "the tools of MCP server "+m.ServerLabel, m.ServerDescription
 			}
+		case responses.ToolNamespace:
+			inner, _ := t.NamespaceTools()
+			names := make([]string, len(inner))
+			for i, it := range inner {
+				names[i] = responses.NamespacedName(t.Name, it.Name)
+			}
+			name = "namespace " + t.Name + " (" + strings.Join(names, ", ") + ")"
 		}
 		b.WriteString("- " + name)
 		if desc != "" {
@@ -95,7 +102,8 @@ func FoundText(found []responses.Tool) string {
 }
 
 // Found adds the tools that the tool_search_output items among items made
-// callable: function names to functions, MCP server labels to servers.
+// callable: the offered names of functions (a namespace's under their
+// namespaced names) to functions, MCP server labels to servers.
 func Found(items []responses.Item, functions, servers map[string]bool) {
 	for i := range items {
 		if items[i].Type != responses.ItemToolSearchOutput {
@@ -103,12 +111,18 @@ func Found(items []responses.Item, functions, servers map[string]bool) {
 		}
 		for _, t := range FoundTools(items[i]) {
 			switch t.Type {
-			case responses.ToolFunction:
-				functions[t.Name] = true
 			case responses.ToolMCP:
 				if m, _ := responses.ParseMCPTool(t, 0); m != nil {
 					servers[m.ServerLabel] = true
 				}
+			case responses.ToolNamespace:
+				inner, _ := t.NamespaceTools()
+				for _, it := range inner {
+					functions[responses.NamespacedName(t.Name, it.Name)] = true
+				}
+			default:
+				// A function, or a client-run kind's tool (custom).
+				functions[t.Name] = true
 			}
 		}
 	}

@@ -52,23 +52,41 @@ type entry struct {
 // entryOf returns the search entry of a deferred tool.
 func entryOf(t responses.Tool) (entry, bool) {
 	switch t.Type {
-	case responses.ToolFunction:
-		if !t.DeferLoading {
-			return entry{}, false
-		}
-		desc := ""
-		if t.Description != nil {
-			desc = *t.Description
-		}
-		return entry{name: words(t.Name), words: words(desc), tool: t}, true
 	case responses.ToolMCP:
 		m, err := responses.ParseMCPTool(t, 0)
 		if err != nil || !m.DeferLoading {
 			return entry{}, false
 		}
 		return entry{name: words(m.ServerLabel), words: words(m.ServerDescription), tool: t}, true
+	case responses.ToolNamespace:
+		if !t.DeferLoading {
+			return entry{}, false
+		}
+		// Found by its name and description, and its tools'.
+		e := entry{name: words(t.Name), tool: t}
+		if t.Description != nil {
+			e.words = words(*t.Description)
+		}
+		inner, _ := t.NamespaceTools()
+		for _, it := range inner {
+			e.name = append(e.name, words(it.Name)...)
+			if it.Description != nil {
+				e.words = append(e.words, words(*it.Description)...)
+			}
+		}
+		return e, true
+	case responses.ToolToolSearch:
+		return entry{}, false
 	}
-	return entry{}, false
+	if !t.DeferLoading || t.Name == "" {
+		return entry{}, false
+	}
+	// A function, or a client-run kind's tool (custom).
+	e := entry{name: words(t.Name), tool: t}
+	if t.Description != nil {
+		e.words = words(*t.Description)
+	}
+	return e, true
 }
 
 // words splits text into lower-case words at anything but letters and

@@ -102,3 +102,19 @@ func TestCall(t *testing.T) {
 		t.Errorf("a client-run tool search has servers %v", servers)
 	}
 }
+
+// TestSearchNamespace: a deferred namespace is found by its tools' names
+// and descriptions too, and the model reads its tools' offered names.
+func TestSearchNamespace(t *testing.T) {
+	s := server(t, `{"type":"tool_search"},
+		{"type":"namespace","name":"crm","description":"Customers.","defer_loading":true,
+		 "tools":[{"type":"function","name":"find_invoice","description":"Looks up billing."}]},
+		{"type":"namespace","name":"shown","tools":[{"type":"function","name":"invoice"}]}`)
+	found := s.Search("billing invoice")
+	if len(found) != 1 || found[0].Name != "crm" {
+		t.Fatalf("found %v", names(found))
+	}
+	if text := tools.FoundText(found); !strings.Contains(text, "namespace crm (crm__find_invoice)") {
+		t.Errorf("text %q", text)
+	}
+}
