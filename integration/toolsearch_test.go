@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,8 +15,10 @@ import (
 
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/model/mockllm"
+	loomresponses "github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/tools/mcp"
 	"github.com/loomgate/loom/tools/toolsearch"
+	"github.com/loomgate/loom/tools/websearch"
 )
 
 // End-to-end tests of tool_search with defer_loading (issue 13): a
@@ -314,4 +317,61 @@ func TestToolSearchDeferredNamespace(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOpenResponsesDialectSearches: in the Open Responses dialect the web
+// search and tool search items and events, which are not in the core
+// schema, carry the vendor prefix; a client-run tool search is answered
+// with the prefixed tool_search_output, and the tool it found is called.
+// The harness validates every event and body against the schema.
+func TestOpenResponsesDialectSearches(t *testing.T) {
+	h := newHarness(t, &harnessOptions{Dialect: loomresponses.DialectOpenResponses,
+		ToolProviders: []engine.ToolProvider{websearch.New(nil), toolsearch.Provider{}}})
+	body, _ := json.Marshal(map[string]any{
+		"model": mockllm.DefaultModel, "stream": true,
+		"input": "#call web_search {\"query\":\"x\"}\n#then\n#call tool_search {\"query\":\"orders\"}\n#then\n#call lookup_order {}",
+		"tools": []any{map[string]any{"type": "web_search"}, map[string]any{"type": "tool_search", "execution": "client"}},
+	})
+	status, raw := postStream(t, h.BaseURL+"/responses", string(body), nil)
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, raw)
+	}
+	var types []string
+	var final struct {
+		ID     string `json:"id"`
+		Output []struct {
+			Type, Status string
+			CallID       string `json:"call_id"`
+		} `json:"output"`
+	}
+	for _, ev := range parseSSE(t, raw) {
+		types = append(types, ev.Type)
+		if ev.Type == "response.completed" {
+			var c struct {
+				Response json.RawMessage `json:"response"`
+			}
+			json.Unmarshal(ev.Data, &c)
+			json.Unmarshal(c.Response, &final)
+		}
+	}
+	for _, want := range []string{"loom:response.web_search_call.in_progress", "loom:response.web_search_call.searching"} {
+		if !slices.Contains(types, want) {
+			t.Errorf("events %v lack %s", types, want)
+		}
+	}
+	if len(final.Output) != 2 || final.Output[0].Type != "loom:web_search_call" || final.Output[0].Status != "failed" ||
+		final.Output[1].Type != "loom:tool_search_call" {
+		t.Fatalf("output %+v", final.Output)
+	}
+	next, _ := json.Marshal(map[string]any{
+		"model": mockllm.DefaultModel, "previous_response_id": final.ID,
+		"tools": []any{map[string]any{"type": "web_search"}, map[string]any{"type": "tool_search", "execution": "client"}},
+		"input": []any{map[string]any{"type": "loom:tool_search_output", "call_id": final.Output[1].CallID, "execution": "client",
+			"tools": []any{map[string]any{"type": "function", "name": "lookup_order", "parameters": map[string]any{"type": "object"}}}}},
+	})
+	status, raw = doRaw(t, http.MethodPost, h.BaseURL+"/responses", string(next))
+	if status != http.StatusOK || !strings.Contains(string(raw), `"name":"lookup_order"`) {
+		t.Errorf("follow-up %d: %s", status, raw)
+	}
+	requireCaptured(t, h, 1, len(types))
 }
