@@ -94,7 +94,7 @@ func (r *reducer) end(a atom.Atom) {
 func (r *reducer) text(t string) {
 	if r.pre == 0 {
 		// Outside <pre> a line break in the source is a blank.
-		t = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(t)
+		t = lineBreaks.Replace(t)
 	}
 	switch {
 	case r.inTitle:
@@ -106,6 +106,9 @@ func (r *reducer) text(t string) {
 		r.b.WriteString(t)
 	}
 }
+
+// lineBreaks turns the line breaks of source text into blanks.
+var lineBreaks = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ")
 
 // newline ends the current line, if it has anything.
 func (r *reducer) newline() {
