@@ -14,7 +14,7 @@ func BenchmarkSearch(b *testing.B) {
 	for i := range 200 {
 		fmt.Fprintf(&tools, `,{"type":"function","name":"tool_%03d","description":"Manages inventory record %d of the warehouse.","defer_loading":true}`, i, i)
 	}
-	s := server(&testing.T{}, tools.String())
+	s := server(b, tools.String())
 	b.ReportAllocs()
 	for b.Loop() {
 		if len(s.Search("warehouse inventory tool_150")) == 0 {

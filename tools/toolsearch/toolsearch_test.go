@@ -11,7 +11,7 @@ import (
 	"github.com/loomgate/loom/tools"
 )
 
-func request(t *testing.T, toolsJSON string) *responses.Request {
+func request(t testing.TB, toolsJSON string) *responses.Request {
 	t.Helper()
 	req := &responses.Request{}
 	if err := json.Unmarshal([]byte(`{"tools":[`+toolsJSON+`]}`), req); err != nil {
@@ -20,7 +20,7 @@ func request(t *testing.T, toolsJSON string) *responses.Request {
 	return req
 }
 
-func server(t *testing.T, toolsJSON string) *Server {
+func server(t testing.TB, toolsJSON string) *Server {
 	t.Helper()
 	servers, err := Provider{}.Servers(context.Background(), request(t, toolsJSON))
 	if err != nil || len(servers) != 1 {
