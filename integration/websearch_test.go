@@ -278,6 +278,8 @@ func TestWebSearchSearXNG(t *testing.T) {
 					t.Errorf("the prompt does not declare the built-in browser: %s", prompt)
 				}
 			}
+			// In progress from the model's first piece of the call, searching
+			// once it is complete (before the backend answers), then done.
 			want := []string{"response.output_item.added", "response.web_search_call.in_progress", "response.web_search_call.searching",
 				"response.web_search_call.completed", "response.output_item.done"}
 			if !containsRun(types, want) {

@@ -192,6 +192,11 @@ func (b *Builder) callDelta(index int, head Item, arguments string) error {
 			if itemType == ItemCodeInterpreterCall {
 				it.Name, it.Code = "", new(string)
 			}
+			if ev.argsDelta == "" {
+				// Arguments that do not stream (a web search's) are not
+				// shown, nor is the tool's name: the item has its action.
+				it.Name, it.ServerLabel = "", ""
+			}
 			var err error
 			if oi, err = b.addItem(it); err != nil {
 				return err
@@ -225,6 +230,9 @@ func (b *Builder) callDelta(index int, head Item, arguments string) error {
 	} else if oi.item.Type == ItemCustomToolCall {
 		typ = EventCustomToolInputDelta
 	}
+	if typ == "" {
+		return nil
+	}
 	return b.emit(Event{Type: typ, ItemID: oi.item.ID, OutputIndex: oi.index, Delta: arguments})
 }
 
@@ -244,10 +252,9 @@ func (b *Builder) FinishServerCall(itemID string, output json.RawMessage, errMsg
 		it := oi.item
 		status, typ := StatusCompleted, oi.server.completed
 		if errMsg != "" {
-			status = "failed"
-			if oi.server.failed != "" {
-				typ = oi.server.failed
-			}
+			// Without a failed event for the kind (a web search), the
+			// item's status alone says it failed.
+			status, typ = "failed", oi.server.failed
 		}
 		switch it.Type {
 		case ItemMCPCall:
@@ -258,9 +265,13 @@ func (b *Builder) FinishServerCall(itemID string, output json.RawMessage, errMsg
 			}
 		case ItemCodeInterpreterCall:
 			it.Outputs = output
+		case ItemWebSearchCall:
+			it.Action = output
 		}
-		if err := b.emit(Event{Type: typ, ItemID: it.ID, OutputIndex: oi.index}); err != nil {
-			return err
+		if typ != "" {
+			if err := b.emit(Event{Type: typ, ItemID: it.ID, OutputIndex: oi.index}); err != nil {
+				return err
+			}
 		}
 		return b.closeItem(oi, status)
 	}
@@ -303,8 +314,10 @@ func (b *Builder) serverArgsDone(oi *openItem) error {
 		ev.Arguments = text
 	}
 	b.resp.Output[oi.index] = *oi.item
-	if err := b.emit(ev); err != nil {
-		return err
+	if ev.Type != "" {
+		if err := b.emit(ev); err != nil {
+			return err
+		}
 	}
 	if oi.server.working != "" {
 		return b.emit(Event{Type: oi.server.working, ItemID: oi.item.ID, OutputIndex: oi.index})

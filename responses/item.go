@@ -374,6 +374,8 @@ func (it Item) MarshalJSON() ([]byte, error) {
 		}{it.Type, it.ID, it.Code, it.ContainerID, outputs, orDefault(it.Status, StatusCompleted)})
 	case ItemToolSearchCall, ItemToolSearchOutput:
 		return it.marshalToolSearch()
+	case ItemWebSearchCall:
+		return it.marshalWebSearch()
 	default:
 		if b, ok, err := it.marshalClientCall(); ok {
 			return b, err

@@ -72,3 +72,18 @@ type WebSearchSource struct {
 	Type string `json:"type"`
 	URL  string `json:"url"`
 }
+
+// marshalWebSearch writes a web_search_call: its action and status, not
+// the arguments the model wrote.
+func (it Item) marshalWebSearch() ([]byte, error) {
+	action := it.Action
+	if len(action) == 0 {
+		action = json.RawMessage(`{"type":"search"}`)
+	}
+	return json.Marshal(struct {
+		Type   string          `json:"type"`
+		ID     string          `json:"id"`
+		Status string          `json:"status"`
+		Action json.RawMessage `json:"action"`
+	}{it.Type, it.ID, orDefault(it.Status, StatusCompleted), action})
+}

@@ -8,15 +8,27 @@ import (
 )
 
 // KindWebSearch is the web search tool's calls (tools/websearch): each
-// search, page opened or pattern found is reported once it ran, as a
-// web_search_call item whose action the server gives in Result.Report,
-// between the in_progress, searching and completed events. A call that
-// failed (no search backend configured, a page the fetch policy refused)
-// is a web_search_call with status failed, and the model reads why.
+// search, page opened or pattern found is a web_search_call item, in
+// progress from the model's first piece of the arguments (which the
+// client does not see), searching once they are complete, completed with
+// the action the server gives in Result.Report. A call that failed (no
+// search backend configured, a page the fetch policy refused) ends with
+// status failed and no completed event, and the model reads why. A call
+// that ran outside the stream (after an approval) is reported whole by
+// Items, with the same events.
 var KindWebSearch = Register(&Kind{
 	ItemType: responses.ItemWebSearchCall,
-	Deferred: true,
 	Forgets:  true,
+	Output: func(res Result, text string) (json.RawMessage, string) {
+		action := res.Report
+		if len(action) == 0 {
+			action, _ = json.Marshal(responses.WebSearchAction{Type: responses.WebSearchActionSearch})
+		}
+		if res.IsError {
+			return action, failure(text)
+		}
+		return action, ""
+	},
 	Items: func(c RanCall, res Result, text string, newID func(string) string) []responses.Item {
 		action := res.Report
 		if len(action) == 0 {
