@@ -434,3 +434,57 @@ func TestNodeWebSearch(t *testing.T) {
 		})
 	}
 }
+
+// blockingBackend is a search backend that answers only once released,
+// and says when a search arrived.
+type blockingBackend struct {
+	arrived chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingBackend) Search(ctx context.Context, query string, n int) ([]websearch.Result, error) {
+	close(b.arrived)
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return []websearch.Result{{Title: "Late result", URL: "https://example.com/late", Content: "late"}}, nil
+}
+
+// TestWebSearchStreamsProgress: a streaming client sees the search in
+// progress and searching while the backend has not answered yet (the
+// backend is released only once the client saw searching), then
+// completed.
+func TestWebSearchStreamsProgress(t *testing.T) {
+	backend := &blockingBackend{arrived: make(chan struct{}), release: make(chan struct{})}
+	h := webSearchHarness(t, upstreams[0], backend, false)
+	client := newOpenAIGo(h)
+	stream := client.Responses.NewStreaming(clientCtx(t), responses.ResponseNewParams{
+		Model: openai.ChatModel("mock-model"),
+		Input: textInput(searchCall(upstreams[0], "late") + "\n#then\n#say done"),
+		Tools: []responses.ToolUnionParam{webSearchTool},
+	})
+	var types []string
+	for stream.Next() {
+		ev := stream.Current()
+		types = append(types, ev.Type)
+		if ev.Type == "response.web_search_call.searching" {
+			<-backend.arrived // the search runs now, its answer held back
+			close(backend.release)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"response.web_search_call.in_progress", "response.web_search_call.searching", "response.web_search_call.completed"}
+	var got []string
+	for _, typ := range types {
+		if strings.HasPrefix(typ, "response.web_search_call.") {
+			got = append(got, typ)
+		}
+	}
+	if !slices.Equal(got, want) || types[len(types)-1] != "response.completed" {
+		t.Errorf("events %v", types)
+	}
+}

@@ -38,7 +38,13 @@ func TestEveryKind(t *testing.T) {
 					{CallID: "call_1", Content: []Content{{Type: ContentText, Text: "done"}}},
 					{CallID: "call_1", Content: []Content{{Type: ContentText, Text: "it broke"}}, IsError: true},
 				} {
-					checkRanItems(t, k, k.Items(ran, res, res.Text(), newID), res.Text())
+					items := k.Items(ran, res, res.Text(), newID)
+					checkRanItems(t, k, items, res.Text())
+					if k.ItemEvents != nil && len(k.ItemEvents(items[0])) == 0 {
+						// A kind that has events for its items has them
+						// for a failure too: the client sees it progress.
+						t.Errorf("no events for the item %+v", items[0])
+					}
 				}
 			}
 			if k.Output != nil {

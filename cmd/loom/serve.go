@@ -275,7 +275,7 @@ func (m *Main) backend() (model.Backend, model.Capabilities) {
 // offered as the gpt-oss browser on the harmony upstream. Without
 // --web-search-url it is still accepted, and each call fails visibly.
 func (m *Main) webSearch() (*websearch.Tool, error) {
-	opts := &websearch.Options{Browser: m.cfg.UpstreamAPI == "completions", Logger: m.log}
+	opts := &websearch.Options{Browser: m.cfg.UpstreamAPI == "completions"}
 	if m.cfg.WebSearchURL == "" {
 		return websearch.New(opts), nil
 	}

@@ -84,6 +84,12 @@ func (s *SearXNG) Search(ctx context.Context, query string, n int) ([]Result, er
 	req.Header.Set("Accept", "application/json")
 	resp, err := s.client.Do(req)
 	if err != nil {
+		// Without the URL: an instance's key may be in its query, and
+		// this error is logged.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return nil, fmt.Errorf("websearch: search: %w", err)
 	}
 	defer resp.Body.Close()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"slices"
 	"strings"
@@ -48,8 +47,6 @@ type Options struct {
 	// Results is how many results a search shows by default
 	// (DefaultResults).
 	Results int
-	// Logger receives failed searches and fetches. Default slog.Default().
-	Logger *slog.Logger
 }
 
 // Tool is the web search tool as configured by the operator: the engine's
@@ -67,9 +64,6 @@ func New(opts *Options) *Tool {
 	}
 	if o.Results <= 0 {
 		o.Results = DefaultResults
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
 	}
 	return &Tool{opts: o}
 }
@@ -353,10 +347,9 @@ func (ss *Session) done(call tools.Call, action responses.WebSearchAction, text 
 	return tools.Result{CallID: call.CallID, Content: []tools.Content{tools.Text(text)}, Report: report}
 }
 
+// failed is a call that failed: msg is what the model reads, err (if any)
+// the cause, which the engine logs.
 func (ss *Session) failed(call tools.Call, action responses.WebSearchAction, msg string, err error) tools.Result {
-	if err != nil {
-		ss.srv.tool.opts.Logger.Warn("web search call failed", "tool", call.Name, "action", action.Type, "err", err)
-	}
 	res := tools.ErrorResult(call.CallID, msg, err)
 	res.Report, _ = json.Marshal(action)
 	return res

@@ -173,6 +173,11 @@ func TestSearXNG(t *testing.T) {
 			t.Errorf("%s: no error", path)
 		}
 	}
+	// A failure does not carry the URL: its query may hold a key.
+	down, _ := NewSearXNG("http://127.0.0.1:1/search?key=secret-key", nil)
+	if _, err := down.Search(context.Background(), "q", 5); err == nil || strings.Contains(err.Error(), "secret-key") {
+		t.Errorf("Search on a closed port = %v", err)
+	}
 	if _, err := NewSearXNG("ftp://x", nil); err == nil {
 		t.Error("an ftp URL was taken")
 	}
