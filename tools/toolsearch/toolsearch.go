@@ -3,6 +3,7 @@ package toolsearch
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -29,8 +30,19 @@ func (Provider) Handles(typ string) bool { return typ == responses.ToolToolSearc
 // deferred tools.
 func (Provider) Servers(_ context.Context, req *responses.Request) ([]tools.Server, error) {
 	i := slices.IndexFunc(req.Tools, func(t responses.Tool) bool { return t.Type == responses.ToolToolSearch })
-	if i < 0 || responses.DecodeToolSearchTool(req.Tools[i].Raw).ClientRun() {
+	if i < 0 {
 		return nil, nil
+	}
+	cfg := responses.DecodeToolSearchTool(req.Tools[i].Raw)
+	switch cfg.Execution {
+	case "", responses.ExecutionServer:
+	case responses.ExecutionClient:
+		return nil, nil
+	default:
+		return nil, responses.BadRequest(fmt.Sprintf("tools[%d].execution", i), "execution must be server or client, got %q", cfg.Execution)
+	}
+	if n := len(slices.DeleteFunc(slices.Clone(req.Tools), func(t responses.Tool) bool { return t.Type != responses.ToolToolSearch })); n > 1 {
+		return nil, responses.BadRequest("tools", "tool_search is given %d times", n)
 	}
 	s := &Server{}
 	for _, t := range req.Tools {

@@ -3,6 +3,7 @@ package toolsearch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -100,6 +101,16 @@ func TestCall(t *testing.T) {
 	servers, _ := Provider{}.Servers(context.Background(), request(t, `{"type":"tool_search","execution":"client"}`))
 	if len(servers) != 0 {
 		t.Errorf("a client-run tool search has servers %v", servers)
+	}
+	for toolsJSON, param := range map[string]string{
+		`{"type":"tool_search","execution":"elsewhere"}`: "tools[0].execution",
+		`{"type":"tool_search"},{"type":"tool_search"}`:  "tools",
+	} {
+		_, err := Provider{}.Servers(context.Background(), request(t, toolsJSON))
+		var apiErr *responses.APIError
+		if !errors.As(err, &apiErr) || apiErr.Param != param {
+			t.Errorf("%s: %v, want a 400 naming %s", toolsJSON, err, param)
+		}
 	}
 }
 
