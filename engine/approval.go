@@ -87,12 +87,17 @@ func checkApprovals(history, input []responses.Item) ([]approval, error) {
 
 // listItems reports, once per conversation, the tools of each MCP server
 // as an mcp_list_tools item; a server that could not be listed gets an item
-// carrying the error, and the response goes on without its tools.
+// carrying the error, and the response goes on without its tools. A
+// server already listed in the stored chain or in the input (a client
+// that resends the whole history, as Codex and the Agents SDK do) is not
+// listed again.
 func (r *run) listItems(listErr error) error {
 	listed := map[string]bool{}
-	for _, it := range r.history {
-		if it.Type == responses.ItemMCPListTools {
-			listed[it.ServerLabel] = true
+	for _, items := range [][]responses.Item{r.history, r.input} {
+		for _, it := range items {
+			if it.Type == responses.ItemMCPListTools {
+				listed[it.ServerLabel] = true
+			}
 		}
 	}
 	failed := map[string]string{}

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/tools"
 )
 
@@ -23,19 +22,4 @@ func (r *run) serverCaps() {
 // the request does not have.
 func (r *run) caps(label string) tools.Capabilities {
 	return r.capsByServer[label]
-}
-
-// clientKinds maps the function names of the request's client-run kinds
-// (local_shell) to their kinds.
-func clientKinds(req *responses.Request) map[string]*tools.Kind {
-	var m map[string]*tools.Kind
-	for _, t := range req.Tools {
-		if k := tools.ClientKind(t.Type); k != nil {
-			if m == nil {
-				m = map[string]*tools.Kind{}
-			}
-			m[k.Define(t).Name] = k
-		}
-	}
-	return m
 }

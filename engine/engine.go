@@ -323,6 +323,7 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 	if err != nil {
 		return nil, err
 	}
+	addFoundFunctions(reg, history, input)
 	if err := checkInputServers(reg, inputAnswers); err != nil {
 		return nil, err
 	}
@@ -351,8 +352,9 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 // openConversation builds the conversation the model sees, with its
 // tools, from a prepared run. The caller closes r.cc.
 func (r *run) openConversation() {
-	r.clientKinds = clientKinds(r.req)
+	r.clientTools = clientCallTools(r.req)
 	r.serverCaps()
+	r.found = newFound(r.history, r.input)
 	r.cc = r.e.newConversation(r.reg, tools.History(r.seen), r.resp.ID)
 }
 
@@ -442,9 +444,10 @@ type run struct {
 	seen    []responses.Item // what the model reads of history and input (compactions opened, files as text)
 	reg     *tools.Registry
 	// capsByServer is what each server declares, by label;
-	// clientKinds the client-run kinds by function name.
+	// clientTools the client tools whose calls are more than a plain
+	// function call (a kind's, a namespace's), by offered name.
 	capsByServer map[string]tools.Capabilities
-	clientKinds  map[string]*tools.Kind
+	clientTools  map[string]clientTool
 	cc           *conversation.Context // the conversation the model sees, and its tools
 	calls        int                   // tool calls accepted so far
 	usage        usageTotal
@@ -458,6 +461,9 @@ type run struct {
 	// conversationID is the conversation the response continues and adds
 	// its turn to ("" for none).
 	conversationID string
+	// found are the deferred tools a tool search found, offered from
+	// then on.
+	found found
 	clientWaits
 	eventLog
 }
@@ -626,7 +632,7 @@ func (r *run) loop(ctx context.Context) error {
 // a named function, or allowed_tools in required mode) among the tools
 // offered.
 func (r *run) toolRequired() bool {
-	tools, choice, _ := offeredTools(r.req, r.cc.Offered())
+	tools, choice, _ := offeredTools(r.req, r.visibleTools())
 	return len(tools) > 0 && choice == responses.ToolChoiceRequired
 }
 

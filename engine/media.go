@@ -8,27 +8,21 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
-	"net/url"
 	"path"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/tools"
 )
 
 // URLPolicy decides which URLs loom may fetch on a request's behalf, so
 // that a request-supplied URL cannot make it a proxy into its own network
 // (SSRF). tools/mcp's Policy, which checks MCP server URLs, implements it:
 // image URLs go through the same allowlist (--mcp-allow).
-type URLPolicy interface {
-	// CheckURL refuses a URL before anything is sent.
-	CheckURL(ctx context.Context, raw string) (*url.URL, error)
-	// DialContext refuses the very address dialed (DNS rebinding).
-	DialContext(ctx context.Context, network, address string) (net.Conn, error)
-}
+type URLPolicy = tools.URLPolicy
 
 // Defaults of the image fetch.
 const (
@@ -68,7 +62,7 @@ func newImageFetcher(policy URLPolicy, maxBytes int64) *imageFetcher {
 // fetch returns the image at raw as a data URL, or a 400 naming param.
 func (f *imageFetcher) fetch(ctx context.Context, raw, param string) (string, error) {
 	if _, err := f.policy.CheckURL(ctx, raw); err != nil {
-		return "", responses.BadRequest(param, "the image URL is not allowed: %s", policyReason(err))
+		return "", responses.BadRequest(param, "the image URL is not allowed: %s", tools.Refusal(err))
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, raw, nil)
 	if err != nil {
@@ -80,7 +74,7 @@ func (f *imageFetcher) fetch(ctx context.Context, raw, param string) (string, er
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
-		return "", responses.BadRequest(param, "the image could not be fetched: %s", policyReason(err))
+		return "", responses.BadRequest(param, "the image could not be fetched: %s", tools.Refusal(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -98,20 +92,6 @@ func (f *imageFetcher) fetch(ctx context.Context, raw, param string) (string, er
 		return "", responses.BadRequest(param, "the image is larger than %d bytes", f.maxBytes)
 	}
 	return "data:" + ctype + ";base64," + base64.StdEncoding.EncodeToString(body), nil
-}
-
-// policyReason is a policy refusal for a client: the policy's words,
-// without the package prefix it writes for logs.
-func policyReason(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	msg := err.Error()
-	if i := strings.Index(msg, "mcp: "); i >= 0 {
-		msg = msg[i+len("mcp: "):]
-	}
-	return msg
 }
 
 // modelParts returns a message's content as the model reads it: text

@@ -43,15 +43,9 @@ func (e *Engine) registry(ctx context.Context, req *responses.Request) (*tools.R
 	if len(req.Tools) == 0 {
 		return reg, nil
 	}
-	for i, t := range req.Tools {
-		def := tools.FunctionDefinition(t)
-		if k := tools.ClientKind(t.Type); k != nil {
-			def = k.Define(t)
-		} else if t.Type != responses.ToolFunction {
-			continue
-		}
-		if err := reg.AddFunction(def); err != nil {
-			return nil, responses.BadRequest(fmt.Sprintf("tools[%d]", i), "%v", err)
+	for _, ct := range clientTools(req) {
+		if err := reg.AddFunction(ct.def); err != nil {
+			return nil, responses.BadRequest(fmt.Sprintf("tools[%d]", ct.index), "%v", err)
 		}
 	}
 	for _, p := range e.opts.ToolProviders {
@@ -102,8 +96,12 @@ type turnCall struct {
 	// approval marks a call that waits for the client's approval.
 	approval bool
 	// args, for a kind that shows its arguments its own way (the code
-	// of a python call), follows them as they stream.
+	// of a python call, the input of a custom tool call), follows them
+	// as they stream.
 	args tools.Arguments
+	// client is the client tool of a call that is more than a plain
+	// function call (a kind's, a namespace's); its def.Name is "" else.
+	client clientTool
 }
 
 // runServerCalls executes the turn's server calls through the conversation
@@ -195,10 +193,16 @@ func (r *run) addRanItems(k *tools.Kind, ran tools.RanCall, res tools.Result, te
 	}
 	items := k.Items(ran, res, text, r.e.opts.NewID)
 	for _, it := range items {
-		if err := r.builder.AddItem(it); err != nil {
+		var events []string
+		if k.ItemEvents != nil {
+			events = k.ItemEvents(it)
+		}
+		if err := r.builder.AddItemEvents(it, events...); err != nil {
 			return nil, err
 		}
 	}
+	// A tool search's items make the tools it found callable.
+	r.found.add(items)
 	return items, nil
 }
 

@@ -122,6 +122,9 @@ func (r *run) toolCallDelta(st *turnState, d model.Delta) error {
 		c.item.Arguments += d.ToolArguments
 		return nil
 	}
+	if c.server == "" && c.client.def.Name != "" {
+		return r.clientCallDelta(c, d.ToolArguments, false)
+	}
 	if c.server == "" {
 		return r.builder.ToolCallDelta(d.ToolIndex, c.callID, c.name, d.ToolArguments)
 	}
@@ -153,10 +156,18 @@ func (r *run) newCall(st *turnState, d model.Delta) *turnCall {
 		return &turnCall{index: d.ToolIndex, callID: r.e.opts.NewID("call"), name: d.ToolName, notOffered: true}
 	}
 	c := &turnCall{index: d.ToolIndex, callID: d.ToolCallID, name: d.ToolName}
-	if k := r.clientKinds[d.ToolName]; k != nil {
-		// A client-run kind (local_shell) is reported as its own item
-		// once the turn is over.
-		c.kind, c.deferred = k, k.Deferred
+	if ct, ok := r.clientTools[d.ToolName]; ok {
+		// A client-run kind is reported as its own item, once the turn
+		// is over (local_shell, apply_patch) or as the model writes it
+		// (custom); a namespace's function as a function_call with its
+		// namespace.
+		c.client, c.kind = ct, ct.kind
+		if k := ct.kind; k != nil {
+			c.deferred = k.Deferred
+			if k.NewArguments != nil && !k.Deferred {
+				c.args = k.NewArguments()
+			}
+		}
 	}
 	if r.cc.IsServerTool(d.ToolName) {
 		c.server = r.serverOf(d.ToolName)
@@ -182,10 +193,18 @@ func (r *run) endTurn(res *turnResult) error {
 		if c.args == nil || c.deferred {
 			continue
 		}
-		if rest := c.args.Flush(); rest != "" {
-			if err := r.builder.ServerCallDelta(c.index, c.kind.ItemType, c.name, c.server, rest); err != nil {
-				return err
-			}
+		rest := c.args.Flush()
+		if rest == "" {
+			continue
+		}
+		var err error
+		if c.server == "" {
+			err = r.clientCallDelta(c, rest, true)
+		} else {
+			err = r.builder.ServerCallDelta(c.index, c.kind.ItemType, c.name, c.server, rest)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	if err := r.builder.EndTurn(); err != nil {
@@ -294,7 +313,7 @@ func (r *run) modelRequest() *model.Request {
 	} else if req.SafetyIdentifier != nil {
 		m.User = *req.SafetyIdentifier
 	}
-	m.Tools, m.ToolChoice, m.ToolChoiceFunction = offeredTools(req, r.cc.Offered())
+	m.Tools, m.ToolChoice, m.ToolChoiceFunction = offeredTools(req, r.visibleTools())
 	for _, t := range m.Tools {
 		if tools.Builtin(t.Name) {
 			m.Builtins = append(m.Builtins, t.Name)
@@ -322,6 +341,17 @@ func (r *run) modelRequest() *model.Request {
 			m.Namespaces = make(map[string]model.ToolRef)
 		}
 		m.Namespaces[d.Name] = model.ToolRef{Namespace: tools.SafeName(d.Server), Name: caps.ToolName(d.Name)}
+	}
+	// The tools of the client's namespace tools go in their namespace
+	// too, declared where the client's functions are (harmony: the
+	// developer message).
+	for _, d := range r.cc.Offered() {
+		if ct, ok := r.clientTools[d.Name]; ok && ct.def.Namespace != "" {
+			if m.Namespaces == nil {
+				m.Namespaces = make(map[string]model.ToolRef)
+			}
+			m.Namespaces[d.Name] = model.ToolRef{Namespace: ct.def.Namespace, Name: ct.own(), Client: true, Description: ct.namespace}
+		}
 	}
 	return m
 }

@@ -60,18 +60,25 @@ func harmonyOutputTokens(t *testing.T, reasoning, answer string) (output, reason
 // the assistant.
 func requireHarmonyRoundTrip(t *testing.T, msgs []harmony.Message, name, args, output string) {
 	t.Helper()
+	requireRecipientRoundTrip(t, msgs, "functions."+name, args, output)
+}
+
+// requireRecipientRoundTrip is requireHarmonyRoundTrip for a call to any
+// recipient ("NS.tool").
+func requireRecipientRoundTrip(t *testing.T, msgs []harmony.Message, recipient, args, output string) {
+	t.Helper()
 	called := slices.IndexFunc(msgs, func(m harmony.Message) bool {
-		return m.Author.Role == harmony.RoleAssistant && m.Recipient == "functions."+name &&
+		return m.Author.Role == harmony.RoleAssistant && m.Recipient == recipient &&
 			m.ContentType == "<|constrain|>json" && jsonEqual(m.Text(), args)
 	})
 	answered := slices.IndexFunc(msgs, func(m harmony.Message) bool {
-		return m.Author.Role == harmony.RoleTool && m.Author.Name == "functions."+name
+		return m.Author.Role == harmony.RoleTool && m.Author.Name == recipient
 	})
 	switch {
 	case called < 0:
-		t.Errorf("upstream prompt has no call to functions.%s(%s): %+v", name, args, msgs)
+		t.Errorf("upstream prompt has no call to %s(%s): %+v", recipient, args, msgs)
 	case answered < 0:
-		t.Errorf("upstream prompt has no tool message from functions.%s: %+v", name, msgs)
+		t.Errorf("upstream prompt has no tool message from %s: %+v", recipient, msgs)
 	case answered < called:
 		t.Errorf("upstream prompt has the tool result (message %d) before the call (message %d)", answered, called)
 	case msgs[answered].Text() != output || msgs[answered].Recipient != "assistant":

@@ -43,6 +43,8 @@ type harness struct {
 	BaseURL  string // loom's base URL, ending in /v1
 
 	dialect responses.Dialect // loom's default dialect
+	// upstream names the backend loom runs over: chat or completions.
+	upstream string
 
 	inflight atomic.Int64 // requests whose capture has not finished
 
@@ -147,7 +149,10 @@ func newHarness(t testing.TB, opts *harnessOptions) *harness {
 	if opts == nil {
 		opts = &harnessOptions{}
 	}
-	h := &harness{t: t, noChecks: opts.SkipSchema, dialect: opts.Dialect}
+	h := &harness{t: t, noChecks: opts.SkipSchema, dialect: opts.Dialect, upstream: "chat"}
+	if opts.Completions != nil {
+		h.upstream = "completions"
+	}
 	mockOpts := mockllm.Options{}
 	if opts.Mock != nil {
 		mockOpts = *opts.Mock

@@ -1121,3 +1121,42 @@ func TestMCPLegacyServerEverythingThroughLoom(t *testing.T) {
 		t.Errorf("server-everything did not log the end of session %s:\n%s", callSession, out)
 	}
 }
+
+// TestMCPListToolsOncePerResentHistory: a client that keeps the history
+// itself (Codex, the Agents SDK) resends the mcp_list_tools item with the
+// rest of the conversation instead of using previous_response_id; the
+// server is not listed to it again (issue 13, point 6).
+func TestMCPListToolsOncePerResentHistory(t *testing.T) {
+	ms := mcptStart(t, nil, "a")
+	h := mcptHarness(t, nil)
+	tools := []any{mcptTool("s", ms.URL, map[string]any{"require_approval": "never"})}
+	status, raw := mcptPost(t, h, map[string]any{"model": "mock-model", "input": "#call s__a {\"x\":1}\n#then\n#say done", "tools": tools, "store": false})
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, raw)
+	}
+	var first struct {
+		Output []json.RawMessage `json:"output"`
+	}
+	if err := json.Unmarshal(raw, &first); err != nil {
+		t.Fatal(err)
+	}
+	var r1 mcptResponse
+	json.Unmarshal(raw, &r1)
+	if !slices.Equal(r1.types(), []string{"mcp_list_tools", "mcp_call", "message"}) {
+		t.Fatalf("first output %v", r1.types())
+	}
+	input := []any{map[string]any{"role": "user", "content": "#call s__a {\"x\":1}\n#then\n#say done"}}
+	for _, it := range first.Output {
+		input = append(input, it)
+	}
+	input = append(input, map[string]any{"role": "user", "content": "#say again"})
+	r2 := mcptCreate(t, h, map[string]any{"model": "mock-model", "input": input, "tools": tools, "store": false})
+	if !slices.Equal(r2.types(), []string{"message"}) {
+		t.Errorf("output of the resent history %v, want the message alone (no second mcp_list_tools)", r2.types())
+	}
+	// Without the item in the history, the server is listed.
+	r3 := mcptCreate(t, h, map[string]any{"model": "mock-model", "input": "#say again", "tools": tools, "store": false})
+	if !slices.Equal(r3.types(), []string{"mcp_list_tools", "message"}) {
+		t.Errorf("output of a new conversation %v, want mcp_list_tools first", r3.types())
+	}
+}

@@ -25,15 +25,19 @@ const nodeTimeout = 60 * time.Second
 
 // nodeStream is stream.mjs's summary of one streamed response.
 type nodeStream struct {
-	Types      []string `json:"types"`
-	Sequence   []int    `json:"sequence"`
-	Text       string   `json:"text"`      // output_text deltas joined
-	Reasoning  string   `json:"reasoning"` // reasoning_text deltas joined
-	Arguments  string   `json:"arguments"` // function-call argument deltas joined
-	ID         string   `json:"id"`
-	Status     string   `json:"status"`
-	OutputText string   `json:"outputText"` // the helper's final output_text
-	Output     []struct {
+	Types    []string `json:"types"`
+	Sequence []int    `json:"sequence"`
+	Text     string   `json:"text"` // output_text deltas joined
+	// CustomInput and CustomDone are a custom tool call's input deltas
+	// joined, and its input.done event's input.
+	CustomInput string `json:"customInput"`
+	CustomDone  string `json:"customDone"`
+	Reasoning   string `json:"reasoning"` // reasoning_text deltas joined
+	Arguments   string `json:"arguments"` // function-call argument deltas joined
+	ID          string `json:"id"`
+	Status      string `json:"status"`
+	OutputText  string `json:"outputText"` // the helper's final output_text
+	Output      []struct {
 		Type      string `json:"type"`
 		ID        string `json:"id"`
 		Role      string `json:"role"`
@@ -41,7 +45,12 @@ type nodeStream struct {
 		CallID    string `json:"call_id"`
 		Name      string `json:"name"`
 		Arguments string `json:"arguments"`
-		Content   []struct {
+		Namespace string `json:"namespace"`
+		Input     string `json:"input"`
+		Operation *struct {
+			Type, Path, Diff string
+		} `json:"operation"`
+		Content []struct {
 			Type string `json:"type"`
 			Text string `json:"text"`
 		} `json:"content"`
@@ -78,7 +87,7 @@ func runNode(t *testing.T, h *harness, name string) (first, second *nodeStream) 
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "stream.mjs", name)
 	cmd.Dir = nodeDir
-	cmd.Env = append(os.Environ(), "LOOM_BASE_URL="+h.BaseURL, "NO_PROXY=127.0.0.1,localhost", "NODE_NO_WARNINGS=1")
+	cmd.Env = append(os.Environ(), "LOOM_BASE_URL="+h.BaseURL, "NO_PROXY=127.0.0.1,localhost", "NODE_NO_WARNINGS=1", "LOOM_UPSTREAM="+h.upstream)
 	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -184,6 +193,36 @@ func TestNodeResponsesStream(t *testing.T) {
 			call := first.Output[1]
 			requireToolRoundTrip(t, h, call.CallID, call.Name, call.Arguments, `{"sky": "sunny"}`)
 		}},
+		{"namespace", "", func(t *testing.T, h *harness, first, second *nodeStream) {
+			if !slices.Equal(first.outputTypes(), []string{"function_call"}) {
+				t.Fatalf("output %v, want one function_call", first.outputTypes())
+			}
+			call := first.Output[0]
+			if call.Namespace != "crm" || call.Name != "search" || !jsonEqual(call.Arguments, `{"q": "ada"}`) {
+				t.Errorf("call %s.%s(%s), want crm.search", call.Namespace, call.Name, call.Arguments)
+			}
+			checkNodeFollowUp(t, second, "Ada Lovelace")
+		}},
+		{"custom", "", func(t *testing.T, h *harness, first, second *nodeStream) {
+			if !slices.Equal(first.outputTypes(), []string{"custom_tool_call"}) {
+				t.Fatalf("output %v, want one custom_tool_call", first.outputTypes())
+			}
+			call := first.Output[0]
+			if call.Name != "note" || call.Input != "buy milk" || first.CustomInput != "buy milk" || first.CustomDone != "buy milk" {
+				t.Errorf("call %s input %q; streamed %q, done %q", call.Name, call.Input, first.CustomInput, first.CustomDone)
+			}
+			checkNodeFollowUp(t, second, "noted")
+			requireToolRoundTrip(t, h, call.CallID, "note", `{"input":"buy milk"}`, "noted")
+		}},
+		{"apply_patch", "", func(t *testing.T, h *harness, first, second *nodeStream) {
+			if !slices.Equal(first.outputTypes(), []string{"apply_patch_call"}) {
+				t.Fatalf("output %v, want one apply_patch_call", first.outputTypes())
+			}
+			if op := first.Output[0].Operation; op == nil || op.Type != "create_file" || op.Path != "hello.txt" || op.Diff != "+hello" {
+				t.Errorf("operation %+v", op)
+			}
+			checkNodeFollowUp(t, second, "Created hello.txt")
+		}},
 	}
 	for _, up := range upstreams {
 		for _, tc := range cases {
@@ -216,4 +255,17 @@ func TestNodeResponsesStream(t *testing.T) {
 // compares as one.
 func compactTypes(types []string) []string {
 	return slices.Compact(slices.Clone(types))
+}
+
+// checkNodeFollowUp checks the follow-up that answered a call: a good
+// stream whose answer is what the tool said.
+func checkNodeFollowUp(t *testing.T, second *nodeStream, result string) {
+	t.Helper()
+	if second == nil {
+		t.Fatal("no follow-up response")
+	}
+	checkNodeStream(t, second)
+	if want := "tool said: " + result; second.Text != want {
+		t.Errorf("follow-up text %q, want %q", second.Text, want)
+	}
 }

@@ -73,6 +73,13 @@ type Request struct {
 type ToolRef struct {
 	Namespace string // e.g. a sanitised MCP server label
 	Name      string // the tool's own name in that namespace
+	// Client marks a namespace of the client's (a namespace tool): a
+	// harmony backend declares it with the client's functions, in the
+	// developer message, rather than next to the built-ins.
+	Client bool
+	// Description describes the namespace (a namespace tool's), for a
+	// backend that declares it.
+	Description string
 }
 
 // DeltaKind says what a Delta carries.

@@ -149,7 +149,18 @@ func (b *Builder) messageDelta(text, phase string) error {
 // with callID (a new one is made when empty) and name; arguments are
 // appended as they come.
 func (b *Builder) ToolCallDelta(index int, callID, name, arguments string) error {
-	return b.callDelta(index, ItemFunctionCall, callID, name, "", arguments)
+	return b.callDelta(index, Item{Type: ItemFunctionCall, CallID: callID, Name: name}, arguments)
+}
+
+// ClientCallDelta is ToolCallDelta for a call the client runs that is
+// more than a plain function call: a function_call of a namespace, or a
+// custom_tool_call (itemType), whose input streams as
+// response.custom_tool_call_input.delta events.
+func (b *Builder) ClientCallDelta(index int, itemType, callID, namespace, name, arguments string) error {
+	if itemType != ItemFunctionCall && itemType != ItemCustomToolCall {
+		return fmt.Errorf("responses: %q is not a streamed client call item type", itemType)
+	}
+	return b.callDelta(index, Item{Type: itemType, CallID: callID, Namespace: namespace, Name: name}, arguments)
 }
 
 // ServerCallDelta adds to a call that loom executes itself, reported as an
@@ -160,10 +171,13 @@ func (b *Builder) ServerCallDelta(index int, itemType, name, serverLabel, argume
 	if _, ok := serverCalls[itemType]; !ok {
 		return fmt.Errorf("responses: %q is not a server call item type", itemType)
 	}
-	return b.callDelta(index, itemType, "", name, serverLabel, arguments)
+	return b.callDelta(index, Item{Type: itemType, Name: name, ServerLabel: serverLabel}, arguments)
 }
 
-func (b *Builder) callDelta(index int, itemType, callID, name, serverLabel, arguments string) error {
+// callDelta adds to the call of index, opening it as head (its type, call
+// id, name, namespace, server label) on its first delta.
+func (b *Builder) callDelta(index int, head Item, arguments string) error {
+	itemType, name := head.Type, head.Name
 	oi := b.calls[index]
 	if oi == nil {
 		if err := b.closeReasoning(); err != nil {
@@ -174,9 +188,14 @@ func (b *Builder) callDelta(index int, itemType, callID, name, serverLabel, argu
 		}
 		var it *Item
 		if ev, ok := serverCalls[itemType]; ok {
-			it = &Item{Type: itemType, ID: b.newID(ev.idPrefix), Status: StatusInProgress, Name: name, ServerLabel: serverLabel}
+			it = &Item{Type: itemType, ID: b.newID(ev.idPrefix), Status: StatusInProgress, Name: name, ServerLabel: head.ServerLabel}
 			if itemType == ItemCodeInterpreterCall {
 				it.Name, it.Code = "", new(string)
+			}
+			if ev.argsDelta == "" {
+				// Arguments that do not stream (a web search's) are not
+				// shown, nor is the tool's name: the item has its action.
+				it.Name, it.ServerLabel = "", ""
 			}
 			var err error
 			if oi, err = b.addItem(it); err != nil {
@@ -187,10 +206,11 @@ func (b *Builder) callDelta(index int, itemType, callID, name, serverLabel, argu
 				return err
 			}
 		} else {
-			if callID == "" {
-				callID = b.newID("call")
+			it = &Item{Type: itemType, ID: b.newID(clientCallPrefix(itemType)), Status: StatusInProgress,
+				CallID: head.CallID, Name: name, Namespace: head.Namespace}
+			if it.CallID == "" {
+				it.CallID = b.newID("call")
 			}
-			it = &Item{Type: ItemFunctionCall, ID: b.newID("fc"), Status: StatusInProgress, CallID: callID, Name: name}
 			var err error
 			if oi, err = b.addItem(it); err != nil {
 				return err
@@ -207,6 +227,11 @@ func (b *Builder) callDelta(index int, itemType, callID, name, serverLabel, argu
 	typ := EventFunctionArgsDelta
 	if oi.server != nil {
 		typ = oi.server.argsDelta
+	} else if oi.item.Type == ItemCustomToolCall {
+		typ = EventCustomToolInputDelta
+	}
+	if typ == "" {
+		return nil
 	}
 	return b.emit(Event{Type: typ, ItemID: oi.item.ID, OutputIndex: oi.index, Delta: arguments})
 }
@@ -227,10 +252,9 @@ func (b *Builder) FinishServerCall(itemID string, output json.RawMessage, errMsg
 		it := oi.item
 		status, typ := StatusCompleted, oi.server.completed
 		if errMsg != "" {
-			status = "failed"
-			if oi.server.failed != "" {
-				typ = oi.server.failed
-			}
+			// Without a failed event for the kind (a web search), the
+			// item's status alone says it failed.
+			status, typ = "failed", oi.server.failed
 		}
 		switch it.Type {
 		case ItemMCPCall:
@@ -241,9 +265,13 @@ func (b *Builder) FinishServerCall(itemID string, output json.RawMessage, errMsg
 			}
 		case ItemCodeInterpreterCall:
 			it.Outputs = output
+		case ItemWebSearchCall:
+			it.Action = output
 		}
-		if err := b.emit(Event{Type: typ, ItemID: it.ID, OutputIndex: oi.index}); err != nil {
-			return err
+		if typ != "" {
+			if err := b.emit(Event{Type: typ, ItemID: it.ID, OutputIndex: oi.index}); err != nil {
+				return err
+			}
 		}
 		return b.closeItem(oi, status)
 	}
@@ -286,8 +314,10 @@ func (b *Builder) serverArgsDone(oi *openItem) error {
 		ev.Arguments = text
 	}
 	b.resp.Output[oi.index] = *oi.item
-	if err := b.emit(ev); err != nil {
-		return err
+	if ev.Type != "" {
+		if err := b.emit(ev); err != nil {
+			return err
+		}
 	}
 	if oi.server.working != "" {
 		return b.emit(Event{Type: oi.server.working, ItemID: oi.item.ID, OutputIndex: oi.index})
@@ -335,10 +365,15 @@ func (b *Builder) AddRefusedCall(callID, name, arguments string) error {
 
 // AddItemEvents adds a finished item like AddItem, with the given events
 // (such as response.mcp_list_tools.in_progress and .completed) between its
-// output_item.added and output_item.done.
+// output_item.added and output_item.done. The item keeps a status it
+// carries (a failed web_search_call); without one it is completed.
 func (b *Builder) AddItemEvents(it Item, events ...string) error {
 	if it.ID == "" {
 		it.ID = b.newID("item")
+	}
+	status := StatusCompleted
+	if it.Status != "" {
+		status, it.Status = it.Status, ""
 	}
 	oi, err := b.addItem(&it)
 	if err != nil {
@@ -349,7 +384,7 @@ func (b *Builder) AddItemEvents(it Item, events ...string) error {
 			return err
 		}
 	}
-	return b.closeItem(oi, StatusCompleted)
+	return b.closeItem(oi, status)
 }
 
 // EndTurn closes every open item of the model's turn. Server calls stay
@@ -526,6 +561,12 @@ func (b *Builder) closeItem(oi *openItem, status string) error {
 	case ItemFunctionCall:
 		it.Arguments = text
 		if err := b.emit(Event{Type: EventFunctionArgsDone, ItemID: it.ID, OutputIndex: oi.index, Arguments: text}); err != nil {
+			return err
+		}
+		it.Status = status
+	case ItemCustomToolCall:
+		it.Input = text
+		if err := b.emit(Event{Type: EventCustomToolInputDone, ItemID: it.ID, OutputIndex: oi.index, Text: text}); err != nil {
 			return err
 		}
 		it.Status = status

@@ -57,7 +57,7 @@ func (e *Event) AppendJSON(dst []byte, d Dialect) ([]byte, error) {
 		if e.Type == EventOutputTextDone {
 			dst = append(dst, `,"logprobs":[]`...)
 		}
-	case EventFunctionArgsDelta, EventMCPCallArgsDelta, EventCodeInterpreterCodeDelta:
+	case EventFunctionArgsDelta, EventMCPCallArgsDelta, EventCodeInterpreterCodeDelta, EventCustomToolInputDelta:
 		dst = e.appendLocation(dst, false)
 		dst = append(dst, `,"delta":`...)
 		dst = appendString(dst, e.Delta)
@@ -65,6 +65,10 @@ func (e *Event) AppendJSON(dst []byte, d Dialect) ([]byte, error) {
 		dst = e.appendLocation(dst, false)
 		dst = append(dst, `,"arguments":`...)
 		dst = appendString(dst, e.Arguments)
+	case EventCustomToolInputDone:
+		dst = e.appendLocation(dst, false)
+		dst = append(dst, `,"input":`...)
+		dst = appendString(dst, e.Text)
 	case EventCodeInterpreterCodeDone:
 		dst = e.appendLocation(dst, false)
 		dst = append(dst, `,"code":`...)

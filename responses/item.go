@@ -52,6 +52,13 @@ type Item struct {
 	CallID    string `json:"call_id,omitempty"`
 	Name      string `json:"name,omitempty"`
 	Arguments string `json:"arguments,omitempty"`
+	// Namespace is the namespace tool a function_call's or a
+	// custom_tool_call's tool belongs to; Name is then its name there.
+	Namespace string `json:"namespace,omitempty"`
+	// Input is a custom_tool_call's free-text input.
+	Input string `json:"input,omitempty"`
+	// Operation is an apply_patch_call's edit: {type, path, diff}.
+	Operation json.RawMessage `json:"operation,omitempty"`
 	// Output of a function_call_output: a JSON string or an array of
 	// content parts, kept as sent.
 	Output json.RawMessage `json:"output,omitempty"`
@@ -75,7 +82,12 @@ type Item struct {
 	Action          json.RawMessage `json:"action,omitempty"`
 	MaxOutputLength *int            `json:"max_output_length,omitempty"`
 
-	// mcp_list_tools: the tools a server offers. mcp_approval_response:
+	// Execution of a tool_search_call or tool_search_output: "server"
+	// (loom searched) or "client".
+	Execution string `json:"execution,omitempty"`
+
+	// mcp_list_tools: the tools a server offers (tool_search_output: the
+	// tools a search found, as request tools). mcp_approval_response:
 	// the client's answer (ApprovalRequestID, Approve, Reason).
 	Tools   json.RawMessage `json:"tools,omitempty"`
 	Approve *bool           `json:"approve,omitempty"`
@@ -195,16 +207,20 @@ func (it *Item) OutputString() string {
 
 // UnmarshalJSON accepts the shorthand forms clients send: a message with no
 // "type" (EasyInputMessage) and message content given as a plain string.
-func (it *Item) UnmarshalJSON(data []byte) error {
+func (it *Item) UnmarshalJSON(data []byte) (err error) {
 	type plain Item
 	var raw struct {
 		plain
-		Content json.RawMessage `json:"content"`
+		Content   json.RawMessage `json:"content"`
+		Arguments json.RawMessage `json:"arguments"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return err
 	}
 	*it = Item(raw.plain)
+	if it.Arguments, err = argumentsText(raw.Arguments); err != nil {
+		return err
+	}
 	// A client of the Open Responses dialect sends loom's own item types
 	// back as it received them, vendor-prefixed.
 	it.Type = strings.TrimPrefix(it.Type, VendorPrefix)
@@ -257,10 +273,11 @@ func (it Item) MarshalJSON() ([]byte, error) {
 			Type      string `json:"type"`
 			ID        string `json:"id"`
 			CallID    string `json:"call_id"`
+			Namespace string `json:"namespace,omitempty"`
 			Name      string `json:"name"`
 			Arguments string `json:"arguments"`
 			Status    string `json:"status"`
-		}{it.Type, it.ID, it.CallID, it.Name, it.Arguments, orDefault(it.Status, StatusCompleted)})
+		}{it.Type, it.ID, it.CallID, it.Namespace, it.Name, it.Arguments, orDefault(it.Status, StatusCompleted)})
 	case ItemFunctionCallOutput:
 		out := it.Output
 		if len(out) == 0 {
@@ -355,7 +372,14 @@ func (it Item) MarshalJSON() ([]byte, error) {
 			Outputs     json.RawMessage `json:"outputs"`
 			Status      string          `json:"status"`
 		}{it.Type, it.ID, it.Code, it.ContainerID, outputs, orDefault(it.Status, StatusCompleted)})
+	case ItemToolSearchCall, ItemToolSearchOutput:
+		return it.marshalToolSearch()
+	case ItemWebSearchCall:
+		return it.marshalWebSearch()
 	default:
+		if b, ok, err := it.marshalClientCall(); ok {
+			return b, err
+		}
 		type plain Item
 		return json.Marshal(plain(it))
 	}

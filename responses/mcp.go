@@ -41,6 +41,9 @@ type MCPTool struct {
 	// Elicitation is loom's extension: how input a server asks for is
 	// answered: "client", "model" or "decline" ("" for the default).
 	Elicitation string `json:"elicitation"`
+	// DeferLoading keeps the server's tools out of the prompt until a
+	// tool search finds the server.
+	DeferLoading bool `json:"defer_loading"`
 }
 
 // AllowedTools filters the tools of an MCP server: a list of names, or

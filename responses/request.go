@@ -139,6 +139,9 @@ type Tool struct {
 	Description *string         `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
 	Strict      *bool           `json:"strict"`
+	// DeferLoading keeps the tool out of the prompt until a tool search
+	// finds it (tool_search).
+	DeferLoading bool `json:"defer_loading,omitempty"`
 	// Raw is the tool as sent, for types other than function: whoever
 	// runs them (MCP, local tools) decodes their own fields from it.
 	Raw json.RawMessage `json:"-"`
@@ -177,17 +180,14 @@ func (t Tool) MarshalJSON() ([]byte, error) {
 		}
 		return json.Marshal(fields)
 	}
-	params := t.Parameters
-	if len(params) == 0 {
-		params = json.RawMessage("null")
+	// The tool's own fields in their order, parameters null when unset
+	// (a function tool always has a name: validation requires one).
+	type fields Tool
+	f := fields(t)
+	if len(f.Parameters) == 0 {
+		f.Parameters = json.RawMessage("null")
 	}
-	return json.Marshal(struct {
-		Type        string          `json:"type"`
-		Name        string          `json:"name"`
-		Description *string         `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-		Strict      *bool           `json:"strict"`
-	}{t.Type, t.Name, t.Description, params, t.Strict})
+	return json.Marshal(f)
 }
 
 // Tool choice modes.
@@ -236,7 +236,8 @@ func (tc *ToolChoice) UnmarshalJSON(data []byte) error {
 		return fmt.Errorf("tool_choice must be a string or an object")
 	}
 	switch obj.Type {
-	case "function":
+	case "function", ToolCustom:
+		// A custom tool is offered to the model as a function.
 		tc.Mode, tc.Function = ToolChoiceRequired, obj.Name
 	case "allowed_tools":
 		tc.Mode, tc.Allowed = obj.Mode, obj.Tools

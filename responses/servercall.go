@@ -17,7 +17,7 @@ const (
 // serverCallEvents names the events of one kind of server-executed call.
 type serverCallEvents struct {
 	idPrefix   string
-	argsDelta  string
+	argsDelta  string // "" when the arguments are not shown
 	argsDone   string
 	inProgress string
 	working    string // emitted once the arguments are complete, if any
@@ -34,5 +34,11 @@ var serverCalls = map[string]serverCallEvents{
 		idPrefix: "ci", argsDelta: EventCodeInterpreterCodeDelta, argsDone: EventCodeInterpreterCodeDone,
 		inProgress: EventCodeInterpreterInProgress, working: EventCodeInterpreterInterpreting,
 		completed: EventCodeInterpreterCompleted,
+	},
+	// A web search's arguments do not stream: it is in progress from the
+	// model's first piece of them, searching once they are complete.
+	ItemWebSearchCall: {
+		idPrefix: "ws", inProgress: EventWebSearchCallInProgress, working: EventWebSearchCallSearching,
+		completed: EventWebSearchCallCompleted,
 	},
 }

@@ -159,6 +159,7 @@ func validateMetadata(m map[string]any) *APIError {
 // supportedInclude lists the include[] values loom honours.
 var supportedInclude = map[string]bool{
 	"reasoning.encrypted_content": true,
+	IncludeWebSearchSources:       true,
 }
 
 func (r *Request) validateText() *APIError {
@@ -200,6 +201,12 @@ func (r *Request) validateTools(serverTool func(string) bool) *APIError {
 	names := map[string]bool{}
 	for i, t := range r.Tools {
 		param := fmt.Sprintf("tools[%d]", i)
+		if handled, err := validateClientTool(param, &r.Tools[i], names); handled {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		switch {
 		case t.Type == ToolLocalShell:
 			if names["local_shell"] {
@@ -214,20 +221,10 @@ func (r *Request) validateTools(serverTool func(string) bool) *APIError {
 			// Checked by whoever runs it.
 			continue
 		default:
-			return BadRequest(param+".type", "unknown or unsupported tool type %q", t.Type)
+			return unknownTool(param, t.Type)
 		}
-		if !validFunctionName(t.Name) {
-			return BadRequest(param+".name", "function name must be 1-64 letters, digits, underscores or dashes")
-		}
-		if names[t.Name] {
-			return BadRequest(param+".name", "duplicate function name %q", t.Name)
-		}
-		names[t.Name] = true
-		if len(t.Parameters) > 0 && string(t.Parameters) != "null" {
-			var obj map[string]json.RawMessage
-			if json.Unmarshal(t.Parameters, &obj) != nil {
-				return BadRequest(param+".parameters", "parameters must be a JSON Schema object")
-			}
+		if err := validateFunctionTool(param, &r.Tools[i], t.Name, names); err != nil {
+			return err
 		}
 	}
 	tc := r.ToolChoice
@@ -253,7 +250,7 @@ func (r *Request) validateTools(serverTool func(string) bool) *APIError {
 			return BadRequest("tool_choice.tools", "allowed_tools needs at least one tool")
 		}
 		for i, ref := range tc.Allowed {
-			if ref.Type != ToolFunction || !names[ref.Name] {
+			if (ref.Type != ToolFunction && ref.Type != ToolCustom) || !names[ref.Name] {
 				return BadRequest(fmt.Sprintf("tool_choice.tools[%d]", i), "allowed tool %q is not in tools", ref.Name)
 			}
 		}
@@ -304,11 +301,18 @@ var inputChecks = map[string]func(it *Item, param string) *APIError{
 	ItemMCPApprovalResponse:  (*Item).validateApprovalResponse,
 	ItemMCPInputResponse:     (*Item).validateInputResponse,
 	ItemCompaction:           (*Item).validateCompaction,
+	ItemCustomToolCall:       (*Item).validateCustomToolCall,
+	ItemCustomToolCallOutput: (*Item).validateCallOutput,
+	ItemApplyPatchCall:       (*Item).validateApplyPatchCall,
+	ItemApplyPatchCallOutput: (*Item).validateApplyPatchOutput,
 	ItemMCPCall:              nil,
 	ItemMCPListTools:         nil,
 	ItemMCPApprovalRequest:   nil,
 	ItemMCPInputRequest:      nil,
 	ItemCodeInterpreterCall:  nil,
+	ItemWebSearchCall:        nil, // resent by Codex with its history
+	ItemToolSearchCall:       nil,
+	ItemToolSearchOutput:     (*Item).validateToolSearchOutput,
 }
 
 // validateMessage checks a message's role and its content parts.
@@ -365,7 +369,7 @@ func (it *Item) validateCallOutput(param string) *APIError {
 	if len(it.Output) == 0 {
 		return BadRequest(param+".output", "%s needs an output", it.Type)
 	}
-	if it.Type != ItemFunctionCallOutput {
+	if it.Type != ItemFunctionCallOutput && it.Type != ItemCustomToolCallOutput {
 		return nil
 	}
 	out := strings.TrimSpace(string(it.Output))

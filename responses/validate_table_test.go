@@ -129,7 +129,7 @@ func TestValidateInputItems(t *testing.T) {
 		name, items, param, code string
 	}{
 		{"no type", `{"content":"x"}`, "input[0].type", ""},
-		{"unknown type", `{"type":"web_search_call"}`, "input[0].type", ""},
+		{"unknown type", `{"type":"file_search_call"}`, "input[0].type", ""},
 		{"item_reference", `{"type":"item_reference","id":"msg_1"}`, "input[0].type", unsupported},
 		{"message without a role", `{"type":"message","content":"x"}`, "input[0].role", ""},
 		{"message with a bad role", `{"type":"message","role":"tool","content":"x"}`, "input[0].role", ""},
@@ -290,7 +290,7 @@ func TestValidateTools(t *testing.T) {
 		serverTools                []string
 	}{
 		{name: "no type", tools: `{"name":"f"}`, param: "tools[0].type"},
-		{name: "unknown type", tools: `{"type":"web_search"}`, param: "tools[0].type"},
+		{name: "unknown type", tools: `{"type":"file_search"}`, param: "tools[0].type"},
 		{name: "server type not run here", tools: `{"type":"mcp","server_label":"s"}`, param: "tools[0].type"},
 		{name: "empty name", tools: fn(""), param: "tools[0].name"},
 		{name: "name with a space", tools: fn("get weather"), param: "tools[0].name"},
@@ -299,6 +299,21 @@ func TestValidateTools(t *testing.T) {
 		{name: "parameters an array", tools: `{"type":"function","name":"f","parameters":[]}`, param: "tools[0].parameters"},
 		{name: "parameters a string", tools: `{"type":"function","name":"f","parameters":"object"}`, param: "tools[0].parameters"},
 		{name: "local_shell twice", tools: `{"type":"local_shell"},{"type":"local_shell"}`, param: "tools[1].type"},
+		{name: "a type loom does not serve", tools: fn("f") + `,{"type":"file_search","vector_store_ids":["v"]}`, param: "tools[1].type"},
+		{name: "apply_patch twice", tools: `{"type":"apply_patch"},{"type":"apply_patch"}`, param: "tools[1].type"},
+		{name: "custom without a name", tools: `{"type":"custom"}`, param: "tools[0].name"},
+		{name: "custom named like a function", tools: fn("f") + `,{"type":"custom","name":"f"}`, param: "tools[1].name"},
+		{name: "custom with an unknown format", tools: `{"type":"custom","name":"c","format":{"type":"json"}}`, param: "tools[0].format.type"},
+		{name: "custom grammar of an unknown syntax", tools: `{"type":"custom","name":"c","format":{"type":"grammar","syntax":"ebnf","definition":"x"}}`, param: "tools[0].format.syntax"},
+		{name: "custom grammar without a definition", tools: `{"type":"custom","name":"c","format":{"type":"grammar","syntax":"lark"}}`, param: "tools[0].format.definition"},
+		{name: "namespace without a name", tools: `{"type":"namespace","tools":[` + fn("f") + `]}`, param: "tools[0].name"},
+		{name: "namespace without tools", tools: `{"type":"namespace","name":"crm","tools":[]}`, param: "tools[0].tools"},
+		{name: "namespace holding an mcp tool", tools: `{"type":"namespace","name":"crm","tools":[{"type":"mcp","server_label":"s"}]}`, param: "tools[0].tools[0].type"},
+		{name: "namespace function with a bad name", tools: `{"type":"namespace","name":"crm","tools":[` + fn("a b") + `]}`, param: "tools[0].tools[0].name"},
+		{name: "namespace function with bad parameters", tools: `{"type":"namespace","name":"crm","tools":[{"type":"function","name":"f","parameters":[]}]}`, param: "tools[0].tools[0].parameters"},
+		{name: "tool_choice names a missing custom tool", tools: `{"type":"custom","name":"c"}`, choice: `{"type":"custom","name":"d"}`, param: "tool_choice.name"},
+		{name: "namespaced name too long", tools: `{"type":"namespace","name":"` + strings.Repeat("n", 40) + `","tools":[` + fn(strings.Repeat("f", 30)) + `]}`, param: "tools[0].tools[0].name"},
+		{name: "namespaced name taken", tools: fn("crm__f") + `,{"type":"namespace","name":"crm","tools":[` + fn("f") + `]}`, param: "tools[1].tools[0].name"},
 		{name: "tool_choice unknown type", tools: fn("f"), choice: `{"type":"web_search"}`, param: "tool_choice.type"},
 		{name: "tool_choice object without a type", tools: fn("f"), choice: `{"name":"f"}`, param: "tool_choice.type"},
 		{name: "tool_choice unknown mode", tools: fn("f"), choice: `"sometimes"`, param: "tool_choice"},
@@ -336,6 +351,11 @@ func TestValidateTools(t *testing.T) {
 		{tools: fn("f"), choice: `{"type":"function","name":"f"}`},
 		{tools: fn("f") + "," + fn("g"), choice: `{"type":"allowed_tools","mode":"required","tools":[{"type":"function","name":"g"}]}`},
 		{tools: `{"type":"local_shell"},` + fn("local_shell_helper")},
+		{tools: `{"type":"apply_patch"},{"type":"custom","name":"c"},{"type":"custom","name":"d","format":{"type":"text"}},` +
+			`{"type":"custom","name":"e","format":{"type":"grammar","syntax":"regex","definition":"^[a-z]+$"}}`},
+		{tools: fn("f") + `,{"type":"namespace","name":"crm","description":"The CRM.","tools":[` + fn("f") + `,{"type":"custom","name":"note"}]}`},
+		{tools: `{"type":"custom","name":"c"}`, choice: `{"type":"custom","name":"c"}`},
+		{tools: fn("f") + `,{"type":"custom","name":"c"}`, choice: `{"type":"allowed_tools","mode":"auto","tools":[{"type":"custom","name":"c"}]}`},
 		{tools: `{"type":"mcp","server_label":"s"},{"type":"code_interpreter","container":{"type":"auto"}}`, serverTools: []string{ToolMCP, ToolCodeInterpreter}},
 	}
 	for _, tt := range good {
@@ -369,5 +389,46 @@ func TestSuccessIsANilError(t *testing.T) {
 	var apiErr *APIError
 	if !errors.As(err, &apiErr) || apiErr.Kind != EInvalid {
 		t.Errorf("DecodeRequest of a bad body: %v", err)
+	}
+}
+
+// A tool type loom will not serve says so, by name.
+func TestValidateUnservedToolSaysSo(t *testing.T) {
+	for _, typ := range []string{"file_search", "computer_use_preview", "image_generation"} {
+		_, err := check(withInput(`,"tools":[{"type":"` + typ + `"}]`))
+		e := mustAPIError(t, err)
+		if e.Param != "tools[0].type" || !strings.Contains(e.Message, "not served by this server") || !strings.Contains(e.Message, typ) {
+			t.Errorf("%s: param %q message %q", typ, e.Param, e.Message)
+		}
+	}
+}
+
+// The calls and answers of namespace, custom and apply_patch tools, as a
+// client resends them, are checked.
+func TestValidateClientToolItems(t *testing.T) {
+	bad := []struct{ item, param string }{
+		{`{"type":"custom_tool_call","name":"c","input":"x"}`, "input[0].call_id"},
+		{`{"type":"custom_tool_call","call_id":"k","input":"x"}`, "input[0].name"},
+		{`{"type":"custom_tool_call_output","call_id":"k"}`, "input[0].output"},
+		{`{"type":"custom_tool_call_output","call_id":"k","output":{"a":1}}`, "input[0].output"},
+		{`{"type":"apply_patch_call","call_id":"k"}`, "input[0].operation"},
+		{`{"type":"apply_patch_call","call_id":"k","operation":{"type":"rename_file","path":"a"}}`, "input[0].operation.type"},
+		{`{"type":"apply_patch_call_output","call_id":"k","status":"maybe"}`, "input[0].status"},
+		{`{"type":"apply_patch_call_output","status":"completed"}`, "input[0].call_id"},
+	}
+	for _, tt := range bad {
+		_, err := check(withItems(tt.item))
+		if e := mustAPIError(t, err); e.Param != tt.param {
+			t.Errorf("%s: param %q (%s), want %q", tt.item, e.Param, e.Message, tt.param)
+		}
+	}
+	good := `{"type":"function_call","call_id":"a","namespace":"crm","name":"f","arguments":"{}"},` +
+		`{"type":"function_call_output","call_id":"a","output":"ok"},` +
+		`{"type":"custom_tool_call","call_id":"b","name":"c","input":"raw text"},` +
+		`{"type":"custom_tool_call_output","call_id":"b","output":"done"},` +
+		`{"type":"apply_patch_call","call_id":"c","status":"completed","operation":{"type":"delete_file","path":"a.txt"}},` +
+		`{"type":"apply_patch_call_output","call_id":"c","status":"failed","output":"no such file"}`
+	if _, err := check(withItems(good)); err != nil {
+		t.Errorf("the calls and outputs were refused: %v", err)
 	}
 }

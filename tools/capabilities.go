@@ -35,6 +35,9 @@ type Capabilities struct {
 	// resumed in a follow-up must go to the server at the same URL, so its
 	// requestState never goes to another server.
 	URL string
+	// Deferred keeps the server's tools out of the prompt until a tool
+	// search finds the server (defer_loading).
+	Deferred bool
 }
 
 // InputHandler answers one input request a server makes inside a running

@@ -20,7 +20,14 @@
 //
 // Function tools from the request are client-executed: they are Definitions
 // with no Server, registered so the model is offered them, but never called
-// here.
+// here. So are the client-run kinds (local_shell, apply_patch, custom), each
+// offered as the function its Define gives and reported as its own item,
+// and the tools of a namespace tool, Definitions whose Namespace is set.
+// A tool search with execution "client" is a client-run kind too
+// (KindToolSearch); run by loom (tools/toolsearch), it answers from the
+// Definitions marked Deferred (defer_loading), which the engine keeps out
+// of the prompt until a search found them (Found). The web search tool
+// (tools/websearch) is a Server whose calls are KindWebSearch's.
 //
 // A Server declares what it can do beyond that in Capabilities (approvals,
 // renamed tools, elicitation policy, roots, an in-session input handler,

@@ -36,9 +36,24 @@ type Kind struct {
 	// a deferred call, or one that ran after an approval or an input
 	// round.
 	Items func(c RanCall, res Result, text string, newID func(prefix string) string) []responses.Item
+	// ItemEvents, if set, are the events between output_item.added and
+	// output_item.done of an item Items built (a web search's
+	// in_progress, searching, completed); nil means none.
+	ItemEvents func(it responses.Item) []string
+	// Forgets says the kind's items cannot hold the text the model read
+	// (a web_search_call and a tool_search_output have no field for it):
+	// their History is the call and what the items hold (a note, the
+	// tools found), not that text.
+	Forgets bool
+	// ClientRuns, if set, says whether the client runs a request's tool of
+	// the kind's ToolType (a tool search runs on the client only with
+	// execution "client"); nil means it always does.
+	ClientRuns func(t responses.Tool) bool
 	// Define is the function a request's tool of a client-run kind is
 	// offered to the model as; ClientItem reports the model's call to it,
-	// which the client runs.
+	// which the client runs, once the turn is over (a Deferred kind). A
+	// client-run kind that is not Deferred streams its calls as items of
+	// ItemType, their text followed by NewArguments (custom tools).
 	Define     func(t responses.Tool) Definition
 	ClientItem func(callID, arguments string, newID func(prefix string) string) responses.Item
 	// OutputType is the item type of the client's answer to a
@@ -102,6 +117,16 @@ func ClientKind(toolType string) *Kind {
 	return nil
 }
 
+// ClientRunKind returns the client-run kind of a request tool that the
+// client runs, or nil.
+func ClientRunKind(t responses.Tool) *Kind {
+	k := ClientKind(t.Type)
+	if k == nil || k.ClientRuns != nil && !k.ClientRuns(t) {
+		return nil
+	}
+	return k
+}
+
 // ClientCall reports whether items of the type are calls the client
 // answers with a call_id: function calls and client-run kinds' calls.
 func ClientCall(itemType string) bool {
@@ -109,7 +134,7 @@ func ClientCall(itemType string) bool {
 		return true
 	}
 	for _, k := range kinds {
-		if k.ClientItem != nil && k.ItemType == itemType {
+		if k.ToolType != "" && k.ItemType == itemType {
 			return true
 		}
 	}

@@ -2,7 +2,6 @@ package tools
 
 import (
 	"encoding/json"
-	"strings"
 
 	"github.com/loomgate/loom/responses"
 )
@@ -13,7 +12,7 @@ import (
 // python function (its harmony built-in on a completions backend).
 var KindCodeInterpreter = Register(&Kind{
 	ItemType:     responses.ItemCodeInterpreterCall,
-	NewArguments: func() Arguments { return &codeArgs{} },
+	NewArguments: func() Arguments { return &fieldArgs{field: "code"} },
 	Output: func(res Result, text string) (json.RawMessage, string) {
 		out, _ := json.Marshal([]map[string]string{{"type": "logs", "logs": text}})
 		return out, ""
@@ -40,67 +39,3 @@ var KindCodeInterpreter = Register(&Kind{
 		},
 	},
 })
-
-// codeArgs follows the arguments of a python call as they stream and
-// yields its code: the arguments themselves when they are raw code (the
-// harmony built-in), else the "code" string of a JSON object (the chat
-// path's function {"code": ...}), which is held back until the arguments
-// are complete.
-type codeArgs struct {
-	args string // the model's arguments so far
-	mode int
-}
-
-const (
-	codeUndecided = iota // only blanks so far
-	codeRaw              // raw code: streamed as it comes
-	codeHeld             // a JSON object: decoded at the end
-	codeFlushed
-)
-
-func (a *codeArgs) Delta(piece string) string {
-	a.args += piece
-	switch a.mode {
-	case codeRaw:
-		return piece
-	case codeHeld, codeFlushed:
-		return ""
-	}
-	trimmed := strings.TrimLeft(a.args, " \t\r\n")
-	switch {
-	case trimmed == "":
-		return ""
-	case trimmed[0] == '{':
-		a.mode = codeHeld
-		return ""
-	}
-	a.mode = codeRaw
-	return a.args
-}
-
-func (a *codeArgs) Flush() string {
-	mode := a.mode
-	a.mode = codeFlushed
-	switch mode {
-	case codeUndecided:
-		return a.args
-	case codeHeld:
-		return codeOf(a.args)
-	}
-	return ""
-}
-
-func (a *codeArgs) Model() string { return a.args }
-
-// codeOf is the code of complete python arguments: the "code" string of a
-// JSON object, or else the arguments themselves (as tools/python reads
-// them).
-func codeOf(arguments string) string {
-	var args struct {
-		Code *string `json:"code"`
-	}
-	if json.Unmarshal([]byte(arguments), &args) == nil && args.Code != nil {
-		return *args.Code
-	}
-	return arguments
-}

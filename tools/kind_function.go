@@ -14,6 +14,9 @@ var KindFunction = Register(&Kind{
 			if it.Status == responses.StatusIncomplete {
 				return nil
 			}
+			// A call of a namespace's function is, for the model, a call
+			// of the name the function was offered under.
+			it.Name, it.Namespace = offeredName(it.Namespace, it.Name), ""
 			return []responses.Item{it}
 		},
 	},

@@ -38,7 +38,13 @@ func TestEveryKind(t *testing.T) {
 					{CallID: "call_1", Content: []Content{{Type: ContentText, Text: "done"}}},
 					{CallID: "call_1", Content: []Content{{Type: ContentText, Text: "it broke"}}, IsError: true},
 				} {
-					checkRanItems(t, k, k.Items(ran, res, res.Text(), newID), res.Text())
+					items := k.Items(ran, res, res.Text(), newID)
+					checkRanItems(t, k, items, res.Text())
+					if k.ItemEvents != nil && len(k.ItemEvents(items[0])) == 0 {
+						// A kind that has events for its items has them
+						// for a failure too: the client sees it progress.
+						t.Errorf("no events for the item %+v", items[0])
+					}
 				}
 			}
 			if k.Output != nil {
@@ -56,29 +62,40 @@ func TestEveryKind(t *testing.T) {
 }
 
 // checkClientKind: the engine offers a client-run kind as Define's
-// function, reports the model's call with ClientItem, and takes the
-// client's answer of OutputType; both go back to the model as one pair.
+// function, reports the model's call with ClientItem once the turn is
+// over (a deferred kind) or streams it as an item of the kind's type
+// whose text NewArguments follows, and takes the client's answer of
+// OutputType; both go back to the model as one pair.
 func checkClientKind(t *testing.T, k *Kind, newID func(string) string) {
 	t.Helper()
-	if k.Define == nil || k.ClientItem == nil || k.OutputType == "" {
-		t.Fatalf("client-run kind %s lacks Define, ClientItem or OutputType", k.ToolType)
+	if k.Define == nil || k.OutputType == "" || (k.Deferred && k.ClientItem == nil) || (!k.Deferred && k.NewArguments == nil) {
+		t.Fatalf("client-run kind %s lacks Define, OutputType, or ClientItem (deferred) or NewArguments (streamed)", k.ToolType)
 	}
-	if d := k.Define(responses.Tool{Type: k.ToolType}); d.Name == "" {
+	if d := k.Define(responses.Tool{Type: k.ToolType, Name: "t", Raw: json.RawMessage(`{"type":"` + k.ToolType + `","name":"t"}`)}); d.Name == "" {
 		t.Error("Define gives a function without a name")
 	}
 	if ClientKind(k.ToolType) != k || !ClientCall(k.ItemType) || !ClientOutput(k.OutputType) {
 		t.Error("the registry does not find the kind by its tool, call or output type")
 	}
-	call := k.ClientItem("call_1", `{"command":["ls"]}`, newID)
+	var call responses.Item
+	if k.Deferred {
+		call = k.ClientItem("call_1", `{"command":["ls"]}`, newID)
+	} else {
+		// The item as the builder closes a streamed client call.
+		call = responses.Item{Type: k.ItemType, ID: newID("c"), CallID: "call_1", Name: "t", Input: "ls", Arguments: "ls"}
+	}
 	if call.Type != k.ItemType || call.ID == "" || call.CallID != "call_1" {
 		t.Errorf("ClientItem = %+v, want a %s with an id and call_id call_1", call, k.ItemType)
 	}
-	answer := responses.Item{Type: k.OutputType, CallID: "call_1", Output: json.RawMessage(`"ok"`)}
+	// The answer as the client sends it: an output, or found tools.
+	answer := responses.Item{Type: k.OutputType, CallID: "call_1", Output: json.RawMessage(`"ok"`),
+		Tools: json.RawMessage(`[{"type":"function","name":"ok"}]`)}
 	checkPair(t, History([]responses.Item{call, answer}), "call_1", "ok")
 }
 
 // checkRanItems: the items a call that ran builds lead with one of the
-// kind's item type, all have ids, and read back as one call and its result.
+// kind's item type, all have ids, and read back as one call and its result
+// (or, for a kind that Forgets, a note that the result is not kept).
 func checkRanItems(t *testing.T, k *Kind, items []responses.Item, text string) {
 	t.Helper()
 	if len(items) == 0 || items[0].Type != k.ItemType {
@@ -93,6 +110,10 @@ func checkRanItems(t *testing.T, k *Kind, items []responses.Item, text string) {
 	if len(history) != 2 {
 		t.Fatalf("history of %+v = %+v, want a call and its output", items, history)
 	}
+	if k.Forgets {
+		// The items cannot hold the text: the output says what they hold.
+		text = ""
+	}
 	checkPair(t, history, history[0].CallID, text)
 }
 
@@ -105,6 +126,9 @@ func checkPair(t *testing.T, history []responses.Item, callID, want string) {
 	}
 	if callID == "" || history[0].CallID != callID || history[1].CallID != callID {
 		t.Errorf("call ids %q and %q, want both %q", history[0].CallID, history[1].CallID, callID)
+	}
+	if len(history[1].Output) == 0 || string(history[1].Output) == `""` {
+		t.Error("the output is empty")
 	}
 	if !strings.Contains(string(history[1].Output), want) {
 		t.Errorf("the output %s does not hold %q", history[1].Output, want)

@@ -22,6 +22,12 @@ type Definition struct {
 	Annotations json.RawMessage
 	// Strict is a function tool's strict flag, passed to the upstream.
 	Strict *bool
+	// Deferred keeps a function tool out of the prompt until a tool
+	// search finds it (defer_loading).
+	Deferred bool
+	// Namespace is the client's namespace tool the tool belongs to; Name
+	// is then responses.NamespacedName(Namespace, its own name).
+	Namespace string
 	// Server is the label of the Server that executes the tool. It is empty
 	// for a function tool, which the client executes. Package conversation
 	// sets it when it lists a server; a Server need not fill it in.
@@ -31,7 +37,7 @@ type Definition struct {
 // FunctionDefinition returns the Definition of a client-executed function
 // tool from a request.
 func FunctionDefinition(t responses.Tool) Definition {
-	d := Definition{Name: t.Name, Parameters: t.Parameters, Strict: t.Strict}
+	d := Definition{Name: t.Name, Parameters: t.Parameters, Strict: t.Strict, Deferred: t.DeferLoading}
 	if t.Description != nil {
 		d.Description = *t.Description
 	}
@@ -93,6 +99,11 @@ type Result struct {
 	// IsError reports a failed call. The content then says why, in words
 	// meant for the model, which may retry or change course.
 	IsError bool
+	// Report is what the client sees of the call beyond the result the
+	// model reads, for kinds whose items show more (a web search's action
+	// and sources), as JSON; nil for most servers. It never reaches the
+	// model.
+	Report json.RawMessage
 	// InputRequired is set when the server cannot finish the call until it
 	// gets the input it asks for (MCP "input_required"). The call is then
 	// neither done nor failed: the caller answers and retries with

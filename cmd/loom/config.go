@@ -72,6 +72,11 @@ type Config struct {
 	MCPElicitation string
 	MCPServers     string
 
+	WebSearchURL     string
+	WebFetchAllow    string
+	WebFetchTimeout  time.Duration
+	WebFetchMaxBytes int64
+
 	EnablePython     bool
 	EnableShell      bool
 	AllowUnsandboxed bool
@@ -156,6 +161,10 @@ func serveFlags(cfg *Config, models, apiKeys *string) *flag.FlagSet {
 	fs.StringVar(&cfg.MCPAllow, "mcp-allow", "", "comma-separated hosts or CIDRs that request-supplied MCP server_urls may reach although private or loopback (e.g. 127.0.0.1,::1)")
 	fs.StringVar(&cfg.MCPServers, "mcp-servers", "", "JSON file of operator-configured MCP servers ([{server_label, server_url, authorization, headers, require_approval, elicitation, roots}]) that requests name by server_label alone")
 	fs.StringVar(&cfg.MCPElicitation, "mcp-elicitation", "client", "who answers an MCP server's elicitation by default: client, model or decline")
+	fs.StringVar(&cfg.WebSearchURL, "web-search-url", "", "search URL of a SearXNG instance (or a server speaking its JSON API: GET URL?q=QUERY&format=json) that runs the web_search tool and the gpt-oss browser; empty: web_search is accepted and each call fails, telling the model search is not configured")
+	fs.StringVar(&cfg.WebFetchAllow, "web-fetch-allow", "", "comma-separated hosts or CIDRs the web search tool may open pages on although private or loopback (e.g. 127.0.0.1,10.0.0.0/8); every other non-public address is refused, redirects included")
+	fs.DurationVar(&cfg.WebFetchTimeout, "web-fetch-timeout", 15*time.Second, "the longest one page fetch (browser.open) may take, redirects and body included")
+	fs.Int64Var(&cfg.WebFetchMaxBytes, "web-fetch-max-bytes", 2<<20, "largest page body the web search tool reads; a longer page is cut")
 	fs.BoolVar(&cfg.EnablePython, "enable-python", false, "run model-written Python (code_interpreter, gpt-oss python) in a bubblewrap sandbox")
 	fs.BoolVar(&cfg.EnableShell, "enable-shell", false, "run model-written shell commands (the shell tool) in a bubblewrap sandbox")
 	fs.BoolVar(&cfg.AllowUnsandboxed, "allow-unsandboxed", false, "run the local tools WITHOUT a sandbox when bubblewrap is missing (dangerous)")
@@ -303,6 +312,7 @@ func (c *Config) checkRanges() error {
 		{"tool-max-processes", int64(c.ToolMaxProcesses)},
 		{"tool-max-output", int64(c.ToolMaxOutput)},
 		{"tool-disk-bytes", c.ToolDiskBytes},
+		{"web-fetch-max-bytes", c.WebFetchMaxBytes},
 	}
 	for _, p := range positive {
 		if p.v < 1 {
@@ -317,6 +327,7 @@ func (c *Config) checkRanges() error {
 		{"shutdown-timeout", c.ShutdownTimeout, true},
 		{"request-timeout", c.RequestTimeout, false},
 		{"tool-timeout", c.ToolTimeout, false},
+		{"web-fetch-timeout", c.WebFetchTimeout, false},
 		{"upstream-idle-timeout", c.UpstreamIdleTimeout, false},
 		{"upstream-whole-timeout", c.UpstreamWholeTimeout, false},
 		{"mcp-idle-timeout", c.MCPIdleTimeout, false},

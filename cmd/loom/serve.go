@@ -27,6 +27,8 @@ import (
 	"github.com/loomgate/loom/tools/python"
 	"github.com/loomgate/loom/tools/sandbox"
 	"github.com/loomgate/loom/tools/shell"
+	"github.com/loomgate/loom/tools/toolsearch"
+	"github.com/loomgate/loom/tools/websearch"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -112,6 +114,10 @@ func (m *Main) Open(ctx context.Context) (err error) {
 			return fmt.Errorf("--mcp-servers: %w", err)
 		}
 	}
+	webSearch, err := m.webSearch()
+	if err != nil {
+		return err
+	}
 	var tp trace.TracerProvider
 	if m.cfg.Tracing || m.cfg.OTLPEndpoint != "" {
 		m.tracer, err = telemetry.NewProvider(ctx, &telemetry.ProviderOptions{
@@ -130,7 +136,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	eng := engine.New(backend, m.store, &engine.Options{
 		Logger: m.log, Models: m.cfg.Models, Timeout: m.cfg.RequestTimeout, Sealer: sealer, Upstream: capabilities,
 		ImageURLPolicy: policy, MaxImageBytes: m.cfg.MaxImageBytes,
-		ToolProviders:  []engine.ToolProvider{local, mcpTools},
+		ToolProviders:  []engine.ToolProvider{local, mcpTools, webSearch, toolsearch.Provider{}},
 		Conversation:   conversation.Options{Metrics: metrics.ConversationMetrics()},
 		Lease:          m.cfg.StoreLease,
 		Retention:      m.cfg.StoreTTL,
@@ -262,6 +268,32 @@ func (m *Main) backend() (model.Backend, model.Capabilities) {
 	}
 	b := chat.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &chat.Options{Logger: m.log, TokenizeURL: m.cfg.UpstreamTokenizeURL, IdleTimeout: m.cfg.UpstreamIdleTimeout, WholeTimeout: m.cfg.UpstreamWholeTimeout})
 	return b, b.Capabilities()
+}
+
+// webSearch returns the web search tool: over the configured SearXNG
+// backend, opening pages under a policy of its own (--web-fetch-allow),
+// offered as the gpt-oss browser on the harmony upstream. Without
+// --web-search-url it is still accepted, and each call fails visibly.
+func (m *Main) webSearch() (*websearch.Tool, error) {
+	opts := &websearch.Options{Browser: m.cfg.UpstreamAPI == "completions"}
+	if m.cfg.WebSearchURL == "" {
+		return websearch.New(opts), nil
+	}
+	backend, err := websearch.NewSearXNG(m.cfg.WebSearchURL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("--web-search-url: %w", err)
+	}
+	policy, err := mcp.NewPolicy(&mcp.PolicyOptions{Allow: m.cfg.WebFetchAllow})
+	if err != nil {
+		return nil, fmt.Errorf("--web-fetch-allow: %w", err)
+	}
+	fetcher, err := websearch.NewFetcher(policy, &websearch.FetchOptions{Timeout: m.cfg.WebFetchTimeout, MaxBytes: m.cfg.WebFetchMaxBytes})
+	if err != nil {
+		return nil, err
+	}
+	opts.Backend, opts.Fetcher = backend, fetcher
+	m.log.Info("web search enabled", "backend", "searxng", "browser", opts.Browser)
+	return websearch.New(opts), nil
 }
 
 // localTools returns the provider of the local tools, with those the

@@ -85,6 +85,20 @@ func TestRenderServerNamespaces(t *testing.T) {
 			"<|start|>docs.search to=assistant<|channel|>commentary<|message|>ok<|end|>" +
 			"<|start|>assistant",
 	}, {
+		name: "a client's namespace: declared in the developer message with its functions (sorted by name), called as NS.tool",
+		req: func(r *model.Request) {
+			r.Tools = []responses.Tool{weatherTool(), searchTool("crm__search", "Search the CRM.")}
+			r.Namespaces = map[string]model.ToolRef{"crm__search": {Namespace: "crm", Name: "search", Client: true, Description: "The customer database."}}
+			r.Items = append(r.Items, callItem("c1", "crm__search", `{"q":"ada"}`), outputItem("c1", "found"))
+		},
+		want: sysHead + "Reasoning: medium\n\n" + channelsTools +
+			"<|start|>developer<|message|># Tools\n\n## crm\n\n// The customer database.\nnamespace crm {\n\n// Search the CRM.\ntype search = (_: {\nq: string,\n}) => any;\n\n} // namespace crm\n\n" +
+			strings.TrimPrefix(weatherDecl, "# Tools\n\n") + "<|end|>" +
+			"<|start|>user<|message|>Hi<|end|>" +
+			"<|start|>assistant to=crm.search<|channel|>commentary <|constrain|>json<|message|>{\"q\":\"ada\"}<|call|>" +
+			"<|start|>crm.search to=assistant<|channel|>commentary<|message|>found<|end|>" +
+			"<|start|>assistant",
+	}, {
 		name: "a namespace named like a reserved one stays a function",
 		req: func(r *model.Request) {
 			r.Tools = []responses.Tool{searchTool("functions__search", "Search.")}

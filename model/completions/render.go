@@ -60,8 +60,9 @@ func conversation(req *model.Request, o *Options) ([]harmony.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	namespaces := serverNamespaces(req, names)
-	sys, err := systemContent(req, o, len(functions) > 0 || len(namespaces) > 0)
+	namespaces := serverNamespaces(req, names, false)
+	clientNamespaces := serverNamespaces(req, names, true)
+	sys, err := systemContent(req, o, len(functions) > 0 || len(namespaces) > 0 || len(clientNamespaces) > 0)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +70,7 @@ func conversation(req *model.Request, o *Options) ([]harmony.Message, error) {
 	msgs := make([]harmony.Message, 0, len(req.Items)+2)
 	msgs = append(msgs, harmony.Message{Author: harmony.Author{Role: harmony.RoleSystem}, Content: []harmony.Content{sys}})
 
-	dev, err := developerContent(req, functions)
+	dev, err := developerContent(req, functions, clientNamespaces)
 	if err != nil {
 		return nil, err
 	}
@@ -118,11 +119,13 @@ func namespaced(req *model.Request, o *Options) map[string]string {
 }
 
 // serverNamespaces declares the offered tools of each namespace (see
-// model.Request.Namespaces) as one harmony namespace, in the system
-// message next to the built-ins: vLLM's place for the namespaces of MCP
-// tool servers. The model calls them as "NS.tool". None when tool_choice
-// is "none", as for functions.
-func serverNamespaces(req *model.Request, names map[string]string) []harmony.ToolNamespace {
+// model.Request.Namespaces) as one harmony namespace: with client false
+// the servers' namespaces, which go in the system message next to the
+// built-ins (vLLM's place for the namespaces of MCP tool servers); with
+// client true the client's namespace tools, which go in the developer
+// message next to its functions. The model calls them as "NS.tool".
+// None when tool_choice is "none", as for functions.
+func serverNamespaces(req *model.Request, names map[string]string, client bool) []harmony.ToolNamespace {
 	if len(names) == 0 || req.ToolChoice == responses.ToolChoiceNone {
 		return nil
 	}
@@ -133,6 +136,9 @@ func serverNamespaces(req *model.Request, names map[string]string) []harmony.Too
 			continue
 		}
 		ref := req.Namespaces[t.Name]
+		if ref.Client != client {
+			continue
+		}
 		d := harmony.ToolDescription{Name: ref.Name, Parameters: t.Parameters}
 		if t.Description != nil {
 			d.Description = *t.Description
@@ -141,7 +147,7 @@ func serverNamespaces(req *model.Request, names map[string]string) []harmony.Too
 		if !ok {
 			i = len(out)
 			index[ref.Namespace] = i
-			out = append(out, harmony.ToolNamespace{Name: ref.Namespace})
+			out = append(out, harmony.ToolNamespace{Name: ref.Namespace, Description: ref.Description})
 		}
 		out[i].Tools = append(out[i].Tools, d)
 	}
@@ -174,6 +180,11 @@ func systemContent(req *model.Request, o *Options, functions bool) (*harmony.Sys
 			}
 		}
 		sys.Tools = append(slices.Clip(sys.Tools), ns)
+	}
+	if slices.ContainsFunc(req.Builtins, isBrowser) && !hasNamespace(sys.Tools, "browser") && req.ToolChoice != responses.ToolChoiceNone {
+		// The web search tool, offered as the built-in browser in the
+		// words the model was trained on.
+		sys.Tools = append(slices.Clip(sys.Tools), harmony.BrowserNamespace())
 	}
 	channels := []string{channelAnalysis, channelFinal}
 	if functions {
@@ -226,15 +237,16 @@ func functionTools(req *model.Request, namespaced map[string]string) ([]harmony.
 	return out, nil
 }
 
-// developerContent holds the instructions, the functions namespace and a
-// "# Response Formats" section for a json_schema text format, in that
-// order; nil when there is none of them.
-func developerContent(req *model.Request, functions []harmony.ToolDescription) ([]harmony.Content, error) {
+// developerContent holds the instructions, the functions namespace, the
+// client's namespaces and a "# Response Formats" section for a
+// json_schema text format, in that order; nil when there is none of them.
+func developerContent(req *model.Request, functions []harmony.ToolDescription, namespaces []harmony.ToolNamespace) ([]harmony.Content, error) {
 	var content []harmony.Content
 	dev := harmony.DeveloperContent{Instructions: req.Instructions}
 	if len(functions) > 0 {
 		dev.Tools = []harmony.ToolNamespace{harmony.FunctionsNamespace(functions...)}
 	}
+	dev.Tools = append(dev.Tools, namespaces...)
 	if dev.Instructions != "" || len(dev.Tools) > 0 {
 		content = append(content, &dev)
 	}
@@ -415,8 +427,11 @@ func isBuiltin(name string, declared map[string]bool) bool {
 	if declared[name] {
 		return false
 	}
-	return name == "python" || strings.HasPrefix(name, "browser.")
+	return name == "python" || isBrowser(name)
 }
+
+// isBrowser reports whether name is a tool of the built-in browser.
+func isBrowser(name string) bool { return strings.HasPrefix(name, "browser.") }
 
 // reasoningText is a reasoning item's text, or its summary when the raw
 // text was not kept.

@@ -164,6 +164,7 @@ func (s *requestServer) Capabilities() tools.Capabilities {
 	c.NeedsApproval = s.NeedsApproval
 	c.Elicitation = s.elicitation
 	c.SetInputHandler = s.SetInputHandler
+	c.Deferred = s.tool.DeferLoading
 	return c
 }
 

@@ -35,18 +35,50 @@ const cases = {
     tools: [weatherTool],
     toolOutput: '{"sky": "sunny"}',
   },
+  // A function of a namespace tool: the call comes back with its
+  // namespace (harmony: the model calls crm.search; chat: crm__search).
+  namespace: {
+    input: process.env.LOOM_UPSTREAM === 'completions'
+      ? '#callns crm.search {"q": "ada"}\n#then'
+      : '#call crm__search {"q": "ada"}\n#then',
+    tools: [{
+      type: 'namespace',
+      name: 'crm',
+      description: 'The customer database.',
+      tools: [{ type: 'function', name: 'search', description: 'Finds a customer.', parameters: { type: 'object', properties: { q: { type: 'string' } } } }],
+    }],
+    toolOutput: 'Ada Lovelace',
+  },
+  // A custom tool: free-text input, answered with custom_tool_call_output.
+  custom: {
+    input: '#call note {"input": "buy milk"}\n#then',
+    tools: [{ type: 'custom', name: 'note', description: 'Writes a note.', format: { type: 'text' } }],
+    callType: 'custom_tool_call',
+    outputType: 'custom_tool_call_output',
+    toolOutput: 'noted',
+  },
+  // apply_patch: the client applies the edit and answers with its status.
+  apply_patch: {
+    input: '#call apply_patch {"type": "create_file", "path": "hello.txt", "diff": "+hello"}\n#then',
+    tools: [{ type: 'apply_patch' }],
+    callType: 'apply_patch_call',
+    outputType: 'apply_patch_call_output',
+    toolOutput: 'Created hello.txt',
+  },
 };
 
 // run streams one response and summarises it.
 async function run(client, params) {
   const stream = client.responses.stream({ model, ...params });
-  const summary = { types: [], sequence: [], text: '', reasoning: '', arguments: '' };
+  const summary = { types: [], sequence: [], text: '', reasoning: '', arguments: '', customInput: '', customDone: '' };
   for await (const event of stream) {
     summary.types.push(event.type);
     summary.sequence.push(event.sequence_number);
     if (event.type === 'response.output_text.delta') summary.text += event.delta;
     if (event.type === 'response.reasoning_text.delta') summary.reasoning += event.delta;
     if (event.type === 'response.function_call_arguments.delta') summary.arguments += event.delta;
+    if (event.type === 'response.custom_tool_call_input.delta') summary.customInput += event.delta;
+    if (event.type === 'response.custom_tool_call_input.done') summary.customDone = event.input;
   }
   const final = await stream.finalResponse();
   summary.id = final.id;
@@ -68,11 +100,14 @@ async function main() {
   const first = await run(client, { input: c.input, tools: c.tools });
   const result = { case: name, first };
   if (c.toolOutput !== undefined) {
-    const call = first.output.find((item) => item.type === 'function_call');
-    if (!call) throw new Error('the model made no function call');
+    const callType = c.callType ?? 'function_call';
+    const call = first.output.find((item) => item.type === callType);
+    if (!call) throw new Error(`the model made no ${callType}`);
+    const output = { type: c.outputType ?? 'function_call_output', call_id: call.call_id, output: c.toolOutput };
+    if (output.type === 'apply_patch_call_output') output.status = 'completed';
     result.second = await run(client, {
       previous_response_id: first.id,
-      input: [{ type: 'function_call_output', call_id: call.call_id, output: c.toolOutput }],
+      input: [output],
       tools: c.tools,
     });
   }

@@ -1,0 +1,71 @@
+package engine
+
+import (
+	"slices"
+
+	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/tools"
+)
+
+// found is what a response offers of the tools marked defer_loading:
+// those a tool search of the conversation found (in the history, the
+// input or this response), by function name and by server label.
+// Deferred tools nobody found are kept out of the prompt.
+type found struct {
+	functions map[string]bool
+	servers   map[string]bool
+}
+
+// newFound reads the tools found so far in items.
+func newFound(items ...[]responses.Item) found {
+	f := found{functions: map[string]bool{}, servers: map[string]bool{}}
+	for _, list := range items {
+		f.add(list)
+	}
+	return f
+}
+
+// add notes the tools items found.
+func (f found) add(items []responses.Item) { tools.Found(items, f.functions, f.servers) }
+
+// visibleTools are the tools offered to the model this turn: every tool
+// of the conversation but the deferred ones no search has found.
+func (r *run) visibleTools() []tools.Definition {
+	all := r.cc.Offered()
+	if !slices.ContainsFunc(all, r.hidden) {
+		return all
+	}
+	out := make([]tools.Definition, 0, len(all))
+	for _, d := range all {
+		if !r.hidden(d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// hidden reports whether a tool is deferred and not found yet.
+func (r *run) hidden(d tools.Definition) bool {
+	if d.Server == "" {
+		return d.Deferred && !r.found.functions[d.Name]
+	}
+	return r.caps(d.Server).Deferred && !r.found.servers[d.Server]
+}
+
+// addFoundFunctions registers the function tools a client's tool search
+// found that the request does not carry itself: the client offered them
+// in its answer, and the model may call them from then on.
+func addFoundFunctions(reg *tools.Registry, items ...[]responses.Item) {
+	have := map[string]bool{}
+	for _, d := range reg.Functions() {
+		have[d.Name] = true
+	}
+	for _, list := range items {
+		for _, d := range tools.ClientFoundFunctions(list) {
+			if !have[d.Name] {
+				have[d.Name] = true
+				reg.AddFunction(d)
+			}
+		}
+	}
+}

@@ -1,0 +1,300 @@
+package responses
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// The tool types agent clients (Codex, the Agents SDK) send besides
+// function: a namespace groups function and custom tools under one name;
+// a custom tool takes free text instead of JSON arguments; apply_patch is
+// the client's file editor. The client runs all of them.
+const (
+	ToolNamespace  = "namespace"
+	ToolCustom     = "custom"
+	ToolApplyPatch = "apply_patch"
+)
+
+// Item types of custom and apply_patch calls and of the client's answers.
+// A call to a namespaced function is a function_call with Namespace set.
+const (
+	ItemCustomToolCall       = "custom_tool_call"
+	ItemCustomToolCallOutput = "custom_tool_call_output"
+	ItemApplyPatchCall       = "apply_patch_call"
+	ItemApplyPatchCallOutput = "apply_patch_call_output"
+)
+
+// Events of a custom tool call's input, streamed as the model writes it.
+const (
+	EventCustomToolInputDelta = "response.custom_tool_call_input.delta"
+	EventCustomToolInputDone  = "response.custom_tool_call_input.done"
+)
+
+// apply_patch operation types.
+const (
+	PatchCreateFile = "create_file"
+	PatchUpdateFile = "update_file"
+	PatchDeleteFile = "delete_file"
+)
+
+// NamespacedName is the name a tool of a namespace is offered under where
+// the model has no namespaces (a chat upstream): the namespace and the
+// tool's name joined by "__", the scheme MCP tools use, so that tools of
+// two namespaces cannot collide.
+func NamespacedName(namespace, name string) string { return namespace + "__" + name }
+
+// CustomFormat is a custom tool's format: free text ("text", also when
+// absent) or a grammar ("grammar", with Syntax lark or regex and its
+// Definition).
+type CustomFormat struct {
+	Type       string `json:"type"`
+	Syntax     string `json:"syntax,omitempty"`
+	Definition string `json:"definition,omitempty"`
+}
+
+// NamespaceTools decodes the tools of a namespace tool.
+func (t *Tool) NamespaceTools() ([]Tool, error) {
+	var ns struct {
+		Tools []Tool `json:"tools"`
+	}
+	if err := json.Unmarshal(t.Raw, &ns); err != nil {
+		return nil, err
+	}
+	return ns.Tools, nil
+}
+
+// CustomFormat decodes a custom tool's format; nil means free text.
+func (t *Tool) CustomFormat() (*CustomFormat, error) {
+	var c struct {
+		Format *CustomFormat `json:"format"`
+	}
+	if err := json.Unmarshal(t.Raw, &c); err != nil {
+		return nil, err
+	}
+	return c.Format, nil
+}
+
+// unservedTools are tool types of the OpenAI API that loom will not
+// serve, and why: they need OpenAI's own services or a model that can
+// see a screen or draw.
+var unservedTools = map[string]string{
+	"file_search":          "it searches OpenAI-hosted vector stores",
+	"computer":             "it needs a model trained to operate a screen",
+	"computer_use_preview": "it needs a model trained to operate a screen",
+	"image_generation":     "it needs an image model",
+}
+
+// unknownTool is the 400 for a tool type loom does not take.
+func unknownTool(param, typ string) *APIError {
+	if why, ok := unservedTools[typ]; ok {
+		return Unsupported(param+".type", "tool type %q is not served by this server: %s", typ, why)
+	}
+	return BadRequest(param+".type", "unknown or unsupported tool type %q", typ)
+}
+
+// validateClientTool checks a namespace, custom or apply_patch tool and
+// records the names it offers; handled is false for other types.
+func validateClientTool(param string, t *Tool, names map[string]bool) (handled bool, err *APIError) {
+	switch t.Type {
+	case ToolApplyPatch:
+		if names[ToolApplyPatch] {
+			return true, BadRequest(param+".type", "apply_patch is given twice")
+		}
+		names[ToolApplyPatch] = true
+		return true, nil
+	case ToolCustom:
+		return true, validateCustomTool(param, t, t.Name, names)
+	case ToolNamespace:
+		return true, validateNamespaceTool(param, t, names)
+	}
+	return false, nil
+}
+
+func validateNamespaceTool(param string, t *Tool, names map[string]bool) *APIError {
+	if !validFunctionName(t.Name) || strings.Contains(t.Name, ".") {
+		return BadRequest(param+".name", "namespace name must be 1-64 letters, digits, underscores or dashes")
+	}
+	inner, err := t.NamespaceTools()
+	if err != nil || len(inner) == 0 {
+		return BadRequest(param+".tools", "a namespace needs a list of function or custom tools")
+	}
+	for j := range inner {
+		p := fmt.Sprintf("%s.tools[%d]", param, j)
+		it := &inner[j]
+		offered := NamespacedName(t.Name, it.Name)
+		switch it.Type {
+		case ToolFunction:
+			if err := validateFunctionTool(p, it, offered, names); err != nil {
+				return err
+			}
+		case ToolCustom:
+			if err := validateCustomTool(p, it, offered, names); err != nil {
+				return err
+			}
+		default:
+			return BadRequest(p+".type", "a namespace holds function and custom tools, not %q", it.Type)
+		}
+	}
+	return nil
+}
+
+func validateCustomTool(param string, t *Tool, offered string, names map[string]bool) *APIError {
+	if err := checkToolName(param, t.Name, offered, names); err != nil {
+		return err
+	}
+	f, err := t.CustomFormat()
+	if err != nil {
+		return BadRequest(param+".format", "format must be {\"type\":\"text\"} or {\"type\":\"grammar\",\"syntax\":...,\"definition\":...}")
+	}
+	if f == nil || f.Type == "text" {
+		return nil
+	}
+	if f.Type != "grammar" {
+		return BadRequest(param+".format.type", "format.type must be text or grammar")
+	}
+	if f.Syntax != "lark" && f.Syntax != "regex" {
+		return BadRequest(param+".format.syntax", "format.syntax must be lark or regex")
+	}
+	if strings.TrimSpace(f.Definition) == "" {
+		return BadRequest(param+".format.definition", "a grammar format needs its definition")
+	}
+	return nil
+}
+
+// validateFunctionTool checks a function tool offered under offered.
+func validateFunctionTool(param string, t *Tool, offered string, names map[string]bool) *APIError {
+	if err := checkToolName(param, t.Name, offered, names); err != nil {
+		return err
+	}
+	if len(t.Parameters) > 0 && string(t.Parameters) != "null" {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(t.Parameters, &obj) != nil {
+			return BadRequest(param+".parameters", "parameters must be a JSON Schema object")
+		}
+	}
+	return nil
+}
+
+// checkToolName checks a tool's own name and that the name it is offered
+// under is not taken.
+func checkToolName(param, name, offered string, names map[string]bool) *APIError {
+	if !validFunctionName(name) {
+		return BadRequest(param+".name", "tool name must be 1-64 letters, digits, underscores or dashes")
+	}
+	if !validFunctionName(offered) {
+		// The model is offered the namespaced name, which has the limit.
+		return BadRequest(param+".name", "with its namespace the tool is offered as %q, which is longer than 64 characters", offered)
+	}
+	if names[offered] {
+		return BadRequest(param+".name", "duplicate tool name %q", offered)
+	}
+	names[offered] = true
+	return nil
+}
+
+// Input checks of the calls and outputs of these tools, as a client
+// resends them with the history.
+
+func (it *Item) validateCustomToolCall(param string) *APIError {
+	if it.CallID == "" {
+		return BadRequest(param+".call_id", "custom_tool_call needs a call_id")
+	}
+	if it.Name == "" {
+		return BadRequest(param+".name", "custom_tool_call needs a name")
+	}
+	return nil
+}
+
+func (it *Item) validateApplyPatchCall(param string) *APIError {
+	if it.CallID == "" {
+		return BadRequest(param+".call_id", "apply_patch_call needs a call_id")
+	}
+	var op struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(it.Operation, &op) != nil {
+		return BadRequest(param+".operation", "apply_patch_call needs an operation")
+	}
+	switch op.Type {
+	case PatchCreateFile, PatchUpdateFile, PatchDeleteFile:
+		return nil
+	}
+	return BadRequest(param+".operation.type", "operation.type must be create_file, update_file or delete_file")
+}
+
+// validateApplyPatchOutput checks the client's answer to an apply_patch
+// call: a call_id and a status; its output text is optional.
+func (it *Item) validateApplyPatchOutput(param string) *APIError {
+	if it.CallID == "" {
+		return BadRequest(param+".call_id", "apply_patch_call_output needs a call_id")
+	}
+	if it.Status != StatusCompleted && it.Status != "failed" {
+		return BadRequest(param+".status", "apply_patch_call_output status must be completed or failed")
+	}
+	if len(it.Output) > 0 && string(it.Output) != "null" && it.Output[0] != '"' {
+		return BadRequest(param+".output", "output must be a string")
+	}
+	return nil
+}
+
+// marshalClientCall writes the items of custom and apply_patch calls with
+// the keys the API defines; ok is false for other types.
+func (it *Item) marshalClientCall() (b []byte, ok bool, err error) {
+	var v any
+	switch it.Type {
+	case ItemCustomToolCall:
+		v = struct {
+			Type      string `json:"type"`
+			ID        string `json:"id"`
+			CallID    string `json:"call_id"`
+			Namespace string `json:"namespace,omitempty"`
+			Name      string `json:"name"`
+			Input     string `json:"input"`
+			Status    string `json:"status,omitempty"`
+		}{it.Type, it.ID, it.CallID, it.Namespace, it.Name, it.Input, it.Status}
+	case ItemCustomToolCallOutput:
+		out := it.Output
+		if len(out) == 0 {
+			out = json.RawMessage(`""`)
+		}
+		v = struct {
+			Type   string          `json:"type"`
+			ID     string          `json:"id,omitempty"`
+			CallID string          `json:"call_id"`
+			Output json.RawMessage `json:"output"`
+		}{it.Type, it.ID, it.CallID, out}
+	case ItemApplyPatchCall:
+		v = struct {
+			Type      string          `json:"type"`
+			ID        string          `json:"id"`
+			CallID    string          `json:"call_id"`
+			Operation json.RawMessage `json:"operation"`
+			Status    string          `json:"status"`
+		}{it.Type, it.ID, it.CallID, it.Operation, orDefault(it.Status, StatusCompleted)}
+	case ItemApplyPatchCallOutput:
+		out := it.Output
+		if len(out) == 0 {
+			out = json.RawMessage("null")
+		}
+		v = struct {
+			Type   string          `json:"type"`
+			ID     string          `json:"id,omitempty"`
+			CallID string          `json:"call_id"`
+			Status string          `json:"status"`
+			Output json.RawMessage `json:"output"`
+		}{it.Type, it.ID, it.CallID, orDefault(it.Status, StatusCompleted), out}
+	default:
+		return nil, false, nil
+	}
+	b, err = json.Marshal(v)
+	return b, true, err
+}
+
+// clientCallPrefix is the item id prefix of a streamed client call.
+func clientCallPrefix(itemType string) string {
+	if itemType == ItemCustomToolCall {
+		return "ctc"
+	}
+	return "fc"
+}
