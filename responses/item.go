@@ -205,26 +205,16 @@ func (it *Item) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	*it = Item(raw.plain)
-	// A client of the Open Responses dialect sends loom's own item types
-	// back as it received them, vendor-prefixed.
-	it.Type = strings.TrimPrefix(it.Type, VendorPrefix)
-	if it.Type == "" && it.Role != "" {
-		it.Type = ItemMessage
-	}
+	var text *string
 	c := bytes.TrimSpace(raw.Content)
 	switch {
 	case len(c) == 0 || bytes.Equal(c, []byte("null")):
 		it.Content = nil
 	case c[0] == '"':
-		var s string
-		if err := json.Unmarshal(c, &s); err != nil {
+		text = new(string)
+		if err := json.Unmarshal(c, text); err != nil {
 			return err
 		}
-		typ := PartInputText
-		if it.Role == "assistant" {
-			typ = PartOutputText
-		}
-		it.Content = []ContentPart{{Type: typ, Text: s}}
 	case c[0] == '[':
 		if err := json.Unmarshal(c, &it.Content); err != nil {
 			return err
@@ -232,7 +222,27 @@ func (it *Item) UnmarshalJSON(data []byte) error {
 	default:
 		return fmt.Errorf("content must be a string or an array of content parts")
 	}
+	it.normalise(text)
 	return nil
+}
+
+// normalise turns the shorthand forms into the full one: the type of a
+// message sent without one, content sent as a string (text, when not
+// nil) as one part, and a vendor-prefixed type as loom's own.
+func (it *Item) normalise(text *string) {
+	// A client of the Open Responses dialect sends loom's own item types
+	// back as it received them, vendor-prefixed.
+	it.Type = strings.TrimPrefix(it.Type, VendorPrefix)
+	if it.Type == "" && it.Role != "" {
+		it.Type = ItemMessage
+	}
+	if text != nil {
+		typ := PartInputText
+		if it.Role == "assistant" {
+			typ = PartOutputText
+		}
+		it.Content = []ContentPart{{Type: typ, Text: *text}}
+	}
 }
 
 // MarshalJSON writes the keys the Responses API defines for the item's

@@ -112,8 +112,12 @@ func (in *Input) UnmarshalJSON(data []byte) error {
 		in.Items = []Item{{Type: ItemMessage, Role: "user", Content: []ContentPart{{Type: PartInputText, Text: s}}}}
 		return nil
 	case len(data) > 0 && data[0] == '[':
-		in.Set = true
-		return json.Unmarshal(data, &in.Items)
+		items, err := decodeItems(data)
+		if err != nil {
+			return err
+		}
+		in.Set, in.Items = true, items
+		return nil
 	}
 	return fmt.Errorf("input must be a string or an array of items")
 }

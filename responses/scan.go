@@ -1,0 +1,292 @@
+package responses
+
+import (
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// scanner reads JSON text that encoding/json has already checked: an
+// UnmarshalJSON method is only ever handed a complete, valid value. It
+// decodes the hot shapes of a request (the items of a long input) in the
+// same pass that finds their ends, where encoding/json would validate and
+// scan each nested level again for every UnmarshalJSON it calls. Whatever
+// it does not know it leaves to encoding/json, so that every accepted
+// shape and every error stays exactly what encoding/json makes of it.
+type scanner struct {
+	data []byte
+	pos  int
+}
+
+// next skips white space and returns the next byte (0 at the end).
+func (s *scanner) next() byte {
+	for s.pos < len(s.data) {
+		switch c := s.data[s.pos]; c {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return c
+		}
+	}
+	return 0
+}
+
+// value moves past the next value and returns its text.
+func (s *scanner) value() []byte {
+	s.next()
+	start, depth := s.pos, 0
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case '"':
+			s.skipString()
+			if depth == 0 {
+				return s.data[start:s.pos]
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return s.data[start:s.pos]
+			}
+			depth--
+			if depth == 0 {
+				s.pos++
+				return s.data[start:s.pos]
+			}
+		case ',', ':', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return s.data[start:s.pos]
+			}
+		}
+		s.pos++
+	}
+	return s.data[start:s.pos]
+}
+
+// skipString moves past the string that starts at pos and reports whether
+// it holds an escape.
+func (s *scanner) skipString() (escaped bool) {
+	s.pos++
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case '\\':
+			escaped = true
+			s.pos += 2
+			continue
+		case '"':
+			s.pos++
+			return escaped
+		}
+		s.pos++
+	}
+	return escaped
+}
+
+// str decodes the string at pos; ok is false if the next value is not one.
+func (s *scanner) str() (string, bool) {
+	if s.next() != '"' {
+		return "", false
+	}
+	start := s.pos
+	if !s.skipString() {
+		return string(s.data[start+1 : s.pos-1]), true
+	}
+	var v string
+	if json.Unmarshal(s.data[start:s.pos], &v) != nil {
+		return "", false
+	}
+	return v, true
+}
+
+// stringField decodes a string into dst as encoding/json does (null
+// leaves it as it is); ok is false for any other kind of value.
+func (s *scanner) stringField(dst *string) bool {
+	switch s.next() {
+	case '"':
+		v, ok := s.str()
+		*dst = v
+		return ok
+	case 'n':
+		s.value()
+		return true
+	}
+	return false
+}
+
+// member reads the key of the next member of an object and the colon
+// after it; ok is false at the end of the object.
+func (s *scanner) member() (key string, ok bool) {
+	if s.next() == ',' {
+		s.pos++
+	}
+	if s.next() == '}' {
+		s.pos++
+		return "", false
+	}
+	key, ok = s.str()
+	if !ok || s.next() != ':' {
+		return "", false
+	}
+	s.pos++
+	return key, true
+}
+
+// decodeItems decodes a JSON array of input items. Items of the common
+// shapes (messages, function calls and their outputs) are decoded here;
+// any other item, or one with a key or value this scanner does not take,
+// goes to Item.UnmarshalJSON as it is.
+func decodeItems(data []byte) ([]Item, error) {
+	if !utf8.Valid(data) {
+		// encoding/json replaces invalid UTF-8; let it.
+		var items []Item
+		err := json.Unmarshal(data, &items)
+		return items, err
+	}
+	s := &scanner{data: data}
+	s.next()
+	s.pos++ // '['
+	// Count first, so that the slice is allocated once at its size: a
+	// long input would otherwise leave a trail of half-sized copies.
+	n := 0
+	for s.next() != ']' && s.pos < len(data) {
+		s.value()
+		n++
+		if s.next() == ',' {
+			s.pos++
+		}
+	}
+	items := make([]Item, n)
+	s.pos = 0
+	s.next()
+	s.pos++
+	for i := range items {
+		if s.next() == ',' {
+			s.pos++
+		}
+		start := s.pos
+		if s.item(&items[i]) {
+			continue
+		}
+		s.pos = start
+		items[i] = Item{}
+		if err := json.Unmarshal(s.value(), &items[i]); err != nil {
+			return nil, err
+		}
+	}
+	return items, nil
+}
+
+// item decodes one input item of a common shape; false leaves it to
+// encoding/json.
+func (s *scanner) item(it *Item) bool {
+	if s.next() != '{' {
+		return false
+	}
+	s.pos++
+	var text *string // content given as a string
+	for {
+		key, more := s.member()
+		if !more {
+			break
+		}
+		ok := false
+		switch key {
+		case "type":
+			ok = s.stringField(&it.Type)
+		case "id":
+			ok = s.stringField(&it.ID)
+		case "status":
+			ok = s.stringField(&it.Status)
+		case "role":
+			ok = s.stringField(&it.Role)
+		case "phase":
+			ok = s.stringField(&it.Phase)
+		case "call_id":
+			ok = s.stringField(&it.CallID)
+		case "name":
+			ok = s.stringField(&it.Name)
+		case "arguments":
+			ok = s.stringField(&it.Arguments)
+		case "output":
+			it.Output = append(json.RawMessage(nil), s.value()...)
+			ok = true
+		case "content":
+			text, ok = s.content(it)
+		}
+		if !ok {
+			return false
+		}
+	}
+	it.normalise(text)
+	return true
+}
+
+// content decodes a message's content: a string (returned, for normalise
+// to make a part of it once the role is known), null, or an array of text
+// parts.
+func (s *scanner) content(it *Item) (*string, bool) {
+	switch s.next() {
+	case '"':
+		v, ok := s.str()
+		return &v, ok
+	case 'n':
+		s.value()
+		it.Content = nil
+		return nil, true
+	case '[':
+	default:
+		return nil, false
+	}
+	s.pos++
+	parts := make([]ContentPart, 0, 1)
+	for {
+		switch s.next() {
+		case ',':
+			s.pos++
+			continue
+		case ']':
+			s.pos++
+			it.Content = parts
+			return nil, true
+		case '{':
+		default:
+			return nil, false
+		}
+		s.pos++
+		var p ContentPart
+		for {
+			key, more := s.member()
+			if !more {
+				break
+			}
+			ok := false
+			switch key {
+			case "type":
+				ok = s.stringField(&p.Type)
+			case "text":
+				ok = s.stringField(&p.Text)
+			case "annotations":
+				ok = s.emptyArray(&p.Annotations)
+			}
+			if !ok {
+				return nil, false
+			}
+		}
+		parts = append(parts, p)
+	}
+}
+
+// emptyArray decodes [] as encoding/json does (an empty, non-nil slice);
+// false for anything else.
+func (s *scanner) emptyArray(dst *[]json.RawMessage) bool {
+	if s.next() != '[' {
+		return false
+	}
+	s.pos++
+	if s.next() != ']' {
+		return false
+	}
+	s.pos++
+	*dst = []json.RawMessage{}
+	return true
+}

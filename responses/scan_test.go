@@ -1,0 +1,99 @@
+package responses
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+)
+
+// decodeItems decodes the common shapes by hand and leaves the rest to
+// Item.UnmarshalJSON: for every shape, what it makes of an input array
+// (items, or an error) is what encoding/json makes of it.
+func TestDecodeItemsMatchesEncodingJSON(t *testing.T) {
+	inputs := []string{
+		`[]`,
+		` [ ] `,
+		`[{"role":"user","content":"hi"}]`,
+		`[{"role":"assistant","content":"hi"}]`,
+		`[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"a","annotations":[]}]}]`,
+		`[{"type":"message","role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_text","text":"b"}]}]`,
+		`[{"role":"user","content":[]}]`,
+		`[{"role":"user","content":null}]`,
+		`[{"role":"user"}]`,
+		`[{"content":"no role"}]`,
+		`[{"role":"user","content":"a\nb \"q\" \u00e9 \ud83d\ude00 \\"}]`,
+		`[{"role":"us\u0065r","content":"escaped key value"}]`,
+		`[{"ro\u006ce":"user","content":"escaped key"}]`,
+		`[{"Role":"user","Content":"keys in another case"}]`,
+		`[{"role":"user","content":"twice","content":[{"type":"input_text","text":"last"}]}]`,
+		`[{"role":"user","content":[{"type":"input_text","text":"first"}],"content":"last"}]`,
+		`[{"type":"loom:mcp_call","id":"mcp_1","server_label":"s","name":"f","arguments":"{}","output":"\"r\""}]`,
+		`[{"type":"function_call","call_id":"c1","name":"f","arguments":"{\"x\":1}","id":"fc_1","status":"completed"}]`,
+		`[{"type":"function_call_output","call_id":"c1","output":"done"}]`,
+		`[{"type":"function_call_output","call_id":"c1","output":[{"type":"input_text","text":"done"}]}]`,
+		`[{"type":"function_call_output","call_id":"c1","output":null}]`,
+		`[{"type":"function_call_output","call_id":"c1","output": 5 }]`,
+		`[{"type":"reasoning","id":"rs_1","summary":[],"content":[{"type":"reasoning_text","text":"think"}]}]`,
+		`[{"type":"message","role":"assistant","phase":"final_answer","content":[{"type":"output_text","text":"a","annotations":[{"type":"url_citation"}]}]}]`,
+		`[{"type":"message","role":"user","content":[{"type":"input_image","image_url":"https://x/y.png","detail":"auto"}]}]`,
+		`[{"type":"message","role":"user","content":[null]}]`,
+		`[{"type":"message","role":"user","content":[{"type":null,"text":null}]}]`,
+		`[{"type":null,"role":"user","id":null,"status":null,"content":"nulls"}]`,
+		`[{"role":"user","content":"a","unknown":{"deep":[1,2,{"x":"]"}]}}]`,
+		"[\n\t{ \"role\" : \"user\" ,\n \"content\" : \"spaces\" } ,\n{\"role\":\"user\",\"content\":\"b\"}\n]",
+		`[null]`,
+		`[{}]`,
+		// Errors: encoding/json's, from the item at fault.
+		`[{"role":5,"content":"a"}]`,
+		`[{"role":"user","content":5}]`,
+		`[{"role":"user","content":[{"type":"input_text","text":5}]}]`,
+		`[{"role":"user","content":"a"}, 7]`,
+		`[{"role":"user","content":"a"}, "x"]`,
+		`[{"type":"function_call","call_id":1}]`,
+		`[{"role":"user","content":[{"type":"input_text","annotations":{}}]}]`,
+		"[{\"role\":\"user\",\"content\":\"invalid \xff utf-8\"}]",
+	}
+	for _, in := range inputs {
+		var want []Item
+		wantErr := json.Unmarshal([]byte(in), &want)
+		got, gotErr := decodeItems([]byte(in))
+		if (wantErr == nil) != (gotErr == nil) {
+			t.Errorf("%s: error %v, encoding/json says %v", in, gotErr, wantErr)
+			continue
+		}
+		if wantErr != nil {
+			if gotErr.Error() != wantErr.Error() {
+				t.Errorf("%s: error %q, encoding/json says %q", in, gotErr, wantErr)
+			}
+			continue
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\n got %#v\nwant %#v", in, got, want)
+		}
+	}
+}
+
+// A request decodes in one pass to the items that Item.UnmarshalJSON
+// makes of its input, one by one.
+func TestDecodeRequestOnePass(t *testing.T) {
+	body := historyBody(50)
+	got, err := DecodeRequest(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields struct {
+		Input []json.RawMessage `json:"input"`
+	}
+	if err := json.Unmarshal(body, &fields); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]Item, len(fields.Input))
+	for i, raw := range fields.Input {
+		if err := want[i].UnmarshalJSON(raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(got.Input.Items) != 51 || !reflect.DeepEqual(got.Input.Items, want) {
+		t.Errorf("got %d items %+v\nwant %d %+v", len(got.Input.Items), got.Input.Items, len(want), want)
+	}
+}
