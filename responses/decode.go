@@ -27,8 +27,14 @@ func decodeRequest(body []byte) (*Request, *APIError) {
 	// decoded again, field by field, to name what is wrong with it.
 	if validText(body) {
 		var req Request
-		if err := json.Unmarshal(body, &req); err == nil {
+		err := json.Unmarshal(body, &req)
+		if err == nil {
 			return &req, nil
+		}
+		// A limit refused while decoding, before the work.
+		var limit *APIError
+		if errors.As(err, &limit) {
+			return nil, limit
 		}
 	}
 	return nil, diagnose(body)

@@ -151,6 +151,11 @@ type Tool struct {
 // UnmarshalJSON decodes a tool and keeps the raw form of every type but
 // function.
 func (t *Tool) UnmarshalJSON(data []byte) error {
+	var fast Tool
+	if (&scanner{data: data}).function(&fast) {
+		*t = fast
+		return nil
+	}
 	type plain Tool
 	var p plain
 	if err := json.Unmarshal(data, &p); err != nil {
@@ -181,17 +186,31 @@ func (t Tool) MarshalJSON() ([]byte, error) {
 		}
 		return json.Marshal(fields)
 	}
-	params := t.Parameters
-	if len(params) == 0 {
-		params = json.RawMessage("null")
+	// Written by hand around the schema as it was sent: the encoder that
+	// calls this compacts the result once, so the schema is not encoded
+	// twice.
+	b := make([]byte, 0, len(t.Parameters)+len(t.Name)+80)
+	b = append(b, `{"type":`...)
+	b = appendJSON(b, t.Type)
+	b = append(b, `,"name":`...)
+	b = appendJSON(b, t.Name)
+	b = append(b, `,"description":`...)
+	b = appendJSON(b, t.Description)
+	b = append(b, `,"parameters":`...)
+	if len(t.Parameters) == 0 {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, t.Parameters...)
 	}
-	return json.Marshal(struct {
-		Type        string          `json:"type"`
-		Name        string          `json:"name"`
-		Description *string         `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-		Strict      *bool           `json:"strict"`
-	}{t.Type, t.Name, t.Description, params, t.Strict})
+	b = append(b, `,"strict":`...)
+	b = appendJSON(b, t.Strict)
+	return append(b, '}'), nil
+}
+
+// appendJSON appends the encoding of a string, a *string or a *bool.
+func appendJSON(b []byte, v any) []byte {
+	enc, _ := json.Marshal(v)
+	return append(b, enc...)
 }
 
 // Tool choice modes.

@@ -155,6 +155,10 @@ func decodeItems(data []byte) ([]Item, error) {
 			s.pos++
 		}
 	}
+	if n > MaxInputItems {
+		// Refused before a single item is built.
+		return nil, tooManyItems(n)
+	}
 	items := make([]Item, n)
 	s.pos = 0
 	s.next()
@@ -289,4 +293,92 @@ func (s *scanner) emptyArray(dst *[]json.RawMessage) bool {
 	s.pos++
 	*dst = []json.RawMessage{}
 	return true
+}
+
+// function decodes a function tool of the usual shape into t; false
+// leaves the tool to encoding/json.
+func (s *scanner) function(t *Tool) bool {
+	if !utf8.Valid(s.data) || s.next() != '{' {
+		return false
+	}
+	s.pos++
+	for {
+		key, more := s.member()
+		if !more {
+			break
+		}
+		ok := false
+		switch key {
+		case "type":
+			ok = s.stringField(&t.Type)
+		case "name":
+			ok = s.stringField(&t.Name)
+		case "description":
+			t.Description, ok = s.optionalString()
+		case "parameters":
+			t.Parameters = append(json.RawMessage(nil), s.value()...)
+			ok = true
+		case "strict":
+			t.Strict, ok = s.optionalBool()
+		}
+		if !ok {
+			return false
+		}
+	}
+	return t.Type == ToolFunction
+}
+
+// optionalString decodes a string or null into a pointer, as
+// encoding/json does.
+func (s *scanner) optionalString() (*string, bool) {
+	if s.next() == 'n' {
+		s.value()
+		return nil, true
+	}
+	v, ok := s.str()
+	return &v, ok
+}
+
+// optionalBool decodes true, false or null into a pointer.
+func (s *scanner) optionalBool() (*bool, bool) {
+	switch string(s.value()) {
+	case "true":
+		return new(true), true
+	case "false":
+		return new(false), true
+	case "null":
+		return nil, true
+	}
+	return nil, false
+}
+
+// depth returns how deeply the value at pos nests objects and arrays (0
+// for a scalar) and moves past it.
+func (s *scanner) depth() int {
+	if c := s.next(); c != '{' && c != '[' {
+		s.value()
+		return 0
+	}
+	depth, deepest := 0, 0
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case '"':
+			s.skipString()
+			if depth == 0 {
+				return deepest
+			}
+			continue
+		case '{', '[':
+			depth++
+			deepest = max(deepest, depth)
+		case '}', ']':
+			depth--
+			if depth <= 0 {
+				s.pos++
+				return deepest
+			}
+		}
+		s.pos++
+	}
+	return deepest
 }

@@ -97,3 +97,73 @@ func TestDecodeRequestOnePass(t *testing.T) {
 		t.Errorf("got %d items %+v\nwant %d %+v", len(got.Input.Items), got.Input.Items, len(want), want)
 	}
 }
+
+// referenceTool is how a tool decoded before the scanner: every field by
+// encoding/json, the raw form kept for types other than function.
+func referenceTool(data []byte) (Tool, error) {
+	type plain Tool
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return Tool{}, err
+	}
+	t := Tool(p)
+	if t.Type != ToolFunction {
+		t.Raw = append(json.RawMessage(nil), data...)
+	}
+	return t, nil
+}
+
+// referenceEcho is how a function tool was echoed before it was written
+// by hand.
+func referenceEcho(t Tool) ([]byte, error) {
+	params := t.Parameters
+	if len(params) == 0 {
+		params = json.RawMessage("null")
+	}
+	return json.Marshal(struct {
+		Type        string          `json:"type"`
+		Name        string          `json:"name"`
+		Description *string         `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+		Strict      *bool           `json:"strict"`
+	}{t.Type, t.Name, t.Description, params, t.Strict})
+}
+
+// Tools decode and echo as they did through encoding/json alone.
+func TestToolDecodeAndEchoMatchEncodingJSON(t *testing.T) {
+	inputs := []string{
+		`{"type":"function","name":"f"}`,
+		`{"type":"function","name":"f","description":"d <b> & \u00e9","parameters":{"type":"object","properties":{"x":{"type":"string"}}},"strict":true}`,
+		`{"type":"function","name":"f","description":null,"parameters":null,"strict":null}`,
+		`{"type":"function","name":"f","parameters": { "type" : "object" } ,"strict":false}`,
+		`{"name":"f","type":"function"}`,
+		`{"type":"function","name":"f","extra":1}`,
+		`{"Type":"function","Name":"f"}`,
+		`{"type":"mcp","server_label":"s","server_url":"https://mcp.example","authorization":"secret"}`,
+		`{"type":"local_shell"}`,
+		`{}`,
+		`{"type":"function","name":5}`,
+		`{"type":"function","name":"f","strict":"yes"}`,
+		`{"type":"function","name":"f","description":7}`,
+	}
+	for _, in := range inputs {
+		want, wantErr := referenceTool([]byte(in))
+		var got Tool
+		gotErr := json.Unmarshal([]byte(in), &got)
+		if (wantErr == nil) != (gotErr == nil) || wantErr != nil && wantErr.Error() != gotErr.Error() {
+			t.Errorf("%s: error %v, encoding/json says %v", in, gotErr, wantErr)
+			continue
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\n got %#v\nwant %#v", in, got, want)
+		}
+		if wantErr != nil || got.Type != ToolFunction {
+			continue
+		}
+		echo, err := json.Marshal(got)
+		ref, refErr := referenceEcho(want)
+		if err != nil || refErr != nil || string(echo) != string(ref) {
+			t.Errorf("%s: echo %s (%v), want %s (%v)", in, echo, err, ref, refErr)
+		}
+	}
+}
