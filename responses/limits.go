@@ -1,6 +1,5 @@
 package responses
 
-
 // Limits of a create request, past which it is refused with a 400 naming
 // the field before any work is done for it. They bound what one request
 // can make the server do, well above what clients send: the body limit
