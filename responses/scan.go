@@ -113,22 +113,31 @@ func (s *scanner) stringField(dst *string) bool {
 	return false
 }
 
-// member reads the key of the next member of an object and the colon
-// after it; ok is false at the end of the object.
-func (s *scanner) member() (key string, ok bool) {
-	if s.next() == ',' {
-		s.pos++
-	}
-	if s.next() == '}' {
-		s.pos++
-		return "", false
-	}
-	key, ok = s.str()
-	if !ok || s.next() != ':' {
-		return "", false
+// object decodes the object at pos, handing each member's key to field,
+// which decodes its value; false (an unknown key, a value of another
+// kind) stops it.
+func (s *scanner) object(field func(key string) bool) bool {
+	if s.next() != '{' {
+		return false
 	}
 	s.pos++
-	return key, true
+	for {
+		if s.next() == ',' {
+			s.pos++
+		}
+		if s.next() == '}' {
+			s.pos++
+			return true
+		}
+		key, ok := s.str()
+		if !ok || s.next() != ':' {
+			return false
+		}
+		s.pos++
+		if !field(key) {
+			return false
+		}
+	}
 }
 
 // decodeItems decodes a JSON array of input items. Items of the common
@@ -183,46 +192,39 @@ func decodeItems(data []byte) ([]Item, error) {
 // item decodes one input item of a common shape; false leaves it to
 // encoding/json.
 func (s *scanner) item(it *Item) bool {
-	if s.next() != '{' {
-		return false
-	}
-	s.pos++
 	var text *string // content given as a string
-	for {
-		key, more := s.member()
-		if !more {
-			break
-		}
-		ok := false
+	ok := s.object(func(key string) bool {
 		switch key {
 		case "type":
-			ok = s.stringField(&it.Type)
+			return s.stringField(&it.Type)
 		case "id":
-			ok = s.stringField(&it.ID)
+			return s.stringField(&it.ID)
 		case "status":
-			ok = s.stringField(&it.Status)
+			return s.stringField(&it.Status)
 		case "role":
-			ok = s.stringField(&it.Role)
+			return s.stringField(&it.Role)
 		case "phase":
-			ok = s.stringField(&it.Phase)
+			return s.stringField(&it.Phase)
 		case "call_id":
-			ok = s.stringField(&it.CallID)
+			return s.stringField(&it.CallID)
 		case "name":
-			ok = s.stringField(&it.Name)
+			return s.stringField(&it.Name)
 		case "arguments":
-			ok = s.stringField(&it.Arguments)
+			return s.stringField(&it.Arguments)
 		case "output":
 			it.Output = append(json.RawMessage(nil), s.value()...)
-			ok = true
+			return true
 		case "content":
+			var ok bool
 			text, ok = s.content(it)
+			return ok
 		}
-		if !ok {
-			return false
-		}
+		return false
+	})
+	if ok {
+		it.normalise(text)
 	}
-	it.normalise(text)
-	return true
+	return ok
 }
 
 // content decodes a message's content: a string (returned, for normalise
@@ -252,29 +254,21 @@ func (s *scanner) content(it *Item) (*string, bool) {
 			s.pos++
 			it.Content = parts
 			return nil, true
-		case '{':
-		default:
-			return nil, false
 		}
-		s.pos++
 		var p ContentPart
-		for {
-			key, more := s.member()
-			if !more {
-				break
-			}
-			ok := false
+		ok := s.object(func(key string) bool {
 			switch key {
 			case "type":
-				ok = s.stringField(&p.Type)
+				return s.stringField(&p.Type)
 			case "text":
-				ok = s.stringField(&p.Text)
+				return s.stringField(&p.Text)
 			case "annotations":
-				ok = s.emptyArray(&p.Annotations)
+				return s.emptyArray(&p.Annotations)
 			}
-			if !ok {
-				return nil, false
-			}
+			return false
+		})
+		if !ok {
+			return nil, false
 		}
 		parts = append(parts, p)
 	}
@@ -298,16 +292,11 @@ func (s *scanner) emptyArray(dst *[]json.RawMessage) bool {
 // function decodes a function tool of the usual shape into t; false
 // leaves the tool to encoding/json.
 func (s *scanner) function(t *Tool) bool {
-	if !utf8.Valid(s.data) || s.next() != '{' {
+	if !utf8.Valid(s.data) {
 		return false
 	}
-	s.pos++
-	for {
-		key, more := s.member()
-		if !more {
-			break
-		}
-		ok := false
+	ok := s.object(func(key string) bool {
+		var ok bool
 		switch key {
 		case "type":
 			ok = s.stringField(&t.Type)
@@ -321,11 +310,9 @@ func (s *scanner) function(t *Tool) bool {
 		case "strict":
 			t.Strict, ok = s.optionalBool()
 		}
-		if !ok {
-			return false
-		}
-	}
-	return t.Type == ToolFunction
+		return ok
+	})
+	return ok && t.Type == ToolFunction
 }
 
 // optionalString decodes a string or null into a pointer, as

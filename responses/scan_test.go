@@ -2,6 +2,7 @@ package responses
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -120,13 +121,17 @@ func referenceEcho(t Tool) ([]byte, error) {
 	if len(params) == 0 {
 		params = json.RawMessage("null")
 	}
-	return json.Marshal(struct {
-		Type        string          `json:"type"`
-		Name        string          `json:"name"`
-		Description *string         `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-		Strict      *bool           `json:"strict"`
-	}{t.Type, t.Name, t.Description, params, t.Strict})
+	// In the order the API writes them, each as encoding/json writes it.
+	var b []byte
+	for i, v := range []any{t.Type, t.Name, t.Description, params, t.Strict} {
+		key := []string{"type", "name", "description", "parameters", "strict"}[i]
+		enc, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		b = append(fmt.Appendf(b, `%s%q:`, map[bool]string{true: "{", false: ","}[i == 0], key), enc...)
+	}
+	return append(b, '}'), nil
 }
 
 // Tools decode and echo as they did through encoding/json alone.
