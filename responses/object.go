@@ -23,7 +23,7 @@ func encodeObject(members ...member) ([]byte, error) {
 		if m.omitEmpty && isEmpty(m.value) {
 			continue
 		}
-		enc, err := json.Marshal(m.value)
+		enc, err := encodeValue(m.value)
 		if err != nil {
 			return nil, err
 		}
@@ -41,6 +41,19 @@ func encodeObject(members ...member) ([]byte, error) {
 		return []byte("{}"), nil
 	}
 	return append(b, '}'), nil
+}
+
+// encodeValue encodes v; JSON text (a schema, a tool output) goes in as
+// it is, since the encoder that calls MarshalJSON checks and compacts the
+// whole result once anyway.
+func encodeValue(v any) ([]byte, error) {
+	if raw, ok := v.(json.RawMessage); ok {
+		if len(raw) == 0 {
+			return []byte("null"), nil
+		}
+		return raw, nil
+	}
+	return json.Marshal(v)
 }
 
 // isEmpty reports what the omitempty tag would leave out, for the kinds

@@ -186,31 +186,9 @@ func (t Tool) MarshalJSON() ([]byte, error) {
 		}
 		return json.Marshal(fields)
 	}
-	// Written by hand around the schema as it was sent: the encoder that
-	// calls this compacts the result once, so the schema is not encoded
-	// twice.
-	b := make([]byte, 0, len(t.Parameters)+len(t.Name)+80)
-	b = append(b, `{"type":`...)
-	b = appendJSON(b, t.Type)
-	b = append(b, `,"name":`...)
-	b = appendJSON(b, t.Name)
-	b = append(b, `,"description":`...)
-	b = appendJSON(b, t.Description)
-	b = append(b, `,"parameters":`...)
-	if len(t.Parameters) == 0 {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, t.Parameters...)
-	}
-	b = append(b, `,"strict":`...)
-	b = appendJSON(b, t.Strict)
-	return append(b, '}'), nil
-}
-
-// appendJSON appends the encoding of a string, a *string or a *bool.
-func appendJSON(b []byte, v any) []byte {
-	enc, _ := json.Marshal(v)
-	return append(b, enc...)
+	// The schema goes in as it was sent: it is not encoded twice.
+	return encodeObject(key("type", t.Type), key("name", t.Name), key("description", t.Description),
+		key("parameters", t.Parameters), key("strict", t.Strict))
 }
 
 // Tool choice modes.
