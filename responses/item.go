@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // Item types loom understands. An input item of another type is rejected
@@ -195,7 +196,20 @@ func (it *Item) OutputString() string {
 
 // UnmarshalJSON accepts the shorthand forms clients send: a message with no
 // "type" (EasyInputMessage) and message content given as a plain string.
+//
+// Items of the common shapes are decoded by the scanner (a stored history
+// is decoded on every request that continues it); the others here.
 func (it *Item) UnmarshalJSON(data []byte) error {
+	var fast Item
+	if utf8.Valid(data) && (&scanner{data: data}).item(&fast) {
+		*it = fast
+		return nil
+	}
+	return it.decodeFields(data)
+}
+
+// decodeFields decodes an item field by field with encoding/json.
+func (it *Item) decodeFields(data []byte) error {
 	type plain Item
 	var raw struct {
 		plain

@@ -2,6 +2,8 @@ package responses
 
 import (
 	"encoding/json"
+	"reflect"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -140,6 +142,48 @@ func (s *scanner) object(field func(key string) bool) bool {
 	}
 }
 
+// jsonKeys returns the keys encoding/json decodes into a struct of type
+// T, in lower case (it matches them without regard to case).
+func jsonKeys[T any]() map[string]bool {
+	keys := map[string]bool{}
+	t := reflect.TypeFor[T]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		keys[strings.ToLower(name)] = true
+	}
+	return keys
+}
+
+// The keys of the types the scanner decodes into.
+var (
+	itemKeys = jsonKeys[Item]()
+	partKeys = jsonKeys[ContentPart]()
+	toolKeys = jsonKeys[Tool]()
+)
+
+// ignored skips the value of a key that encoding/json would ignore, one
+// that names no field of the type whose keys are known; false for a key
+// that does (in any case) and that the scanner leaves to encoding/json.
+func (s *scanner) ignored(key string, known map[string]bool) bool {
+	for i := range len(key) {
+		if key[i] >= utf8.RuneSelf {
+			return false // encoding/json folds some non-ASCII letters
+		}
+	}
+	if known[strings.ToLower(key)] {
+		return false
+	}
+	s.value()
+	return true
+}
+
 // decodeItems decodes a JSON array of input items. Items of the common
 // shapes (messages, function calls and their outputs) are decoded here;
 // any other item, or one with a key or value this scanner does not take,
@@ -182,7 +226,7 @@ func decodeItems(data []byte) ([]Item, error) {
 		}
 		s.pos = start
 		items[i] = Item{}
-		if err := json.Unmarshal(s.value(), &items[i]); err != nil {
+		if err := items[i].decodeFields(s.value()); err != nil {
 			return nil, err
 		}
 	}
@@ -219,7 +263,7 @@ func (s *scanner) item(it *Item) bool {
 			text, ok = s.content(it)
 			return ok
 		}
-		return false
+		return s.ignored(key, itemKeys)
 	})
 	if ok {
 		it.normalise(text)
@@ -265,7 +309,7 @@ func (s *scanner) content(it *Item) (*string, bool) {
 			case "annotations":
 				return s.emptyArray(&p.Annotations)
 			}
-			return false
+			return s.ignored(key, partKeys)
 		})
 		if !ok {
 			return nil, false
@@ -309,6 +353,8 @@ func (s *scanner) function(t *Tool) bool {
 			ok = true
 		case "strict":
 			t.Strict, ok = s.optionalBool()
+		default:
+			ok = s.ignored(key, toolKeys)
 		}
 		return ok
 	})
