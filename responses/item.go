@@ -139,30 +139,19 @@ func (it *Item) Text() string {
 // MarshalJSON writes "text" on every text-bearing part even when empty, as
 // the schema requires (a part announced by content_part.added starts empty).
 func (p ContentPart) MarshalJSON() ([]byte, error) {
-	type plain ContentPart
 	switch p.Type {
 	case PartInputText, PartReasoningText, PartSummaryText:
-		return json.Marshal(struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}{p.Type, p.Text})
+		return encodeObject(key("type", p.Type), key("text", p.Text))
 	case PartOutputText:
 		ann := p.Annotations
 		if ann == nil {
 			ann = []json.RawMessage{}
 		}
-		return json.Marshal(struct {
-			Type        string            `json:"type"`
-			Text        string            `json:"text"`
-			Annotations []json.RawMessage `json:"annotations"`
-			Logprobs    []json.RawMessage `json:"logprobs"`
-		}{p.Type, p.Text, ann, []json.RawMessage{}})
+		return encodeObject(key("type", p.Type), key("text", p.Text), key("annotations", ann), key("logprobs", []json.RawMessage{}))
 	case PartRefusal:
-		return json.Marshal(struct {
-			Type    string `json:"type"`
-			Refusal string `json:"refusal"`
-		}{p.Type, p.Refusal})
+		return encodeObject(key("type", p.Type), key("refusal", p.Refusal))
 	}
+	type plain ContentPart
 	return json.Marshal(plain(p))
 }
 

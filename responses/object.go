@@ -23,10 +23,6 @@ func encodeObject(members ...member) ([]byte, error) {
 		if m.omitEmpty && isEmpty(m.value) {
 			continue
 		}
-		enc, err := encodeValue(m.value)
-		if err != nil {
-			return nil, err
-		}
 		if len(b) == 0 {
 			b = append(b, '{')
 		} else {
@@ -35,7 +31,10 @@ func encodeObject(members ...member) ([]byte, error) {
 		b = append(b, '"')
 		b = append(b, m.key...)
 		b = append(b, '"', ':')
-		b = append(b, enc...)
+		var err error
+		if b, err = appendValue(b, m.value); err != nil {
+			return nil, err
+		}
 	}
 	if len(b) == 0 {
 		return []byte("{}"), nil
@@ -43,17 +42,38 @@ func encodeObject(members ...member) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// encodeValue encodes v; JSON text (a schema, a tool output) goes in as
-// it is, since the encoder that calls MarshalJSON checks and compacts the
-// whole result once anyway.
-func encodeValue(v any) ([]byte, error) {
-	if raw, ok := v.(json.RawMessage); ok {
-		if len(raw) == 0 {
-			return []byte("null"), nil
+// appendValue appends the encoding of v. JSON text (a schema, a tool
+// output) goes in as it is, and strings are written without
+// encoding/json's boxing and reflection: the encoder that calls
+// MarshalJSON checks, compacts and HTML-escapes the whole result once.
+func appendValue(b []byte, v any) ([]byte, error) {
+	switch v := v.(type) {
+	case json.RawMessage:
+		if len(v) == 0 {
+			return append(b, "null"...), nil
 		}
-		return raw, nil
+		return append(b, v...), nil
+	case string:
+		return appendString(b, v), nil
+	case *string:
+		if v == nil {
+			return append(b, "null"...), nil
+		}
+		return appendString(b, *v), nil
+	case []json.RawMessage:
+		if v == nil {
+			return append(b, "null"...), nil
+		}
+		b = append(b, '[')
+		for i, raw := range v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b, _ = appendValue(b, raw)
+		}
+		return append(b, ']'), nil
 	}
-	return json.Marshal(v)
+	return appendMarshal(b, v)
 }
 
 // isEmpty reports what the omitempty tag would leave out, for the kinds

@@ -144,7 +144,7 @@ func referenceEcho(t Tool) ([]byte, error) {
 func TestToolDecodeAndEchoMatchEncodingJSON(t *testing.T) {
 	inputs := []string{
 		`{"type":"function","name":"f"}`,
-		`{"type":"function","name":"f","description":"d <b> & \u00e9","parameters":{"type":"object","properties":{"x":{"type":"string"}}},"strict":true}`,
+		`{"type":"function","name":"f","description":"d <b> & \u00e9 \b\f \u2028","parameters":{"type":"object","properties":{"x":{"type":"string"}}},"strict":true}`,
 		`{"type":"function","name":"f","description":null,"parameters":null,"strict":null}`,
 		`{"type":"function","name":"f","parameters": { "type" : "object" } ,"strict":false}`,
 		`{"name":"f","type":"function"}`,
