@@ -7,6 +7,22 @@ import (
 	"testing"
 )
 
+// referenceItems decodes an array of items as encoding/json did before
+// the scanner: each item field by field.
+func referenceItems(data []byte) ([]Item, error) {
+	var raws []json.RawMessage
+	if err := json.Unmarshal(data, &raws); err != nil {
+		return nil, err
+	}
+	items := make([]Item, len(raws))
+	for i, raw := range raws {
+		if err := items[i].decodeFields(raw); err != nil {
+			return nil, err
+		}
+	}
+	return items, nil
+}
+
 // decodeItems decodes the common shapes by hand and leaves the rest to
 // Item.UnmarshalJSON: for every shape, what it makes of an input array
 // (items, or an error) is what encoding/json makes of it.
@@ -61,8 +77,7 @@ func TestDecodeItemsMatchesEncodingJSON(t *testing.T) {
 		"[{\"role\":\"user\",\"content\":\"invalid \xff utf-8\"}]",
 	}
 	for _, in := range inputs {
-		var want []Item
-		wantErr := json.Unmarshal([]byte(in), &want)
+		want, wantErr := referenceItems([]byte(in))
 		got, gotErr := decodeItems([]byte(in))
 		if (wantErr == nil) != (gotErr == nil) {
 			t.Errorf("%s: error %v, encoding/json says %v", in, gotErr, wantErr)
@@ -80,7 +95,7 @@ func TestDecodeItemsMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
-// A request decodes in one pass to the items that Item.UnmarshalJSON
+// A request decodes in one pass to the items that decoding field by field
 // makes of its input, one by one.
 func TestDecodeRequestOnePass(t *testing.T) {
 	body := historyBody(50)
@@ -96,7 +111,7 @@ func TestDecodeRequestOnePass(t *testing.T) {
 	}
 	want := make([]Item, len(fields.Input))
 	for i, raw := range fields.Input {
-		if err := want[i].UnmarshalJSON(raw); err != nil {
+		if err := want[i].decodeFields(raw); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -180,4 +195,30 @@ func TestToolDecodeAndEchoMatchEncodingJSON(t *testing.T) {
 			t.Errorf("%s: echo %s (%v), want %s (%v)", in, echo, err, ref, refErr)
 		}
 	}
+}
+
+// FuzzDecodeItems holds the scanner to encoding/json's result on any
+// array of items: the same items, or an error where it errs.
+func FuzzDecodeItems(f *testing.F) {
+	for _, seed := range []string{
+		`[{"role":"user","content":"hi"}]`,
+		`[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"a","annotations":[],"logprobs":[]}]}]`,
+		`[{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"x"}]},{"role":"user","content":null}]`,
+		`[{"type":"loom:mcp_call","extra":{"a":[1,"]"]},"Role":"x","status":null}]`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) || len(data) == 0 || data[0] != '[' {
+			return // UnmarshalJSON is only handed valid JSON; Input only arrays
+		}
+		want, wantErr := referenceItems(data)
+		got, gotErr := decodeItems(data)
+		if (wantErr == nil) != (gotErr == nil) {
+			t.Fatalf("%s: error %v, encoding/json says %v", data, gotErr, wantErr)
+		}
+		if wantErr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s:\n got %#v\nwant %#v", data, got, want)
+		}
+	})
 }
