@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -219,6 +220,25 @@ func FuzzDecodeItems(f *testing.F) {
 		}
 		if wantErr == nil && !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s:\n got %#v\nwant %#v", data, got, want)
+		}
+	})
+}
+
+// FuzzToolDecode holds Tool.UnmarshalJSON to encoding/json's field by
+// field result on any object.
+func FuzzToolDecode(f *testing.F) {
+	f.Add([]byte(`{"type":"function","name":"f","description":"d","parameters":{"type":"object"},"strict":true}`))
+	f.Add([]byte(`{"type":"mcp","server_label":"s","Name":"x","extra":[1]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		data = bytes.TrimSpace(data) // as encoding/json hands a value over
+		if !json.Valid(data) {
+			return
+		}
+		want, wantErr := referenceTool(data)
+		var got Tool
+		gotErr := json.Unmarshal(data, &got)
+		if (wantErr == nil) != (gotErr == nil) || wantErr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: got %#v (%v), want %#v (%v)", data, got, gotErr, want, wantErr)
 		}
 	})
 }
