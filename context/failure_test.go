@@ -5,7 +5,6 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -364,9 +363,15 @@ func TestCallConcurrency(t *testing.T) { synctest.Test(t, testCallConcurrency) }
 
 func testCallConcurrency(t *testing.T) {
 	log := &eventLog{}
-	var running, peak atomic.Int32
+	var running, peak, fastDone atomic.Int32
+	names := []string{"slow", "fast", "crash", "slow", "fast", "fast", "fast"}
+	fasts := int32(strings.Count(strings.Join(names, " "), "fast"))
+	// The slow calls wait until every fast call has finished: two of them
+	// hold two of the three slots meanwhile, so the fast ones (and the
+	// crash) go through the third. Released by the last fast call, not by
+	// one that happens to see three calls running, the gate opens however
+	// the calls are scheduled.
 	gate := make(chan struct{})
-	var once sync.Once
 	s := newFake(log, "s", "slow", "fast", "crash")
 	wrapSession(s, func(fs *fakeSession) {
 		call := fs.CallFunc
@@ -385,16 +390,17 @@ func testCallConcurrency(t *testing.T) {
 			case "slow":
 				<-gate // finishes after every fast call
 			case "fast":
-				if p == 3 {
-					once.Do(func() { close(gate) })
-				}
+				defer func() {
+					if fastDone.Add(1) == fasts {
+						close(gate)
+					}
+				}()
 			}
 			return call(ctx, c)
 		}
 	})
 	c := New(registry(t, s), nil, &Options{CallConcurrency: 3, Logger: testLogger(&syncBuffer{})})
 	defer c.Close(context.Background())
-	names := []string{"slow", "fast", "crash", "slow", "fast", "fast", "fast"}
 	res := c.Call(context.Background(), calls(names...))
 	for i, r := range res {
 		if r.CallID != calls(names...)[i].CallID {

@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"sync"
 	"time"
 
@@ -56,7 +55,7 @@ var errCancelled = errors.New("the response was cancelled")
 // client gets a 503 and nothing is left half done.
 func (e *Engine) enqueue(ctx context.Context, r *run) (*responses.Response, error) {
 	r.resp.Status = responses.ResponseQueued
-	body, err := json.Marshal(r.resp)
+	rec, err := r.storeRecord(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -64,14 +63,9 @@ func (e *Engine) enqueue(ctx context.Context, r *run) (*responses.Response, erro
 	if err != nil {
 		return nil, err
 	}
-	rec := &Record{ID: r.resp.ID, CreatedAt: r.resp.CreatedAt, Status: r.resp.Status, Response: body, Input: r.input,
-		Tenant: tenant.From(ctx), TraceID: telemetry.TraceID(ctx)}
-	if r.req.PreviousResponseID != nil {
-		rec.PreviousResponseID = *r.req.PreviousResponseID
-	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
 	defer cancel()
-	unavailable := &responses.APIError{Status: http.StatusServiceUnavailable, Type: responses.ErrServer,
+	unavailable := &responses.APIError{Kind: responses.EUnavailable, Type: responses.ErrServer,
 		Message: "the response store is unavailable; try again"}
 	// The conversation is held from now: a second response on it is
 	// refused at once, not when this one starts running.
@@ -85,7 +79,7 @@ func (e *Engine) enqueue(ctx context.Context, r *run) (*responses.Response, erro
 	}
 	if err := e.opts.Queue.Enqueue(sctx, BackgroundJob{ResponseID: rec.ID, Request: request}); err != nil {
 		e.log.ErrorContext(ctx, "enqueue background response", "id", rec.ID, "err", err)
-		if derr := e.store.DeleteResponse(sctx, rec.ID); derr != nil {
+		if derr := e.store.DeleteResponse(sctx, rec.ID, rec.Tenant); derr != nil {
 			e.log.ErrorContext(ctx, "delete unqueued response", "id", rec.ID, "err", derr)
 		}
 		e.finishTurn(ctx, r, false)
@@ -132,7 +126,7 @@ func (e *Engine) RunBackground(ctx context.Context, job BackgroundJob) error {
 		// (the previous response was deleted meanwhile, say).
 		var ae *responses.APIError
 		if !errors.As(err, &ae) {
-			ae = &responses.APIError{Status: http.StatusInternalServerError, Type: responses.ErrServer, Message: "the server could not start the response"}
+			ae = &responses.APIError{Kind: responses.EInternal, Type: responses.ErrServer, Message: "the server could not start the response"}
 		}
 		return e.failQueued(ctx, rec, ae)
 	}

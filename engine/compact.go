@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 
 	"github.com/loomgate/loom/model"
@@ -72,7 +71,7 @@ func (e *Engine) Compact(ctx context.Context, req *responses.Request) (*response
 	}
 	text := strings.TrimSpace(summary.String())
 	if text == "" {
-		return nil, &responses.APIError{Status: http.StatusBadGateway, Type: responses.ErrUpstream, Code: "upstream_error",
+		return nil, &responses.APIError{Kind: responses.EUpstream, Type: responses.ErrUpstream, Code: "upstream_error",
 			Message: "the model wrote no summary"}
 	}
 	usage.TotalTokens = usage.InputTokens + usage.OutputTokens
@@ -88,7 +87,7 @@ func (e *Engine) Compact(ctx context.Context, req *responses.Request) (*response
 
 func compactError(err error) error {
 	var me *model.Error
-	if errors.As(err, &me) && me.Status == http.StatusBadRequest {
+	if errors.As(err, &me) && me.Kind == responses.EInvalid {
 		return responses.BadRequest("input", "%s", me.Message)
 	}
 	return UpstreamAPIError(err)

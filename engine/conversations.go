@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/loomgate/loom/responses"
 )
@@ -22,7 +21,7 @@ import (
 
 // conversationBusy is the 409 of a second response on a held conversation.
 func conversationBusy(id string) *responses.APIError {
-	return &responses.APIError{Status: http.StatusConflict, Type: responses.ErrInvalidRequest, Param: "conversation", Code: "conversation_locked",
+	return &responses.APIError{Kind: responses.EConflict, Type: responses.ErrInvalidRequest, Param: "conversation", Code: "conversation_locked",
 		Message: fmt.Sprintf("another response is in progress on conversation %q; retry once it has finished", id)}
 }
 
@@ -79,7 +78,7 @@ func (e *Engine) claimConversation(ctx context.Context, r *run) error {
 		return responses.NotFound("conversation", "conversation %q not found", r.conversationID)
 	case err != nil:
 		e.log.ErrorContext(ctx, "claim conversation", "conversation", r.conversationID, "err", err)
-		return &responses.APIError{Status: http.StatusServiceUnavailable, Type: responses.ErrServer, Message: "the response store is unavailable; try again"}
+		return &responses.APIError{Kind: responses.EUnavailable, Type: responses.ErrServer, Message: "the response store is unavailable; try again"}
 	}
 	return nil
 }

@@ -1,23 +1,22 @@
 package engine
 
 import (
-	"github.com/loomgate/loom/telemetry"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
-
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net/http"
 	"slices"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	conversation "github.com/loomgate/loom/context"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/telemetry"
 	"github.com/loomgate/loom/tools"
 )
 
@@ -650,16 +649,16 @@ func (r *run) toolRequired() bool {
 func (r *run) fail(ctx context.Context, err error) error {
 	switch {
 	case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
-		apiErr := &responses.APIError{Status: http.StatusGatewayTimeout, Type: responses.ErrUpstream, Code: "timeout", Message: "the response took longer than the server allows"}
+		apiErr := &responses.APIError{Kind: responses.ETimeout, Type: responses.ErrUpstream, Code: "timeout", Message: "the response took longer than the server allows"}
 		r.builder.Fail(responses.ResponseFailed, apiErr.Payload(), r.usage.total())
-		return &model.Error{Status: http.StatusGatewayTimeout, Message: apiErr.Message, Err: err}
+		return &model.Error{Kind: responses.ETimeout, Message: apiErr.Message, Err: err}
 	case ctx.Err() != nil:
 		r.builder.Fail(responses.ResponseCancelled, nil, r.usage.total())
 		return ctx.Err()
 	}
 	var me *model.Error
 	if !errors.As(err, &me) {
-		me = &model.Error{Status: http.StatusBadGateway, Message: "the upstream model failed", Err: err}
+		me = &model.Error{Kind: responses.EUpstream, Message: "the upstream model failed", Err: err}
 	}
 	apiErr := upstreamAPIError(me)
 	r.builder.Fail(responses.ResponseFailed, apiErr.Payload(), r.usage.total())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"slices"
 	"testing"
 
@@ -155,21 +154,21 @@ func TestChainSurvivesDeletedAncestor(t *testing.T) {
 	// Continuing the deleted response itself is a 404.
 	_, err = e.Run(ctx, decodeRequest(t, `{"model":"m","input":"x","previous_response_id":"`+first.ID+`"}`), nil)
 	var apiErr *responses.APIError
-	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusNotFound || apiErr.Param != "previous_response_id" {
+	if !errors.As(err, &apiErr) || apiErr.Kind != responses.ENotFound || apiErr.Param != "previous_response_id" {
 		t.Errorf("continuing a deleted response: %v", err)
 	}
 }
 
 func TestUpstreamErrorBeforeFirstDelta(t *testing.T) {
 	b := &fakeBackend{stream: func(*model.Request, func(model.Delta) error) error {
-		return &model.Error{Status: http.StatusTooManyRequests, Message: "slow down"}
+		return &model.Error{Kind: responses.ERateLimited, Message: "slow down"}
 	}}
 	resp, err := newEngine(t, b).Run(context.Background(), decodeRequest(t, `{"model":"m","input":"x"}`), nil)
 	if resp == nil || resp.Status != responses.ResponseFailed {
 		t.Fatalf("response %+v", resp)
 	}
-	if apiErr := engine.UpstreamAPIError(err); apiErr.Status != http.StatusTooManyRequests {
-		t.Errorf("mapped to %d, want 429", apiErr.Status)
+	if apiErr := engine.UpstreamAPIError(err); apiErr.Kind != responses.ERateLimited {
+		t.Errorf("mapped to %s, want rate_limited", apiErr.Kind)
 	}
 }
 
@@ -185,7 +184,7 @@ func TestFinalEventAfterSave(t *testing.T) {
 		{"completed", deltas(model.Delta{Kind: model.DeltaText, Text: "hi"}, model.Delta{Kind: model.DeltaFinish, FinishReason: model.FinishStop}), responses.StatusCompleted},
 		{"incomplete", deltas(model.Delta{Kind: model.DeltaText, Text: "hi"}, model.Delta{Kind: model.DeltaFinish, FinishReason: model.FinishLength}), responses.StatusIncomplete},
 		{"failed", func(*model.Request, func(model.Delta) error) error {
-			return &model.Error{Status: http.StatusBadGateway, Message: "boom"}
+			return &model.Error{Kind: responses.EUpstream, Message: "boom"}
 		}, "failed"},
 	}
 	for _, tt := range tests {

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"net/http"
 
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
@@ -16,7 +15,7 @@ import (
 // may be listed (their tools are part of the prompt); no tool is called.
 func (e *Engine) InputTokens(ctx context.Context, req *responses.Request) (model.InputCount, error) {
 	if e.opts.Upstream.CountInput == nil {
-		return model.InputCount{}, &responses.APIError{Status: http.StatusNotImplemented, Type: responses.ErrInvalidRequest, Code: "unsupported",
+		return model.InputCount{}, &responses.APIError{Kind: responses.ENotImplemented, Type: responses.ErrInvalidRequest, Code: "unsupported",
 			Message: "this server's upstream cannot count input tokens"}
 	}
 	r, err := e.prepare(ctx, req, nil, nil)
@@ -42,7 +41,7 @@ func (e *Engine) InputTokens(ctx context.Context, req *responses.Request) (model
 // the request's fault, anything else the upstream's.
 func countError(err error) error {
 	var me *model.Error
-	if errors.As(err, &me) && me.Status == http.StatusBadRequest {
+	if errors.As(err, &me) && me.Kind == responses.EInvalid {
 		return responses.BadRequest("input", "%s", me.Message)
 	}
 	return UpstreamAPIError(err)

@@ -1,12 +1,8 @@
 package engine
 
 import (
-	"github.com/loomgate/loom/telemetry"
-	"github.com/loomgate/loom/tenant"
-
 	"context"
 	"encoding/json"
-	"net/http"
 	"sync"
 	"time"
 
@@ -29,7 +25,7 @@ const (
 // a response are a closed list; server_error is the one that says the
 // fault was the server's. The message says what happened.
 var errServerStopped = &responses.APIError{
-	Status:  http.StatusInternalServerError,
+	Kind:    responses.EInternal,
 	Type:    responses.ErrServer,
 	Code:    "server_error",
 	Message: "the server running this response stopped before it finished; it can be retried",
@@ -77,24 +73,11 @@ func (e *Engine) begin(ctx context.Context, r *run) error {
 	if !r.req.StoreEnabled() || (r.sink == nil && !r.background) {
 		return nil
 	}
-	body, err := json.Marshal(r.resp)
+	rec, err := r.storeRecord(ctx)
 	if err != nil {
 		return err
 	}
-	rec := &Record{
-		ID:         r.resp.ID,
-		CreatedAt:  r.resp.CreatedAt,
-		Status:     r.resp.Status,
-		Response:   body,
-		Input:      r.input,
-		LeaseOwner: e.owner,
-		LeaseUntil: e.opts.Now().Add(e.opts.Lease),
-		Tenant:     tenant.From(ctx),
-		TraceID:    telemetry.TraceID(ctx),
-	}
-	if r.req.PreviousResponseID != nil {
-		rec.PreviousResponseID = *r.req.PreviousResponseID
-	}
+	rec.LeaseOwner, rec.LeaseUntil = e.owner, e.opts.Now().Add(e.opts.Lease)
 	// Registered before the write, so a heartbeat between the two cannot
 	// miss it.
 	e.inflight.add(rec.ID)
@@ -103,7 +86,7 @@ func (e *Engine) begin(ctx context.Context, r *run) error {
 	if err := e.store.SaveResponse(sctx, rec); err != nil {
 		e.inflight.remove(rec.ID)
 		e.log.ErrorContext(ctx, "store in-progress response", "id", rec.ID, "err", err)
-		return &responses.APIError{Status: http.StatusServiceUnavailable, Type: responses.ErrServer,
+		return &responses.APIError{Kind: responses.EUnavailable, Type: responses.ErrServer,
 			Message: "the response store is unavailable; try again"}
 	}
 	r.leased = true

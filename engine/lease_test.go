@@ -188,7 +188,7 @@ func TestStoreDownRefusesStream(t *testing.T) {
 		return nil
 	})
 	var apiErr *responses.APIError
-	if !errors.As(err, &apiErr) || apiErr.Status != 503 {
+	if !errors.As(err, &apiErr) || apiErr.Kind != responses.EUnavailable {
 		t.Errorf("stream with the store down: %v, want a 503", err)
 	}
 	if events != 0 || len(b.requests) != 0 {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -312,7 +311,7 @@ func TestMRTRClientRoundTrip(t *testing.T) {
 	for _, tt := range bad {
 		_, err := follow(first.ID, tt.body)
 		var apiErr *responses.APIError
-		if !errors.As(err, &apiErr) || apiErr.Status != http.StatusBadRequest || apiErr.Param != tt.param {
+		if !errors.As(err, &apiErr) || apiErr.Kind != responses.EInvalid || apiErr.Param != tt.param {
 			t.Errorf("%s: %v, want 400 %s", tt.body, err, tt.param)
 		}
 	}

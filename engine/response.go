@@ -1,21 +1,18 @@
 package engine
 
 import (
-	"github.com/loomgate/loom/telemetry"
-	"github.com/loomgate/loom/tenant"
+	"context"
+	"encoding/json"
+	"errors"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"net/http"
-
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/telemetry"
+	"github.com/loomgate/loom/tenant"
 )
 
 // newResponse builds the response object, echoing the request's knobs.
@@ -87,6 +84,21 @@ func (e *Engine) newResponse(req *responses.Request) *responses.Response {
 	return resp
 }
 
+// storeRecord is the response as the store keeps it, as far as every write of
+// it agrees: the object as it is now, its input, who owns it, its trace.
+func (r *run) storeRecord(ctx context.Context) (*Record, error) {
+	body, err := json.Marshal(r.resp)
+	if err != nil {
+		return nil, err
+	}
+	rec := &Record{ID: r.resp.ID, CreatedAt: r.resp.CreatedAt, Status: r.resp.Status, Response: body, Input: r.input,
+		Tenant: tenant.From(ctx), TraceID: telemetry.TraceID(ctx)}
+	if r.req.PreviousResponseID != nil {
+		rec.PreviousResponseID = *r.req.PreviousResponseID
+	}
+	return rec, nil
+}
+
 // save stores the response when store is on. A non-streaming response that
 // failed upstream is not stored: its client gets an HTTP error and never
 // learns the id. A background response always is: its client polls it.
@@ -94,26 +106,12 @@ func (e *Engine) save(ctx context.Context, r *run, upstreamErr error) {
 	if !r.req.StoreEnabled() || (r.sink == nil && !r.background && upstreamErr != nil) {
 		return
 	}
-	body, err := json.Marshal(r.resp)
+	rec, err := r.storeRecord(ctx)
 	if err != nil {
 		e.log.ErrorContext(ctx, "encode response for the store", "id", r.resp.ID, "err", err)
 		return
 	}
-	rec := &Record{
-		ID:        r.resp.ID,
-		CreatedAt: r.resp.CreatedAt,
-		Status:    r.resp.Status,
-		Response:  body,
-		Input:     r.input,
-		Output:    r.resp.Output,
-		Events:    r.events,
-		Pending:   encodePending(r.pendingOut),
-		Tenant:    tenant.From(ctx),
-		TraceID:   telemetry.TraceID(ctx),
-	}
-	if r.req.PreviousResponseID != nil {
-		rec.PreviousResponseID = *r.req.PreviousResponseID
-	}
+	rec.Output, rec.Events, rec.Pending = r.resp.Output, r.events, encodePending(r.pendingOut)
 	// The request's context may be cancelled (client gone): the response
 	// is still saved, within a bound of its own.
 	sctx, span := e.tracer.Start(context.WithoutCancel(ctx), "store save", trace.WithAttributes(
@@ -129,20 +127,20 @@ func (e *Engine) save(ctx context.Context, r *run, upstreamErr error) {
 
 // upstreamAPIError maps an upstream failure to what clients see.
 func upstreamAPIError(me *model.Error) *responses.APIError {
-	e := &responses.APIError{Status: me.Status, Type: responses.ErrUpstream, Message: me.Message}
-	switch me.Status {
-	case http.StatusTooManyRequests:
+	e := &responses.APIError{Kind: me.Kind, Type: responses.ErrUpstream, Message: me.Message}
+	switch me.Kind {
+	case responses.ERateLimited:
 		e.Type, e.Code = responses.ErrRateLimit, "rate_limit_exceeded"
-	case http.StatusGatewayTimeout:
+	case responses.ETimeout:
 		e.Code = "timeout"
 	default:
-		e.Status, e.Code = http.StatusBadGateway, "upstream_error"
+		e.Kind, e.Code = responses.EUpstream, "upstream_error"
 	}
 	if me.Code != "" {
 		e.Code = me.Code
 	}
 	if e.Message == "" {
-		e.Message = fmt.Sprintf("the upstream model failed (%d)", me.Status)
+		e.Message = "the upstream model failed"
 	}
 	return e
 }
@@ -154,7 +152,7 @@ func UpstreamAPIError(err error) *responses.APIError {
 	if errors.As(err, &me) {
 		return upstreamAPIError(me)
 	}
-	return &responses.APIError{Status: http.StatusInternalServerError, Type: responses.ErrServer, Message: "the server failed to complete the response"}
+	return &responses.APIError{Kind: responses.EInternal, Type: responses.ErrServer, Message: "the server failed to complete the response"}
 }
 
 func itemPrefix(typ string) string {

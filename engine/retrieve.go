@@ -35,10 +35,8 @@ func (e *Engine) Get(ctx context.Context, id string) (json.RawMessage, error) {
 
 // Delete removes a stored response of the tenant of ctx.
 func (e *Engine) Delete(ctx context.Context, id string) error {
-	if _, err := e.record(ctx, id); err != nil {
-		return err
-	}
-	err := e.store.DeleteResponse(ctx, id)
+	// The store checks the tenant in the same write: one round trip.
+	err := e.store.DeleteResponse(ctx, id, tenant.From(ctx))
 	if errors.Is(err, ErrNotFound) {
 		return responses.NotFound("response_id", "response %q not found", id)
 	}
@@ -49,10 +47,7 @@ func (e *Engine) Delete(ctx context.Context, id string) error {
 // The store tells an absent response (ErrNotFound) from an unknown cursor
 // (ErrUnknownCursor) itself, in one read.
 func (e *Engine) InputItems(ctx context.Context, id string, page Page) ([]responses.Item, bool, error) {
-	if _, err := e.record(ctx, id); err != nil {
-		return nil, false, err
-	}
-	items, more, err := e.store.ListInputItems(ctx, id, page)
+	items, more, err := e.store.ListInputItems(ctx, id, tenant.From(ctx), page)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil, false, responses.NotFound("response_id", "response %q not found", id)

@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"errors"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -87,7 +86,7 @@ func TestEncryptedReasoningComesBack(t *testing.T) {
 	tampered := strings.Replace(body, blob, blob[:len(blob)-4]+"AAAA", 1)
 	_, err = e.Run(ctx, decodeRequest(t, tampered), nil)
 	var apiErr *responses.APIError
-	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusBadRequest || apiErr.Param != "input[1].encrypted_content" {
+	if !errors.As(err, &apiErr) || apiErr.Kind != responses.EInvalid || apiErr.Param != "input[1].encrypted_content" {
 		t.Errorf("tampered blob: %v", err)
 	}
 }

@@ -37,13 +37,14 @@ type Store interface {
 	// large and repeat the output) and without events. It stops early at a
 	// link that is no longer stored. ErrNotFound if id itself is absent.
 	Chain(ctx context.Context, id string, limit int) ([]*Record, error)
-	// DeleteResponse removes a response and everything stored with it.
-	// ErrNotFound if absent.
-	DeleteResponse(ctx context.Context, id string) error
-	// ListInputItems pages through a response's input items. ErrNotFound
-	// if the response is absent, ErrUnknownCursor if Page.After names no
-	// input item of it.
-	ListInputItems(ctx context.Context, id string, page Page) ([]responses.Item, bool, error)
+	// DeleteResponse removes a response of tenant and everything stored
+	// with it. ErrNotFound if absent or another tenant's (then nothing is
+	// removed): the ownership check and the delete are one write.
+	DeleteResponse(ctx context.Context, id, tenant string) error
+	// ListInputItems pages through the input items of a response of
+	// tenant. ErrNotFound if the response is absent or another tenant's,
+	// ErrUnknownCursor if Page.After names no input item of it.
+	ListInputItems(ctx context.Context, id, tenant string, page Page) ([]responses.Item, bool, error)
 	// Events returns the stored events of a response with sequence
 	// number greater than after (-1 for all), in order. ErrNotFound if
 	// the response is absent.

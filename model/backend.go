@@ -111,12 +111,14 @@ type Delta struct {
 	FinishReason string
 }
 
-// Error is an upstream failure. Status is the HTTP status loom answers with
-// when the failure happens before anything was streamed: 429 for upstream
-// rate limits, 502 for upstream errors or garbage, 504 for timeouts.
-// Message is safe to show to clients; Err is for logs only.
+// Error is an upstream failure. Kind is what kind of failure it is (a
+// responses error code: ERateLimited for upstream rate limits, EUpstream
+// for upstream errors or garbage, ETimeout for timeouts, EInvalid for a
+// request loom cannot translate); the server maps it to a status when the
+// failure happens before anything was streamed. Message is safe to show
+// to clients; Err is for logs only.
 type Error struct {
-	Status  int
+	Kind    string
 	Message string
 	Err     error
 	// Code, when set, is the API error code the client sees (for example

@@ -26,8 +26,8 @@ func TestDecodeRequestNamesTheField(t *testing.T) {
 			continue
 		}
 		e := mustAPIError(t, err)
-		if e.Status != 400 || e.Param != tt.param {
-			t.Errorf("%s: status %d param %q, want 400 %q", tt.body, e.Status, e.Param, tt.param)
+		if e.Kind != EInvalid || e.Param != tt.param {
+			t.Errorf("%s: kind %s param %q, want invalid %q", tt.body, e.Kind, e.Param, tt.param)
 		}
 		for _, leak := range []string{"Go value", "responses.", "json:", "plain"} {
 			if strings.Contains(e.Message, leak) {

@@ -3,7 +3,6 @@ package responses
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 )
 
 // Error types of the API error body.
@@ -19,11 +18,12 @@ const (
 // produced them.
 const maxMessage = 1024
 
-// APIError is an error the API reports to a client, with its HTTP status.
-// Its JSON form is {"error":{"message","type","param","code"}}. Messages are
-// written for clients: they never carry internal details.
+// APIError is an error the API reports to a client: its kind (one of the
+// codes of errcode.go, which the server maps to an HTTP status) and its
+// body. Its JSON form is {"error":{"message","type","param","code"}}.
+// Messages are written for clients: they never carry internal details.
 type APIError struct {
-	Status  int
+	Kind    string
 	Type    string
 	Code    string
 	Param   string
@@ -32,9 +32,9 @@ type APIError struct {
 
 func (e *APIError) Error() string {
 	if e.Param != "" {
-		return fmt.Sprintf("%d %s: %s (param %s)", e.Status, e.Type, e.Message, e.Param)
+		return fmt.Sprintf("%s %s: %s (param %s)", e.Kind, e.Type, e.Message, e.Param)
 	}
-	return fmt.Sprintf("%d %s: %s", e.Status, e.Type, e.Message)
+	return fmt.Sprintf("%s %s: %s", e.Kind, e.Type, e.Message)
 }
 
 // MarshalJSON writes the error body, with param and code null when unset
@@ -67,19 +67,19 @@ func nullable(s string) *string {
 	return &s
 }
 
-// BadRequest is a 400 naming the offending parameter.
+// BadRequest is an invalid request naming the offending parameter.
 func BadRequest(param, format string, args ...any) *APIError {
-	return &APIError{Status: http.StatusBadRequest, Type: ErrInvalidRequest, Param: param, Message: fmt.Sprintf(format, args...)}
+	return &APIError{Kind: EInvalid, Type: ErrInvalidRequest, Param: param, Message: fmt.Sprintf(format, args...)}
 }
 
-// Unsupported is a 400 for a parameter loom understands but cannot honour.
+// Unsupported is an invalid request for a parameter loom understands but cannot honour.
 func Unsupported(param, format string, args ...any) *APIError {
 	e := BadRequest(param, format, args...)
-	e.Code = "unsupported_parameter"
+	e.Kind, e.Code = EUnsupported, "unsupported_parameter"
 	return e
 }
 
-// NotFound is a 404 naming the parameter that pointed at nothing.
+// NotFound names the parameter that pointed at nothing.
 func NotFound(param, format string, args ...any) *APIError {
-	return &APIError{Status: http.StatusNotFound, Type: ErrNotFound, Code: "not_found", Param: param, Message: fmt.Sprintf(format, args...)}
+	return &APIError{Kind: ENotFound, Type: ErrNotFound, Code: "not_found", Param: param, Message: fmt.Sprintf(format, args...)}
 }

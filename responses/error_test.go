@@ -2,7 +2,6 @@ package responses
 
 import (
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -32,14 +31,14 @@ func TestAPIErrorJSON(t *testing.T) {
 			t.Errorf("%s\nwant %s", b, tt.want)
 		}
 	}
-	statuses := map[*APIError]int{BadRequest("a", "x"): http.StatusBadRequest, Unsupported("a", "x"): http.StatusBadRequest, NotFound("a", "x"): http.StatusNotFound}
-	for e, want := range statuses {
-		if e.Status != want {
-			t.Errorf("%s: status %d, want %d", e, e.Status, want)
+	kinds := map[*APIError]string{BadRequest("a", "x"): EInvalid, Unsupported("a", "x"): EUnsupported, NotFound("a", "x"): ENotFound}
+	for e, want := range kinds {
+		if e.Kind != want {
+			t.Errorf("%s: kind %s, want %s", e, e.Kind, want)
 		}
 	}
 
-	long := &APIError{Status: 500, Type: ErrServer, Message: strings.Repeat("é", maxMessage)}
+	long := &APIError{Kind: EInternal, Type: ErrServer, Message: strings.Repeat("é", maxMessage)}
 	b, _ := long.MarshalJSON()
 	var body struct {
 		Error struct{ Message string } `json:"error"`
@@ -59,10 +58,10 @@ func TestAPIErrorJSON(t *testing.T) {
 // Error names the param when there is one; Payload is the body of an
 // error event, with the same nulls.
 func TestAPIErrorTextAndPayload(t *testing.T) {
-	if got := BadRequest("input[0].role", "bad role").Error(); got != "400 invalid_request_error: bad role (param input[0].role)" {
+	if got := BadRequest("input[0].role", "bad role").Error(); got != "invalid invalid_request_error: bad role (param input[0].role)" {
 		t.Errorf("Error() = %q", got)
 	}
-	if got := (&APIError{Status: 502, Type: ErrUpstream, Message: "model down"}).Error(); got != "502 upstream_error: model down" {
+	if got := (&APIError{Kind: EUpstream, Type: ErrUpstream, Message: "model down"}).Error(); got != "upstream upstream_error: model down" {
 		t.Errorf("Error() = %q", got)
 	}
 	p := Unsupported("include[0]", "no").Payload()

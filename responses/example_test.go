@@ -22,15 +22,15 @@ func Example() {
 		}
 		var apiErr *responses.APIError
 		if errors.As(err, &apiErr) {
-			fmt.Println(apiErr.Status, apiErr.Param)
+			fmt.Println(apiErr.Kind, apiErr.Param)
 			continue
 		}
 		fmt.Println("ok:", req.Input.Items[0].Text())
 	}
 	// Output:
 	// ok: Hello
-	// 400 temperature
-	// 400 input[0].content[0].type
+	// invalid temperature
+	// invalid input[0].content[0].type
 }
 
 // Validate takes the tool types the caller runs itself; others are refused.
@@ -39,7 +39,7 @@ func ExampleRequest_Validate() {
 	fmt.Println(req.Validate(nil))
 	fmt.Println(req.Validate(func(typ string) bool { return typ == responses.ToolMCP }))
 	// Output:
-	// 400 invalid_request_error: unknown or unsupported tool type "mcp" (param tools[0].type)
+	// invalid invalid_request_error: unknown or unsupported tool type "mcp" (param tools[0].type)
 	// <nil>
 }
 

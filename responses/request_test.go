@@ -242,8 +242,8 @@ func TestParseMCPToolErrors(t *testing.T) {
 			t.Errorf("%s: accepted", tt.tool)
 			continue
 		}
-		if e := mustAPIError(t, err); e.Param != tt.param || e.Code != tt.code || e.Status != 400 {
-			t.Errorf("%s: %d param %q code %q, want 400 %q %q", tt.tool, e.Status, e.Param, e.Code, tt.param, tt.code)
+		if e := mustAPIError(t, err); e.Param != tt.param || e.Code != tt.code || (e.Kind != EInvalid && e.Kind != EUnsupported) {
+			t.Errorf("%s: %s param %q code %q, want invalid %q %q", tt.tool, e.Kind, e.Param, e.Code, tt.param, tt.code)
 		}
 	}
 	for _, e := range []string{"client", "model", "decline", ""} {

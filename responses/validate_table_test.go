@@ -2,7 +2,6 @@ package responses
 
 import (
 	"errors"
-	"net/http"
 	"strings"
 	"testing"
 )
@@ -61,8 +60,12 @@ func TestValidateRequestFields(t *testing.T) {
 				t.Fatalf("accepted, want a 400 naming %s", tt.param)
 			}
 			e := mustAPIError(t, err)
-			if e.Status != http.StatusBadRequest || e.Type != ErrInvalidRequest || e.Param != tt.param || e.Code != tt.code {
-				t.Errorf("got %d %s param %q code %q (%s), want 400 param %q code %q", e.Status, e.Type, e.Param, e.Code, e.Message, tt.param, tt.code)
+			wantKind := EInvalid
+			if tt.code == "unsupported_parameter" {
+				wantKind = EUnsupported
+			}
+			if e.Kind != wantKind || e.Type != ErrInvalidRequest || e.Param != tt.param || e.Code != tt.code {
+				t.Errorf("got %s %s param %q code %q (%s), want %s param %q code %q", e.Kind, e.Type, e.Param, e.Code, e.Message, wantKind, tt.param, tt.code)
 			}
 			if e.Message == "" {
 				t.Error("no message")
@@ -157,8 +160,8 @@ func TestValidateInputItems(t *testing.T) {
 			if err == nil {
 				t.Fatalf("accepted, want a 400 naming %s", tt.param)
 			}
-			if e := mustAPIError(t, err); e.Status != http.StatusBadRequest || e.Param != tt.param || e.Code != tt.code {
-				t.Errorf("got %d param %q code %q (%s), want 400 param %q code %q", e.Status, e.Param, e.Code, e.Message, tt.param, tt.code)
+			if e := mustAPIError(t, err); (e.Kind != EInvalid && e.Kind != EUnsupported) || e.Param != tt.param || e.Code != tt.code {
+				t.Errorf("got %s param %q code %q (%s), want invalid param %q code %q", e.Kind, e.Param, e.Code, e.Message, tt.param, tt.code)
 			}
 		})
 	}
@@ -316,8 +319,8 @@ func TestValidateTools(t *testing.T) {
 			if err == nil {
 				t.Fatal("accepted")
 			}
-			if e := mustAPIError(t, err); e.Status != http.StatusBadRequest || e.Param != tt.param {
-				t.Errorf("got %d param %q (%s), want 400 %q", e.Status, e.Param, e.Message, tt.param)
+			if e := mustAPIError(t, err); (e.Kind != EInvalid && e.Kind != EUnsupported) || e.Param != tt.param {
+				t.Errorf("got %s param %q (%s), want invalid %q", e.Kind, e.Param, e.Message, tt.param)
 			}
 		})
 	}
@@ -364,7 +367,7 @@ func TestSuccessIsANilError(t *testing.T) {
 	// And a failure is an *APIError through the interface.
 	_, err = DecodeRequest([]byte(`{`))
 	var apiErr *APIError
-	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusBadRequest {
+	if !errors.As(err, &apiErr) || apiErr.Kind != EInvalid {
 		t.Errorf("DecodeRequest of a bad body: %v", err)
 	}
 }

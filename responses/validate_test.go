@@ -42,8 +42,8 @@ func TestBadInputIsRefused(t *testing.T) {
 			if err == nil {
 				t.Fatalf("accepted, want a 400 naming %s", tt.param)
 			}
-			if e := mustAPIError(t, err); e.Status != 400 || e.Param != tt.param {
-				t.Errorf("status %d param %q (%s), want 400 %q", e.Status, e.Param, e.Message, tt.param)
+			if e := mustAPIError(t, err); (e.Kind != EInvalid && e.Kind != EUnsupported) || e.Param != tt.param {
+				t.Errorf("kind %s param %q (%s), want invalid %q", e.Kind, e.Param, e.Message, tt.param)
 			}
 		})
 	}

@@ -36,14 +36,65 @@ func TestAPIErrorMap(t *testing.T) {
 			http.StatusInternalServerError, responses.ErrServer, "", "", "internal server error"},
 		{"api error", responses.BadRequest("model", "model is required"),
 			http.StatusBadRequest, responses.ErrInvalidRequest, "", "model", "model is required"},
+		{"api error keeps its body", &responses.APIError{Kind: responses.EConflict, Type: responses.ErrInvalidRequest, Code: "conversation_locked", Param: "conversation", Message: "busy"},
+			http.StatusConflict, responses.ErrInvalidRequest, "conversation_locked", "conversation", "busy"},
+		{"api error without a type or code gets the kind's", &responses.APIError{Kind: responses.ERateLimited, Message: "slow down"},
+			http.StatusTooManyRequests, responses.ErrRateLimit, "rate_limit_exceeded", "", "slow down"},
+		{"api error of no known kind", &responses.APIError{Kind: "bogus", Type: responses.ErrInvalidRequest, Message: "the disk is full"},
+			http.StatusInternalServerError, responses.ErrServer, "", "", "internal server error"},
+		{"domain error of no known code", &responses.Error{Code: "bogus", Message: "the disk is full"},
+			http.StatusInternalServerError, responses.ErrServer, "", "", "internal server error"},
+		{"unauthenticated", errUnauthorized("no key"),
+			http.StatusUnauthorized, responses.ErrInvalidRequest, "invalid_api_key", "", "no key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := apiError(tt.err)
-			if got.Status != tt.status || got.Type != tt.typ || got.Code != tt.code || got.Param != tt.param || got.Message != tt.msg {
-				t.Errorf("apiError(%v) = %+v, want status %d type %q code %q param %q message %q",
-					tt.err, got, tt.status, tt.typ, tt.code, tt.param, tt.msg)
+			status, got := apiError(tt.err)
+			if status != tt.status || got.Type != tt.typ || got.Code != tt.code || got.Param != tt.param || got.Message != tt.msg {
+				t.Errorf("apiError(%v) = %d %+v, want status %d type %q code %q param %q message %q",
+					tt.err, status, got, tt.status, tt.typ, tt.code, tt.param, tt.msg)
 			}
 		})
+	}
+}
+
+// Every kind of the table, as a domain error's code: the status and body
+// type clients have always seen for it (the statuses the engine, the
+// model backends and the routes used to set themselves).
+func TestErrorShapes(t *testing.T) {
+	tests := []struct {
+		kind   string
+		status int
+		typ    string
+		code   string
+	}{
+		{responses.EInvalid, 400, responses.ErrInvalidRequest, ""},
+		{responses.EUnsupported, 400, responses.ErrInvalidRequest, "unsupported_parameter"},
+		{responses.ENotFound, 404, responses.ErrNotFound, "not_found"},
+		{responses.EConflict, 409, responses.ErrInvalidRequest, ""},
+		{responses.ERateLimited, 429, responses.ErrRateLimit, "rate_limit_exceeded"},
+		{responses.ETimeout, 504, responses.ErrUpstream, "timeout"},
+		{responses.EUpstream, 502, responses.ErrUpstream, "upstream_error"},
+		{responses.EUnavailable, 503, responses.ErrServer, ""},
+		{responses.ENotImplemented, 501, responses.ErrInvalidRequest, "unsupported"},
+		{kindUnauthenticated, 401, responses.ErrInvalidRequest, "invalid_api_key"},
+		{kindMethodNotAllowed, 405, responses.ErrInvalidRequest, "method_not_allowed"},
+		{kindRequestTimeout, 408, responses.ErrInvalidRequest, "request_timeout"},
+		{kindTooLarge, 413, responses.ErrInvalidRequest, "request_too_large"},
+		{kindUnsupportedMedia, 415, responses.ErrInvalidRequest, "unsupported_media_type"},
+		{kindUpgradeRequired, 426, responses.ErrInvalidRequest, "upgrade_required"},
+	}
+	seen := map[string]bool{responses.EInternal: true} // EInternal: TestAPIErrorMap
+	for _, tt := range tests {
+		seen[tt.kind] = true
+		status, got := apiError(responses.Errorf(tt.kind, "p", "m"))
+		if status != tt.status || got.Type != tt.typ || got.Code != tt.code || got.Param != "p" || got.Message != "m" || got.Kind != tt.kind {
+			t.Errorf("%s: %d %+v, want %d type %q code %q", tt.kind, status, got, tt.status, tt.typ, tt.code)
+		}
+	}
+	for kind := range errorShapes {
+		if !seen[kind] {
+			t.Errorf("kind %s of the table is not tested", kind)
+		}
 	}
 }

@@ -78,6 +78,11 @@ func (s *Server) createConversation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, err := s.engine.CreateConversation(r.Context(), body.Items.Items, body.Metadata)
+	writeConversation(w, c, err)
+}
+
+// writeConversation answers with conversation c, or with err.
+func writeConversation(w http.ResponseWriter, c *engine.Conversation, err error) {
 	if err != nil {
 		writeError(w, err)
 		return
@@ -88,11 +93,7 @@ func (s *Server) createConversation(w http.ResponseWriter, r *http.Request) {
 // getConversation serves GET /v1/conversations/{id}.
 func (s *Server) getConversation(w http.ResponseWriter, r *http.Request) {
 	c, err := s.engine.Conversation(r.Context(), r.PathValue("id"))
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, wireConversation(c))
+	writeConversation(w, c, err)
 }
 
 // updateConversation serves POST /v1/conversations/{id}: its metadata.
@@ -102,21 +103,7 @@ func (s *Server) updateConversation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, err := s.engine.UpdateConversation(r.Context(), r.PathValue("id"), body.Metadata)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, wireConversation(c))
-}
-
-// deleteConversation serves DELETE /v1/conversations/{id}.
-func (s *Server) deleteConversation(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if err := s.engine.DeleteConversation(r.Context(), id); err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "conversation.deleted", "deleted": true})
+	writeConversation(w, c, err)
 }
 
 // addConversationItems serves POST /v1/conversations/{id}/items.
@@ -191,9 +178,5 @@ func (s *Server) getConversationItem(w http.ResponseWriter, r *http.Request) {
 // and answers with the conversation.
 func (s *Server) deleteConversationItem(w http.ResponseWriter, r *http.Request) {
 	c, err := s.engine.DeleteConversationItem(r.Context(), r.PathValue("id"), r.PathValue("item_id"))
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, wireConversation(c))
+	writeConversation(w, c, err)
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -8,43 +9,92 @@ import (
 	"github.com/loomgate/loom/responses"
 )
 
-// apiError is the one map from an error to what a client sees: an
-// *responses.APIError as it is, a domain error (*responses.Error) by its
-// code, and anything else as an internal 500 whose detail stays in the
-// log.
-func apiError(err error) *responses.APIError {
+// Kinds of failure that only HTTP has, beside the domain codes of the
+// responses package; all of them are in the one table below.
+const (
+	kindUnauthenticated  = "unauthenticated"    // no or a bad credential (401)
+	kindMethodNotAllowed = "method_not_allowed" // the route has no such method (405)
+	kindRequestTimeout   = "request_timeout"    // the body did not arrive in time (408)
+	kindTooLarge         = "too_large"          // the body is over the limit (413)
+	kindUnsupportedMedia = "unsupported_media"  // the body is not JSON (415)
+	kindUpgradeRequired  = "upgrade_required"   // a WebSocket endpoint asked without the upgrade (426)
+)
+
+// errorShape is what a client sees of an error of one kind: its HTTP
+// status, and the type and code of the body where the error does not
+// bring its own.
+type errorShape struct {
+	status int
+	typ    string
+	code   string
+}
+
+// errorShapes is the one table from an error's kind to its status and
+// body. A domain error's code is a key; so is every *APIError's Kind.
+var errorShapes = map[string]errorShape{
+	responses.EInvalid:        {http.StatusBadRequest, responses.ErrInvalidRequest, ""},
+	responses.EUnsupported:    {http.StatusBadRequest, responses.ErrInvalidRequest, "unsupported_parameter"},
+	responses.ENotFound:       {http.StatusNotFound, responses.ErrNotFound, "not_found"},
+	responses.EConflict:       {http.StatusConflict, responses.ErrInvalidRequest, ""},
+	responses.ERateLimited:    {http.StatusTooManyRequests, responses.ErrRateLimit, "rate_limit_exceeded"},
+	responses.ETimeout:        {http.StatusGatewayTimeout, responses.ErrUpstream, "timeout"},
+	responses.EUpstream:       {http.StatusBadGateway, responses.ErrUpstream, "upstream_error"},
+	responses.EUnavailable:    {http.StatusServiceUnavailable, responses.ErrServer, ""},
+	responses.ENotImplemented: {http.StatusNotImplemented, responses.ErrInvalidRequest, "unsupported"},
+	responses.EInternal:       {http.StatusInternalServerError, responses.ErrServer, ""},
+	kindUnauthenticated:       {http.StatusUnauthorized, responses.ErrInvalidRequest, "invalid_api_key"},
+	kindMethodNotAllowed:      {http.StatusMethodNotAllowed, responses.ErrInvalidRequest, "method_not_allowed"},
+	kindRequestTimeout:        {http.StatusRequestTimeout, responses.ErrInvalidRequest, "request_timeout"},
+	kindTooLarge:              {http.StatusRequestEntityTooLarge, responses.ErrInvalidRequest, "request_too_large"},
+	kindUnsupportedMedia:      {http.StatusUnsupportedMediaType, responses.ErrInvalidRequest, "unsupported_media_type"},
+	kindUpgradeRequired:       {http.StatusUpgradeRequired, responses.ErrInvalidRequest, "upgrade_required"},
+}
+
+// errInternal is what a client sees of a failure whose detail stays in
+// the log.
+var errInternal = &responses.APIError{Kind: responses.EInternal, Type: responses.ErrServer, Message: "internal server error"}
+
+// apiError is the one map from an error to what a client sees: the HTTP
+// status and the body. An *responses.APIError keeps its body (a missing
+// type or code is the kind's); a domain error (*responses.Error) gets the
+// body of its code; anything else, an internal code, or a kind the table
+// does not know, is an internal 500 whose detail stays in the log.
+func apiError(err error) (int, *responses.APIError) {
 	var apiErr *responses.APIError
 	if errors.As(err, &apiErr) {
-		return apiErr
+		shape, ok := errorShapes[apiErr.Kind]
+		if !ok {
+			return http.StatusInternalServerError, errInternal
+		}
+		if apiErr.Type == "" || apiErr.Code == "" {
+			filled := *apiErr
+			filled.Type = cmp.Or(filled.Type, shape.typ)
+			filled.Code = cmp.Or(filled.Code, shape.code)
+			apiErr = &filled
+		}
+		return shape.status, apiErr
 	}
 	var e *responses.Error
 	if !errors.As(err, &e) || e.Code == responses.EInternal {
-		return &responses.APIError{Status: http.StatusInternalServerError, Type: responses.ErrServer, Message: "internal server error"}
+		return http.StatusInternalServerError, errInternal
 	}
-	out := &responses.APIError{Type: responses.ErrInvalidRequest, Param: e.Param, Message: e.Message}
-	switch e.Code {
-	case responses.EUnsupported:
-		out.Status, out.Code = http.StatusBadRequest, "unsupported_parameter"
-	case responses.ENotFound:
-		out.Status, out.Type, out.Code = http.StatusNotFound, responses.ErrNotFound, "not_found"
-	case responses.EConflict:
-		out.Status = http.StatusConflict
-	default: // EInvalid, and codes this map does not know
-		out.Status = http.StatusBadRequest
+	shape, ok := errorShapes[e.Code]
+	if !ok {
+		return http.StatusInternalServerError, errInternal
 	}
-	return out
+	return shape.status, &responses.APIError{Kind: e.Code, Type: shape.typ, Code: shape.code, Param: e.Param, Message: e.Message}
 }
 
 // writeError writes err as an API error body (apiError).
 func writeError(w http.ResponseWriter, err error) {
-	apiErr := apiError(err)
+	status, apiErr := apiError(err)
 	if sw, ok := w.(*statusWriter); ok {
 		sw.apiErr = apiErr
 	}
 	body, _ := json.Marshal(apiErr)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(apiErr.Status)
+	w.WriteHeader(status)
 	w.Write(body)
 	w.Write([]byte("\n"))
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,7 +71,7 @@ func checkJSONContentType(r *http.Request) *responses.APIError {
 	if err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")) {
 		return nil
 	}
-	return &responses.APIError{Status: http.StatusUnsupportedMediaType, Type: responses.ErrInvalidRequest, Code: "unsupported_media_type",
+	return &responses.APIError{Kind: kindUnsupportedMedia, Type: responses.ErrInvalidRequest, Code: "unsupported_media_type",
 		Message: "the request body must be JSON (Content-Type: application/json), got " + strconv.Quote(ct)}
 }
 
@@ -81,11 +82,11 @@ func (s *Server) decodeRequest(w http.ResponseWriter, r *http.Request) (*respons
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return nil, &responses.APIError{Status: http.StatusRequestEntityTooLarge, Type: responses.ErrInvalidRequest, Code: "request_too_large",
+			return nil, &responses.APIError{Kind: kindTooLarge, Type: responses.ErrInvalidRequest, Code: "request_too_large",
 				Message: fmt.Sprintf("request body is larger than %d bytes", s.opts.MaxBodyBytes)}
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, &responses.APIError{Status: http.StatusRequestTimeout, Type: responses.ErrInvalidRequest, Code: "request_timeout",
+			return nil, &responses.APIError{Kind: kindRequestTimeout, Type: responses.ErrInvalidRequest, Code: "request_timeout",
 				Message: fmt.Sprintf("the request body was not received within %s", s.opts.BodyReadTimeout)}
 		}
 		return nil, responses.BadRequest("", "could not read the request body")
@@ -120,7 +121,7 @@ func (s *Server) dialect(r *http.Request) (responses.Dialect, error) {
 	}
 	d, err := responses.ParseDialect(h)
 	if err != nil {
-		return 0, &responses.APIError{Status: http.StatusBadRequest, Type: responses.ErrInvalidRequest, Message: err.Error()}
+		return 0, &responses.APIError{Kind: responses.EInvalid, Type: responses.ErrInvalidRequest, Message: err.Error()}
 	}
 	return d, nil
 }
@@ -231,14 +232,18 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, id string, diale
 	sse.Done()
 }
 
-// deleteResponse serves DELETE /v1/responses/{id}.
-func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if err := s.engine.Delete(r.Context(), id); err != nil {
-		writeError(w, err)
-		return
+// deleteByID serves a DELETE of the object named by the path's id:
+// remove deletes it, and the answer is the deletion object of that type
+// (response.deleted, conversation.deleted).
+func (s *Server) deleteByID(object string, remove func(ctx context.Context, id string) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		if err := remove(r.Context(), id); err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": object, "deleted": true})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response.deleted", "deleted": true})
 }
 
 // cancelResponse serves POST /v1/responses/{id}/cancel: a background
@@ -260,22 +265,8 @@ func (s *Server) cancelResponse(w http.ResponseWriter, r *http.Request) {
 
 // listInputItems serves GET /v1/responses/{id}/input_items.
 func (s *Server) listInputItems(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	page := engine.Page{After: q.Get("after"), Limit: 20, Desc: true}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			writeError(w, responses.BadRequest("limit", "limit must be an integer from 1 to 100"))
-			return
-		}
-		page.Limit = n
-	}
-	switch q.Get("order") {
-	case "", "desc":
-	case "asc":
-		page.Desc = false
-	default:
-		writeError(w, responses.BadRequest("order", "order must be asc or desc"))
+	page, ok := itemPage(w, r)
+	if !ok {
 		return
 	}
 	items, more, err := s.engine.InputItems(r.Context(), r.PathValue("id"), page)
@@ -283,20 +274,7 @@ func (s *Server) listInputItems(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	list := struct {
-		Object  string           `json:"object"`
-		Data    []responses.Item `json:"data"`
-		FirstID *string          `json:"first_id"`
-		LastID  *string          `json:"last_id"`
-		HasMore bool             `json:"has_more"`
-	}{Object: "list", Data: items, HasMore: more}
-	if list.Data == nil {
-		list.Data = []responses.Item{}
-	}
-	if len(items) > 0 {
-		list.FirstID, list.LastID = &items[0].ID, &items[len(items)-1].ID
-	}
-	writeJSON(w, http.StatusOK, list)
+	writeJSON(w, http.StatusOK, newItemList(items, more))
 }
 
 // listModels serves GET /v1/models. Without a configured model list loom
@@ -304,7 +282,7 @@ func (s *Server) listInputItems(w http.ResponseWriter, r *http.Request) {
 // 404 saying so instead.
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 	if len(s.engine.Models()) == 0 {
-		writeError(w, &responses.APIError{Status: http.StatusNotFound, Type: responses.ErrNotFound, Code: "model_list_not_configured",
+		writeError(w, &responses.APIError{Kind: responses.ENotFound, Type: responses.ErrNotFound, Code: "model_list_not_configured",
 			Message: "this server has no model list (start loom with --model) and passes any model name to its upstream"})
 		return
 	}

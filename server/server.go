@@ -112,14 +112,14 @@ func New(e *engine.Engine, opts *Options) *Server {
 	s.mux.HandleFunc("POST /v1/responses/input_tokens", s.auth(s.countInputTokens))
 	s.mux.HandleFunc("POST /v1/responses/compact", s.auth(s.compactResponse))
 	s.mux.HandleFunc("GET /v1/responses/{id}", s.auth(s.getResponse))
-	s.mux.HandleFunc("DELETE /v1/responses/{id}", s.auth(s.deleteResponse))
+	s.mux.HandleFunc("DELETE /v1/responses/{id}", s.auth(s.deleteByID("response.deleted", s.engine.Delete)))
 	s.mux.HandleFunc("POST /v1/responses/{id}/cancel", s.auth(s.cancelResponse))
 	s.mux.HandleFunc("GET /v1/responses/{id}/input_items", s.auth(s.listInputItems))
 	s.mux.HandleFunc("GET /v1/models", s.auth(s.listModels))
 	s.mux.HandleFunc("POST /v1/conversations", s.auth(s.createConversation))
 	s.mux.HandleFunc("GET /v1/conversations/{id}", s.auth(s.getConversation))
 	s.mux.HandleFunc("POST /v1/conversations/{id}", s.auth(s.updateConversation))
-	s.mux.HandleFunc("DELETE /v1/conversations/{id}", s.auth(s.deleteConversation))
+	s.mux.HandleFunc("DELETE /v1/conversations/{id}", s.auth(s.deleteByID("conversation.deleted", s.engine.DeleteConversation)))
 	s.mux.HandleFunc("GET /v1/conversations/{id}/items", s.auth(s.listConversationItems))
 	s.mux.HandleFunc("POST /v1/conversations/{id}/items", s.auth(s.addConversationItems))
 	s.mux.HandleFunc("GET /v1/conversations/{id}/items/{item_id}", s.auth(s.getConversationItem))
@@ -158,12 +158,12 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(allow) == 0 {
-		writeError(w, &responses.APIError{Status: http.StatusNotFound, Type: responses.ErrNotFound, Code: "unknown_route",
+		writeError(w, &responses.APIError{Kind: responses.ENotFound, Type: responses.ErrNotFound, Code: "unknown_route",
 			Message: "no route for " + r.Method + " " + r.URL.Path})
 		return
 	}
 	w.Header().Set("Allow", strings.Join(allow, ", "))
-	writeError(w, &responses.APIError{Status: http.StatusMethodNotAllowed, Type: responses.ErrInvalidRequest, Code: "method_not_allowed",
+	writeError(w, &responses.APIError{Kind: kindMethodNotAllowed, Type: responses.ErrInvalidRequest, Code: "method_not_allowed",
 		Message: r.Method + " is not allowed on " + r.URL.Path + "; allowed: " + strings.Join(allow, ", ")})
 }
 
@@ -261,7 +261,7 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 }
 
 func errUnauthorized(msg string) *responses.APIError {
-	return &responses.APIError{Status: http.StatusUnauthorized, Type: responses.ErrInvalidRequest, Code: "invalid_api_key", Message: msg}
+	return &responses.APIError{Kind: kindUnauthenticated, Type: responses.ErrInvalidRequest, Code: "invalid_api_key", Message: msg}
 }
 
 // bearerToken returns the token of an "Authorization: Bearer <token>"

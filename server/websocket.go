@@ -88,7 +88,7 @@ func (s *Server) WaitSockets(ctx context.Context) error {
 func (s *Server) responsesSocket(w http.ResponseWriter, r *http.Request) {
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		w.Header().Set("Upgrade", "websocket")
-		writeError(w, &responses.APIError{Status: http.StatusUpgradeRequired, Type: responses.ErrInvalidRequest, Code: "upgrade_required",
+		writeError(w, &responses.APIError{Kind: kindUpgradeRequired, Type: responses.ErrInvalidRequest, Code: "upgrade_required",
 			Message: "GET /v1/responses is the WebSocket mode endpoint: upgrade the connection, or POST to create a response"})
 		return
 	}
@@ -99,7 +99,7 @@ func (s *Server) responsesSocket(w http.ResponseWriter, r *http.Request) {
 	}
 	select {
 	case <-s.sockets.shutdown:
-		writeError(w, &responses.APIError{Status: http.StatusServiceUnavailable, Type: responses.ErrServer, Code: "shutting_down", Message: "the server is shutting down"})
+		writeError(w, &responses.APIError{Kind: responses.EUnavailable, Type: responses.ErrServer, Code: "shutting_down", Message: "the server is shutting down"})
 		return
 	default:
 	}
@@ -211,7 +211,7 @@ func (sc *socketConn) read() {
 		select {
 		case sc.creates <- data:
 		default:
-			sc.sendError(&responses.APIError{Status: http.StatusConflict, Type: responses.ErrInvalidRequest, Code: "response_in_progress",
+			sc.sendError(&responses.APIError{Kind: responses.EConflict, Type: responses.ErrInvalidRequest, Code: "response_in_progress",
 				Message: "a response is already running on this connection and another is waiting; send the next response.create after response.completed, or open another connection"})
 		}
 	}
@@ -286,17 +286,17 @@ func (sc *socketConn) event(ev *responses.Event) error {
 // sendError writes an error event. Errors that are not API errors are
 // internal: the client sees a generic 500.
 func (sc *socketConn) sendError(err error) {
-	apiErr := apiError(err)
+	status, apiErr := apiError(err)
 	msg := apiErr.Message
 	if len(msg) > maxErrorMessage {
 		msg = msg[:maxErrorMessage] + "…"
 	}
-	ev := socketErrorEvent{Type: "error", Status: apiErr.Status, Error: socketError{
+	ev := socketErrorEvent{Type: "error", Status: status, Error: socketError{
 		Type: apiErr.Type, Code: apiErr.Code, Message: msg}}
 	if apiErr.Param != "" {
 		ev.Error.Param = &apiErr.Param
 	}
-	if apiErr.Param == "previous_response_id" && apiErr.Status == http.StatusNotFound {
+	if apiErr.Param == "previous_response_id" && apiErr.Kind == responses.ENotFound {
 		ev.Status, ev.Error.Code = socketStatusPreviousNotFound, "previous_response_not_found"
 	}
 	if ev.Error.Code == "" {

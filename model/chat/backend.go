@@ -10,6 +10,7 @@ import (
 
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/model/internal/upstream"
+	"github.com/loomgate/loom/responses"
 )
 
 // Defaults used when Options (or one of its fields) is left zero.
@@ -121,7 +122,7 @@ func encodeRequest(req *model.Request) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.Grow(1024)
 	if err := marshalRequest(&buf, wire, req.Extra); err != nil {
-		return nil, &model.Error{Status: http.StatusBadRequest, Message: "cannot encode the request for the upstream model server", Err: err}
+		return nil, &model.Error{Kind: responses.EInvalid, Message: "cannot encode the request for the upstream model server", Err: err}
 	}
 	return buf.Bytes(), nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/loomgate/loom/harmony"
 	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/responses"
 )
 
 // Capabilities declares what the backend can do besides streaming: it
@@ -38,7 +39,7 @@ func (b *Backend) CountInput(ctx context.Context, req *model.Request) (model.Inp
 	}
 	n, err := estimateTokens(wire)
 	if err != nil {
-		return model.InputCount{}, &model.Error{Status: http.StatusBadRequest, Message: "cannot count the input tokens", Err: err}
+		return model.InputCount{}, &model.Error{Kind: responses.EInvalid, Message: "cannot count the input tokens", Err: err}
 	}
 	return model.InputCount{Tokens: n, Estimate: true}, nil
 }
@@ -52,11 +53,11 @@ func (b *Backend) tokenize(ctx context.Context, wire *wireRequest) (model.InputC
 		AddGenerationPrompt bool          `json:"add_generation_prompt"`
 	}{wire.Model, wire.Messages, wire.Tools, true})
 	if err != nil {
-		return model.InputCount{}, &model.Error{Status: http.StatusBadRequest, Message: "cannot encode the tokenize request", Err: err}
+		return model.InputCount{}, &model.Error{Kind: responses.EInvalid, Message: "cannot encode the tokenize request", Err: err}
 	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.tokenizeURL, bytes.NewReader(body))
 	if err != nil {
-		return model.InputCount{}, &model.Error{Status: http.StatusBadGateway, Message: "the tokenize endpoint is misconfigured", Err: err}
+		return model.InputCount{}, &model.Error{Kind: responses.EUpstream, Message: "the tokenize endpoint is misconfigured", Err: err}
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	if b.apiKey != "" {
@@ -64,19 +65,19 @@ func (b *Backend) tokenize(ctx context.Context, wire *wireRequest) (model.InputC
 	}
 	resp, err := b.httpClient.Do(hreq)
 	if err != nil {
-		return model.InputCount{}, &model.Error{Status: http.StatusBadGateway, Message: "the upstream tokenize endpoint failed", Err: err}
+		return model.InputCount{}, &model.Error{Kind: responses.EUpstream, Message: "the upstream tokenize endpoint failed", Err: err}
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenizeBody))
 	if err != nil || resp.StatusCode != http.StatusOK {
-		return model.InputCount{}, &model.Error{Status: http.StatusBadGateway, Message: "the upstream tokenize endpoint failed",
+		return model.InputCount{}, &model.Error{Kind: responses.EUpstream, Message: "the upstream tokenize endpoint failed",
 			Err: fmt.Errorf("status %d: %.200s (%v)", resp.StatusCode, raw, err)}
 	}
 	var out struct {
 		Count *int `json:"count"`
 	}
 	if err := json.Unmarshal(raw, &out); err != nil || out.Count == nil {
-		return model.InputCount{}, &model.Error{Status: http.StatusBadGateway, Message: "the upstream tokenize endpoint answered no count",
+		return model.InputCount{}, &model.Error{Kind: responses.EUpstream, Message: "the upstream tokenize endpoint answered no count",
 			Err: fmt.Errorf("%.200s", raw)}
 	}
 	return model.InputCount{Tokens: *out.Count}, nil

@@ -3,7 +3,6 @@ package chat
 import (
 	"encoding/json"
 	"errors"
-	"net/http"
 	"reflect"
 	"testing"
 
@@ -159,7 +158,7 @@ func TestMessagesUnsupported(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := convertItems("", []responses.Item{tt.item})
 			var merr *model.Error
-			if !errors.As(err, &merr) || merr.Status != http.StatusBadRequest {
+			if !errors.As(err, &merr) || merr.Kind != responses.EInvalid {
 				t.Fatalf("err = %v, want a 400 *model.Error", err)
 			}
 		})

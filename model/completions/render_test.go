@@ -3,7 +3,6 @@ package completions
 import (
 	"encoding/json"
 	"errors"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -279,7 +278,7 @@ func TestRenderErrors(t *testing.T) {
 			tt.req(req)
 			_, err := Render(req, testOptions())
 			var merr *model.Error
-			if !errors.As(err, &merr) || merr.Status != http.StatusBadRequest || !strings.Contains(merr.Message, tt.want) {
+			if !errors.As(err, &merr) || merr.Kind != responses.EInvalid || !strings.Contains(merr.Message, tt.want) {
 				t.Fatalf("err = %v, want a 400 mentioning %q", err, tt.want)
 			}
 		})

@@ -3,10 +3,10 @@ package completions
 import (
 	"bytes"
 	"encoding/json"
-	"net/http"
 
 	"github.com/loomgate/loom/harmony"
 	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/responses"
 )
 
 // wireRequest is the completions body. Engine-specific fields are
@@ -90,7 +90,7 @@ func encodeRequest(req *model.Request, prompt []uint32, o *Options) ([]byte, err
 	b, err := json.Marshal(&w)
 	if err != nil || len(req.Extra) == 0 {
 		if err != nil {
-			return nil, &model.Error{Status: http.StatusBadRequest, Message: "cannot encode the request for the upstream model server", Err: err}
+			return nil, &model.Error{Kind: responses.EInvalid, Message: "cannot encode the request for the upstream model server", Err: err}
 		}
 		return b, nil
 	}
@@ -111,7 +111,7 @@ func mergeExtra(b []byte, extra map[string]json.RawMessage) ([]byte, error) {
 	}
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(body); err != nil {
-		return nil, &model.Error{Status: http.StatusBadRequest, Message: "cannot encode the request for the upstream model server", Err: err}
+		return nil, &model.Error{Kind: responses.EInvalid, Message: "cannot encode the request for the upstream model server", Err: err}
 	}
 	return buf.Bytes(), nil
 }

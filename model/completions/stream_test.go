@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/loomgate/loom/harmony"
 	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/responses"
 )
 
 // tokenCount is the number of tokens harmony text encodes to.
@@ -230,7 +230,7 @@ func TestMalformedOutput(t *testing.T) {
 			srv := sseServer(t, completion{text: tt.text, ids: true}.stream(t))
 			deltas, err := collect(context.Background(), New(srv.URL+"/v1", "", testOptions()), userReq("hi"))
 			var merr *model.Error
-			if !errors.As(err, &merr) || merr.Status != http.StatusBadGateway {
+			if !errors.As(err, &merr) || merr.Kind != responses.EUpstream {
 				t.Fatalf("err = %v, want a 502", err)
 			}
 			if got := summary(deltas); len(got) == 0 || got[0] != "text:Hi" {

@@ -35,6 +35,7 @@ const (
 
 // DB is a response store on PostgreSQL. It implements engine.Store.
 type DB struct {
+	conversations
 	pool *pgxpool.Pool
 	log  *slog.Logger
 }
@@ -94,6 +95,7 @@ func Open(ctx context.Context, rawURL string, opts *Options) (*DB, error) {
 		return nil, fmt.Errorf("postgres: open %s: %w", redacted, err)
 	}
 	d := &DB{pool: pool, log: o.Logger}
+	d.conversations = d.newConversations()
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open %s: %w", redacted, err)
@@ -104,7 +106,7 @@ func Open(ctx context.Context, rawURL string, opts *Options) (*DB, error) {
 		return nil, fmt.Errorf("postgres: migrate %s: %w", redacted, err)
 	}
 	if applied > 0 {
-		d.log.Info("postgres store migrated", "url", redacted, "steps", applied, "version", migrations[len(migrations)-1].version)
+		d.log.Info("postgres store migrated", "url", redacted, "steps", applied, "version", migrations[len(migrations)-1].Version)
 	}
 	return d, nil
 }

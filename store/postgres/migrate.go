@@ -2,18 +2,14 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/loomgate/loom/store/internal/records"
 )
 
-// A migration is one step of the schema's history. Released steps are
-// never edited; a change is a new step at the end.
-type migration struct {
-	version int
-	name    string
-	stmts   []string
-}
+// A migration is one step of the schema's history (records.Migration).
+type migration = records.Migration
 
 // migrationLock is the advisory lock key that serialises migrations of
 // every loom replica on one database (an arbitrary constant: "loom" in
@@ -22,9 +18,9 @@ const migrationLock = 0x6c6f6f6d
 
 var migrations = []migration{
 	{
-		version: 1,
-		name:    "responses, items, events, pending input, leases",
-		stmts: []string{
+		Version: 1,
+		Name:    "responses, items, events, pending input, leases",
+		Stmts: []string{
 			// lease_until is Unix milliseconds, 0 for no lease.
 			`CREATE TABLE responses (
 				id                   text   NOT NULL PRIMARY KEY,
@@ -53,17 +49,17 @@ var migrations = []migration{
 	{
 		// Background responses (issue #11): a cancel asked for on any
 		// replica is a flag the replica running the response watches.
-		version: 2,
-		name:    "cancel flag",
-		stmts: []string{
+		Version: 2,
+		Name:    "cancel flag",
+		Stmts: []string{
 			`ALTER TABLE responses ADD COLUMN cancel_requested boolean NOT NULL DEFAULT false`,
 		},
 	},
 	{
 		// The Conversations API (issue #11).
-		version: 3,
-		name:    "conversations",
-		stmts: []string{
+		Version: 3,
+		Name:    "conversations",
+		Stmts: []string{
 			`CREATE TABLE conversations (
 				id               text   NOT NULL PRIMARY KEY,
 				created_at       bigint NOT NULL,
@@ -88,9 +84,9 @@ var migrations = []migration{
 		// row stored before); the W3C trace id of the request that
 		// created it is indexed, for operators going from a trace to its
 		// responses.
-		version: 4,
-		name:    "tenant and trace id",
-		stmts: []string{
+		Version: 4,
+		Name:    "tenant and trace id",
+		Stmts: []string{
 			`ALTER TABLE responses ADD COLUMN tenant text NOT NULL DEFAULT ''`,
 			`ALTER TABLE responses ADD COLUMN trace_id text NOT NULL DEFAULT ''`,
 			`CREATE INDEX responses_trace_id ON responses (trace_id) WHERE trace_id <> ''`,
@@ -105,11 +101,6 @@ var migrations = []migration{
 func migrate(ctx context.Context, conn interface {
 	Begin(context.Context) (pgx.Tx, error)
 }, steps []migration) (int, error) {
-	for i, m := range steps {
-		if m.version != i+1 {
-			return 0, fmt.Errorf("migration %d (%s) is out of order", m.version, m.name)
-		}
-	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return 0, err
@@ -120,38 +111,18 @@ func migrate(ctx context.Context, conn interface {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
 		return 0, err
 	}
-	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	applied, err := records.Migrate(ctx, querier{tx}, steps, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    integer     NOT NULL PRIMARY KEY,
 		name       text        NOT NULL,
 		applied_at timestamptz NOT NULL DEFAULT now()
-	)`); err != nil {
+	)`, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`)
+	if err != nil {
 		return 0, err
-	}
-	var current int
-	if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
-		return 0, err
-	}
-	if current > len(steps) {
-		return 0, fmt.Errorf("database schema version %d is newer than this build knows (%d)", current, len(steps))
-	}
-	applied := 0
-	for _, m := range steps[current:] {
-		for _, s := range m.stmts {
-			if _, err := tx.Exec(ctx, s); err != nil {
-				return 0, fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
-			}
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
-			return 0, err
-		}
-		applied++
 	}
 	return applied, tx.Commit(ctx)
 }
 
 // SchemaVersion reports the highest schema migration recorded.
 func (d *DB) SchemaVersion(ctx context.Context) (int, error) {
-	var v int
-	err := d.pool.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
-	return v, err
+	return records.SchemaVersion(ctx, querier{d.pool})
 }

@@ -20,21 +20,6 @@ const (
 	kindOutput = "output"
 )
 
-const upsertResponse = `INSERT INTO responses
-	(id, previous_response_id, created_at, status, response, events, pending, lease_owner, lease_until, tenant, trace_id)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-	ON CONFLICT (id) DO UPDATE SET
-		previous_response_id = excluded.previous_response_id,
-		created_at = excluded.created_at,
-		status = excluded.status,
-		response = excluded.response,
-		events = excluded.events,
-		pending = excluded.pending,
-		lease_owner = excluded.lease_owner,
-		lease_until = excluded.lease_until,
-		tenant = excluded.tenant,
-		trace_id = excluded.trace_id`
-
 // insertItems writes every item of a save from four parallel arrays: one
 // statement whatever the number of items.
 const insertItems = `INSERT INTO response_items (response_id, kind, position, item_id, item)
@@ -75,7 +60,7 @@ func (d *DB) SaveResponse(ctx context.Context, rec *engine.Record) error {
 	}
 
 	b := &pgx.Batch{}
-	b.Queue(upsertResponse, rec.ID, rec.PreviousResponseID, rec.CreatedAt, rec.Status, string(rec.Response), events,
+	b.Queue(records.UpsertResponse, rec.ID, rec.PreviousResponseID, rec.CreatedAt, rec.Status, string(rec.Response), events,
 		string(rec.Pending), rec.LeaseOwner, records.LeaseMillis(rec.LeaseUntil), rec.Tenant, rec.TraceID)
 	// A re-save may have fewer items than the last one.
 	b.Queue(`DELETE FROM response_items WHERE response_id = $1`, rec.ID)
@@ -193,37 +178,17 @@ func (d *DB) Chain(ctx context.Context, id string, limit int) ([]*engine.Record,
 	return chain, nil
 }
 
-// DeleteResponse removes response id; its items go with it (ON DELETE
+// DeleteResponse removes response id of tenant; its items go with it (ON DELETE
 // CASCADE), its events are a column of its row.
-func (d *DB) DeleteResponse(ctx context.Context, id string) error {
-	tag, err := d.pool.Exec(ctx, `DELETE FROM responses WHERE id = $1`, id)
-	if err != nil {
-		return fmt.Errorf("postgres: delete %s: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return engine.ErrNotFound
-	}
-	return nil
-}
-
-// Events returns the stored events of response id with sequence number
-// greater than after.
-func (d *DB) Events(ctx context.Context, id string, after int) ([]json.RawMessage, error) {
-	var all []byte
-	err := d.pool.QueryRow(ctx, `SELECT events FROM responses WHERE id = $1`, id).Scan(&all)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, engine.ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("postgres: events of %s: %w", id, err)
-	}
-	return records.SplitEvents(all, after), nil
+func (d *DB) DeleteResponse(ctx context.Context, id, tenant string) error {
+	err := records.Change(ctx, querier{d.pool}, `DELETE FROM responses WHERE id = $1 AND tenant = $2`, id, tenant)
+	return records.Wrap(err, "postgres: delete %s", id)
 }
 
 // ListInputItems returns one page of the input items of response id, and
 // whether more follow, in one statement: the response's existence, the
 // cursor's position and the page come from one snapshot.
-func (d *DB) ListInputItems(ctx context.Context, id string, page engine.Page) ([]responses.Item, bool, error) {
+func (d *DB) ListInputItems(ctx context.Context, id, tenant string, page engine.Page) ([]responses.Item, bool, error) {
 	limit := page.Size()
 	order, cmp := "ASC", ">"
 	if page.Desc {
@@ -232,7 +197,7 @@ func (d *DB) ListInputItems(ctx context.Context, id string, page engine.Page) ([
 	// found: whether the response exists; cursor: the position after
 	// which the page starts (NULL: the cursor names no item); the page
 	// then fetches one row more than asked to tell whether more follow.
-	query := `WITH found AS (SELECT EXISTS (SELECT 1 FROM responses WHERE id = $1) AS ok),
+	query := `WITH found AS (SELECT EXISTS (SELECT 1 FROM responses WHERE id = $1 AND tenant = $4) AS ok),
 		cursor AS (SELECT CASE WHEN $2 = '' THEN NULL ELSE (
 			SELECT position FROM response_items
 			WHERE response_id = $1 AND kind = 'input' AND item_id = $2
@@ -243,7 +208,7 @@ func (d *DB) ListInputItems(ctx context.Context, id string, page engine.Page) ([
 			WHERE response_id = $1 AND kind = 'input' AND found.ok
 				AND ($2 = '' OR position ` + cmp + ` cursor.pos)
 			ORDER BY position ` + order + ` LIMIT $3) page ON true`
-	rows, err := d.pool.Query(ctx, query, id, page.After, limit+1)
+	rows, err := d.pool.Query(ctx, query, id, page.After, limit+1, tenant)
 	if err != nil {
 		return nil, false, fmt.Errorf("postgres: input items of %s: %w", id, err)
 	}

@@ -37,6 +37,7 @@ type Options struct {
 
 // DB is a response store backed by SQLite. It implements engine.Store.
 type DB struct {
+	conversations
 	db  *sql.DB
 	log *slog.Logger
 	st  statements
@@ -96,13 +97,14 @@ func (d *DB) init(ctx context.Context, path string) error {
 		return fmt.Errorf("sqlite: migrate %s: %w", path, err)
 	}
 	if applied > 0 {
-		d.log.Info("sqlite store migrated", "path", path, "steps", applied, "version", migrations[len(migrations)-1].version)
+		d.log.Info("sqlite store migrated", "path", path, "steps", applied, "version", migrations[len(migrations)-1].Version)
 	}
 	if err := d.st.prepare(ctx, d.db); err != nil {
 		d.st.close()
 		return fmt.Errorf("sqlite: prepare statements: %w", err)
 	}
 	d.w = newWriter(d.db, path != Memory)
+	d.conversations = d.newConversations()
 	return nil
 }
 

@@ -133,7 +133,7 @@ func TestConcurrent(t *testing.T) {
 							errs <- fmt.Errorf("reader %d: torn read: status %s with %d input items", rd, rec.Status, len(rec.Input))
 							return
 						}
-						items, _, err := d.ListInputItems(ctx, id, engine.Page{Limit: 100})
+						items, _, err := d.ListInputItems(ctx, id, "", engine.Page{Limit: 100})
 						if err != nil {
 							errs <- fmt.Errorf("reader %d: list: %w", rd, err)
 							return

@@ -16,7 +16,7 @@ import (
 // order they were given (or reversed with page.Desc), starting after the
 // item page.After, and whether more items follow the page. A Limit below 1
 // means 20, above 100 means 100.
-func (d *DB) ListInputItems(ctx context.Context, id string, page engine.Page) ([]responses.Item, bool, error) {
+func (d *DB) ListInputItems(ctx context.Context, id, tenant string, page engine.Page) ([]responses.Item, bool, error) {
 	limit := page.Size()
 
 	// One snapshot for the existence check, the cursor and the page, so a
@@ -28,7 +28,7 @@ func (d *DB) ListInputItems(ctx context.Context, id string, page engine.Page) ([
 	defer tx.Rollback()
 
 	var one int
-	err = tx.StmtContext(ctx, d.st.responseExists).QueryRowContext(ctx, id).Scan(&one)
+	err = tx.StmtContext(ctx, d.st.responseExists).QueryRowContext(ctx, id, tenant).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, engine.ErrNotFound
 	}

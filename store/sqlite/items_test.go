@@ -39,7 +39,7 @@ func TestListInputItems(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			items, more, err := d.ListInputItems(ctx, "resp_1", tt.page)
+			items, more, err := d.ListInputItems(ctx, "resp_1", "", tt.page)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,7 +61,7 @@ func TestListInputItemsUnknownCursor(t *testing.T) {
 	// An output item's id is not a cursor into the input.
 	for _, after := range []string{"in_nope", rec.Output[0].ID} {
 		for _, desc := range []bool{false, true} {
-			_, _, err := d.ListInputItems(ctx, "resp_1", engine.Page{After: after, Limit: 10, Desc: desc})
+			_, _, err := d.ListInputItems(ctx, "resp_1", "", engine.Page{After: after, Limit: 10, Desc: desc})
 			if !errors.Is(err, engine.ErrUnknownCursor) {
 				t.Errorf("After %q desc=%v: %v, want ErrUnknownCursor", after, desc, err)
 			}
@@ -91,7 +91,7 @@ func TestListInputItemsWalk(t *testing.T) {
 				if pages > n {
 					t.Fatalf("desc=%v limit=%d: paging does not end", desc, limit)
 				}
-				items, more, err := d.ListInputItems(ctx, "resp_1", engine.Page{After: after, Limit: limit, Desc: desc})
+				items, more, err := d.ListInputItems(ctx, "resp_1", "", engine.Page{After: after, Limit: limit, Desc: desc})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -4,17 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
+
+	"github.com/loomgate/loom/store/internal/records"
 )
 
-// A migration is one step of the schema's history. Steps are never edited
-// once released: a change to the schema is a new step at the end, so every
-// database, however old, reaches the same schema by the same path.
-type migration struct {
-	version int
-	name    string
-	stmts   []string
-}
+// A migration is one step of the schema's history (records.Migration).
+type migration = records.Migration
 
 // migrations is the schema's history, in order; versions start at 1 and
 // increase by one.
@@ -26,9 +21,9 @@ var migrations = []migration{
 		// database has the old step 1, so it is changed in place rather
 		// than followed by a step 2. From the first release on, steps are
 		// only ever added.
-		version: 1,
-		name:    "responses, items and events",
-		stmts: []string{
+		Version: 1,
+		Name:    "responses, items and events",
+		Stmts: []string{
 			// The columns beside response are the ones the store or a
 			// future query needs without decoding the JSON. events holds
 			// the streamed events, each one line of JSON ending in '\n',
@@ -61,9 +56,9 @@ var migrations = []migration{
 		// the client (an MCP server's elicitation answered by the client,
 		// issue #5): opaque JSON, '' for none. It is a column of its own,
 		// not part of the response object, because clients never see it.
-		version: 2,
-		name:    "pending input state",
-		stmts: []string{
+		Version: 2,
+		Name:    "pending input state",
+		Stmts: []string{
 			`ALTER TABLE responses ADD COLUMN pending TEXT NOT NULL DEFAULT ''`,
 		},
 	},
@@ -73,9 +68,9 @@ var migrations = []migration{
 		// is in Unix milliseconds (0: no lease). The partial index finds
 		// expired leases without reading finished responses; the
 		// created_at index serves retention.
-		version: 3,
-		name:    "leases and retention",
-		stmts: []string{
+		Version: 3,
+		Name:    "leases and retention",
+		Stmts: []string{
 			`ALTER TABLE responses ADD COLUMN lease_owner TEXT NOT NULL DEFAULT ''`,
 			`ALTER TABLE responses ADD COLUMN lease_until INTEGER NOT NULL DEFAULT 0`,
 			`CREATE INDEX responses_leases ON responses (lease_until) WHERE status = 'in_progress'`,
@@ -85,17 +80,17 @@ var migrations = []migration{
 	{
 		// Background responses (issue #11): a cancel asked for on any
 		// replica is a flag the replica running the response watches.
-		version: 4,
-		name:    "cancel flag",
-		stmts: []string{
+		Version: 4,
+		Name:    "cancel flag",
+		Stmts: []string{
 			`ALTER TABLE responses ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0`,
 		},
 	},
 	{
 		// The Conversations API (issue #11).
-		version: 5,
-		name:    "conversations",
-		stmts: []string{
+		Version: 5,
+		Name:    "conversations",
+		Stmts: []string{
 			// busy_response holds the conversation for the response
 			// running on it until busy_until (Unix milliseconds), so two
 			// responses never interleave their turns.
@@ -123,9 +118,9 @@ var migrations = []migration{
 		// row stored before), and the W3C trace id of the request that
 		// created it lets an operator go from a response to its logs and
 		// spans and back (the index: find responses by trace id).
-		version: 6,
-		name:    "tenant and trace id",
-		stmts: []string{
+		Version: 6,
+		Name:    "tenant and trace id",
+		Stmts: []string{
 			`ALTER TABLE responses ADD COLUMN tenant TEXT NOT NULL DEFAULT ''`,
 			`ALTER TABLE responses ADD COLUMN trace_id TEXT NOT NULL DEFAULT ''`,
 			`CREATE INDEX responses_trace_id ON responses (trace_id) WHERE trace_id <> ''`,
@@ -138,12 +133,6 @@ var migrations = []migration{
 // in one transaction, so a failed open leaves the database as it was. It
 // returns how many steps it applied.
 func migrate(ctx context.Context, db *sql.DB, steps []migration) (applied int, err error) {
-	for i, m := range steps {
-		if m.version != i+1 {
-			return 0, fmt.Errorf("migration %d (%s) is out of order", m.version, m.name)
-		}
-	}
-
 	// The transaction is a write transaction (IMMEDIATE), so two
 	// processes opening the same new file cannot both read version 0 and
 	// both try to create the tables.
@@ -152,39 +141,13 @@ func migrate(ctx context.Context, db *sql.DB, steps []migration) (applied int, e
 		return 0, err
 	}
 	defer tx.Rollback()
-
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	applied, err = records.Migrate(ctx, querier{tx}, steps, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    INTEGER NOT NULL PRIMARY KEY,
 		name       TEXT    NOT NULL,
 		applied_at INTEGER NOT NULL
-	) STRICT`); err != nil {
+	) STRICT`, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, unixepoch())`)
+	if err != nil || applied == 0 {
 		return 0, err
-	}
-	var current int
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
-		return 0, err
-	}
-	if current > len(steps) {
-		// Running old code against a newer schema could silently drop or
-		// misread what the newer code writes.
-		return 0, fmt.Errorf("database schema version %d is newer than this build knows (%d)", current, len(steps))
-	}
-
-	for _, m := range steps[current:] {
-		for _, s := range m.stmts {
-			if _, err := tx.ExecContext(ctx, s); err != nil {
-				return 0, fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
-			}
-		}
-		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-			m.version, m.name, time.Now().Unix()); err != nil {
-			return 0, err
-		}
-		applied++
-	}
-	if applied == 0 {
-		return 0, nil
 	}
 	// user_version mirrors the table so standard SQLite tools can tell
 	// the version without knowing loom's table.
@@ -200,7 +163,5 @@ func migrate(ctx context.Context, db *sql.DB, steps []migration) (applied int, e
 // SchemaVersion reports the highest schema migration recorded in the
 // database, for diagnostics.
 func (d *DB) SchemaVersion(ctx context.Context) (int, error) {
-	var v int
-	err := d.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
-	return v, err
+	return records.SchemaVersion(ctx, querier{d.db})
 }

@@ -52,9 +52,9 @@ func TestMigrationsApplyOnlyNewSteps(t *testing.T) {
 	}
 
 	next := append(migrations[:len(migrations):len(migrations)], migration{
-		version: len(migrations) + 1,
-		name:    "test step",
-		stmts:   []string{`CREATE TABLE test_step (x INTEGER) STRICT`},
+		Version: len(migrations) + 1,
+		Name:    "test step",
+		Stmts:   []string{`CREATE TABLE test_step (x INTEGER) STRICT`},
 	})
 	if n, err := migrate(ctx, d.db, next); err != nil || n != 1 {
 		t.Fatalf("migrate with one new step = %d, %v; want 1, nil", n, err)
@@ -77,8 +77,8 @@ func TestMigrationFailureRollsBack(t *testing.T) {
 	ctx := context.Background()
 	d := openTest(t, Memory)
 	bad := append(migrations[:len(migrations):len(migrations)],
-		migration{version: len(migrations) + 1, name: "good", stmts: []string{`CREATE TABLE good_step (x INTEGER)`}},
-		migration{version: len(migrations) + 2, name: "bad", stmts: []string{`CREATE TABLE broken (`}},
+		migration{Version: len(migrations) + 1, Name: "good", Stmts: []string{`CREATE TABLE good_step (x INTEGER)`}},
+		migration{Version: len(migrations) + 2, Name: "bad", Stmts: []string{`CREATE TABLE broken (`}},
 	)
 	if _, err := migrate(ctx, d.db, bad); err == nil {
 		t.Fatal("migrate with a broken step succeeded")
@@ -95,7 +95,7 @@ func TestMigrationFailureRollsBack(t *testing.T) {
 
 func TestMigrationsOutOfOrder(t *testing.T) {
 	d := openTest(t, Memory)
-	steps := []migration{{version: 2, name: "skips 1"}}
+	steps := []migration{{Version: 2, Name: "skips 1"}}
 	if _, err := migrate(context.Background(), d.db, steps); err == nil {
 		t.Error("migrate accepted steps out of order")
 	}

@@ -124,12 +124,20 @@ func (d *DB) GetResponse(ctx context.Context, id string) (*engine.Record, error)
 	return rec, nil
 }
 
-// DeleteResponse removes the response stored under id with its items and
-// events.
-func (d *DB) DeleteResponse(ctx context.Context, id string) error {
+// DeleteResponse removes the response of tenant stored under id with its
+// items and events.
+func (d *DB) DeleteResponse(ctx context.Context, id, tenant string) error {
 	var found bool
 	err := d.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		var err error
+		// The owner is checked before the items go.
+		var one int
+		err := tx.StmtContext(ctx, d.st.responseExists).QueryRowContext(ctx, id, tenant).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
 		found, err = deleteResponse(ctx, tx, &d.st, id)
 		return err
 	})

@@ -114,7 +114,7 @@ func TestDelete(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := d.DeleteResponse(ctx, "resp_1"); err != nil {
+	if err := d.DeleteResponse(ctx, "resp_1", ""); err != nil {
 		t.Fatalf("DeleteResponse: %v", err)
 	}
 	for _, table := range []struct{ name, column string }{
@@ -127,7 +127,7 @@ func TestDelete(t *testing.T) {
 	if _, err := d.GetResponse(ctx, "resp_1"); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("GetResponse after delete: %v, want ErrNotFound", err)
 	}
-	if err := d.DeleteResponse(ctx, "resp_1"); !errors.Is(err, engine.ErrNotFound) {
+	if err := d.DeleteResponse(ctx, "resp_1", ""); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("second DeleteResponse: %v, want ErrNotFound", err)
 	}
 	if _, err := d.GetResponse(ctx, "resp_2"); err != nil {
@@ -147,9 +147,9 @@ func TestNotFound(t *testing.T) {
 	}
 	calls := map[string]func() error{
 		"GetResponse":    func() error { _, err := d.GetResponse(ctx, "resp_missing"); return err },
-		"DeleteResponse": func() error { return d.DeleteResponse(ctx, "resp_missing") },
+		"DeleteResponse": func() error { return d.DeleteResponse(ctx, "resp_missing", "") },
 		"ListInputItems": func() error {
-			_, _, err := d.ListInputItems(ctx, "resp_missing", engine.Page{Limit: 10})
+			_, _, err := d.ListInputItems(ctx, "resp_missing", "", engine.Page{Limit: 10})
 			return err
 		},
 		"Events": func() error { _, err := d.Events(ctx, "resp_missing", -1); return err },
@@ -181,7 +181,7 @@ func TestItemsWithoutIDs(t *testing.T) {
 	if !reflect.DeepEqual(got.Input, rec.Input) {
 		t.Errorf("input without ids: got %+v, want %+v", got.Input, rec.Input)
 	}
-	page, _, err := d.ListInputItems(ctx, "resp_1", engine.Page{Limit: 10})
+	page, _, err := d.ListInputItems(ctx, "resp_1", "", engine.Page{Limit: 10})
 	if err != nil || len(page) != 2 || page[0].Text() != "a" || page[1].Text() != "b" {
 		t.Errorf("ListInputItems = %+v, %v; want a, b", page, err)
 	}

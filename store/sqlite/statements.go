@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"sync"
+
+	"github.com/loomgate/loom/store/internal/records"
 )
 
 // maxItemBatch is the most item rows one INSERT writes; a record with more
@@ -41,21 +43,7 @@ func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
 		dst   **sql.Stmt
 		query string
 	}{
-		// An upsert rather than INSERT OR REPLACE: REPLACE deletes the
-		// row first, which the foreign keys of the old items forbid.
-		{&s.upsertResponse, `INSERT INTO responses (id, previous_response_id, created_at, status, response, events, pending, lease_owner, lease_until, tenant, trace_id)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET
-				previous_response_id = excluded.previous_response_id,
-				created_at = excluded.created_at,
-				status = excluded.status,
-				response = excluded.response,
-				events = excluded.events,
-				pending = excluded.pending,
-				lease_owner = excluded.lease_owner,
-				lease_until = excluded.lease_until,
-				tenant = excluded.tenant,
-				trace_id = excluded.trace_id`},
+		{&s.upsertResponse, records.UpsertResponse},
 		{&s.deleteResponse, `DELETE FROM responses WHERE id = ?`},
 		{&s.deleteItems, `DELETE FROM response_items WHERE response_id = ?`},
 		// The items come joined as in chain: one statement, one snapshot.
@@ -66,7 +54,7 @@ func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
 					WHERE i.response_id = r.id AND i.kind = 'output')
 			FROM responses r WHERE r.id = ?`},
 		{&s.getEvents, `SELECT events FROM responses WHERE id = ?`},
-		{&s.responseExists, `SELECT 1 FROM responses WHERE id = ?`},
+		{&s.responseExists, `SELECT 1 FROM responses WHERE id = ? AND tenant = ?`},
 		// Should an id appear twice, the cursor is its first occurrence.
 		{&s.cursorPosition, `SELECT position FROM response_items
 			WHERE response_id = ? AND kind = 'input' AND item_id = ?

@@ -83,10 +83,13 @@ func record(id, previous string) *engine.Record {
 		Pending: json.RawMessage(`{"calls":[{"request_id":"r1"}]}`),
 		// Every read returns the owner and the trace id as saved (the
 		// engine enforces ownership with them).
-		Tenant:  "tenant of " + id,
+		Tenant:  owner(id),
 		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
 	}
 }
+
+// owner is the tenant record gives response id.
+func owner(id string) string { return "tenant of " + id }
 
 func events(n int) []json.RawMessage {
 	evs := make([]json.RawMessage, n)
@@ -191,7 +194,7 @@ func testSaveReplaces(t *testing.T, s engine.Store) {
 		t.Fatal(err)
 	}
 	checkRecord(t, got, final)
-	items, more, err := s.ListInputItems(ctx, "resp_r", engine.Page{Limit: 100})
+	items, more, err := s.ListInputItems(ctx, "resp_r", owner("resp_r"), engine.Page{Limit: 100})
 	if err != nil || more || !slices.Equal(ids(items), []string{"in_0"}) {
 		t.Errorf("input items after re-save: %v more %v err %v, want [in_0]", ids(items), more, err)
 	}
@@ -212,7 +215,7 @@ func testEmptyAndUnnamedItems(t *testing.T, s engine.Store) {
 	if evs, err := s.Events(ctx, "resp_e", -1); err != nil || len(evs) != 0 {
 		t.Errorf("events of a record without any: %v, %v", evs, err)
 	}
-	if items, more, err := s.ListInputItems(ctx, "resp_e", engine.Page{}); err != nil || more || len(items) != 0 {
+	if items, more, err := s.ListInputItems(ctx, "resp_e", "", engine.Page{}); err != nil || more || len(items) != 0 {
 		t.Errorf("input items of a record without any: %v %v %v", items, more, err)
 	}
 
@@ -242,17 +245,30 @@ func testNotFound(t *testing.T, s engine.Store) {
 	if _, err := s.GetResponse(ctx, "resp_nope"); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("GetResponse: %v, want engine.ErrNotFound", err)
 	}
-	if err := s.DeleteResponse(ctx, "resp_nope"); !errors.Is(err, engine.ErrNotFound) {
+	if err := s.DeleteResponse(ctx, "resp_nope", owner("resp_nope")); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("DeleteResponse: %v, want engine.ErrNotFound", err)
 	}
-	if _, _, err := s.ListInputItems(ctx, "resp_nope", engine.Page{}); !errors.Is(err, engine.ErrNotFound) {
+	if _, _, err := s.ListInputItems(ctx, "resp_nope", owner("resp_nope"), engine.Page{}); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("ListInputItems: %v, want engine.ErrNotFound", err)
 	}
-	if _, _, err := s.ListInputItems(ctx, "resp_nope", engine.Page{After: "msg_in_resp_other"}); !errors.Is(err, engine.ErrNotFound) {
+	if _, _, err := s.ListInputItems(ctx, "resp_nope", owner("resp_nope"), engine.Page{After: "msg_in_resp_other"}); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("ListInputItems with a cursor: %v, want engine.ErrNotFound", err)
 	}
 	if _, err := s.Events(ctx, "resp_nope", -1); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("Events: %v, want engine.ErrNotFound", err)
+	}
+	// Another tenant's response is absent to DeleteResponse and
+	// ListInputItems, and such a delete removes nothing.
+	if _, _, err := s.ListInputItems(ctx, "resp_other", "another tenant", engine.Page{}); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("ListInputItems of another tenant's response: %v, want engine.ErrNotFound", err)
+	}
+	if err := s.DeleteResponse(ctx, "resp_other", "another tenant"); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("DeleteResponse of another tenant's response: %v, want engine.ErrNotFound", err)
+	}
+	if got, err := s.GetResponse(ctx, "resp_other"); err != nil {
+		t.Errorf("GetResponse after another tenant's delete: %v", err)
+	} else {
+		checkRecord(t, got, record("resp_other", ""))
 	}
 	if _, err := s.Chain(ctx, "resp_nope", 10); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("Chain: %v, want engine.ErrNotFound", err)
@@ -262,19 +278,19 @@ func testNotFound(t *testing.T, s engine.Store) {
 func testDelete(t *testing.T, s engine.Store) {
 	save(t, s, record("resp_a", ""))
 	save(t, s, record("resp_b", "resp_a"))
-	if err := s.DeleteResponse(ctx, "resp_a"); err != nil {
+	if err := s.DeleteResponse(ctx, "resp_a", owner("resp_a")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.GetResponse(ctx, "resp_a"); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("GetResponse after delete: %v", err)
 	}
-	if _, _, err := s.ListInputItems(ctx, "resp_a", engine.Page{}); !errors.Is(err, engine.ErrNotFound) {
+	if _, _, err := s.ListInputItems(ctx, "resp_a", owner("resp_a"), engine.Page{}); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("ListInputItems after delete: %v", err)
 	}
 	if _, err := s.Events(ctx, "resp_a", -1); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("Events after delete: %v", err)
 	}
-	if err := s.DeleteResponse(ctx, "resp_a"); !errors.Is(err, engine.ErrNotFound) {
+	if err := s.DeleteResponse(ctx, "resp_a", owner("resp_a")); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("second delete: %v, want engine.ErrNotFound", err)
 	}
 	// The other response is untouched, and the id can be used again.
@@ -344,7 +360,7 @@ func testPaging(t *testing.T, s engine.Store) {
 		{"default limit", engine.Page{}, []string{"in_0", "in_1", "in_2", "in_3", "in_4", "in_5", "in_6"}, false},
 		{"limit above 100", engine.Page{Limit: 1000}, []string{"in_0", "in_1", "in_2", "in_3", "in_4", "in_5", "in_6"}, false},
 	} {
-		items, more, err := s.ListInputItems(ctx, "resp_p", tc.page)
+		items, more, err := s.ListInputItems(ctx, "resp_p", owner("resp_p"), tc.page)
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
@@ -358,7 +374,7 @@ func testPaging(t *testing.T, s engine.Store) {
 	big.Input = inputs(150)
 	save(t, s, big)
 	for _, tc := range []struct{ limit, want int }{{0, 20}, {-1, 20}, {100, 100}, {101, 100}, {1, 1}} {
-		items, more, err := s.ListInputItems(ctx, "resp_big", engine.Page{Limit: tc.limit})
+		items, more, err := s.ListInputItems(ctx, "resp_big", owner("resp_big"), engine.Page{Limit: tc.limit})
 		if err != nil || len(items) != tc.want || !more {
 			t.Errorf("limit %d: %d items more %v err %v, want %d and more", tc.limit, len(items), more, err, tc.want)
 		}
@@ -367,7 +383,7 @@ func testPaging(t *testing.T, s engine.Store) {
 	var walked []string
 	after := ""
 	for range 20 {
-		items, more, err := s.ListInputItems(ctx, "resp_big", engine.Page{After: after, Limit: 40})
+		items, more, err := s.ListInputItems(ctx, "resp_big", owner("resp_big"), engine.Page{After: after, Limit: 40})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -392,7 +408,7 @@ func testPagingCursors(t *testing.T, s engine.Store) {
 		{"an output item's id", "msg_out_resp_c"},
 		{"another response's item", "msg_in_resp_neighbour"},
 	} {
-		_, _, err := s.ListInputItems(ctx, "resp_c", engine.Page{After: tc.after})
+		_, _, err := s.ListInputItems(ctx, "resp_c", owner("resp_c"), engine.Page{After: tc.after})
 		if !errors.Is(err, engine.ErrUnknownCursor) {
 			t.Errorf("cursor %s: %v, want engine.ErrUnknownCursor", tc.name, err)
 		}
@@ -404,13 +420,13 @@ func testPagingCursors(t *testing.T, s engine.Store) {
 	// deleted, the cursor is a not-found.
 	rec.Input = inputs(2)
 	save(t, s, rec)
-	if _, _, err := s.ListInputItems(ctx, "resp_c", engine.Page{After: "in_3"}); !errors.Is(err, engine.ErrUnknownCursor) {
+	if _, _, err := s.ListInputItems(ctx, "resp_c", owner("resp_c"), engine.Page{After: "in_3"}); !errors.Is(err, engine.ErrUnknownCursor) {
 		t.Errorf("cursor removed by a re-save: %v, want engine.ErrUnknownCursor", err)
 	}
-	if err := s.DeleteResponse(ctx, "resp_c"); err != nil {
+	if err := s.DeleteResponse(ctx, "resp_c", owner("resp_c")); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.ListInputItems(ctx, "resp_c", engine.Page{After: "in_1"}); !errors.Is(err, engine.ErrNotFound) {
+	if _, _, err := s.ListInputItems(ctx, "resp_c", owner("resp_c"), engine.Page{After: "in_1"}); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("cursor of a deleted response: %v, want engine.ErrNotFound", err)
 	}
 }
@@ -475,7 +491,7 @@ func testChain(t *testing.T, s engine.Store) {
 
 func testChainCut(t *testing.T, s engine.Store) {
 	saveChain(t, s, 5)
-	if err := s.DeleteResponse(ctx, "resp_2"); err != nil {
+	if err := s.DeleteResponse(ctx, "resp_2", owner("resp_2")); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Chain(ctx, "resp_4", 100)
@@ -699,7 +715,7 @@ func testRetention(t *testing.T, s engine.Store) {
 	for i := range 5 {
 		id := fmt.Sprint("resp_", i)
 		_, err := s.GetResponse(ctx, id)
-		_, _, lerr := s.ListInputItems(ctx, id, engine.Page{})
+		_, _, lerr := s.ListInputItems(ctx, id, owner(id), engine.Page{})
 		_, eerr := s.Events(ctx, id, -1)
 		if i < 3 {
 			if !errors.Is(err, engine.ErrNotFound) || !errors.Is(lerr, engine.ErrNotFound) || !errors.Is(eerr, engine.ErrNotFound) {

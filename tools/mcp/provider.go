@@ -41,7 +41,7 @@ type Provider struct {
 func (p *Provider) Handles(typ string) bool { return typ == responses.ToolMCP }
 
 // Servers returns one server per mcp tool of the request. A refused URL or
-// header, or a malformed tool, is a 400 naming the field.
+// header, or a malformed tool, is an invalid-request error naming the field.
 func (p *Provider) Servers(ctx context.Context, req *responses.Request) ([]tools.Server, error) {
 	var out []tools.Server
 	labels := map[string]bool{}

@@ -24,6 +24,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/responses"
 )
 
 // Defaults used when a Config field is left zero.
@@ -181,7 +182,7 @@ type ReadFunc func(body io.Reader, emit func(model.Delta) error) error
 func (c *Client) Stream(ctx context.Context, body []byte, emit func(model.Delta) error, read ReadFunc) error {
 	err := c.stream(ctx, body, emit, read)
 	var merr *model.Error
-	if errors.As(err, &merr) && merr.Status != http.StatusBadRequest {
+	if errors.As(err, &merr) && merr.Kind != responses.EInvalid {
 		c.logFailure(ctx, merr)
 	}
 	return err
@@ -207,7 +208,7 @@ func (c *Client) stream(ctx context.Context, body []byte, emit func(model.Delta)
 
 	hreq, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, c.url, body)
 	if err != nil {
-		return &model.Error{Status: http.StatusBadGateway, Message: msgUnavailable, Err: err}
+		return &model.Error{Kind: responses.EUpstream, Message: msgUnavailable, Err: err}
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "text/event-stream")
@@ -250,7 +251,7 @@ func (c *Client) stream(ctx context.Context, body []byte, emit func(model.Delta)
 	case errors.As(err, &merr):
 		return merr
 	default:
-		return &model.Error{Status: http.StatusBadGateway, Message: msgStreamCut, Err: err}
+		return &model.Error{Kind: responses.EUpstream, Message: msgStreamCut, Err: err}
 	}
 }
 
@@ -302,6 +303,6 @@ func (c *Client) logFailure(ctx context.Context, merr *model.Error) {
 	} else if merr.Err != nil {
 		attrs = append(attrs, slog.String("err", c.redact(merr.Err.Error())))
 	}
-	attrs = append(attrs, slog.Int("status", merr.Status))
+	attrs = append(attrs, slog.String("kind", merr.Kind))
 	c.log.LogAttrs(ctx, slog.LevelWarn, "upstream request failed", attrs...)
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/responses"
 )
 
 type syncBuffer struct {
@@ -57,7 +58,7 @@ func TestIdleTimeout(t *testing.T) {
 	defer cancel()
 	err := c.Stream(ctx, []byte("{}"), func(model.Delta) error { return nil }, readAll)
 	var merr *model.Error
-	if !errors.As(err, &merr) || merr.Status != http.StatusGatewayTimeout || merr.Code != CodeIdleTimeout {
+	if !errors.As(err, &merr) || merr.Kind != responses.ETimeout || merr.Code != CodeIdleTimeout {
 		t.Fatalf("err = %#v, want a 504 coded %s", err, CodeIdleTimeout)
 	}
 	select {
@@ -107,7 +108,7 @@ func TestFailureIsLogged(t *testing.T) {
 	c = NewClient("http://"+addr+"/v1/chat/completions", "", Config{Name: "chat completions", Logger: slog.New(slog.NewTextHandler(&dialLogs, nil)), Retries: -1})
 	err = c.Stream(context.Background(), []byte("{}"), func(model.Delta) error { return nil }, readAll)
 	var merr *model.Error
-	if !errors.As(err, &merr) || merr.Status != http.StatusBadGateway {
+	if !errors.As(err, &merr) || merr.Kind != responses.EUpstream {
 		t.Fatalf("err = %v, want a 502", err)
 	}
 	if out := dialLogs.String(); !strings.Contains(out, "connection refused") || !strings.Contains(out, "level=WARN") {

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/responses"
 )
 
 // Messages shown to clients. They name no URL, host or upstream body;
@@ -76,17 +77,17 @@ func statusError(resp *http.Response) error {
 	uerr := &UpstreamError{StatusCode: resp.StatusCode, Message: errorMessage(body)}
 	switch code := resp.StatusCode; {
 	case code == http.StatusTooManyRequests:
-		return &model.Error{Status: http.StatusTooManyRequests, Message: msgRateLimited, Err: uerr}
+		return &model.Error{Kind: responses.ERateLimited, Message: msgRateLimited, Err: uerr}
 	case code >= 500:
-		return &model.Error{Status: http.StatusBadGateway, Message: msgUnavailable, Err: uerr}
+		return &model.Error{Kind: responses.EUpstream, Message: msgUnavailable, Err: uerr}
 	case code >= 400:
 		// A 4xx means loom built a request the engine refused (an unknown
 		// model, a context-length overflow, a parameter it lacks). The
 		// client cannot fix that with the engine's words, which may name
 		// internals, so it gets a gateway error.
-		return &model.Error{Status: http.StatusBadGateway, Message: msgRejected, Err: uerr}
+		return &model.Error{Kind: responses.EUpstream, Message: msgRejected, Err: uerr}
 	default:
-		return &model.Error{Status: http.StatusBadGateway, Message: msgBadResponse, Err: uerr}
+		return &model.Error{Kind: responses.EUpstream, Message: msgBadResponse, Err: uerr}
 	}
 }
 
@@ -118,13 +119,13 @@ func errorMessage(body []byte) string {
 // StreamError is an error object the engine sent inside the stream (a
 // data line's payload, or what follows llama.cpp's "error:").
 func StreamError(payload []byte) error {
-	return &model.Error{Status: http.StatusBadGateway, Message: msgUpstreamError,
+	return &model.Error{Kind: responses.EUpstream, Message: msgUpstreamError,
 		Err: &UpstreamError{Message: errorMessage(payload)}}
 }
 
 // Malformed is a stream we cannot parse.
 func Malformed(err error) error {
-	return &model.Error{Status: http.StatusBadGateway, Message: msgBadResponse, Err: err}
+	return &model.Error{Kind: responses.EUpstream, Message: msgBadResponse, Err: err}
 }
 
 // FinishReasonError checks a finish reason: "abort" and "error" are how
@@ -133,7 +134,7 @@ func Malformed(err error) error {
 func FinishReasonError(reason string) error {
 	switch reason {
 	case "abort", "error":
-		return &model.Error{Status: http.StatusBadGateway, Message: msgUpstreamError,
+		return &model.Error{Kind: responses.EUpstream, Message: msgUpstreamError,
 			Err: fmt.Errorf("upstream finished with reason %q", reason)}
 	}
 	return nil
@@ -142,7 +143,7 @@ func FinishReasonError(reason string) error {
 // BadRequest is a request loom cannot translate for the upstream: the
 // client's to fix, so msg is shown to it.
 func BadRequest(msg string) error {
-	return &model.Error{Status: http.StatusBadRequest, Message: msg}
+	return &model.Error{Kind: responses.EInvalid, Message: msg}
 }
 
 // transportError maps a failure to get or read the response. ctx is the
@@ -150,11 +151,11 @@ func BadRequest(msg string) error {
 func transportError(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(context.Cause(ctx), errFirstByteTimeout):
-		return &model.Error{Status: http.StatusGatewayTimeout, Message: msgTimeout, Err: errFirstByteTimeout}
+		return &model.Error{Kind: responses.ETimeout, Message: msgTimeout, Err: errFirstByteTimeout}
 	case errors.Is(context.Cause(ctx), errIdleTimeout):
-		return &model.Error{Status: http.StatusGatewayTimeout, Message: msgStalled, Err: errIdleTimeout, Code: CodeIdleTimeout}
+		return &model.Error{Kind: responses.ETimeout, Message: msgStalled, Err: errIdleTimeout, Code: CodeIdleTimeout}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return &model.Error{Status: http.StatusGatewayTimeout, Message: msgTimeout, Err: context.DeadlineExceeded}
+		return &model.Error{Kind: responses.ETimeout, Message: msgTimeout, Err: context.DeadlineExceeded}
 	case ctx.Err() != nil:
 		// The caller went away; that is not an upstream failure, and
 		// there is nobody to send a status to.
@@ -162,9 +163,9 @@ func transportError(ctx context.Context, err error) error {
 	}
 	var nerr net.Error
 	if errors.As(err, &nerr) && nerr.Timeout() {
-		return &model.Error{Status: http.StatusGatewayTimeout, Message: msgTimeout, Err: err}
+		return &model.Error{Kind: responses.ETimeout, Message: msgTimeout, Err: err}
 	}
-	return &model.Error{Status: http.StatusBadGateway, Message: msgUnavailable, Err: err}
+	return &model.Error{Kind: responses.EUpstream, Message: msgUnavailable, Err: err}
 }
 
 func truncate(b []byte, n int) []byte {

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 
 	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/responses"
 )
 
 // MaxLineBytes caps one SSE line. Engines that do not stream tool
@@ -55,7 +55,7 @@ func ReadSSE(r io.Reader, data func(payload []byte) error, done func() error) er
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				return &model.Error{Status: http.StatusBadGateway, Message: msgStreamCut, Err: io.ErrUnexpectedEOF}
+				return &model.Error{Kind: responses.EUpstream, Message: msgStreamCut, Err: io.ErrUnexpectedEOF}
 			}
 			return err
 		}

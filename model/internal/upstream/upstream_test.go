@@ -8,28 +8,29 @@ import (
 	"testing"
 
 	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/responses"
 )
 
 // TestReadSSE checks the SSE framing both backends rely on.
 func TestReadSSE(t *testing.T) {
 	tests := []struct {
-		name       string
-		body       string
-		want       []string // data payloads, then "DONE" when done was called
-		wantStatus int      // 0: nil error
-		wantErr    string
+		name     string
+		body     string
+		want     []string // data payloads, then "DONE" when done was called
+		wantKind string   // "": nil error
+		wantErr  string
 	}{
-		{"LF", "data: a\n\ndata: b\n\ndata: [DONE]\n\n", []string{"a", "b", "DONE"}, 0, ""},
-		{"CRLF", "data: a\r\n\r\ndata:b\r\n\r\ndata: [DONE]\r\n\r\n", []string{"a", "b", "DONE"}, 0, ""},
-		{"comments and fields skipped", ": ping\n\nevent: message\nid: 7\nretry: 100\ndata: a\n\ndata: [DONE]\n", []string{"a", "DONE"}, 0, ""},
-		{"[DONE] without a newline", "data: a\n\ndata: [DONE]", []string{"a", "DONE"}, 0, ""},
-		{"nothing after [DONE] is read", "data: [DONE]\n\n<html>", []string{"DONE"}, 0, ""},
-		{"cut before [DONE]", "data: a\n\n", []string{"a"}, http.StatusBadGateway, "unexpected EOF"},
-		{"cut inside a line", "data: a\n\ndata: {\"x", []string{"a", `{"x`}, http.StatusBadGateway, "unexpected EOF"},
-		{"empty body", "", nil, http.StatusBadGateway, "unexpected EOF"},
-		{"llama.cpp error line", "error: {\"message\":\"boom\"}\n\n", nil, http.StatusBadGateway, "upstream error in stream: boom"},
-		{"not SSE", "<html>\n", nil, http.StatusBadGateway, "unexpected line"},
-		{"line over the limit", "data: " + strings.Repeat("x", MaxLineBytes) + "\n", nil, http.StatusBadGateway, "SSE line longer than"},
+		{"LF", "data: a\n\ndata: b\n\ndata: [DONE]\n\n", []string{"a", "b", "DONE"}, "", ""},
+		{"CRLF", "data: a\r\n\r\ndata:b\r\n\r\ndata: [DONE]\r\n\r\n", []string{"a", "b", "DONE"}, "", ""},
+		{"comments and fields skipped", ": ping\n\nevent: message\nid: 7\nretry: 100\ndata: a\n\ndata: [DONE]\n", []string{"a", "DONE"}, "", ""},
+		{"[DONE] without a newline", "data: a\n\ndata: [DONE]", []string{"a", "DONE"}, "", ""},
+		{"nothing after [DONE] is read", "data: [DONE]\n\n<html>", []string{"DONE"}, "", ""},
+		{"cut before [DONE]", "data: a\n\n", []string{"a"}, responses.EUpstream, "unexpected EOF"},
+		{"cut inside a line", "data: a\n\ndata: {\"x", []string{"a", `{"x`}, responses.EUpstream, "unexpected EOF"},
+		{"empty body", "", nil, responses.EUpstream, "unexpected EOF"},
+		{"llama.cpp error line", "error: {\"message\":\"boom\"}\n\n", nil, responses.EUpstream, "upstream error in stream: boom"},
+		{"not SSE", "<html>\n", nil, responses.EUpstream, "unexpected line"},
+		{"line over the limit", "data: " + strings.Repeat("x", MaxLineBytes) + "\n", nil, responses.EUpstream, "SSE line longer than"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,15 +41,15 @@ func TestReadSSE(t *testing.T) {
 			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
 				t.Errorf("got %q, want %q", got, tt.want)
 			}
-			if tt.wantStatus == 0 {
+			if tt.wantKind == "" {
 				if err != nil {
 					t.Fatalf("err = %v", err)
 				}
 				return
 			}
 			var merr *model.Error
-			if !errors.As(err, &merr) || merr.Status != tt.wantStatus || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("err = %v, want a %d mentioning %q", err, tt.wantStatus, tt.wantErr)
+			if !errors.As(err, &merr) || merr.Kind != tt.wantKind || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want a %s mentioning %q", err, tt.wantKind, tt.wantErr)
 			}
 		})
 	}
@@ -83,27 +84,27 @@ func TestReadSSECallbackErrors(t *testing.T) {
 
 func TestStatusError(t *testing.T) {
 	tests := []struct {
-		code       int
-		body       string
-		wantStatus int
-		wantMsg    string // the UpstreamError message
+		code     int
+		body     string
+		wantKind string
+		wantMsg  string // the UpstreamError message
 	}{
-		{429, `{"error":{"message":"slow down"}}`, 429, "slow down"},
-		{500, `{"object":"error","message":"engine died"}`, 502, "engine died"},
-		{503, `{"error":"loading"}`, 502, "loading"},
-		{400, `{"error":{"message":"too long"}}`, 502, "too long"},
-		{302, `moved`, 502, "moved"},
-		{502, strings.Repeat("z", 1000), 502, strings.Repeat("z", 512)},
-		{500, "bad \xff utf-8", 502, "bad  utf-8"},
+		{429, `{"error":{"message":"slow down"}}`, responses.ERateLimited, "slow down"},
+		{500, `{"object":"error","message":"engine died"}`, responses.EUpstream, "engine died"},
+		{503, `{"error":"loading"}`, responses.EUpstream, "loading"},
+		{400, `{"error":{"message":"too long"}}`, responses.EUpstream, "too long"},
+		{302, `moved`, responses.EUpstream, "moved"},
+		{502, strings.Repeat("z", 1000), responses.EUpstream, strings.Repeat("z", 512)},
+		{500, "bad \xff utf-8", responses.EUpstream, "bad  utf-8"},
 	}
 	for _, tt := range tests {
 		resp := &http.Response{StatusCode: tt.code, Body: io.NopCloser(strings.NewReader(tt.body))}
 		err := statusError(resp)
 		var merr *model.Error
 		var uerr *UpstreamError
-		if !errors.As(err, &merr) || merr.Status != tt.wantStatus || !errors.As(err, &uerr) ||
+		if !errors.As(err, &merr) || merr.Kind != tt.wantKind || !errors.As(err, &uerr) ||
 			uerr.StatusCode != tt.code || uerr.Message != tt.wantMsg {
-			t.Errorf("%d %q: err = %v, want status %d and message %q", tt.code, tt.body, err, tt.wantStatus, tt.wantMsg)
+			t.Errorf("%d %q: err = %v, want kind %s and message %q", tt.code, tt.body, err, tt.wantKind, tt.wantMsg)
 		}
 		if strings.Contains(merr.Message, tt.wantMsg) {
 			t.Errorf("%d: client message %q repeats the upstream's words", tt.code, merr.Message)
@@ -119,7 +120,7 @@ func TestFinishReasonError(t *testing.T) {
 	}
 	for _, r := range []string{"abort", "error"} {
 		var merr *model.Error
-		if err := FinishReasonError(r); !errors.As(err, &merr) || merr.Status != http.StatusBadGateway {
+		if err := FinishReasonError(r); !errors.As(err, &merr) || merr.Kind != responses.EUpstream {
 			t.Errorf("%q: %v, want a 502", r, err)
 		}
 	}

@@ -2,6 +2,8 @@ package records
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 
 	"github.com/loomgate/loom/responses"
 )
@@ -34,4 +36,19 @@ func SplitItems(joined []byte) ([]responses.Item, error) {
 		joined = rest
 	}
 	return items, nil
+}
+
+// EncodeItems returns the ids and the stored JSON of items, for an insert
+// of their rows.
+func EncodeItems(items []responses.Item) (ids, raws []string, err error) {
+	ids = make([]string, len(items))
+	raws = make([]string, len(items))
+	for i := range items {
+		b, err := json.Marshal(&items[i])
+		if err != nil {
+			return nil, nil, fmt.Errorf("item %d (%s): %w", i, items[i].Type, err)
+		}
+		ids[i], raws[i] = items[i].ID, string(b)
+	}
+	return ids, raws, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/model/internal/upstream"
+	"github.com/loomgate/loom/responses"
 )
 
 // internalURL appears in upstream error bodies; it must never reach a
@@ -39,7 +40,7 @@ type errorCase struct {
 	// handler gets the attempt number, from 1.
 	handler      func(w http.ResponseWriter, r *http.Request, attempt int)
 	opts         Options
-	wantStatus   int    // 0: success
+	wantKind     string // "": success
 	wantAttempts int32  // requests the upstream saw
 	wantDeltas   int    // deltas emitted before the error (or in total)
 	wantErrText  string // in the Err chain (for logs)
@@ -53,14 +54,14 @@ func errorCases(wire Wire) []errorCase {
 				w.Header().Set("Retry-After", "60") // capped by RetryWaitMax
 				http.Error(w, `{"error":{"message":"too many requests to `+internalURL+`","type":"RateLimitError","code":429}}`, http.StatusTooManyRequests)
 			},
-			wantStatus: 429, wantAttempts: 3, wantErrText: "too many requests",
+			wantKind: responses.ERateLimited, wantAttempts: 3, wantErrText: "too many requests",
 		},
 		{
 			name: "500 retried, then 502",
 			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
 				http.Error(w, `{"object":"error","message":"EngineCore died at `+internalURL+`","type":"InternalServerError","param":null,"code":500}`, 500)
 			},
-			wantStatus: 502, wantAttempts: 3, wantErrText: "EngineCore died",
+			wantKind: responses.EUpstream, wantAttempts: 3, wantErrText: "EngineCore died",
 		},
 		{
 			name: "503 twice then success",
@@ -71,15 +72,15 @@ func errorCases(wire Wire) []errorCase {
 				}
 				_, _ = io.WriteString(w, wire.OK)
 			},
-			wantStatus: 0, wantAttempts: 3, wantDeltas: wire.OKDeltas,
+			wantKind: "", wantAttempts: 3, wantDeltas: wire.OKDeltas,
 		},
 		{
 			name: "retries disabled",
 			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
 				http.Error(w, "busy", http.StatusServiceUnavailable)
 			},
-			opts:       Options{Retries: -1},
-			wantStatus: 502, wantAttempts: 1, wantErrText: "busy",
+			opts:     Options{Retries: -1},
+			wantKind: responses.EUpstream, wantAttempts: 1, wantErrText: "busy",
 		},
 		{
 			name: "400 is not retried, 502 with a safe message",
@@ -88,14 +89,14 @@ func errorCases(wire Wire) []errorCase {
 				w.WriteHeader(http.StatusBadRequest)
 				_, _ = io.WriteString(w, `{"error":{"message":"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens (`+internalURL+`)","type":"BadRequestError","param":null,"code":400}}`)
 			},
-			wantStatus: 502, wantAttempts: 1, wantErrText: "maximum context length",
+			wantKind: responses.EUpstream, wantAttempts: 1, wantErrText: "maximum context length",
 		},
 		{
 			name: "404 unknown model",
 			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
 				http.Error(w, `{"error":{"message":"The model `+"`nope`"+` does not exist.","type":"NotFoundError","param":"model","code":404}}`, http.StatusNotFound)
 			},
-			wantStatus: 502, wantAttempts: 1, wantErrText: "does not exist",
+			wantKind: responses.EUpstream, wantAttempts: 1, wantErrText: "does not exist",
 		},
 		{
 			name: "garbage body with 200",
@@ -103,21 +104,21 @@ func errorCases(wire Wire) []errorCase {
 				w.Header().Set("Content-Type", "text/html")
 				_, _ = io.WriteString(w, "<html><body>Bad Gateway from "+internalURL+"</body></html>\n")
 			},
-			wantStatus: 502, wantAttempts: 1, wantErrText: "unexpected line",
+			wantKind: responses.EUpstream, wantAttempts: 1, wantErrText: "unexpected line",
 		},
 		{
 			name: "non-JSON data line",
 			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
 				_, _ = io.WriteString(w, wire.First+"data: {not json\n\n")
 			},
-			wantStatus: 502, wantAttempts: 1, wantDeltas: 1, wantErrText: "decoding chunk",
+			wantKind: responses.EUpstream, wantAttempts: 1, wantDeltas: 1, wantErrText: "decoding chunk",
 		},
 		{
 			name: "stream ends without [DONE]: deltas, then 502, no retry",
 			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
 				_, _ = io.WriteString(w, wire.Unfinished)
 			},
-			wantStatus: 502, wantAttempts: 1, wantDeltas: wire.UnfinishedDeltas, wantErrText: "unexpected EOF",
+			wantKind: responses.EUpstream, wantAttempts: 1, wantDeltas: wire.UnfinishedDeltas, wantErrText: "unexpected EOF",
 		},
 		{
 			name: "connection cut mid-stream",
@@ -131,7 +132,7 @@ func errorCases(wire Wire) []errorCase {
 					_ = conn.Close()
 				}
 			},
-			wantStatus: 502, wantAttempts: 1, wantDeltas: 1,
+			wantKind: responses.EUpstream, wantAttempts: 1, wantDeltas: 1,
 		},
 		{
 			name: "vLLM error object inside the stream",
@@ -140,7 +141,7 @@ func errorCases(wire Wire) []errorCase {
 					"data: {\"error\": {\"message\": \"CUDA out of memory\", \"type\": \"InternalServerError\", \"param\": null, \"code\": 500}}\n\n"+
 					"data: [DONE]\n\n")
 			},
-			wantStatus: 502, wantAttempts: 1, wantDeltas: 1, wantErrText: "CUDA out of memory",
+			wantKind: responses.EUpstream, wantAttempts: 1, wantDeltas: 1, wantErrText: "CUDA out of memory",
 		},
 		{
 			name: "older vLLM error object inside the stream",
@@ -149,28 +150,28 @@ func errorCases(wire Wire) []errorCase {
 					"data: {\"object\": \"error\", \"message\": \"engine dead\", \"type\": \"InternalServerError\", \"code\": 500}\n\n"+
 					"data: [DONE]\n\n")
 			},
-			wantStatus: 502, wantAttempts: 1, wantDeltas: 1, wantErrText: "engine dead",
+			wantKind: responses.EUpstream, wantAttempts: 1, wantDeltas: 1, wantErrText: "engine dead",
 		},
 		{
 			name: "llama.cpp error line inside the stream",
 			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
 				_, _ = io.WriteString(w, "error: {\"code\":500,\"message\":\"failed to parse tool call\",\"type\":\"server_error\"}\n\n")
 			},
-			wantStatus: 502, wantAttempts: 1, wantErrText: "failed to parse tool call",
+			wantKind: responses.EUpstream, wantAttempts: 1, wantErrText: "failed to parse tool call",
 		},
 		{
 			name: "finish_reason abort",
 			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
 				_, _ = io.WriteString(w, wire.Finished("abort"))
 			},
-			wantStatus: 502, wantAttempts: 1, wantDeltas: 1, wantErrText: "abort",
+			wantKind: responses.EUpstream, wantAttempts: 1, wantDeltas: 1, wantErrText: "abort",
 		},
 		{
 			name: "finish_reason error",
 			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
 				_, _ = io.WriteString(w, wire.Finished("error"))
 			},
-			wantStatus: 502, wantAttempts: 1, wantDeltas: 1, wantErrText: `reason "error"`,
+			wantKind: responses.EUpstream, wantAttempts: 1, wantDeltas: 1, wantErrText: `reason "error"`,
 		},
 		{
 			name: "slow first byte: 504",
@@ -180,8 +181,8 @@ func errorCases(wire Wire) []errorCase {
 				case <-time.After(5 * time.Second):
 				}
 			},
-			opts:       Options{FirstByteTimeout: 100 * time.Millisecond},
-			wantStatus: 504, wantAttempts: 1, wantErrText: "first-byte timeout",
+			opts:     Options{FirstByteTimeout: 100 * time.Millisecond},
+			wantKind: responses.ETimeout, wantAttempts: 1, wantErrText: "first-byte timeout",
 		},
 		{
 			name: "headers at once, body slow: still 504",
@@ -194,8 +195,8 @@ func errorCases(wire Wire) []errorCase {
 				case <-time.After(5 * time.Second):
 				}
 			},
-			opts:       Options{FirstByteTimeout: 100 * time.Millisecond},
-			wantStatus: 504, wantAttempts: 1, wantErrText: "first-byte timeout",
+			opts:     Options{FirstByteTimeout: 100 * time.Millisecond},
+			wantKind: responses.ETimeout, wantAttempts: 1, wantErrText: "first-byte timeout",
 		},
 		{
 			name: "first byte in time, slow tokens after it: fine",
@@ -205,8 +206,8 @@ func errorCases(wire Wire) []errorCase {
 				time.Sleep(400 * time.Millisecond) // twice the first-byte timeout
 				_, _ = io.WriteString(w, wire.OK)
 			},
-			opts:       Options{FirstByteTimeout: 200 * time.Millisecond},
-			wantStatus: 0, wantAttempts: 1, wantDeltas: wire.OKDeltas,
+			opts:     Options{FirstByteTimeout: 200 * time.Millisecond},
+			wantKind: "", wantAttempts: 1, wantDeltas: wire.OKDeltas,
 		},
 	}
 }
@@ -233,7 +234,7 @@ func testErrors(t *testing.T, wire Wire) {
 			if len(deltas) != tt.wantDeltas {
 				t.Errorf("emitted %d deltas (%+v), want %d", len(deltas), deltas, tt.wantDeltas)
 			}
-			if tt.wantStatus == 0 {
+			if tt.wantKind == "" {
 				if err != nil {
 					t.Fatalf("Stream: %v", err)
 				}
@@ -243,8 +244,8 @@ func testErrors(t *testing.T, wire Wire) {
 			if !errors.As(err, &merr) {
 				t.Fatalf("err = %v (%T), want *model.Error", err, err)
 			}
-			if merr.Status != tt.wantStatus {
-				t.Errorf("status %d, want %d (%v)", merr.Status, tt.wantStatus, err)
+			if merr.Kind != tt.wantKind {
+				t.Errorf("kind %s, want %s (%v)", merr.Kind, tt.wantKind, err)
 			}
 			if strings.Contains(merr.Message, "10.20.30.40") || strings.Contains(merr.Message, srv.Listener.Addr().String()) ||
 				strings.Contains(merr.Message, "{") {
@@ -283,7 +284,7 @@ func testConnectionRefused(t *testing.T, wire Wire) {
 
 	_, err = Collect(context.Background(), wire.New("http://"+addr+"/v1", "", Options{}), UserReq("hi"))
 	var merr *model.Error
-	if !errors.As(err, &merr) || merr.Status != http.StatusBadGateway {
+	if !errors.As(err, &merr) || merr.Kind != responses.EUpstream {
 		t.Fatalf("err = %v, want a 502 *model.Error", err)
 	}
 	if strings.Contains(merr.Message, addr) {
@@ -326,7 +327,7 @@ func testDeadline504(t *testing.T, wire Wire) {
 	defer cancel()
 	_, err := Collect(ctx, wire.New(srv.URL+"/v1", "", Options{}), UserReq("hi"))
 	var merr *model.Error
-	if !errors.As(err, &merr) || merr.Status != http.StatusGatewayTimeout || !errors.Is(err, context.DeadlineExceeded) {
+	if !errors.As(err, &merr) || merr.Kind != responses.ETimeout || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want a 504 *model.Error wrapping DeadlineExceeded", err)
 	}
 }
@@ -420,7 +421,7 @@ func testRequestErrorNotSent(t *testing.T, wire Wire) {
 	req.Items[0].Role = "critic"
 	_, err := Collect(context.Background(), wire.New(srv.URL+"/v1", "", Options{}), req)
 	var merr *model.Error
-	if !errors.As(err, &merr) || merr.Status != http.StatusBadRequest || attempts.Load() != 0 {
+	if !errors.As(err, &merr) || merr.Kind != responses.EInvalid || attempts.Load() != 0 {
 		t.Fatalf("err = %v, attempts %d; want a 400 and no request", err, attempts.Load())
 	}
 }
