@@ -45,8 +45,8 @@ func TestRequestLimits(t *testing.T) {
 				return
 			}
 			e := mustAPIError(t, err)
-			if e.Param != tt.param || e.Status != 400 {
-				t.Errorf("got %d param %q (%s), want 400 param %q", e.Status, e.Param, e.Message, tt.param)
+			if e.Param != tt.param || e.Kind != EInvalid {
+				t.Errorf("got %s param %q (%s), want %s param %q", e.Kind, e.Param, e.Message, EInvalid, tt.param)
 			}
 		})
 	}
