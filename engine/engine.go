@@ -415,20 +415,37 @@ func (e *Engine) execute(ctx context.Context, r *run, opts *RunOptions) (*respon
 	e.finishTurn(ctx, r, true)
 	r.deliverFinal()
 	opts.keep(r, r.history)
-	attrs := []slog.Attr{slog.String("id", r.resp.ID), slog.String("model", req.Model), slog.String("status", r.resp.Status),
-		slog.Int("output_items", len(r.resp.Output)), slog.Bool("stream", req.Stream), slog.Bool("background", r.background)}
-	level := slog.LevelInfo
+	e.logResponse(ctx, r)
+	return r.resp, upstreamErr
+}
+
+// logResponse writes the line that ends a response: at debug for one that
+// completed (a line per request costs more than the rest of a small
+// request's work), at info for an incomplete one, at warn for a failure.
+// Its attributes are built only when the line is written.
+func (e *Engine) logResponse(ctx context.Context, r *run) {
+	level := slog.LevelDebug
+	switch {
+	case r.resp.Error != nil:
+		level = slog.LevelWarn
+	case r.resp.IncompleteDetails != nil:
+		level = slog.LevelInfo
+	}
+	if !e.log.Enabled(ctx, level) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 8)
+	attrs = append(attrs, slog.String("id", r.resp.ID), slog.String("model", r.req.Model), slog.String("status", r.resp.Status),
+		slog.Int("output_items", len(r.resp.Output)), slog.Bool("stream", r.req.Stream), slog.Bool("background", r.background))
 	if r.resp.Error != nil {
 		// What the client was told; the upstream's own words are on the
 		// "upstream request failed" line before this one.
-		level = slog.LevelWarn
 		attrs = append(attrs, slog.String("error_code", r.resp.Error.Code), slog.String("error", r.resp.Error.Message))
 	}
 	if r.resp.IncompleteDetails != nil {
 		attrs = append(attrs, slog.String("incomplete", r.resp.IncompleteDetails.Reason))
 	}
 	e.log.LogAttrs(ctx, level, "response", attrs...)
-	return r.resp, upstreamErr
 }
 
 // run is the state of one Run: what the response owns. A turn's own

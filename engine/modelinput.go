@@ -15,6 +15,10 @@ import (
 // Errors in input name the item; one in the history names
 // previous_response_id.
 func (e *Engine) modelInput(ctx context.Context, history, input []responses.Item) ([]responses.Item, error) {
+	if len(history) == 0 && !slices.ContainsFunc(input, changedForModel) {
+		// The model reads the input as it is: no copy of a long input.
+		return slices.Clip(input), nil
+	}
 	items := make([]responses.Item, 0, len(history)+len(input))
 	for part, list := range [][]responses.Item{history, input} {
 		inHistory := part == 0
@@ -48,6 +52,12 @@ func (e *Engine) modelInput(ctx context.Context, history, input []responses.Item
 		}
 	}
 	return slices.Clip(items), nil
+}
+
+// changedForModel reports whether the model reads an item other than as
+// it is: a compaction it opens, a message with media.
+func changedForModel(it responses.Item) bool {
+	return it.Type == responses.ItemCompaction || it.Type == responses.ItemMessage && hasMedia(it.Content)
 }
 
 // hasMedia reports whether content holds an image or a file.

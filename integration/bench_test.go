@@ -47,17 +47,19 @@ type benchTarget struct {
 type benchSetup struct {
 	client  *http.Client
 	targets []benchTarget
+	// reset, when set, runs every resetEvery rounds: it lets the scripted
+	// upstream forget the requests it recorded, which for large bodies
+	// would otherwise grow without bound.
+	reset func()
 }
 
-func newBenchSetup(b *testing.B, stream bool) *benchSetup {
-	return newBenchSetupScript(b, stream, "#say ok", "ok")
-}
+const resetEvery = 32
 
-// newBenchSetupScript is newBenchSetup for any script; first is the start
-// of the answer's first chunk.
-func newBenchSetupScript(b *testing.B, stream bool, script, first string) *benchSetup {
+// benchServers starts the scripted upstream, loom in front of it, and a
+// bare reverse proxy in front of it, on loopback.
+func benchServers(b *testing.B) (h *harness, loomURL, proxyURL string) {
 	b.Helper()
-	h := newHarness(b, &harnessOptions{SkipSchema: true})
+	h = newHarness(b, &harnessOptions{SkipSchema: true})
 	// loom as a client sees it: without the harness's capture wrapper,
 	// which copies every body for schema checks.
 	loom := httptest.NewServer(server.New(h.Engine, nil))
@@ -74,7 +76,18 @@ func newBenchSetupScript(b *testing.B, stream bool, script, first string) *bench
 	rp.Transport = pooledTransport()
 	proxy := httptest.NewServer(rp)
 	b.Cleanup(proxy.Close)
+	return h, loom.URL, proxy.URL
+}
 
+func newBenchSetup(b *testing.B, stream bool) *benchSetup {
+	return newBenchSetupScript(b, stream, "#say ok", "ok")
+}
+
+// newBenchSetupScript is newBenchSetup for any script; first is the start
+// of the answer's first chunk.
+func newBenchSetupScript(b *testing.B, stream bool, script, first string) *benchSetup {
+	b.Helper()
+	h, loomURL, proxyURL := benchServers(b)
 	chatBody := fmt.Appendf(nil, `{"model":"mock-model","stream":%t,"messages":[{"role":"user","content":%q}]}`, stream, script)
 	mockToken := func(line string) bool { return strings.Contains(line, `"content":"`+first) }
 	loomToken := func(line string) bool { return strings.Contains(line, `"type":"response.output_text.delta"`) }
@@ -82,10 +95,10 @@ func newBenchSetupScript(b *testing.B, stream bool, script, first string) *bench
 		client: &http.Client{Transport: pooledTransport()},
 		targets: []benchTarget{
 			{"direct", h.MockURL + "/chat/completions", chatBody, mockToken},
-			{"proxy", proxy.URL + "/v1/chat/completions", chatBody, mockToken},
-			{"loom", loom.URL + "/v1/responses", fmt.Appendf(nil, `{"model":"mock-model","stream":%t,"input":%q}`, stream, script), loomToken},
+			{"proxy", proxyURL + "/v1/chat/completions", chatBody, mockToken},
+			{"loom", loomURL + "/v1/responses", fmt.Appendf(nil, `{"model":"mock-model","stream":%t,"input":%q}`, stream, script), loomToken},
 			// The same without saving to SQLite, to show what storing costs.
-			{"loom-nostore", loom.URL + "/v1/responses", fmt.Appendf(nil, `{"model":"mock-model","stream":%t,"store":false,"input":%q}`, stream, script), loomToken},
+			{"loom-nostore", loomURL + "/v1/responses", fmt.Appendf(nil, `{"model":"mock-model","stream":%t,"store":false,"input":%q}`, stream, script), loomToken},
 		},
 	}
 	b.Cleanup(s.client.CloseIdleConnections)
@@ -189,6 +202,9 @@ func (s *benchSetup) run(b *testing.B, clients int) [][]timing {
 				i := int(next.Add(1))
 				if i > b.N {
 					return
+				}
+				if s.reset != nil && i%resetEvery == 0 {
+					s.reset()
 				}
 				for k := range s.targets {
 					// Rotate which target goes first, so that none is

@@ -168,10 +168,7 @@ func validateFunctionTool(param string, t *Tool, offered string, names map[strin
 		return err
 	}
 	if len(t.Parameters) > 0 && string(t.Parameters) != "null" {
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(t.Parameters, &obj) != nil {
-			return BadRequest(param+".parameters", "parameters must be a JSON Schema object")
-		}
+		return checkSchema(t.Parameters, param+".parameters", "parameters must be a JSON Schema object")
 	}
 	return nil
 }

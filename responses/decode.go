@@ -23,20 +23,37 @@ func DecodeRequest(body []byte) (*Request, error) {
 }
 
 func decodeRequest(body []byte) (*Request, *APIError) {
+	// One pass for a well-formed request; only a request that fails is
+	// decoded again, field by field, to name what is wrong with it.
+	if validText(body) {
+		var req Request
+		err := json.Unmarshal(body, &req)
+		if err == nil {
+			return &req, nil
+		}
+		// A limit refused while decoding, before the work.
+		var limit *APIError
+		if errors.As(err, &limit) {
+			return nil, limit
+		}
+	}
+	return nil, diagnose(body)
+}
+
+// diagnose returns the 400 for a body that does not decode: not JSON, not
+// an object, text that is not valid Unicode, or the first field (and
+// input item) of the wrong type.
+func diagnose(body []byte) *APIError {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
 		var syntaxErr *json.SyntaxError
 		if errors.As(err, &syntaxErr) || len(bytes.TrimSpace(body)) == 0 {
-			return nil, BadRequest("", "the request body is not valid JSON")
+			return BadRequest("", "the request body is not valid JSON")
 		}
-		return nil, BadRequest("", "the request body must be a JSON object")
+		return BadRequest("", "the request body must be a JSON object")
 	}
 	if err := textError(body, fields); err != nil {
-		return nil, err
-	}
-	var req Request
-	if err := json.Unmarshal(body, &req); err == nil {
-		return &req, nil
+		return err
 	}
 	// Find the field at fault by decoding one field at a time.
 	for name, raw := range fields {
@@ -46,11 +63,11 @@ func decodeRequest(body []byte) (*Request, *APIError) {
 			continue
 		}
 		if name == "input" {
-			return nil, inputError(raw)
+			return inputError(raw)
 		}
-		return nil, fieldError(name, raw)
+		return fieldError(name, raw)
 	}
-	return nil, BadRequest("", "the request body could not be decoded")
+	return BadRequest("", "the request body could not be decoded")
 }
 
 // inputError names the input item at fault, and its field when it can.

@@ -164,9 +164,10 @@ func appendMarshal(dst []byte, v any) ([]byte, error) {
 
 const hexDigits = "0123456789abcdef"
 
-// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as
-// encoding/json does; U+2028 and U+2029 are escaped so the output is safe in
-// JavaScript too.
+// appendString appends s as a JSON string, as encoding/json writes it
+// except that <, > and & are not HTML-escaped. Invalid UTF-8 becomes
+// U+FFFD, as encoding/json does; U+2028 and U+2029 are escaped so the
+// output is safe in JavaScript too.
 func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
@@ -181,6 +182,10 @@ func appendString(dst []byte, s string) []byte {
 			switch c {
 			case '"', '\\':
 				dst = append(dst, '\\', c)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
 			case '\n':
 				dst = append(dst, '\\', 'n')
 			case '\r':

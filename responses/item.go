@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // Item types loom understands. An input item of another type is rejected
@@ -150,30 +151,19 @@ func (it *Item) Text() string {
 // MarshalJSON writes "text" on every text-bearing part even when empty, as
 // the schema requires (a part announced by content_part.added starts empty).
 func (p ContentPart) MarshalJSON() ([]byte, error) {
-	type plain ContentPart
 	switch p.Type {
 	case PartInputText, PartReasoningText, PartSummaryText:
-		return json.Marshal(struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}{p.Type, p.Text})
+		return encodeObject(key("type", p.Type), key("text", p.Text))
 	case PartOutputText:
 		ann := p.Annotations
 		if ann == nil {
 			ann = []json.RawMessage{}
 		}
-		return json.Marshal(struct {
-			Type        string            `json:"type"`
-			Text        string            `json:"text"`
-			Annotations []json.RawMessage `json:"annotations"`
-			Logprobs    []json.RawMessage `json:"logprobs"`
-		}{p.Type, p.Text, ann, []json.RawMessage{}})
+		return encodeObject(key("type", p.Type), key("text", p.Text), key("annotations", ann), key("logprobs", []json.RawMessage{}))
 	case PartRefusal:
-		return json.Marshal(struct {
-			Type    string `json:"type"`
-			Refusal string `json:"refusal"`
-		}{p.Type, p.Refusal})
+		return encodeObject(key("type", p.Type), key("refusal", p.Refusal))
 	}
+	type plain ContentPart
 	return json.Marshal(plain(p))
 }
 
@@ -207,7 +197,20 @@ func (it *Item) OutputString() string {
 
 // UnmarshalJSON accepts the shorthand forms clients send: a message with no
 // "type" (EasyInputMessage) and message content given as a plain string.
-func (it *Item) UnmarshalJSON(data []byte) (err error) {
+//
+// Items of the common shapes are decoded by the scanner (a stored history
+// is decoded on every request that continues it); the others here.
+func (it *Item) UnmarshalJSON(data []byte) error {
+	var fast Item
+	if utf8.Valid(data) && (&scanner{data: data}).item(&fast) {
+		*it = fast
+		return nil
+	}
+	return it.decodeFields(data)
+}
+
+// decodeFields decodes an item field by field with encoding/json.
+func (it *Item) decodeFields(data []byte) (err error) {
 	type plain Item
 	var raw struct {
 		plain
@@ -218,29 +221,20 @@ func (it *Item) UnmarshalJSON(data []byte) (err error) {
 		return err
 	}
 	*it = Item(raw.plain)
+	// Arguments are text; a tool search's may come as a JSON value.
 	if it.Arguments, err = argumentsText(raw.Arguments); err != nil {
 		return err
 	}
-	// A client of the Open Responses dialect sends loom's own item types
-	// back as it received them, vendor-prefixed.
-	it.Type = strings.TrimPrefix(it.Type, VendorPrefix)
-	if it.Type == "" && it.Role != "" {
-		it.Type = ItemMessage
-	}
+	var text *string
 	c := bytes.TrimSpace(raw.Content)
 	switch {
 	case len(c) == 0 || bytes.Equal(c, []byte("null")):
 		it.Content = nil
 	case c[0] == '"':
-		var s string
-		if err := json.Unmarshal(c, &s); err != nil {
+		text = new(string)
+		if err := json.Unmarshal(c, text); err != nil {
 			return err
 		}
-		typ := PartInputText
-		if it.Role == "assistant" {
-			typ = PartOutputText
-		}
-		it.Content = []ContentPart{{Type: typ, Text: s}}
 	case c[0] == '[':
 		if err := json.Unmarshal(c, &it.Content); err != nil {
 			return err
@@ -248,130 +242,69 @@ func (it *Item) UnmarshalJSON(data []byte) (err error) {
 	default:
 		return fmt.Errorf("content must be a string or an array of content parts")
 	}
+	it.normalise(text)
 	return nil
 }
 
+// normalise turns the shorthand forms into the full one: the type of a
+// message sent without one, content sent as a string (text, when not
+// nil) as one part, and a vendor-prefixed type as loom's own.
+func (it *Item) normalise(text *string) {
+	// A client of the Open Responses dialect sends loom's own item types
+	// back as it received them, vendor-prefixed.
+	it.Type = strings.TrimPrefix(it.Type, VendorPrefix)
+	if it.Type == "" && it.Role != "" {
+		it.Type = ItemMessage
+	}
+	if text != nil {
+		typ := PartInputText
+		if it.Role == "assistant" {
+			typ = PartOutputText
+		}
+		it.Content = []ContentPart{{Type: typ, Text: *text}}
+	}
+}
+
 // MarshalJSON writes the keys the Responses API defines for the item's
-// type, including required ones whose value is empty.
+// type, in its order, including required ones whose value is empty.
 func (it Item) MarshalJSON() ([]byte, error) {
+	status := orDefault(it.Status, StatusCompleted)
 	switch it.Type {
 	case ItemMessage:
-		content := it.Content
-		if content == nil {
-			content = []ContentPart{}
-		}
-		return json.Marshal(struct {
-			Type    string        `json:"type"`
-			ID      string        `json:"id"`
-			Status  string        `json:"status"`
-			Role    string        `json:"role"`
-			Content []ContentPart `json:"content"`
-			Phase   string        `json:"phase,omitempty"`
-		}{it.Type, it.ID, orDefault(it.Status, StatusCompleted), it.Role, content, it.Phase})
+		return encodeObject(key("type", it.Type), key("id", it.ID), key("status", status), key("role", it.Role),
+			key("content", orEmpty(it.Content)), omitEmpty("phase", it.Phase))
 	case ItemFunctionCall:
-		return json.Marshal(struct {
-			Type      string `json:"type"`
-			ID        string `json:"id"`
-			CallID    string `json:"call_id"`
-			Namespace string `json:"namespace,omitempty"`
-			Name      string `json:"name"`
-			Arguments string `json:"arguments"`
-			Status    string `json:"status"`
-		}{it.Type, it.ID, it.CallID, it.Namespace, it.Name, it.Arguments, orDefault(it.Status, StatusCompleted)})
+		return encodeObject(key("type", it.Type), key("id", it.ID), key("call_id", it.CallID), omitEmpty("namespace", it.Namespace),
+			key("name", it.Name), key("arguments", it.Arguments), key("status", status))
 	case ItemFunctionCallOutput:
-		out := it.Output
-		if len(out) == 0 {
-			out = json.RawMessage(`""`)
-		}
-		return json.Marshal(struct {
-			Type   string          `json:"type"`
-			ID     string          `json:"id"`
-			CallID string          `json:"call_id"`
-			Output json.RawMessage `json:"output"`
-			Status string          `json:"status"`
-		}{it.Type, it.ID, it.CallID, out, orDefault(it.Status, StatusCompleted)})
+		return encodeObject(key("type", it.Type), key("id", it.ID), key("call_id", it.CallID),
+			key("output", orRaw(it.Output, `""`)), key("status", status))
 	case ItemReasoning:
-		summary := it.Summary
-		if summary == nil {
-			summary = []ContentPart{}
-		}
-		return json.Marshal(struct {
-			Type             string        `json:"type"`
-			ID               string        `json:"id"`
-			Status           string        `json:"status,omitempty"`
-			Summary          []ContentPart `json:"summary"`
-			Content          []ContentPart `json:"content,omitempty"`
-			EncryptedContent *string       `json:"encrypted_content,omitempty"`
-		}{it.Type, it.ID, it.Status, summary, it.Content, it.EncryptedContent})
+		return encodeObject(key("type", it.Type), key("id", it.ID), omitEmpty("status", it.Status), key("summary", orEmpty(it.Summary)),
+			omitEmpty("content", it.Content), omitEmpty("encrypted_content", it.EncryptedContent))
 	case ItemMCPCall:
 		var out *json.RawMessage
 		if len(it.Output) > 0 {
 			out = &it.Output
 		}
-		return json.Marshal(struct {
-			Type              string           `json:"type"`
-			ID                string           `json:"id"`
-			ServerLabel       string           `json:"server_label"`
-			Name              string           `json:"name"`
-			Arguments         string           `json:"arguments"`
-			Output            *json.RawMessage `json:"output"`
-			Error             *string          `json:"error"`
-			Status            string           `json:"status"`
-			ApprovalRequestID *string          `json:"approval_request_id"`
-		}{it.Type, it.ID, it.ServerLabel, it.Name, it.Arguments, out, it.Error, orDefault(it.Status, StatusCompleted), it.ApprovalRequestID})
+		return encodeObject(key("type", it.Type), key("id", it.ID), key("server_label", it.ServerLabel), key("name", it.Name),
+			key("arguments", it.Arguments), key("output", out), key("error", it.Error), key("status", status),
+			key("approval_request_id", it.ApprovalRequestID))
 	case ItemMCPListTools:
-		list := it.Tools
-		if len(list) == 0 {
-			list = json.RawMessage("[]")
-		}
-		return json.Marshal(struct {
-			Type        string          `json:"type"`
-			ID          string          `json:"id"`
-			ServerLabel string          `json:"server_label"`
-			Tools       json.RawMessage `json:"tools"`
-			Error       *string         `json:"error"`
-		}{it.Type, it.ID, it.ServerLabel, list, it.Error})
+		return encodeObject(key("type", it.Type), key("id", it.ID), key("server_label", it.ServerLabel),
+			key("tools", orRaw(it.Tools, "[]")), key("error", it.Error))
 	case ItemMCPApprovalRequest:
-		return json.Marshal(struct {
-			Type        string `json:"type"`
-			ID          string `json:"id"`
-			ServerLabel string `json:"server_label"`
-			Name        string `json:"name"`
-			Arguments   string `json:"arguments"`
-		}{it.Type, it.ID, it.ServerLabel, it.Name, it.Arguments})
+		return encodeObject(key("type", it.Type), key("id", it.ID), key("server_label", it.ServerLabel), key("name", it.Name),
+			key("arguments", it.Arguments))
 	case ItemMCPInputRequest:
-		reqs := it.InputRequests
-		if len(reqs) == 0 {
-			reqs = json.RawMessage("{}")
-		}
-		return json.Marshal(struct {
-			Type          string          `json:"type"`
-			ID            string          `json:"id"`
-			ServerLabel   string          `json:"server_label"`
-			Name          string          `json:"name"`
-			Arguments     string          `json:"arguments"`
-			InputRequests json.RawMessage `json:"input_requests"`
-		}{it.Type, it.ID, it.ServerLabel, it.Name, it.Arguments, reqs})
+		return encodeObject(key("type", it.Type), key("id", it.ID), key("server_label", it.ServerLabel), key("name", it.Name),
+			key("arguments", it.Arguments), key("input_requests", orRaw(it.InputRequests, "{}")))
 	case ItemMCPInputResponse:
-		return json.Marshal(struct {
-			Type           string          `json:"type"`
-			ID             string          `json:"id,omitempty"`
-			RequestID      string          `json:"request_id"`
-			InputResponses json.RawMessage `json:"input_responses"`
-		}{it.Type, it.ID, it.RequestID, it.InputResponses})
+		return encodeObject(key("type", it.Type), omitEmpty("id", it.ID), key("request_id", it.RequestID),
+			key("input_responses", it.InputResponses))
 	case ItemCodeInterpreterCall:
-		outputs := it.Outputs
-		if len(outputs) == 0 {
-			outputs = json.RawMessage("[]")
-		}
-		return json.Marshal(struct {
-			Type        string          `json:"type"`
-			ID          string          `json:"id"`
-			Code        *string         `json:"code"`
-			ContainerID string          `json:"container_id"`
-			Outputs     json.RawMessage `json:"outputs"`
-			Status      string          `json:"status"`
-		}{it.Type, it.ID, it.Code, it.ContainerID, outputs, orDefault(it.Status, StatusCompleted)})
+		return encodeObject(key("type", it.Type), key("id", it.ID), key("code", it.Code), key("container_id", it.ContainerID),
+			key("outputs", orRaw(it.Outputs, "[]")), key("status", status))
 	case ItemToolSearchCall, ItemToolSearchOutput:
 		return it.marshalToolSearch()
 	case ItemWebSearchCall:
@@ -383,6 +316,23 @@ func (it Item) MarshalJSON() ([]byte, error) {
 		type plain Item
 		return json.Marshal(plain(it))
 	}
+}
+
+// orEmpty is parts, or an empty list for none: a required list is
+// written as [], never null.
+func orEmpty(parts []ContentPart) []ContentPart {
+	if parts == nil {
+		return []ContentPart{}
+	}
+	return parts
+}
+
+// orRaw is raw, or def when raw is empty.
+func orRaw(raw json.RawMessage, def string) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage(def)
+	}
+	return raw
 }
 
 func orDefault(s, def string) string {

@@ -112,8 +112,12 @@ func (in *Input) UnmarshalJSON(data []byte) error {
 		in.Items = []Item{{Type: ItemMessage, Role: "user", Content: []ContentPart{{Type: PartInputText, Text: s}}}}
 		return nil
 	case len(data) > 0 && data[0] == '[':
-		in.Set = true
-		return json.Unmarshal(data, &in.Items)
+		items, err := decodeItems(data)
+		if err != nil {
+			return err
+		}
+		in.Set, in.Items = true, items
+		return nil
 	}
 	return fmt.Errorf("input must be a string or an array of items")
 }
@@ -150,6 +154,11 @@ type Tool struct {
 // UnmarshalJSON decodes a tool and keeps the raw form of every type but
 // function.
 func (t *Tool) UnmarshalJSON(data []byte) error {
+	var fast Tool
+	if (&scanner{data: data}).function(&fast) {
+		*t = fast
+		return nil
+	}
 	type plain Tool
 	var p plain
 	if err := json.Unmarshal(data, &p); err != nil {
@@ -180,14 +189,9 @@ func (t Tool) MarshalJSON() ([]byte, error) {
 		}
 		return json.Marshal(fields)
 	}
-	// The tool's own fields in their order, parameters null when unset
-	// (a function tool always has a name: validation requires one).
-	type fields Tool
-	f := fields(t)
-	if len(f.Parameters) == 0 {
-		f.Parameters = json.RawMessage("null")
-	}
-	return json.Marshal(f)
+	// The schema goes in as it was sent: it is not encoded twice.
+	return encodeObject(key("type", t.Type), key("name", t.Name), key("description", t.Description),
+		key("parameters", t.Parameters), key("strict", t.Strict), omitEmpty("defer_loading", t.DeferLoading))
 }
 
 // Tool choice modes.

@@ -13,7 +13,7 @@ import (
 // fields are the body's top-level fields; the error names the first one
 // at fault.
 func textError(body []byte, fields map[string]json.RawMessage) *APIError {
-	if utf8.Valid(body) && !hasLoneSurrogate(body) {
+	if validText(body) {
 		return nil
 	}
 	param := ""
@@ -26,6 +26,10 @@ func textError(body []byte, fields map[string]json.RawMessage) *APIError {
 	}
 	return BadRequest(param, "the request contains text that is not valid Unicode (invalid UTF-8 or a lone surrogate escape)")
 }
+
+// validText reports whether the JSON text b is valid UTF-8 with no lone
+// surrogate escape.
+func validText(b []byte) bool { return utf8.Valid(b) && !hasLoneSurrogate(b) }
 
 // hasLoneSurrogate reports whether b, JSON text, holds a \uXXXX escape of
 // a high surrogate not followed by a low one, or a low surrogate alone.

@@ -29,6 +29,7 @@ func (r *Request) Validate(serverTool func(toolType string) bool) error {
 // validate runs the checks in order; the first failure is the answer.
 func (r *Request) validate(serverTool func(toolType string) bool) *APIError {
 	checks := []func() *APIError{
+		r.checkCounts,
 		r.validateInputSet,
 		func() *APIError { return validateMetadata(r.Metadata) },
 		r.validateSampling,
@@ -173,9 +174,13 @@ func (r *Request) validateText() *APIError {
 		if f.Name == "" {
 			return BadRequest("text.format.name", "text.format.name is required for json_schema")
 		}
-		var schema map[string]json.RawMessage
-		if len(f.Schema) == 0 || json.Unmarshal(f.Schema, &schema) != nil {
+		if len(f.Schema) == 0 {
 			return BadRequest("text.format.schema", "text.format.schema must be a JSON Schema object")
+		}
+		if string(f.Schema) != "null" {
+			if err := checkSchema(f.Schema, "text.format.schema", "text.format.schema must be a JSON Schema object"); err != nil {
+				return err
+			}
 		}
 	default:
 		return BadRequest("text.format.type", "text.format.type must be text, json_object or json_schema")

@@ -81,7 +81,7 @@ func checkJSONContentType(r *http.Request) *responses.APIError {
 // decodeRequest reads and decodes a create request: 413 past the size
 // limit, 400 naming the field for a value of the wrong type.
 func (s *Server) decodeRequest(w http.ResponseWriter, r *http.Request) (*responses.Request, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	body, err := readBody(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes), r.ContentLength, s.opts.MaxBodyBytes)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -99,6 +99,20 @@ func (s *Server) decodeRequest(w http.ResponseWriter, r *http.Request) (*respons
 		return nil, apiErr
 	}
 	return req, nil
+}
+
+// readBody reads a body of the declared length (-1: unknown) into one
+// buffer of that size, where io.ReadAll would grow it by doubling and
+// hold about twice a large body at once.
+func readBody(body io.Reader, length, limit int64) ([]byte, error) {
+	if length <= 0 || length > limit {
+		return io.ReadAll(body)
+	}
+	buf := make([]byte, length)
+	if _, err := io.ReadFull(body, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
 }
 
 // dialect returns the event dialect of the request: the header if set,

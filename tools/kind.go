@@ -2,6 +2,7 @@ package tools
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/loomgate/loom/responses"
 )
@@ -157,9 +158,19 @@ func ClientOutput(itemType string) bool {
 
 // History converts stored items to what the model sees: the calls of each
 // kind become what its History makes of them, other items stay.
+// When no item needs converting, the result is items itself (clipped, so
+// that appending to it copies): a long history is not copied for nothing.
 func History(items []responses.Item) []responses.Item {
-	var out []responses.Item
-	for _, it := range items {
+	first := slices.IndexFunc(items, func(it responses.Item) bool {
+		_, ok := historyByIt[it.Type]
+		return ok
+	})
+	if first < 0 {
+		return slices.Clip(items)
+	}
+	out := make([]responses.Item, first, len(items))
+	copy(out, items[:first])
+	for _, it := range items[first:] {
 		f, ok := historyByIt[it.Type]
 		if !ok {
 			out = append(out, it)
@@ -168,6 +179,9 @@ func History(items []responses.Item) []responses.Item {
 		if f != nil {
 			out = append(out, f(it)...)
 		}
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }

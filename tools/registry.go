@@ -11,8 +11,11 @@ import "errors"
 // Registry is not safe for concurrent mutation; once built it is only read.
 type Registry struct {
 	functions []Definition
-	servers   []Server
-	labels    map[string]Server
+	// functionNames holds the names in functions, so that adding one is
+	// a lookup, not a scan (a request may offer tens of thousands).
+	functionNames map[string]struct{}
+	servers       []Server
+	labels        map[string]Server
 }
 
 // NewRegistry returns a registry holding servers, in order.
@@ -53,11 +56,13 @@ func (r *Registry) AddFunction(d Definition) error {
 	if d.Name == "" {
 		return errors.New("tools: function tool with an empty name")
 	}
-	for _, f := range r.functions {
-		if f.Name == d.Name {
-			return &DuplicateError{Kind: "function", Name: d.Name}
-		}
+	if _, dup := r.functionNames[d.Name]; dup {
+		return &DuplicateError{Kind: "function", Name: d.Name}
 	}
+	if r.functionNames == nil {
+		r.functionNames = make(map[string]struct{})
+	}
+	r.functionNames[d.Name] = struct{}{}
 	d.Server = ""
 	r.functions = append(r.functions, d)
 	return nil

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -16,12 +17,30 @@ import (
 type wireMessage openai.ChatCompletionMessage
 
 func (m wireMessage) MarshalJSON() ([]byte, error) {
+	if m.textOnly() {
+		// The common message, a role and its text, without go-openai's
+		// reflection: a long history has thousands of them.
+		role, _ := json.Marshal(m.Role)
+		content, _ := json.Marshal(m.Content)
+		b := make([]byte, 0, len(role)+len(content)+22)
+		b = append(b, `{"role":`...)
+		b = append(b, role...)
+		b = append(b, `,"content":`...)
+		b = append(b, content...)
+		return append(b, '}'), nil
+	}
 	b, err := openai.ChatCompletionMessage(m).MarshalJSON()
 	if err != nil || m.Content != "" || len(m.MultiContent) > 0 || m.Role == openai.ChatMessageRoleAssistant {
 		return b, err
 	}
 	// b is {"role":...}; put an empty content in front of its keys.
 	return append([]byte(`{"content":"",`), b[1:]...), nil
+}
+
+// textOnly reports whether m is a role and a text, nothing else.
+func (m *wireMessage) textOnly() bool {
+	return m.Content != "" && m.Refusal == "" && m.MultiContent == nil && m.Name == "" && m.ReasoningContent == "" &&
+		m.FunctionCall == nil && m.ToolCalls == nil && m.ToolCallID == ""
 }
 
 // convertItems turns the Responses conversation into chat messages.

@@ -1,0 +1,279 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"runtime/metrics"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/model/chat"
+	"github.com/loomgate/loom/model/mockllm"
+	"github.com/loomgate/loom/server"
+	"github.com/loomgate/loom/store/sqlite"
+)
+
+// The request side of the hot path (issue 14): what loom adds as the
+// request grows — a long history, many tools — compared with the bare
+// proxy carrying the same payload, and how memory grows with the body.
+
+// payloadBody writes the same conversation as a chat-completions body and
+// as a Responses body: n earlier messages (alternating user and
+// assistant) then the script, and tools function tools.
+func payloadBodies(n, tools int, store bool) (chatBody, loomBody []byte) {
+	var cb, lb bytes.Buffer
+	cb.WriteString(`{"model":"mock-model","stream":false,"messages":[`)
+	fmt.Fprintf(&lb, `{"model":"mock-model","store":%t,"input":[`, store)
+	for i := range n {
+		if i%2 == 0 {
+			text := fmt.Sprintf("question %d: what is the weather like in the city today?", i)
+			fmt.Fprintf(&cb, `{"role":"user","content":%q},`, text)
+			fmt.Fprintf(&lb, `{"role":"user","content":%q},`, text)
+		} else {
+			text := fmt.Sprintf("answer %d: it is sunny and warm, about twenty degrees.", i)
+			fmt.Fprintf(&cb, `{"role":"assistant","content":%q},`, text)
+			fmt.Fprintf(&lb, `{"type":"message","role":"assistant","content":[{"type":"output_text","text":%q,"annotations":[]}]},`, text)
+		}
+	}
+	cb.WriteString(`{"role":"user","content":"#say ok"}]`)
+	lb.WriteString(`{"role":"user","content":"#say ok"}]`)
+	if tools > 0 {
+		cb.WriteString(`,"tools":[`)
+		lb.WriteString(`,"tools":[`)
+		for i := range tools {
+			if i > 0 {
+				cb.WriteByte(',')
+				lb.WriteByte(',')
+			}
+			const params = `{"type":"object","properties":{"city":{"type":"string","description":"the city"},"days":{"type":"integer","minimum":1}},"required":["city"]}`
+			fmt.Fprintf(&cb, `{"type":"function","function":{"name":"tool_%d","description":"Looks up thing %d.","parameters":%s,"strict":false}}`, i, i, params)
+			fmt.Fprintf(&lb, `{"type":"function","name":"tool_%d","description":"Looks up thing %d.","parameters":%s,"strict":false}`, i, i, params)
+		}
+		cb.WriteByte(']')
+		lb.WriteByte(']')
+	}
+	cb.WriteByte('}')
+	lb.WriteByte('}')
+	return cb.Bytes(), lb.Bytes()
+}
+
+// newPayloadBenchSetup measures one payload through the four targets:
+// the upstream directly, the proxy (both with the chat body), loom with
+// store false and loom with the default store true (the Responses body).
+func newPayloadBenchSetup(b *testing.B, messages, tools int) *benchSetup {
+	b.Helper()
+	h, loomURL, proxyURL := benchServers(b)
+	chatBody, noStore := payloadBodies(messages, tools, false)
+	_, stored := payloadBodies(messages, tools, true)
+	s := &benchSetup{
+		client: &http.Client{Transport: pooledTransport()},
+		targets: []benchTarget{
+			{name: "direct", url: h.MockURL + "/chat/completions", body: chatBody},
+			{name: "proxy", url: proxyURL + "/v1/chat/completions", body: chatBody},
+			{name: "loom-nostore", url: loomURL + "/v1/responses", body: noStore},
+			{name: "loom", url: loomURL + "/v1/responses", body: stored},
+		},
+		reset: h.Mock.Reset,
+	}
+	b.Cleanup(s.client.CloseIdleConnections)
+	return s
+}
+
+// BenchmarkLargeRequest: non-streaming requests carrying 1000 earlier
+// messages, or 100 function tools, the same payload through every target.
+// The metrics are BenchmarkAddedLatency's.
+//
+//	go test ./integration -run '^$' -bench LargeRequest -benchtime 300x -count 3
+func BenchmarkLargeRequest(b *testing.B) {
+	for _, bc := range []struct {
+		name            string
+		messages, tools int
+	}{
+		{"messages=1000", 1000, 0},
+		{"tools=100", 0, 100},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			s := newPayloadBenchSetup(b, bc.messages, bc.tools)
+			res := s.run(b, 1)
+			s.report(b, res, func(t timing) time.Duration { return t.total }, "")
+		})
+	}
+}
+
+// BenchmarkToolCount: requests with 10k and with 20k function tools
+// through loom (store false), one of each per iteration so that both see
+// the same load. Linear cost means the 20k request takes twice as long;
+// the quadratic registry made it 4x. Metrics: ms-10k, ms-20k (mean per
+// request) and ratio-20k/10k.
+//
+//	go test ./integration -run '^$' -bench ToolCount -benchtime 10x -count 3
+func BenchmarkToolCount(b *testing.B) {
+	h, loomURL, _ := benchServers(b)
+	client := &http.Client{Transport: pooledTransport()}
+	b.Cleanup(client.CloseIdleConnections)
+	s := &benchSetup{client: client}
+	var targets []benchTarget
+	for _, n := range []int{10000, 20000} {
+		_, body := payloadBodies(0, n, false)
+		targets = append(targets, benchTarget{name: fmt.Sprintf("tools=%d", n), url: loomURL + "/v1/responses", body: body})
+	}
+	var total, cpu [2]time.Duration
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		for k := range targets {
+			// Alternate which goes first.
+			t := (i + k) % len(targets)
+			before := processCPU()
+			tm, err := s.do(context.Background(), targets[t])
+			if err != nil {
+				b.Fatal(err)
+			}
+			cpu[t] += processCPU() - before
+			total[t] += tm.total
+			h.Mock.Reset()
+		}
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(b.N) }
+	b.ReportMetric(ms(total[0]), "ms-10k")
+	b.ReportMetric(ms(total[1]), "ms-20k")
+	b.ReportMetric(float64(total[1])/float64(total[0]), "ratio-20k/10k")
+	// CPU time of the whole process (client, loom, upstream) is what other
+	// jobs on a shared machine disturb least.
+	b.ReportMetric(ms(cpu[0]), "cpu-ms-10k")
+	b.ReportMetric(ms(cpu[1]), "cpu-ms-20k")
+	b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "cpu-ratio-20k/10k")
+}
+
+// processCPU is the user and system CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// discardUpstream is a chat-completions endpoint that reads the request
+// without keeping it and answers "ok", streamed or not as asked, so that
+// the memory a large request takes in this process is loom's alone (the
+// scripted upstream decodes and records every body).
+func discardUpstream(w http.ResponseWriter, r *http.Request) {
+	stream := false
+	buf := make([]byte, 32<<10)
+	const key = `"stream":true`
+	var tail []byte
+	for {
+		n, err := r.Body.Read(buf)
+		chunk := append(tail, buf[:n]...)
+		if bytes.Contains(chunk, []byte(key)) {
+			stream = true
+		}
+		tail = append(tail[:0], chunk[max(0, len(chunk)-len(key)):]...)
+		if err != nil {
+			break
+		}
+	}
+	const usage = `"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}`
+	if !stream {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"mock-model","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],`+usage+`}`)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"mock-model","choices":[{"index":0,"delta":{"role":"assistant","content":"ok"},"finish_reason":null}]}`+"\n\n")
+	io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"mock-model","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n")
+	io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"mock-model","choices":[],`+usage+`}`+"\n\n")
+	io.WriteString(w, "data: [DONE]\n\n")
+}
+
+// heapObjects reads the bytes of live and not yet swept heap objects.
+func heapObjects(s []metrics.Sample) uint64 {
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// BenchmarkInputItemsMemory: one request with 300k input items (store
+// false) handed to loom's HTTP handler in process, against an upstream
+// that discards what it reads. A sampler follows the live heap while the
+// request runs; the metric is the peak growth over the heap before the
+// request, divided by the body size (DESIGN.md: at most 10x), and the
+// bytes allocated in all per body byte.
+//
+//	go test ./integration -run '^$' -bench InputItemsMemory -benchtime 1x -count 3
+func BenchmarkInputItemsMemory(b *testing.B) {
+	const items = 300_000
+	up := httptest.NewServer(http.HandlerFunc(discardUpstream))
+	b.Cleanup(up.Close)
+	db, err := sqlite.Open(context.Background(), ":memory:", &sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	backend := chat.New(up.URL+"/v1", "test-key", nil)
+	eng := engine.New(backend, db, &engine.Options{Models: []string{mockllm.DefaultModel}, Upstream: backend.Capabilities(),
+		Logger: slog.New(slog.DiscardHandler)})
+	handler := server.New(eng, nil)
+
+	var body bytes.Buffer
+	body.WriteString(`{"model":"mock-model","store":false,"input":[`)
+	for i := range items {
+		if i%2 == 0 {
+			fmt.Fprintf(&body, `{"role":"user","content":"q%d"},`, i)
+		} else {
+			fmt.Fprintf(&body, `{"role":"assistant","content":"a%d"},`, i)
+		}
+	}
+	body.WriteString(`{"role":"user","content":"#say ok"}]}`)
+	payload := body.Bytes()
+
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	var peakRatio, allocRatio float64
+	for b.Loop() {
+		runtime.GC()
+		base := heapObjects(sample)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		done := make(chan struct{})
+		peak := make(chan uint64)
+		go func() {
+			var max uint64
+			tick := time.NewTicker(200 * time.Microsecond)
+			defer tick.Stop()
+			for {
+				if v := heapObjects(sample); v > max {
+					max = v
+				}
+				select {
+				case <-done:
+					peak <- max
+					return
+				case <-tick.C:
+				}
+			}
+		}()
+		req := httptest.NewRequest(http.MethodPost, "/v1/responses", bytes.NewReader(payload))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, req)
+		close(done)
+		max := <-peak
+		runtime.ReadMemStats(&after)
+		if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"ok"`) {
+			b.Fatalf("status %d: %.300s", rec.Code, rec.Body.String())
+		}
+		peakRatio = float64(max-min(max, base)) / float64(len(payload))
+		allocRatio = float64(after.TotalAlloc-before.TotalAlloc) / float64(len(payload))
+	}
+	b.ReportMetric(float64(len(payload)), "body-bytes")
+	b.ReportMetric(peakRatio, "peak-growth/body")
+	b.ReportMetric(allocRatio, "alloc/body")
+}

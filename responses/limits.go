@@ -1,0 +1,44 @@
+package responses
+
+// Limits of a create request, past which it is refused with a 400 naming
+// the field before any work is done for it. They bound what one request
+// can make the server do, well above what clients send: the body limit
+// alone would let a request carry a million items.
+const (
+	// MaxInputItems is the most items input may hold.
+	MaxInputItems = 500_000
+	// MaxTools is the most tools a request may offer.
+	MaxTools = 50_000
+	// MaxSchemaDepth is how deeply a JSON Schema (a function tool's
+	// parameters, text.format.schema) may nest objects and arrays.
+	MaxSchemaDepth = 64
+)
+
+// checkSchema checks that raw, JSON text already decoded, is an object no
+// deeper than MaxSchemaDepth, in one scan that builds nothing. msg is the
+// error for a value that is not an object.
+func checkSchema(raw []byte, param, msg string) *APIError {
+	s := &scanner{data: raw}
+	if s.next() != '{' {
+		return BadRequest(param, "%s", msg)
+	}
+	if d := s.depth(); d > MaxSchemaDepth {
+		return BadRequest(param, "%s nests %d levels deep; at most %d are allowed", param, d, MaxSchemaDepth)
+	}
+	return nil
+}
+
+// checkCounts refuses an input or a tool list longer than its limit.
+func (r *Request) checkCounts() *APIError {
+	if n := len(r.Input.Items); n > MaxInputItems {
+		return tooManyItems(n)
+	}
+	if n := len(r.Tools); n > MaxTools {
+		return BadRequest("tools", "at most %d tools may be given, got %d", MaxTools, n)
+	}
+	return nil
+}
+
+func tooManyItems(n int) *APIError {
+	return BadRequest("input", "input may hold at most %d items, got %d", MaxInputItems, n)
+}

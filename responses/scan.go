@@ -1,0 +1,417 @@
+package responses
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"unicode/utf8"
+)
+
+// scanner reads JSON text that encoding/json has already checked: an
+// UnmarshalJSON method is only ever handed a complete, valid value. It
+// decodes the hot shapes of a request (the items of a long input) in the
+// same pass that finds their ends, where encoding/json would validate and
+// scan each nested level again for every UnmarshalJSON it calls. Whatever
+// it does not know it leaves to encoding/json, so that every accepted
+// shape and every error stays exactly what encoding/json makes of it.
+type scanner struct {
+	data []byte
+	pos  int
+}
+
+// next skips white space and returns the next byte (0 at the end).
+func (s *scanner) next() byte {
+	for s.pos < len(s.data) {
+		switch c := s.data[s.pos]; c {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return c
+		}
+	}
+	return 0
+}
+
+// value moves past the next value and returns its text.
+func (s *scanner) value() []byte {
+	s.next()
+	start, depth := s.pos, 0
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case '"':
+			s.skipString()
+			if depth == 0 {
+				return s.data[start:s.pos]
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return s.data[start:s.pos]
+			}
+			depth--
+			if depth == 0 {
+				s.pos++
+				return s.data[start:s.pos]
+			}
+		case ',', ':', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return s.data[start:s.pos]
+			}
+		}
+		s.pos++
+	}
+	return s.data[start:s.pos]
+}
+
+// skipString moves past the string that starts at pos and reports whether
+// it holds an escape.
+func (s *scanner) skipString() (escaped bool) {
+	s.pos++
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case '\\':
+			escaped = true
+			s.pos += 2
+			continue
+		case '"':
+			s.pos++
+			return escaped
+		}
+		s.pos++
+	}
+	return escaped
+}
+
+// str decodes the string at pos; ok is false if the next value is not one.
+func (s *scanner) str() (string, bool) {
+	if s.next() != '"' {
+		return "", false
+	}
+	start := s.pos
+	if !s.skipString() {
+		return string(s.data[start+1 : s.pos-1]), true
+	}
+	var v string
+	if json.Unmarshal(s.data[start:s.pos], &v) != nil {
+		return "", false
+	}
+	return v, true
+}
+
+// stringField decodes a string into dst as encoding/json does (null
+// leaves it as it is); ok is false for any other kind of value.
+func (s *scanner) stringField(dst *string) bool {
+	switch s.next() {
+	case '"':
+		v, ok := s.str()
+		*dst = v
+		return ok
+	case 'n':
+		s.value()
+		return true
+	}
+	return false
+}
+
+// object decodes the object at pos, handing each member's key to field,
+// which decodes its value; false (an unknown key, a value of another
+// kind) stops it.
+func (s *scanner) object(field func(key string) bool) bool {
+	if s.next() != '{' {
+		return false
+	}
+	s.pos++
+	for {
+		if s.next() == ',' {
+			s.pos++
+		}
+		if s.next() == '}' {
+			s.pos++
+			return true
+		}
+		key, ok := s.str()
+		if !ok || s.next() != ':' {
+			return false
+		}
+		s.pos++
+		if !field(key) {
+			return false
+		}
+	}
+}
+
+// jsonKeys returns the keys encoding/json decodes into a struct of type
+// T, in lower case (it matches them without regard to case).
+func jsonKeys[T any]() map[string]bool {
+	keys := map[string]bool{}
+	t := reflect.TypeFor[T]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		keys[strings.ToLower(name)] = true
+	}
+	return keys
+}
+
+// The keys of the types the scanner decodes into.
+var (
+	itemKeys = jsonKeys[Item]()
+	partKeys = jsonKeys[ContentPart]()
+	toolKeys = jsonKeys[Tool]()
+)
+
+// ignored skips the value of a key that encoding/json would ignore, one
+// that names no field of the type whose keys are known; false for a key
+// that does (in any case) and that the scanner leaves to encoding/json.
+func (s *scanner) ignored(key string, known map[string]bool) bool {
+	for i := range len(key) {
+		if key[i] >= utf8.RuneSelf {
+			return false // encoding/json folds some non-ASCII letters
+		}
+	}
+	if known[strings.ToLower(key)] {
+		return false
+	}
+	s.value()
+	return true
+}
+
+// decodeItems decodes a JSON array of input items. Items of the common
+// shapes (messages, function calls and their outputs) are decoded here;
+// any other item, or one with a key or value this scanner does not take,
+// goes to Item.UnmarshalJSON as it is.
+func decodeItems(data []byte) ([]Item, error) {
+	if !utf8.Valid(data) {
+		// encoding/json replaces invalid UTF-8; let it.
+		var items []Item
+		err := json.Unmarshal(data, &items)
+		return items, err
+	}
+	s := &scanner{data: data}
+	s.next()
+	s.pos++ // '['
+	// Count first, so that the slice is allocated once at its size: a
+	// long input would otherwise leave a trail of half-sized copies.
+	n := 0
+	for s.next() != ']' && s.pos < len(data) {
+		s.value()
+		n++
+		if s.next() == ',' {
+			s.pos++
+		}
+	}
+	if n > MaxInputItems {
+		// Refused before a single item is built.
+		return nil, tooManyItems(n)
+	}
+	items := make([]Item, n)
+	s.pos = 0
+	s.next()
+	s.pos++
+	for i := range items {
+		if s.next() == ',' {
+			s.pos++
+		}
+		start := s.pos
+		if s.item(&items[i]) {
+			continue
+		}
+		s.pos = start
+		items[i] = Item{}
+		if err := items[i].decodeFields(s.value()); err != nil {
+			return nil, err
+		}
+	}
+	return items, nil
+}
+
+// item decodes one input item of a common shape; false leaves it to
+// encoding/json.
+func (s *scanner) item(it *Item) bool {
+	var text *string // content given as a string
+	ok := s.object(func(key string) bool {
+		switch key {
+		case "type":
+			return s.stringField(&it.Type)
+		case "id":
+			return s.stringField(&it.ID)
+		case "status":
+			return s.stringField(&it.Status)
+		case "role":
+			return s.stringField(&it.Role)
+		case "phase":
+			return s.stringField(&it.Phase)
+		case "call_id":
+			return s.stringField(&it.CallID)
+		case "name":
+			return s.stringField(&it.Name)
+		case "arguments":
+			return s.stringField(&it.Arguments)
+		case "output":
+			it.Output = append(json.RawMessage(nil), s.value()...)
+			return true
+		case "content":
+			var ok bool
+			text, ok = s.content(it)
+			return ok
+		}
+		return s.ignored(key, itemKeys)
+	})
+	if ok {
+		it.normalise(text)
+	}
+	return ok
+}
+
+// content decodes a message's content: a string (returned, for normalise
+// to make a part of it once the role is known), null, or an array of text
+// parts.
+func (s *scanner) content(it *Item) (*string, bool) {
+	switch s.next() {
+	case '"':
+		v, ok := s.str()
+		return &v, ok
+	case 'n':
+		s.value()
+		it.Content = nil
+		return nil, true
+	case '[':
+	default:
+		return nil, false
+	}
+	s.pos++
+	parts := make([]ContentPart, 0, 1)
+	for {
+		switch s.next() {
+		case ',':
+			s.pos++
+			continue
+		case ']':
+			s.pos++
+			it.Content = parts
+			return nil, true
+		}
+		var p ContentPart
+		ok := s.object(func(key string) bool {
+			switch key {
+			case "type":
+				return s.stringField(&p.Type)
+			case "text":
+				return s.stringField(&p.Text)
+			case "annotations":
+				return s.emptyArray(&p.Annotations)
+			}
+			return s.ignored(key, partKeys)
+		})
+		if !ok {
+			return nil, false
+		}
+		parts = append(parts, p)
+	}
+}
+
+// emptyArray decodes [] as encoding/json does (an empty, non-nil slice);
+// false for anything else.
+func (s *scanner) emptyArray(dst *[]json.RawMessage) bool {
+	if s.next() != '[' {
+		return false
+	}
+	s.pos++
+	if s.next() != ']' {
+		return false
+	}
+	s.pos++
+	*dst = []json.RawMessage{}
+	return true
+}
+
+// function decodes a function tool of the usual shape into t; false
+// leaves the tool to encoding/json.
+func (s *scanner) function(t *Tool) bool {
+	if !utf8.Valid(s.data) {
+		return false
+	}
+	ok := s.object(func(key string) bool {
+		var ok bool
+		switch key {
+		case "type":
+			ok = s.stringField(&t.Type)
+		case "name":
+			ok = s.stringField(&t.Name)
+		case "description":
+			t.Description, ok = s.optionalString()
+		case "parameters":
+			t.Parameters = append(json.RawMessage(nil), s.value()...)
+			ok = true
+		case "strict":
+			t.Strict, ok = s.optionalBool()
+		default:
+			ok = s.ignored(key, toolKeys)
+		}
+		return ok
+	})
+	return ok && t.Type == ToolFunction
+}
+
+// optionalString decodes a string or null into a pointer, as
+// encoding/json does.
+func (s *scanner) optionalString() (*string, bool) {
+	if s.next() == 'n' {
+		s.value()
+		return nil, true
+	}
+	v, ok := s.str()
+	return &v, ok
+}
+
+// optionalBool decodes true, false or null into a pointer.
+func (s *scanner) optionalBool() (*bool, bool) {
+	switch string(s.value()) {
+	case "true":
+		return new(true), true
+	case "false":
+		return new(false), true
+	case "null":
+		return nil, true
+	}
+	return nil, false
+}
+
+// depth returns how deeply the value at pos nests objects and arrays (0
+// for a scalar) and moves past it.
+func (s *scanner) depth() int {
+	if c := s.next(); c != '{' && c != '[' {
+		s.value()
+		return 0
+	}
+	depth, deepest := 0, 0
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case '"':
+			s.skipString()
+			if depth == 0 {
+				return deepest
+			}
+			continue
+		case '{', '[':
+			depth++
+			deepest = max(deepest, depth)
+		case '}', ']':
+			depth--
+			if depth <= 0 {
+				s.pos++
+				return deepest
+			}
+		}
+		s.pos++
+	}
+	return deepest
+}
