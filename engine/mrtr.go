@@ -431,7 +431,7 @@ func (r *run) sample(ctx context.Context, req tools.InputRequest) (json.RawMessa
 		return nil, err
 	}
 	// Nobody watches a sampling answer arrive: it is asked for whole.
-	mreq := &model.Request{Model: r.req.Model, Instructions: p.SystemPrompt, MaxOutputTokens: p.MaxTokens, Temperature: p.Temperature, Whole: true}
+	mreq := &model.Request{Model: r.req.Model, Instructions: p.SystemPrompt, MaxOutputTokens: p.MaxTokens, Sampling: model.Sampling{Temperature: p.Temperature}, Whole: true}
 	for _, m := range p.Messages {
 		switch m.Role {
 		case "assistant":

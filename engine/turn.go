@@ -288,10 +288,7 @@ func (r *run) modelRequest() *model.Request {
 		Model:             req.Model,
 		Items:             r.cc.Items(),
 		ParallelToolCalls: req.ParallelCalls(),
-		Temperature:       req.Temperature,
-		TopP:              req.TopP,
-		PresencePenalty:   req.PresencePenalty,
-		FrequencyPenalty:  req.FrequencyPenalty,
+		Sampling:          model.Sampling{Temperature: req.Temperature, TopP: req.TopP, PresencePenalty: req.PresencePenalty, FrequencyPenalty: req.FrequencyPenalty},
 		// A client that did not ask for a stream, in a response nobody
 		// can follow, gets its turns from non-streamed upstream calls.
 		Whole: r.sink == nil && !r.background,

@@ -48,14 +48,11 @@ type Request struct {
 	// A chat backend ignores it: its functions already have unique names.
 	Namespaces map[string]ToolRef
 
-	MaxOutputTokens  int // 0: no limit
-	Temperature      *float64
-	TopP             *float64
-	PresencePenalty  *float64
-	FrequencyPenalty *float64
-	ReasoningEffort  string // "", low, medium, high (as sent)
-	TextFormat       *responses.TextFormat
-	User             string
+	MaxOutputTokens int // 0: no limit
+	Sampling
+	ReasoningEffort string // "", low, medium, high (as sent)
+	TextFormat      *responses.TextFormat
+	User            string
 	// Extra holds engine-specific request fields, merged into the body.
 	Extra map[string]json.RawMessage
 
@@ -154,3 +151,13 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// Sampling is a turn's sampling values. Both upstream APIs name them the
+// same way, so their wire requests embed it; each value is sent only when
+// the client set it, and the engine's default applies otherwise.
+type Sampling struct {
+	Temperature      *float64 `json:"temperature,omitempty"`
+	TopP             *float64 `json:"top_p,omitempty"`
+	PresencePenalty  *float64 `json:"presence_penalty,omitempty"`
+	FrequencyPenalty *float64 `json:"frequency_penalty,omitempty"`
+}

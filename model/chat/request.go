@@ -18,21 +18,18 @@ import (
 // omitempty, which silently drops temperature 0 (greedy decoding) and
 // rounds the others, and it cannot carry engine-specific extra fields.
 type wireRequest struct {
-	Model             string                               `json:"model"`
-	Messages          []wireMessage                        `json:"messages"`
-	Stream            bool                                 `json:"stream"`
-	StreamOptions     *openai.StreamOptions                `json:"stream_options,omitempty"`
-	Tools             []openai.Tool                        `json:"tools,omitempty"`
-	ToolChoice        any                                  `json:"tool_choice,omitempty"`
-	ParallelToolCalls *bool                                `json:"parallel_tool_calls,omitempty"`
-	MaxTokens         int                                  `json:"max_tokens,omitempty"`
-	Temperature       *float64                             `json:"temperature,omitempty"`
-	TopP              *float64                             `json:"top_p,omitempty"`
-	PresencePenalty   *float64                             `json:"presence_penalty,omitempty"`
-	FrequencyPenalty  *float64                             `json:"frequency_penalty,omitempty"`
-	ReasoningEffort   string                               `json:"reasoning_effort,omitempty"`
-	ResponseFormat    *openai.ChatCompletionResponseFormat `json:"response_format,omitempty"`
-	User              string                               `json:"user,omitempty"`
+	Model             string                `json:"model"`
+	Messages          []wireMessage         `json:"messages"`
+	Stream            bool                  `json:"stream"`
+	StreamOptions     *openai.StreamOptions `json:"stream_options,omitempty"`
+	Tools             []openai.Tool         `json:"tools,omitempty"`
+	ToolChoice        any                   `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool                 `json:"parallel_tool_calls,omitempty"`
+	MaxTokens         int                   `json:"max_tokens,omitempty"`
+	model.Sampling
+	ReasoningEffort string                               `json:"reasoning_effort,omitempty"`
+	ResponseFormat  *openai.ChatCompletionResponseFormat `json:"response_format,omitempty"`
+	User            string                               `json:"user,omitempty"`
 }
 
 // emptyParameters is sent for a function tool without a schema: engines
@@ -46,16 +43,13 @@ func buildRequest(req *model.Request) (*wireRequest, error) {
 		return nil, err
 	}
 	w := &wireRequest{
-		Model:            req.Model,
-		Messages:         msgs,
-		Stream:           !req.Whole,
-		MaxTokens:        req.MaxOutputTokens,
-		Temperature:      req.Temperature,
-		TopP:             req.TopP,
-		PresencePenalty:  req.PresencePenalty,
-		FrequencyPenalty: req.FrequencyPenalty,
-		ReasoningEffort:  req.ReasoningEffort,
-		User:             req.User,
+		Model:           req.Model,
+		Messages:        msgs,
+		Stream:          !req.Whole,
+		MaxTokens:       req.MaxOutputTokens,
+		Sampling:        req.Sampling,
+		ReasoningEffort: req.ReasoningEffort,
+		User:            req.User,
 	}
 
 	// No tools means no tools key and no tool_choice: an empty list with

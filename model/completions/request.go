@@ -19,12 +19,9 @@ type wireRequest struct {
 	StreamOptions *streamOptions `json:"stream_options,omitempty"`
 	// MaxTokens is never omitted: completions endpoints default to 16.
 	// nil is written as null ("up to the context length").
-	MaxTokens        *int     `json:"max_tokens"`
-	Temperature      *float64 `json:"temperature,omitempty"`
-	TopP             *float64 `json:"top_p,omitempty"`
-	PresencePenalty  *float64 `json:"presence_penalty,omitempty"`
-	FrequencyPenalty *float64 `json:"frequency_penalty,omitempty"`
-	User             string   `json:"user,omitempty"`
+	MaxTokens *int `json:"max_tokens"`
+	model.Sampling
+	User string `json:"user,omitempty"`
 
 	// vLLM and SGLang.
 	StopTokenIDs               []uint32 `json:"stop_token_ids,omitempty"`
@@ -51,14 +48,11 @@ var protectedKeys = map[string]bool{
 // encodeRequest builds the JSON body for a rendered prompt.
 func encodeRequest(req *model.Request, prompt []uint32, o *Options) ([]byte, error) {
 	w := wireRequest{
-		Model:            req.Model,
-		Prompt:           prompt,
-		Stream:           !req.Whole,
-		Temperature:      req.Temperature,
-		TopP:             req.TopP,
-		PresencePenalty:  req.PresencePenalty,
-		FrequencyPenalty: req.FrequencyPenalty,
-		User:             req.User,
+		Model:    req.Model,
+		Prompt:   prompt,
+		Stream:   !req.Whole,
+		Sampling: req.Sampling,
+		User:     req.User,
 	}
 	if w.Stream {
 		// Without include_usage the stream carries no token counts; a
