@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/model/chat"
 )
 
@@ -161,7 +162,7 @@ func TestInputItemsUnknownCursor(t *testing.T) {
 // their statuses, and checks that what the upstream said (its address, its
 // message) never reaches the client, and that nothing is stored.
 func TestUpstreamFailures(t *testing.T) {
-	chatOpts := &chat.Options{
+	chatOpts := &chat.Options{HTTPOptions: model.HTTPOptions{
 		// Retries happen, but quickly; and the slow case times out soon.
 		RetryWaitMin:     time.Millisecond,
 		RetryWaitMax:     5 * time.Millisecond,
@@ -169,7 +170,7 @@ func TestUpstreamFailures(t *testing.T) {
 		// These requests are not streamed, nor is their upstream call.
 		WholeTimeout: 300 * time.Millisecond,
 		Logger:       slog.New(slog.DiscardHandler),
-	}
+	}}
 	const secret = "engine-internal-detail at /var/lib/vllm"
 	cases := []struct {
 		name   string

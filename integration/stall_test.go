@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/model/chat"
 	"github.com/loomgate/loom/model/completions"
 	"github.com/loomgate/loom/tools/toolstest"
@@ -28,8 +29,12 @@ func TestUpstreamStallFailsTheResponse(t *testing.T) {
 		name string
 		opts func(*harnessOptions)
 	}{
-		{"chat", func(o *harnessOptions) { o.Chat = &chat.Options{IdleTimeout: idle, WholeTimeout: idle} }},
-		{"completions", func(o *harnessOptions) { o.Completions = &completions.Options{IdleTimeout: idle, WholeTimeout: idle} }},
+		{"chat", func(o *harnessOptions) {
+			o.Chat = &chat.Options{HTTPOptions: model.HTTPOptions{IdleTimeout: idle, WholeTimeout: idle}}
+		}},
+		{"completions", func(o *harnessOptions) {
+			o.Completions = &completions.Options{HTTPOptions: model.HTTPOptions{IdleTimeout: idle, WholeTimeout: idle}}
+		}},
 	}
 	const script = "#call a1 {}\n#then\n#say This sentence is long enough for several chunks.\n#stall 2"
 	for _, b := range backends {

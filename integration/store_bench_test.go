@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/model/chat"
 	"github.com/loomgate/loom/model/mockllm"
 	"github.com/loomgate/loom/server"
@@ -35,7 +36,7 @@ import (
 // store.
 func storedLoom(b *testing.B, upstream string, store engine.Store) string {
 	b.Helper()
-	backend := chat.New(upstream, "test-key", &chat.Options{HTTPClient: &http.Client{Transport: pooledTransport()}})
+	backend := chat.New(upstream, "test-key", &chat.Options{HTTPOptions: model.HTTPOptions{HTTPClient: &http.Client{Transport: pooledTransport()}}})
 	srv := httptest.NewServer(server.New(engine.New(backend, store, &engine.Options{Models: []string{mockllm.DefaultModel}}), nil))
 	b.Cleanup(srv.Close)
 	return srv.URL + "/v1"

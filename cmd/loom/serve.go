@@ -259,14 +259,20 @@ func (m *Main) authenticators(ctx context.Context) ([]server.Authenticator, erro
 	return out, nil
 }
 
+// upstreamHTTP is the upstream connection's configuration, the same for
+// either backend.
+func (m *Main) upstreamHTTP() model.HTTPOptions {
+	return model.HTTPOptions{Logger: m.log, IdleTimeout: m.cfg.UpstreamIdleTimeout, WholeTimeout: m.cfg.UpstreamWholeTimeout}
+}
+
 // backend returns the upstream backend the configuration names, and what
 // it declares it can do.
 func (m *Main) backend() (model.Backend, model.Capabilities) {
 	if m.cfg.UpstreamAPI == "completions" {
-		b := completions.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &completions.Options{Logger: m.log, Engine: m.cfg.UpstreamEngine, IdleTimeout: m.cfg.UpstreamIdleTimeout, WholeTimeout: m.cfg.UpstreamWholeTimeout})
+		b := completions.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &completions.Options{HTTPOptions: m.upstreamHTTP(), Engine: m.cfg.UpstreamEngine})
 		return b, b.Capabilities()
 	}
-	b := chat.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &chat.Options{Logger: m.log, TokenizeURL: m.cfg.UpstreamTokenizeURL, IdleTimeout: m.cfg.UpstreamIdleTimeout, WholeTimeout: m.cfg.UpstreamWholeTimeout})
+	b := chat.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &chat.Options{HTTPOptions: m.upstreamHTTP(), TokenizeURL: m.cfg.UpstreamTokenizeURL})
 	return b, b.Capabilities()
 }
 

@@ -3,10 +3,8 @@ package chat
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/model/internal/upstream"
@@ -27,42 +25,13 @@ const (
 // Options configures a Backend. The zero value of every field means its
 // default; a nil *Options means all defaults.
 type Options struct {
-	// HTTPClient sends the requests. Its Timeout must be zero (a whole-
-	// request timeout would cut long streams); ConnectTimeout does not
-	// apply to it. Default: a pooled client with ConnectTimeout.
-	HTTPClient *http.Client
-	// Logger receives retry notices. Default: slog.Default().
-	Logger *slog.Logger
-	// Retries is how many times a request is retried after a connection
-	// error, a 429 or a 5xx, before any of the response body was read.
-	// Zero means DefaultRetries; a negative value disables retries.
-	Retries int
-	// RetryWaitMin and RetryWaitMax bound the exponential backoff between
-	// retries (a Retry-After header is honoured up to RetryWaitMax).
-	RetryWaitMin time.Duration
-	RetryWaitMax time.Duration
-	// ConnectTimeout bounds dialing the upstream (default client only).
-	ConnectTimeout time.Duration
-	// FirstByteTimeout bounds the time from sending the request, retries
-	// included, to the first byte of the response body. Prefill of a long
-	// prompt on a busy engine happens inside it, so it is generous.
-	FirstByteTimeout time.Duration
+	// HTTPOptions are the upstream connection's knobs.
+	model.HTTPOptions
 	// TokenizeURL is the engine's tokenize endpoint in vLLM's chat form
 	// (for vLLM, the server root + "/tokenize": POST {model, messages,
 	// tools, add_generation_prompt} answering {"count": N}), used to count
 	// input tokens exactly. Empty: input tokens are an o200k estimate.
 	TokenizeURL string
-	// IdleTimeout bounds the silence between two reads of the response
-	// body once it started (default DefaultIdleTimeout): an engine that
-	// stalls mid-stream fails the turn with a 504 whose code is
-	// upstream_idle_timeout instead of holding the response.
-	IdleTimeout time.Duration
-	// WholeTimeout bounds the wait for a non-streamed answer (a Request
-	// with Whole set: a client that asked for no stream), from sending
-	// the request to its first byte (default DefaultWholeTimeout). The
-	// engine sends nothing before the answer is complete, so it bounds
-	// the whole generation; past it the turn fails with a 504.
-	WholeTimeout time.Duration
 }
 
 // Backend streams model turns from an OpenAI chat-completions endpoint
@@ -97,18 +66,7 @@ func New(baseURL, apiKey string, opts *Options) *Backend {
 	if httpClient == nil {
 		httpClient = &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}
 	}
-	return &Backend{tokenizeURL: o.TokenizeURL, apiKey: apiKey, httpClient: httpClient, client: upstream.NewClient(url, apiKey, upstream.Config{
-		Name:             "chat completions",
-		HTTPClient:       o.HTTPClient,
-		Logger:           o.Logger,
-		Retries:          o.Retries,
-		RetryWaitMin:     o.RetryWaitMin,
-		RetryWaitMax:     o.RetryWaitMax,
-		ConnectTimeout:   o.ConnectTimeout,
-		FirstByteTimeout: o.FirstByteTimeout,
-		IdleTimeout:      o.IdleTimeout,
-		WholeTimeout:     o.WholeTimeout,
-	})}
+	return &Backend{tokenizeURL: o.TokenizeURL, apiKey: apiKey, httpClient: httpClient, client: upstream.NewClient(url, apiKey, upstream.Config{Name: "chat completions", HTTPOptions: o.HTTPOptions})}
 }
 
 // Stream sends req upstream and emits its deltas in order. See

@@ -14,10 +14,12 @@ import (
 // testOptions keep retries fast and timeouts short enough for tests.
 func testOptions() *Options {
 	return &Options{
-		Retries:          2,
-		RetryWaitMin:     time.Millisecond,
-		RetryWaitMax:     5 * time.Millisecond,
-		FirstByteTimeout: 5 * time.Second,
+		HTTPOptions: model.HTTPOptions{
+			Retries:          2,
+			RetryWaitMin:     time.Millisecond,
+			RetryWaitMax:     5 * time.Millisecond,
+			FirstByteTimeout: 5 * time.Second,
+		},
 	}
 }
 

@@ -3,8 +3,6 @@ package completions
 import (
 	"context"
 	"io"
-	"log/slog"
-	"net/http"
 	"strings"
 	"time"
 
@@ -66,37 +64,8 @@ type Options struct {
 	// the field is missing, so it is never left out.
 	DefaultMaxTokens int
 
-	// HTTPClient sends the requests. Its Timeout must be zero (a whole-
-	// request timeout would cut long streams). Default: a pooled client
-	// with ConnectTimeout.
-	HTTPClient *http.Client
-	// Logger receives retry notices. Default: slog.Default().
-	Logger *slog.Logger
-	// Retries is how many times a request is retried after a connection
-	// error, a 429 or a 5xx, before any of the response body was read.
-	// Zero means DefaultRetries; a negative value disables retries.
-	Retries int
-	// RetryWaitMin and RetryWaitMax bound the exponential backoff between
-	// retries (a Retry-After header is honoured up to RetryWaitMax).
-	RetryWaitMin time.Duration
-	RetryWaitMax time.Duration
-	// ConnectTimeout bounds dialing the upstream (default client only).
-	ConnectTimeout time.Duration
-	// FirstByteTimeout bounds the time from sending the request, retries
-	// included, to the first byte of the response body; the prefill of a
-	// long prompt happens inside it.
-	FirstByteTimeout time.Duration
-	// IdleTimeout bounds the silence between two reads of the response
-	// body once it started (default DefaultIdleTimeout): an engine that
-	// stalls mid-stream fails the turn with a 504 whose code is
-	// upstream_idle_timeout instead of holding the response.
-	IdleTimeout time.Duration
-	// WholeTimeout bounds the wait for a non-streamed answer (a Request
-	// with Whole set: a client that asked for no stream), from sending
-	// the request to its first byte (default DefaultWholeTimeout). The
-	// engine sends nothing before the answer is complete, so it bounds
-	// the whole generation; past it the turn fails with a 504.
-	WholeTimeout time.Duration
+	// HTTPOptions are the upstream connection's knobs.
+	model.HTTPOptions
 }
 
 // resolved returns a copy of opts with the render defaults filled in; the
@@ -149,18 +118,7 @@ func New(baseURL, apiKey string, opts *Options) *Backend {
 		panic("completions: unknown Options.Engine " + o.Engine)
 	}
 	url := strings.TrimSuffix(baseURL, "/") + "/completions"
-	return &Backend{opts: o, client: upstream.NewClient(url, apiKey, upstream.Config{
-		Name:             "completions",
-		HTTPClient:       o.HTTPClient,
-		Logger:           o.Logger,
-		Retries:          o.Retries,
-		RetryWaitMin:     o.RetryWaitMin,
-		RetryWaitMax:     o.RetryWaitMax,
-		ConnectTimeout:   o.ConnectTimeout,
-		FirstByteTimeout: o.FirstByteTimeout,
-		IdleTimeout:      o.IdleTimeout,
-		WholeTimeout:     o.WholeTimeout,
-	})}
+	return &Backend{opts: o, client: upstream.NewClient(url, apiKey, upstream.Config{Name: "completions", HTTPOptions: o.HTTPOptions})}
 }
 
 // Stream renders req to harmony token ids, sends them upstream and emits

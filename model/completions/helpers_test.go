@@ -22,11 +22,13 @@ var testDay = time.Date(2026, 3, 14, 23, 30, 0, 0, time.UTC)
 // testOptions fix the date and keep retries fast and timeouts short.
 func testOptions() *Options {
 	return &Options{
-		Now:              func() time.Time { return testDay },
-		Retries:          2,
-		RetryWaitMin:     time.Millisecond,
-		RetryWaitMax:     5 * time.Millisecond,
-		FirstByteTimeout: 5 * time.Second,
+		Now: func() time.Time { return testDay },
+		HTTPOptions: model.HTTPOptions{
+			Retries:          2,
+			RetryWaitMin:     time.Millisecond,
+			RetryWaitMax:     5 * time.Millisecond,
+			FirstByteTimeout: 5 * time.Second,
+		},
 	}
 }
 

@@ -41,22 +41,13 @@ const (
 	DefaultWholeTimeout     = 10 * time.Minute
 )
 
-// Config is the HTTP part of a backend's Options, with the same fields
-// and the same meaning (the backends document them to their users; each
-// zero field means its default, a negative Retries none). Name says which
-// request a retry notice is about ("chat completions"); the notice never
-// carries the URL or the key.
+// Config is a backend's model.HTTPOptions (each zero field means its
+// default, a negative Retries none) and a Name that says which request a
+// retry notice is about ("chat completions"); the notice never carries
+// the URL or the key.
 type Config struct {
-	Name             string
-	HTTPClient       *http.Client // its Timeout must be zero
-	Logger           *slog.Logger
-	Retries          int
-	RetryWaitMin     time.Duration
-	RetryWaitMax     time.Duration // also caps a Retry-After wait
-	ConnectTimeout   time.Duration // default client only
-	FirstByteTimeout time.Duration // from sending, retries included
-	IdleTimeout      time.Duration // between two reads of the body, once it started
-	WholeTimeout     time.Duration // from sending a request for a whole answer to its first byte
+	Name string
+	model.HTTPOptions
 }
 
 // positiveOr sets *p to def unless it is positive.

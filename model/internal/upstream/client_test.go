@@ -52,7 +52,7 @@ func TestIdleTimeout(t *testing.T) {
 		close(cancelled)
 	}))
 	defer srv.Close()
-	c := NewClient(srv.URL+"/v1/chat/completions", "", Config{IdleTimeout: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	c := NewClient(srv.URL+"/v1/chat/completions", "", Config{HTTPOptions: model.HTTPOptions{IdleTimeout: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}})
 	// The bound of the test, not an assertion on time.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -80,7 +80,7 @@ func TestFailureIsLogged(t *testing.T) {
 	defer srv.Close()
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	c := NewClient(srv.URL+"/v1/chat/completions", "my-upstream-key", Config{Name: "chat completions", Logger: log, Retries: -1})
+	c := NewClient(srv.URL+"/v1/chat/completions", "my-upstream-key", Config{Name: "chat completions", HTTPOptions: model.HTTPOptions{Logger: log, Retries: -1}})
 	err := c.Stream(context.Background(), []byte("{}"), func(model.Delta) error { return nil }, readAll)
 	if err == nil {
 		t.Fatal("no error for a 404")
@@ -105,7 +105,7 @@ func TestFailureIsLogged(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	var dialLogs syncBuffer
-	c = NewClient("http://"+addr+"/v1/chat/completions", "", Config{Name: "chat completions", Logger: slog.New(slog.NewTextHandler(&dialLogs, nil)), Retries: -1})
+	c = NewClient("http://"+addr+"/v1/chat/completions", "", Config{Name: "chat completions", HTTPOptions: model.HTTPOptions{Logger: slog.New(slog.NewTextHandler(&dialLogs, nil)), Retries: -1}})
 	err = c.Stream(context.Background(), []byte("{}"), func(model.Delta) error { return nil }, readAll)
 	var merr *model.Error
 	if !errors.As(err, &merr) || merr.Kind != responses.EUpstream {

@@ -1,0 +1,45 @@
+package model
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// HTTPOptions configures how a backend talks to its upstream engine. Both
+// backends embed it in their Options, and their shared upstream client
+// reads it, so each knob is named, documented and defaulted once. The zero
+// value of every field means its default.
+type HTTPOptions struct {
+	// HTTPClient sends the requests. Its Timeout must be zero (a whole-
+	// request timeout would cut long streams); ConnectTimeout does not
+	// apply to it. Default: a pooled client with ConnectTimeout.
+	HTTPClient *http.Client
+	// Logger receives retry notices. Default: slog.Default().
+	Logger *slog.Logger
+	// Retries is how many times a request is retried after a connection
+	// error, a 429 or a 5xx, before any of the response body was read.
+	// Zero means the default (3); a negative value disables retries.
+	Retries int
+	// RetryWaitMin and RetryWaitMax bound the exponential backoff between
+	// retries (a Retry-After header is honoured up to RetryWaitMax).
+	RetryWaitMin time.Duration
+	RetryWaitMax time.Duration
+	// ConnectTimeout bounds dialing the upstream (default client only).
+	ConnectTimeout time.Duration
+	// FirstByteTimeout bounds the time from sending the request, retries
+	// included, to the first byte of the response body. Prefill of a long
+	// prompt on a busy engine happens inside it, so it is generous.
+	FirstByteTimeout time.Duration
+	// IdleTimeout bounds the silence between two reads of the response
+	// body once it started: an engine that stalls mid-stream fails the
+	// turn with a 504 whose code is upstream_idle_timeout instead of
+	// holding the response.
+	IdleTimeout time.Duration
+	// WholeTimeout bounds the wait for a non-streamed answer (a Request
+	// with Whole set: a client that asked for no stream), from sending
+	// the request to its first byte. The engine sends nothing before the
+	// answer is complete, so it bounds the whole generation; past it the
+	// turn fails with a 504.
+	WholeTimeout time.Duration
+}
