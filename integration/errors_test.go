@@ -180,13 +180,13 @@ func TestUpstreamFailures(t *testing.T) {
 		// plus the chat backend's retries where they apply.
 		upstream int
 	}{
-		{"429", "#fail 429 " + secret, wantError{429, "rate_limit_error", "", "rate_limit_exceeded"}, 1 + chat.DefaultRetries},
-		{"500", "#fail 500 " + secret, wantError{502, "upstream_error", "", "upstream_error"}, 1 + chat.DefaultRetries},
+		{"429", "#fail 429 " + secret, wantError{429, "rate_limit_error", "", "rate_limit_exceeded"}, 1 + model.DefaultRetries},
+		{"500", "#fail 500 " + secret, wantError{502, "upstream_error", "", "upstream_error"}, 1 + model.DefaultRetries},
 		{"400 from the engine", "#fail 400 " + secret, wantError{502, "upstream_error", "", "upstream_error"}, 1},
 		{"garbage", "#garbage", wantError{502, "upstream_error", "", "upstream_error"}, 1},
 		// The non-streamed upstream call is cut before its answer: nothing
 		// was read, so it is retried like a refused connection.
-		{"cut", "#say never finished\n#cut 2", wantError{502, "upstream_error", "", "upstream_error"}, 1 + chat.DefaultRetries},
+		{"cut", "#say never finished\n#cut 2", wantError{502, "upstream_error", "", "upstream_error"}, 1 + model.DefaultRetries},
 		{"slow", "#delay 30s", wantError{504, "upstream_error", "", "timeout"}, 1},
 	}
 	for _, tc := range cases {

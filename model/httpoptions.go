@@ -6,6 +6,17 @@ import (
 	"time"
 )
 
+// Defaults used when an HTTPOptions field is left zero.
+const (
+	DefaultRetries          = 2
+	DefaultRetryWaitMin     = 100 * time.Millisecond
+	DefaultRetryWaitMax     = 1 * time.Second
+	DefaultConnectTimeout   = 10 * time.Second
+	DefaultFirstByteTimeout = 120 * time.Second
+	DefaultIdleTimeout      = 60 * time.Second
+	DefaultWholeTimeout     = 10 * time.Minute
+)
+
 // HTTPOptions configures how a backend talks to its upstream engine. Both
 // backends embed it in their Options, and their shared upstream client
 // reads it, so each knob is named, documented and defaulted once. The zero
@@ -19,7 +30,7 @@ type HTTPOptions struct {
 	Logger *slog.Logger
 	// Retries is how many times a request is retried after a connection
 	// error, a 429 or a 5xx, before any of the response body was read.
-	// Zero means the default (3); a negative value disables retries.
+	// Zero means DefaultRetries; a negative value disables retries.
 	Retries int
 	// RetryWaitMin and RetryWaitMax bound the exponential backoff between
 	// retries (a Retry-After header is honoured up to RetryWaitMax).

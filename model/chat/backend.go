@@ -11,17 +11,6 @@ import (
 	"github.com/loomgate/loom/responses"
 )
 
-// Defaults used when Options (or one of its fields) is left zero.
-const (
-	DefaultRetries          = upstream.DefaultRetries
-	DefaultRetryWaitMin     = upstream.DefaultRetryWaitMin
-	DefaultRetryWaitMax     = upstream.DefaultRetryWaitMax
-	DefaultConnectTimeout   = upstream.DefaultConnectTimeout
-	DefaultFirstByteTimeout = upstream.DefaultFirstByteTimeout
-	DefaultIdleTimeout      = upstream.DefaultIdleTimeout
-	DefaultWholeTimeout     = upstream.DefaultWholeTimeout
-)
-
 // Options configures a Backend. The zero value of every field means its
 // default; a nil *Options means all defaults.
 type Options struct {

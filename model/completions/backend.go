@@ -20,17 +20,6 @@ const (
 	EngineLlamaCpp = "llama.cpp"
 )
 
-// Defaults used when Options (or one of its fields) is left zero.
-const (
-	DefaultRetries          = upstream.DefaultRetries
-	DefaultRetryWaitMin     = upstream.DefaultRetryWaitMin
-	DefaultRetryWaitMax     = upstream.DefaultRetryWaitMax
-	DefaultConnectTimeout   = upstream.DefaultConnectTimeout
-	DefaultFirstByteTimeout = upstream.DefaultFirstByteTimeout
-	DefaultIdleTimeout      = upstream.DefaultIdleTimeout
-	DefaultWholeTimeout     = upstream.DefaultWholeTimeout
-)
-
 // Options configures a Backend and the prompt it renders. The zero value
 // of every field means its default; a nil *Options means all defaults.
 // Render takes the same Options, so a test can render a prompt exactly as

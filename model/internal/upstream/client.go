@@ -30,17 +30,6 @@ import (
 	"github.com/loomgate/loom/responses"
 )
 
-// Defaults used when a Config field is left zero.
-const (
-	DefaultRetries          = 2
-	DefaultRetryWaitMin     = 100 * time.Millisecond
-	DefaultRetryWaitMax     = 1 * time.Second
-	DefaultConnectTimeout   = 10 * time.Second
-	DefaultFirstByteTimeout = 120 * time.Second
-	DefaultIdleTimeout      = 60 * time.Second
-	DefaultWholeTimeout     = 10 * time.Minute
-)
-
 // Config is a backend's model.HTTPOptions (each zero field means its
 // default, a negative Retries none) and a Name that says which request a
 // retry notice is about ("chat completions"); the notice never carries
@@ -63,17 +52,17 @@ func (c Config) resolved() Config {
 	}
 	switch {
 	case c.Retries == 0:
-		c.Retries = DefaultRetries
+		c.Retries = model.DefaultRetries
 	case c.Retries < 0:
 		c.Retries = 0
 	}
-	positiveOr(&c.RetryWaitMin, DefaultRetryWaitMin)
-	positiveOr(&c.RetryWaitMax, DefaultRetryWaitMax)
+	positiveOr(&c.RetryWaitMin, model.DefaultRetryWaitMin)
+	positiveOr(&c.RetryWaitMax, model.DefaultRetryWaitMax)
 	c.RetryWaitMax = max(c.RetryWaitMax, c.RetryWaitMin)
-	positiveOr(&c.ConnectTimeout, DefaultConnectTimeout)
-	positiveOr(&c.FirstByteTimeout, DefaultFirstByteTimeout)
-	positiveOr(&c.IdleTimeout, DefaultIdleTimeout)
-	positiveOr(&c.WholeTimeout, DefaultWholeTimeout)
+	positiveOr(&c.ConnectTimeout, model.DefaultConnectTimeout)
+	positiveOr(&c.FirstByteTimeout, model.DefaultFirstByteTimeout)
+	positiveOr(&c.IdleTimeout, model.DefaultIdleTimeout)
+	positiveOr(&c.WholeTimeout, model.DefaultWholeTimeout)
 	if c.HTTPClient == nil {
 		c.HTTPClient = pooledClient(c.ConnectTimeout)
 	}
