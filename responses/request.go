@@ -62,8 +62,18 @@ func (r *Request) Includes(what string) bool {
 
 // ConversationID returns the id the conversation field names ("" for
 // none): a string, or an object {"id": ...}. Anything else is a 400 on
-// conversation.
-func (r *Request) ConversationID() (string, *APIError) {
+// conversation. The error is a nil interface when the field is good.
+func (r *Request) ConversationID() (string, error) {
+	id, err := r.conversationID()
+	if err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// conversationID is ConversationID for the checks of Validate, which
+// return the concrete *APIError.
+func (r *Request) conversationID() (string, *APIError) {
 	raw := bytes.TrimSpace(r.Conversation)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return "", nil

@@ -97,7 +97,7 @@ func (r *Request) validateUnsupported() *APIError {
 		// As OpenAI: a background response lives in the store.
 		return BadRequest("background", "background responses must be stored: store cannot be false")
 	}
-	if id, err := r.ConversationID(); err != nil {
+	if id, err := r.conversationID(); err != nil {
 		return err
 	} else if id != "" && r.PreviousResponseID != nil {
 		return BadRequest("conversation", "conversation and previous_response_id cannot both be set: a conversation holds its own history")

@@ -384,6 +384,13 @@ func TestSuccessIsANilError(t *testing.T) {
 	if _, err = ParseMCPTool(req.Tools[0], 0); err != nil {
 		t.Fatalf("ParseMCPTool: %v", err)
 	}
+	if _, err = req.ConversationID(); err != nil {
+		t.Fatalf("ConversationID without a conversation: %v", err)
+	}
+	req.Conversation = []byte(`{"id":"conv_1"}`)
+	if id, err := req.ConversationID(); err != nil || id != "conv_1" {
+		t.Fatalf("ConversationID = %q, %v", id, err)
+	}
 	// And a failure is an *APIError through the interface.
 	_, err = DecodeRequest([]byte(`{`))
 	var apiErr *APIError
