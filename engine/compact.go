@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -68,7 +67,7 @@ func (e *Engine) Compact(ctx context.Context, req *responses.Request) (*response
 		return nil
 	})
 	if err != nil {
-		return nil, compactError(err)
+		return nil, inputError(err)
 	}
 	text := strings.TrimSpace(summary.String())
 	if text == "" {
@@ -84,14 +83,6 @@ func (e *Engine) Compact(ctx context.Context, req *responses.Request) (*response
 		Output:    []responses.Item{{Type: responses.ItemCompaction, ID: e.opts.NewID("cmp"), EncryptedContent: &sealed}},
 		Usage:     usage,
 	}, nil
-}
-
-func compactError(err error) error {
-	var me *model.Error
-	if errors.As(err, &me) && me.Kind == responses.EInvalid {
-		return responses.BadRequest("input", "%s", me.Message)
-	}
-	return UpstreamAPIError(err)
 }
 
 // openCompaction returns the message that stands in for a compaction

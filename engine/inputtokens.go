@@ -32,14 +32,15 @@ func (e *Engine) InputTokens(ctx context.Context, req *responses.Request) (model
 	}
 	n, err := e.opts.Upstream.CountInput(ctx, r.modelRequest())
 	if err != nil {
-		return model.InputCount{}, countError(err)
+		return model.InputCount{}, inputError(err)
 	}
 	return n, nil
 }
 
-// countError maps a backend's counting failure: input it cannot render is
-// the request's fault, anything else the upstream's.
-func countError(err error) error {
+// inputError maps a backend's failure to render or count a request's
+// input without a response around it (input_tokens, compact): input it
+// cannot render is the request's fault, anything else the upstream's.
+func inputError(err error) error {
 	var me *model.Error
 	if errors.As(err, &me) && me.Kind == responses.EInvalid {
 		return responses.BadRequest("input", "%s", me.Message)
