@@ -72,9 +72,9 @@ func clientToolOf(index int, t *responses.Tool) (clientTool, bool) {
 // clientCallTools maps the offered names of the client tools whose calls
 // are more than a plain function call (a kind's, or a namespace's) to
 // them.
-func clientCallTools(req *responses.Request) map[string]clientTool {
+func clientCallTools(clients []clientTool) map[string]clientTool {
 	var m map[string]clientTool
-	for _, ct := range clientTools(req) {
+	for _, ct := range clients {
 		if ct.kind == nil && ct.def.Namespace == "" {
 			continue
 		}

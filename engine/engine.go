@@ -319,7 +319,8 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 	if err != nil {
 		return nil, err
 	}
-	reg, err := e.registry(ctx, req)
+	clients := clientTools(req)
+	reg, err := e.registry(ctx, req, clients)
 	if err != nil {
 		return nil, err
 	}
@@ -335,6 +336,7 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 		history:        history,
 		seen:           seen,
 		reg:            reg,
+		clientTools:    clientCallTools(clients),
 		clientWaits:    clientWaits{approvals: approvals, inputAnswers: inputAnswers},
 		background:     background,
 		conversationID: conversationID,
@@ -352,7 +354,6 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 // openConversation builds the conversation the model sees, with its
 // tools, from a prepared run. The caller closes r.cc.
 func (r *run) openConversation() {
-	r.clientTools = clientCallTools(r.req)
 	r.serverCaps()
 	r.found = newFound(r.history, r.input)
 	r.cc = r.e.newConversation(r.reg, tools.History(r.seen), r.resp.ID)

@@ -34,8 +34,9 @@ func (e *Engine) serverToolType(typ string) bool {
 
 // registry builds the tools a request may use: its function tools, and
 // the servers its other tools resolve to. A request with no tools gets an
-// empty registry, and so no tool work at all.
-func (e *Engine) registry(ctx context.Context, req *responses.Request) (*tools.Registry, error) {
+// empty registry, and so no tool work at all. clients are the request's
+// client-run tools (clientTools).
+func (e *Engine) registry(ctx context.Context, req *responses.Request, clients []clientTool) (*tools.Registry, error) {
 	reg, err := tools.NewRegistry()
 	if err != nil {
 		return nil, err
@@ -43,7 +44,7 @@ func (e *Engine) registry(ctx context.Context, req *responses.Request) (*tools.R
 	if len(req.Tools) == 0 {
 		return reg, nil
 	}
-	for _, ct := range clientTools(req) {
+	for _, ct := range clients {
 		if err := reg.AddFunction(ct.def); err != nil {
 			return nil, responses.BadRequest(fmt.Sprintf("tools[%d]", ct.index), "%v", err)
 		}
