@@ -125,8 +125,8 @@ func (s *Session) interpreter() (*interpreter, error) {
 		return s.interp, nil
 	}
 	it, err := startInterpreter(s.Box(), s.srv.opts.Python, s.srv.opts.MaxOutputBytes)
-	if errors.Is(err, sandbox.ErrClosed) {
-		return nil, tools.ErrClosed
+	if errors.Is(err, tools.ErrClosed) {
+		return nil, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("python: starting the interpreter: %w", err)

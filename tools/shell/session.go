@@ -110,8 +110,6 @@ func (s *Session) run(ctx context.Context, command string, maxOut int) (CommandO
 	case errors.Is(err, context.DeadlineExceeded):
 		co.Outcome = Outcome{Type: OutcomeTimeout}
 		return co, nil
-	case errors.Is(err, sandbox.ErrClosed):
-		return co, tools.ErrClosed
 	case err != nil:
 		return co, err
 	}
