@@ -98,20 +98,11 @@ type completionTokensDetails struct {
 // handleChat answers POST /v1/chat/completions as the script says.
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	var req ChatRequest
-	body, status, problem := readBody(w, r, &req)
-	var chat *ChatRequest
-	if status == 0 {
-		chat = &req
-	}
-	// Record before validating: a test may want to see what a rejected
-	// request looked like.
-	seq := s.begin(r, Request{Body: body, Chat: chat})
-
-	switch {
-	case status != 0:
-		s.reject(w, status, problem, "")
+	body, seq, ok := s.receive(w, r, &req, func(rec *Request) { rec.Chat = &req })
+	if !ok {
 		return
-	case len(req.Messages) == 0:
+	}
+	if len(req.Messages) == 0 {
 		s.reject(w, http.StatusBadRequest, "messages must not be empty", "messages")
 		return
 	}
@@ -298,6 +289,25 @@ func (s *Server) injectFailure(w http.ResponseWriter, r *http.Request, t *turn, 
 		return true
 	}
 	return false
+}
+
+// receive reads a request's JSON body into req and records the request
+// before anything in it is checked, so that a test can see what a rejected
+// request looked like. decoded, called only when the body decoded,
+// finishes req and puts it in the record. A body that could not be read
+// or decoded is answered here: ok is false.
+func (s *Server) receive(w http.ResponseWriter, r *http.Request, req any, decoded func(rec *Request)) (body []byte, seq int, ok bool) {
+	body, status, problem := readBody(w, r, req)
+	rec := Request{Body: body}
+	if status == 0 {
+		decoded(&rec)
+	}
+	seq = s.begin(r, rec)
+	if status != 0 {
+		s.reject(w, status, problem, "")
+		return body, seq, false
+	}
+	return body, seq, true
 }
 
 // readBody reads a request body and decodes it into v. When the body

@@ -128,21 +128,15 @@ type completionUsage struct {
 // script in the prompt's last user message says.
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	var req CompletionRequest
-	body, status, problem := readBody(w, r, &req)
 	var promptErr error
-	var rec *CompletionRequest
-	if status == 0 {
+	body, seq, ok := s.receive(w, r, &req, func(rec *Request) {
 		promptErr = req.decodePrompt()
-		rec = &req
-	}
-	// Record before validating, so a test can see a rejected request.
-	seq := s.begin(r, Request{Body: body, Completion: rec})
-
-	switch {
-	case status != 0:
-		s.reject(w, status, problem, "")
+		rec.Completion = &req
+	})
+	if !ok {
 		return
-	case promptErr != nil:
+	}
+	if promptErr != nil {
 		s.reject(w, http.StatusBadRequest, promptErr.Error(), "prompt")
 		return
 	}
