@@ -114,8 +114,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	rep := planReply(t, conv)
 	head := newHead[chunkChoice, wireUsage](s, req.Model, "chatcmpl-mock-"+strconv.Itoa(seq), "chat.completion.chunk")
-	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	chunks := s.chatChunks(head, rep, includeUsage)
+	chunks := s.chatChunks(head, rep, req.includeUsage())
 	head.Object = "chat.completion"
 	answer(s, w, r, t, req.Stream, chunks, func() any { return s.chatCompletion(head, rep) })
 }

@@ -13,14 +13,8 @@ import (
 // CompletionRequest is a decoded /v1/completions body, as recorded, with
 // its prompt decoded from harmony token ids. Request.Body has every byte.
 type CompletionRequest struct {
-	Model         string          `json:"model"`
-	Prompt        json.RawMessage `json:"prompt"`
-	Stream        bool            `json:"stream,omitempty"`
-	StreamOptions *StreamOptions  `json:"stream_options,omitempty"`
-	MaxTokens     *int            `json:"max_tokens,omitempty"`
-	Temperature   *float64        `json:"temperature,omitempty"`
-	TopP          *float64        `json:"top_p,omitempty"`
-	User          string          `json:"user,omitempty"`
+	RequestParams
+	Prompt json.RawMessage `json:"prompt"`
 
 	// Engine parameters the harmony path depends on (vLLM's names, and
 	// SGLang's no_stop_trim).
@@ -179,7 +173,7 @@ func completionChunks(head completionChunk, rep harmonyReply, req *CompletionReq
 	last := &chunks[len(chunks)-1].Choices[0]
 	last.FinishReason = &rep.finish
 	last.StopReason = rep.stopReason
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+	if req.includeUsage() {
 		c := head
 		c.Choices = []completionChunkChoice{}
 		u := rep.wireUsage()
