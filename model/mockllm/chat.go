@@ -24,19 +24,13 @@ type chatCompletion struct {
 	Usage   wireUsage          `json:"usage"`
 }
 
+// completionChoice's message is a chat message like those of a request:
+// a client appends it to its messages as it is.
 type completionChoice struct {
-	Index        int               `json:"index"`
-	Message      completionMessage `json:"message"`
-	Logprobs     *struct{}         `json:"logprobs"`
-	FinishReason string            `json:"finish_reason"`
-}
-
-type completionMessage struct {
-	Role             string     `json:"role"`
-	Content          *string    `json:"content"`
-	ReasoningContent string     `json:"reasoning_content,omitempty"`
-	Reasoning        string     `json:"reasoning,omitempty"`
-	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
+	Index        int       `json:"index"`
+	Message      Message   `json:"message"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason string    `json:"finish_reason"`
 }
 
 // chunkEnvelope is what every endpoint's chunk (and completions' whole
@@ -200,10 +194,10 @@ func (s *Server) reasoningDelta(text string) chunkDelta {
 
 // chatCompletion is the non-streaming answer.
 func (s *Server) chatCompletion(head chatChunk, rep reply) chatCompletion {
-	msg := completionMessage{Role: "assistant"}
 	// OpenAI answers content null when the model only called tools.
+	msg := Message{Role: "assistant", Content: json.RawMessage("null")}
 	if rep.content != "" || len(rep.calls) == 0 {
-		msg.Content = &rep.content
+		msg.Content, _ = json.Marshal(rep.content) // a string always encodes
 	}
 	if s.opts.ReasoningField == FieldReasoning {
 		msg.Reasoning = rep.reasoning
