@@ -25,8 +25,9 @@ type Limits struct {
 	// CallTimeout bounds the wall time of one call. Default
 	// DefaultCallTimeout.
 	CallTimeout time.Duration
-	// MaxOutputBytes caps the output one call returns. Default
-	// DefaultMaxOutputBytes.
+	// MaxOutputBytes caps the output a call keeps (each tool's Options
+	// say of what: python's whole output, shell's each command's).
+	// Default DefaultMaxOutputBytes.
 	MaxOutputBytes int
 	// Logger receives failures to clean up. Default the sandbox's.
 	Logger *slog.Logger
