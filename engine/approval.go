@@ -66,16 +66,10 @@ func checkApprovals(history, input []responses.Item) ([]approval, error) {
 		if it.Type != responses.ItemMCPApprovalResponse {
 			continue
 		}
-		param := fmt.Sprintf("input[%d].approval_request_id", i)
-		id := *it.ApprovalRequestID
-		req, ok := requests[id]
-		switch {
-		case !ok:
-			return nil, responses.BadRequest(param, "no approval request %q in this conversation", id)
-		case answered[id]:
-			return nil, responses.BadRequest(param, "approval request %q was already answered", id)
+		req, err := answerOnce(requests, answered, *it.ApprovalRequestID, fmt.Sprintf("input[%d].approval_request_id", i), "approval request")
+		if err != nil {
+			return nil, err
 		}
-		answered[id] = true
 		a := approval{request: req, approve: *it.Approve}
 		if it.Reason != nil {
 			a.reason = *it.Reason
@@ -83,6 +77,24 @@ func checkApprovals(history, input []responses.Item) ([]approval, error) {
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// answerOnce finds the request that an answer in the input is for (an
+// approval, an input request: what names it in the message) among the
+// requests of the conversation, by id. Each is answered once: a request
+// answered before, in the stored history or earlier in the input, is a 400
+// naming param, as is an id the conversation has no request for. The
+// request then counts as answered.
+func answerOnce[R any](requests map[string]R, answered map[string]bool, id, param, what string) (R, error) {
+	req, ok := requests[id]
+	switch {
+	case !ok:
+		return req, responses.BadRequest(param, "no %s %q is waiting for an answer in this conversation", what, id)
+	case answered[id]:
+		return req, responses.BadRequest(param, "%s %q was already answered", what, id)
+	}
+	answered[id] = true
+	return req, nil
 }
 
 // listItems reports, once per conversation, the tools of each MCP server

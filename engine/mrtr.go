@@ -128,14 +128,10 @@ func checkInputResponses(history, input []responses.Item, pending map[string]*pe
 			continue
 		}
 		param := fmt.Sprintf("input[%d]", i)
-		p, ok := pending[it.RequestID]
-		switch {
-		case !ok:
-			return nil, responses.BadRequest(param+".request_id", "no pending mcp_input_request %q in this conversation", it.RequestID)
-		case answered[it.RequestID]:
-			return nil, responses.BadRequest(param+".request_id", "mcp_input_request %q was already answered", it.RequestID)
+		p, err := answerOnce(pending, answered, it.RequestID, param+".request_id", "mcp_input_request")
+		if err != nil {
+			return nil, err
 		}
-		answered[it.RequestID] = true
 		var given map[string]struct {
 			Action  string          `json:"action"`
 			Content json.RawMessage `json:"content"`

@@ -373,6 +373,34 @@ func TestParserUTF8Flush(t *testing.T) {
 	}
 }
 
+// TestParserUTF8MaximalSubparts: invalid bytes in content become one
+// U+FFFD per maximal subpart, the Unicode Standard's practice (chapter 3,
+// "U+FFFD Substitution of Maximal Subparts"; the first case is its
+// example), whether the bytes come in one piece or one byte at a time.
+func TestParserUTF8MaximalSubparts(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"\x61\xF1\x80\x80\xE1\x80\xC2\x62\x80\x63\x80\xBF\x64", "a\uFFFD\uFFFD\uFFFDb\uFFFDc\uFFFD\uFFFDd"},
+		{"\xED\xA0\x80x", "\uFFFD\uFFFD\uFFFDx"},           // a surrogate
+		{"\xC0\xAFx", "\uFFFD\uFFFDx"},                     // overlong
+		{"\xF4\x90\x80\x80x", "\uFFFD\uFFFD\uFFFD\uFFFDx"}, // past U+10FFFF
+		{"\xF0\x9F\x98x", "\uFFFDx"},                       // cut short
+		{"\xE2\x82\xAC\xF0\x9F\x98\x80", "\u20AC\U0001F600"},
+	}
+	for _, tt := range tests {
+		whole := NewParser(nil)
+		whole.appendContent(tt.in)
+		bytewise := NewParser(nil)
+		for i := range len(tt.in) {
+			bytewise.appendContent(tt.in[i : i+1])
+		}
+		for name, p := range map[string]*Parser{"whole": whole, "byte at a time": bytewise} {
+			if string(p.content) != tt.want || len(p.pending) != 0 {
+				t.Errorf("%q %s: content %q (pending %q), want %q", tt.in, name, p.content, p.pending, tt.want)
+			}
+		}
+	}
+}
+
 // TestParserLenientOnlyFirst: lenient recovery applies to the first message
 // (whose role was given); a later malformed header is dropped, as in the
 // reference.

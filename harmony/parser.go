@@ -362,40 +362,18 @@ func utf8Prefix(b []byte) (int, seqStatus) {
 	if n > 0 {
 		return n, seqValid
 	}
-	// b[0] starts an invalid or unfinished sequence.
-	need, lo, hi := 0, byte(0x80), byte(0xBF)
-	switch c := b[0]; {
-	case c >= 0xC2 && c <= 0xDF:
-		need = 1
-	case c == 0xE0:
-		need, lo = 2, 0xA0
-	case c == 0xED:
-		need, hi = 2, 0x9F
-	case c >= 0xE1 && c <= 0xEF:
-		need = 2
-	case c == 0xF0:
-		need, lo = 3, 0x90
-	case c == 0xF4:
-		need, hi = 3, 0x8F
-	case c >= 0xF1 && c <= 0xF3:
-		need = 3
-	default:
-		return 1, seqInvalid
+	// b[0] starts an invalid or unfinished sequence. utf8.FullRune is
+	// false exactly while the bytes can still become a character, so the
+	// maximal invalid subsequence is the longest prefix it is false for
+	// (at least the first byte).
+	if !utf8.FullRune(b) {
+		return 0, seqIncomplete
 	}
-	for i := 1; i <= need; i++ {
-		if i >= len(b) {
-			return 0, seqIncomplete
-		}
-		c := b[i]
-		if i > 1 {
-			lo, hi = 0x80, 0xBF
-		}
-		if c < lo || c > hi {
-			return i, seqInvalid
-		}
+	n = 1
+	for n < len(b) && !utf8.FullRune(b[:n+1]) {
+		n++
 	}
-	// Unreachable: a complete valid sequence would have decoded above.
-	return need + 1, seqValid
+	return n, seqInvalid
 }
 
 // finish completes the current message.

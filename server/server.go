@@ -107,23 +107,33 @@ func New(e *engine.Engine, opts *Options) *Server {
 	s.tracer = telemetry.Tracer(s.opts.TracerProvider, "github.com/loomgate/loom/server")
 	s.ready.Store(true)
 
-	s.mux.HandleFunc("POST /v1/responses", s.auth(s.createResponse))
-	s.mux.HandleFunc("GET /v1/responses", s.auth(s.responsesSocket))
-	s.mux.HandleFunc("POST /v1/responses/input_tokens", s.auth(s.countInputTokens))
-	s.mux.HandleFunc("POST /v1/responses/compact", s.auth(s.compactResponse))
-	s.mux.HandleFunc("GET /v1/responses/{id}", s.auth(s.getResponse))
-	s.mux.HandleFunc("DELETE /v1/responses/{id}", s.auth(s.deleteByID("response.deleted", s.engine.Delete)))
-	s.mux.HandleFunc("POST /v1/responses/{id}/cancel", s.auth(s.cancelResponse))
-	s.mux.HandleFunc("GET /v1/responses/{id}/input_items", s.auth(s.listInputItems))
-	s.mux.HandleFunc("GET /v1/models", s.auth(s.listModels))
-	s.mux.HandleFunc("POST /v1/conversations", s.auth(s.createConversation))
-	s.mux.HandleFunc("GET /v1/conversations/{id}", s.auth(s.getConversation))
-	s.mux.HandleFunc("POST /v1/conversations/{id}", s.auth(s.updateConversation))
-	s.mux.HandleFunc("DELETE /v1/conversations/{id}", s.auth(s.deleteByID("conversation.deleted", s.engine.DeleteConversation)))
-	s.mux.HandleFunc("GET /v1/conversations/{id}/items", s.auth(s.listConversationItems))
-	s.mux.HandleFunc("POST /v1/conversations/{id}/items", s.auth(s.addConversationItems))
-	s.mux.HandleFunc("GET /v1/conversations/{id}/items/{item_id}", s.auth(s.getConversationItem))
-	s.mux.HandleFunc("DELETE /v1/conversations/{id}/items/{item_id}", s.auth(s.deleteConversationItem))
+	// The API: every route of it behind authentication, in one place so
+	// that a route added here cannot miss it. The health routes and
+	// /metrics below are for probes and scrapers, without it.
+	for _, rt := range []struct {
+		pattern string
+		handler http.HandlerFunc
+	}{
+		{"POST /v1/responses", s.createResponse},
+		{"GET /v1/responses", s.responsesSocket},
+		{"POST /v1/responses/input_tokens", s.countInputTokens},
+		{"POST /v1/responses/compact", s.compactResponse},
+		{"GET /v1/responses/{id}", s.getResponse},
+		{"DELETE /v1/responses/{id}", s.deleteByID("response.deleted", s.engine.Delete)},
+		{"POST /v1/responses/{id}/cancel", s.cancelResponse},
+		{"GET /v1/responses/{id}/input_items", s.listInputItems},
+		{"GET /v1/models", s.listModels},
+		{"POST /v1/conversations", s.createConversation},
+		{"GET /v1/conversations/{id}", s.getConversation},
+		{"POST /v1/conversations/{id}", s.updateConversation},
+		{"DELETE /v1/conversations/{id}", s.deleteByID("conversation.deleted", s.engine.DeleteConversation)},
+		{"GET /v1/conversations/{id}/items", s.listConversationItems},
+		{"POST /v1/conversations/{id}/items", s.addConversationItems},
+		{"GET /v1/conversations/{id}/items/{item_id}", s.getConversationItem},
+		{"DELETE /v1/conversations/{id}/items/{item_id}", s.deleteConversationItem},
+	} {
+		s.mux.HandleFunc(rt.pattern, s.auth(rt.handler))
+	}
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
 	})

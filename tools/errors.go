@@ -11,7 +11,8 @@ var (
 	ErrUnknownTool = errors.New("tools: unknown tool")
 
 	// ErrClosed is returned when a session, or the context owning it, is
-	// used after it was closed.
+	// used after it was closed. A sandbox's Box returns it too: a box is a
+	// local tool session's, so its error goes back as the session's.
 	ErrClosed = errors.New("tools: session closed")
 )
 

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -108,7 +107,6 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "\nDone. Both responses were stored, in a temporary database the demo removes as it exits, so they are gone now;\n"+
 		"against `loom serve`, GET /v1/responses/%s would return the first.\n", resp1)
-	slog.Debug("demo finished")
 	return nil
 }
 

@@ -24,19 +24,13 @@ type chatCompletion struct {
 	Usage   wireUsage          `json:"usage"`
 }
 
+// completionChoice's message is a chat message like those of a request:
+// a client appends it to its messages as it is.
 type completionChoice struct {
-	Index        int               `json:"index"`
-	Message      completionMessage `json:"message"`
-	Logprobs     *struct{}         `json:"logprobs"`
-	FinishReason string            `json:"finish_reason"`
-}
-
-type completionMessage struct {
-	Role             string     `json:"role"`
-	Content          *string    `json:"content"`
-	ReasoningContent string     `json:"reasoning_content,omitempty"`
-	Reasoning        string     `json:"reasoning,omitempty"`
-	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
+	Index        int       `json:"index"`
+	Message      Message   `json:"message"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason string    `json:"finish_reason"`
 }
 
 // chunkEnvelope is what every endpoint's chunk (and completions' whole
@@ -98,20 +92,11 @@ type completionTokensDetails struct {
 // handleChat answers POST /v1/chat/completions as the script says.
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	var req ChatRequest
-	body, status, problem := readBody(w, r, &req)
-	var chat *ChatRequest
-	if status == 0 {
-		chat = &req
-	}
-	// Record before validating: a test may want to see what a rejected
-	// request looked like.
-	seq := s.begin(r, Request{Body: body, Chat: chat})
-
-	switch {
-	case status != 0:
-		s.reject(w, status, problem, "")
+	body, seq, ok := s.receive(w, r, &req, func(rec *Request) { rec.Chat = &req })
+	if !ok {
 		return
-	case len(req.Messages) == 0:
+	}
+	if len(req.Messages) == 0 {
 		s.reject(w, http.StatusBadRequest, "messages must not be empty", "messages")
 		return
 	}
@@ -123,8 +108,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	rep := planReply(t, conv)
 	head := newHead[chunkChoice, wireUsage](s, req.Model, "chatcmpl-mock-"+strconv.Itoa(seq), "chat.completion.chunk")
-	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	chunks := s.chatChunks(head, rep, includeUsage)
+	chunks := s.chatChunks(head, rep, req.includeUsage())
 	head.Object = "chat.completion"
 	answer(s, w, r, t, req.Stream, chunks, func() any { return s.chatCompletion(head, rep) })
 }
@@ -210,10 +194,10 @@ func (s *Server) reasoningDelta(text string) chunkDelta {
 
 // chatCompletion is the non-streaming answer.
 func (s *Server) chatCompletion(head chatChunk, rep reply) chatCompletion {
-	msg := completionMessage{Role: "assistant"}
 	// OpenAI answers content null when the model only called tools.
+	msg := Message{Role: "assistant", Content: json.RawMessage("null")}
 	if rep.content != "" || len(rep.calls) == 0 {
-		msg.Content = &rep.content
+		msg.Content, _ = json.Marshal(rep.content) // a string always encodes
 	}
 	if s.opts.ReasoningField == FieldReasoning {
 		msg.Reasoning = rep.reasoning
@@ -298,6 +282,25 @@ func (s *Server) injectFailure(w http.ResponseWriter, r *http.Request, t *turn, 
 		return true
 	}
 	return false
+}
+
+// receive reads a request's JSON body into req and records the request
+// before anything in it is checked, so that a test can see what a rejected
+// request looked like. decoded, called only when the body decoded,
+// finishes req and puts it in the record. A body that could not be read
+// or decoded is answered here: ok is false.
+func (s *Server) receive(w http.ResponseWriter, r *http.Request, req any, decoded func(rec *Request)) (body []byte, seq int, ok bool) {
+	body, status, problem := readBody(w, r, req)
+	rec := Request{Body: body}
+	if status == 0 {
+		decoded(&rec)
+	}
+	seq = s.begin(r, rec)
+	if status != 0 {
+		s.reject(w, status, problem, "")
+		return body, seq, false
+	}
+	return body, seq, true
 }
 
 // readBody reads a request body and decodes it into v. When the body

@@ -8,25 +8,38 @@ import (
 // ChatRequest is a decoded chat-completions request body, as recorded. It
 // holds the fields tests usually assert on; Request.Body has every byte.
 type ChatRequest struct {
-	Model               string          `json:"model"`
+	RequestParams
 	Messages            []Message       `json:"messages"`
 	Tools               []Tool          `json:"tools,omitempty"`
 	ToolChoice          json.RawMessage `json:"tool_choice,omitempty"`
 	ParallelToolCalls   *bool           `json:"parallel_tool_calls,omitempty"`
-	Stream              bool            `json:"stream,omitempty"`
-	StreamOptions       *StreamOptions  `json:"stream_options,omitempty"`
-	MaxTokens           *int            `json:"max_tokens,omitempty"`
 	MaxCompletionTokens *int            `json:"max_completion_tokens,omitempty"`
-	Temperature         *float64        `json:"temperature,omitempty"`
-	TopP                *float64        `json:"top_p,omitempty"`
 	ReasoningEffort     string          `json:"reasoning_effort,omitempty"`
 	ResponseFormat      json.RawMessage `json:"response_format,omitempty"`
-	User                string          `json:"user,omitempty"`
+}
+
+// RequestParams are the request fields that the chat-completions and the
+// completions endpoints take alike, under the same names; both requests
+// embed them.
+type RequestParams struct {
+	Model         string         `json:"model"`
+	Stream        bool           `json:"stream,omitempty"`
+	StreamOptions *StreamOptions `json:"stream_options,omitempty"`
+	MaxTokens     *int           `json:"max_tokens,omitempty"`
+	Temperature   *float64       `json:"temperature,omitempty"`
+	TopP          *float64       `json:"top_p,omitempty"`
+	User          string         `json:"user,omitempty"`
 }
 
 // StreamOptions is the request's stream_options.
 type StreamOptions struct {
 	IncludeUsage bool `json:"include_usage,omitempty"`
+}
+
+// includeUsage reports whether a stream ends with a usage-only chunk
+// (stream_options.include_usage).
+func (p *RequestParams) includeUsage() bool {
+	return p.StreamOptions != nil && p.StreamOptions.IncludeUsage
 }
 
 // Message is one chat message. Content is kept raw because it may be a

@@ -251,7 +251,7 @@ func TestTurns(t *testing.T) {
 				}
 				return
 			}
-			if msg.Content == nil || *msg.Content != tt.wantText || len(msg.ToolCalls) != 0 {
+			if msg.Text() != tt.wantText || len(msg.ToolCalls) != 0 {
 				t.Fatalf("message = %+v, want text %q", msg, tt.wantText)
 			}
 		})
@@ -272,8 +272,8 @@ func TestContentParts(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
 		t.Fatal(err)
 	}
-	if c := got.Choices[0].Message.Content; c == nil || *c != "from parts" {
-		t.Fatalf("content = %v", c)
+	if c := got.Choices[0].Message.Text(); c != "from parts" {
+		t.Fatalf("content = %q", c)
 	}
 	if got.Model != "m" {
 		t.Errorf("model = %q, want it echoed", got.Model)

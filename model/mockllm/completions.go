@@ -13,14 +13,8 @@ import (
 // CompletionRequest is a decoded /v1/completions body, as recorded, with
 // its prompt decoded from harmony token ids. Request.Body has every byte.
 type CompletionRequest struct {
-	Model         string          `json:"model"`
-	Prompt        json.RawMessage `json:"prompt"`
-	Stream        bool            `json:"stream,omitempty"`
-	StreamOptions *StreamOptions  `json:"stream_options,omitempty"`
-	MaxTokens     *int            `json:"max_tokens,omitempty"`
-	Temperature   *float64        `json:"temperature,omitempty"`
-	TopP          *float64        `json:"top_p,omitempty"`
-	User          string          `json:"user,omitempty"`
+	RequestParams
+	Prompt json.RawMessage `json:"prompt"`
 
 	// Engine parameters the harmony path depends on (vLLM's names, and
 	// SGLang's no_stop_trim).
@@ -128,21 +122,15 @@ type completionUsage struct {
 // script in the prompt's last user message says.
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	var req CompletionRequest
-	body, status, problem := readBody(w, r, &req)
 	var promptErr error
-	var rec *CompletionRequest
-	if status == 0 {
+	body, seq, ok := s.receive(w, r, &req, func(rec *Request) {
 		promptErr = req.decodePrompt()
-		rec = &req
-	}
-	// Record before validating, so a test can see a rejected request.
-	seq := s.begin(r, Request{Body: body, Completion: rec})
-
-	switch {
-	case status != 0:
-		s.reject(w, status, problem, "")
+		rec.Completion = &req
+	})
+	if !ok {
 		return
-	case promptErr != nil:
+	}
+	if promptErr != nil {
 		s.reject(w, http.StatusBadRequest, promptErr.Error(), "prompt")
 		return
 	}
@@ -185,7 +173,7 @@ func completionChunks(head completionChunk, rep harmonyReply, req *CompletionReq
 	last := &chunks[len(chunks)-1].Choices[0]
 	last.FinishReason = &rep.finish
 	last.StopReason = rep.stopReason
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+	if req.includeUsage() {
 		c := head
 		c.Choices = []completionChunkChoice{}
 		u := rep.wireUsage()

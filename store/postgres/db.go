@@ -36,6 +36,7 @@ const (
 // DB is a response store on PostgreSQL. It implements engine.Store.
 type DB struct {
 	conversations
+	events
 	pool *pgxpool.Pool
 	log  *slog.Logger
 }
@@ -95,7 +96,7 @@ func Open(ctx context.Context, rawURL string, opts *Options) (*DB, error) {
 		return nil, fmt.Errorf("postgres: open %s: %w", redacted, err)
 	}
 	d := &DB{pool: pool, log: o.Logger}
-	d.conversations = d.newConversations()
+	d.share()
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open %s: %w", redacted, err)

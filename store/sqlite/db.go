@@ -38,6 +38,7 @@ type Options struct {
 // DB is a response store backed by SQLite. It implements engine.Store.
 type DB struct {
 	conversations
+	events
 	db  *sql.DB
 	log *slog.Logger
 	st  statements
@@ -104,7 +105,7 @@ func (d *DB) init(ctx context.Context, path string) error {
 		return fmt.Errorf("sqlite: prepare statements: %w", err)
 	}
 	d.w = newWriter(d.db, path != Memory)
-	d.conversations = d.newConversations()
+	d.share()
 	return nil
 }
 

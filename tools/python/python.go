@@ -51,29 +51,31 @@ type Options struct {
 // Server offers the python tool. It is safe for concurrent use.
 type Server struct {
 	sandbox.Tool
-	opts Options
+	python string // Options.Python, the default filled in
 }
 
 var _ tools.Server = (*Server)(nil)
 
 // New returns a Server that runs code in sb.
 func New(sb *sandbox.Sandbox, opts *Options) (*Server, error) {
-	o, err := sandbox.ToolOptions(Name, sb, opts)
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	limits := sandbox.Limits{CallTimeout: o.CallTimeout, MaxOutputBytes: o.MaxOutputBytes, Logger: o.Logger}
+	tool, err := sandbox.NewTool(Name, sb, limits, func(l sandbox.Limits) tools.Definition {
+		return tools.Definition{Name: Name, Description: Description(l.CallTimeout, sb), Parameters: json.RawMessage(parameters)}
+	})
 	if err != nil {
 		return nil, err
 	}
-	o.CallTimeout, o.MaxOutputBytes, o.Logger = sb.ToolLimits(o.CallTimeout, o.MaxOutputBytes, o.Logger)
 	if o.Python == "" {
 		o.Python = "python3"
 		if _, err := os.Stat("/usr/bin/python3"); err == nil {
 			o.Python = "/usr/bin/python3"
 		}
 	}
-	return &Server{opts: o, Tool: sandbox.NewTool(sb, tools.Definition{
-		Name:        Name,
-		Description: Description(o.CallTimeout, sb),
-		Parameters:  json.RawMessage(parameters),
-	})}, nil
+	return &Server{Tool: tool, python: o.Python}, nil
 }
 
 // Description is the tool's description, in the words gpt-oss was trained
@@ -104,7 +106,7 @@ func (s *Server) Capabilities() tools.Capabilities {
 func (s *Server) Open(ctx context.Context) (tools.Session, error) {
 	var err error
 	ps := &Session{srv: s, turn: make(chan struct{}, 1)}
-	if ps.Session, err = s.Sandbox().NewSession(ctx, Name, s.opts.Logger, ps.stopInterpreter); err != nil {
+	if ps.Session, err = s.Sandbox().NewSession(ctx, Name, s.Limits().Logger, ps.stopInterpreter); err != nil {
 		return nil, err
 	}
 	return ps, nil

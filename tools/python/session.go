@@ -55,10 +55,10 @@ func (s *Session) Call(ctx context.Context, call tools.Call) (tools.Result, erro
 	if err != nil {
 		return tools.Result{}, err
 	}
-	timeout := s.srv.opts.CallTimeout
+	timeout := s.srv.Limits().CallTimeout
 	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	resp, err := it.run(callCtx, request{Code: code, MaxOutput: s.srv.opts.MaxOutputBytes})
+	resp, err := it.run(callCtx, request{Code: code, MaxOutput: s.srv.Limits().MaxOutputBytes})
 	if err == nil {
 		return s.result(call.CallID, resp), nil
 	}
@@ -89,7 +89,7 @@ func (s *Session) Call(ctx context.Context, call tools.Call) (tools.Result, erro
 
 // result turns the driver's response into the model's result.
 func (s *Session) result(callID string, r response) tools.Result {
-	limit := s.srv.opts.MaxOutputBytes
+	limit := s.srv.Limits().MaxOutputBytes
 	out := r.Output
 	truncated := r.OutputBytes > int64(limit)
 	if len(out) > limit {
@@ -124,9 +124,9 @@ func (s *Session) interpreter() (*interpreter, error) {
 	if s.interp != nil {
 		return s.interp, nil
 	}
-	it, err := startInterpreter(s.Box(), s.srv.opts.Python, s.srv.opts.MaxOutputBytes)
-	if errors.Is(err, sandbox.ErrClosed) {
-		return nil, tools.ErrClosed
+	it, err := startInterpreter(s.Box(), s.srv.python, s.srv.Limits().MaxOutputBytes)
+	if errors.Is(err, tools.ErrClosed) {
+		return nil, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("python: starting the interpreter: %w", err)
@@ -138,7 +138,7 @@ func (s *Session) interpreter() (*interpreter, error) {
 // reset kills it and forgets it, if it is still the current interpreter.
 func (s *Session) reset(it *interpreter) {
 	if err := it.stop(); err != nil {
-		s.srv.opts.Logger.WarnContext(s.LogContext(), "python: killing the interpreter", "error", err)
+		s.srv.Limits().Logger.WarnContext(s.LogContext(), "python: killing the interpreter", "error", err)
 	}
 	s.mu.Lock()
 	if s.interp == it {

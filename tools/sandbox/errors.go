@@ -6,15 +6,9 @@ import (
 	"strings"
 )
 
-var (
-	// ErrUnavailable is wrapped by New's error when bubblewrap is missing
-	// or does not work here and the operator did not allow running
-	// unsandboxed.
-	ErrUnavailable = errors.New("sandbox: bubblewrap is not available")
-
-	// ErrClosed is returned by a Box used after Close.
-	ErrClosed = errors.New("sandbox: box closed")
-)
+// ErrUnavailable is wrapped by New's error when bubblewrap is missing or
+// does not work here and the operator did not allow running unsandboxed.
+var ErrUnavailable = errors.New("sandbox: bubblewrap is not available")
 
 // UnavailableError says why the sandbox cannot be used. It matches
 // ErrUnavailable with errors.Is.

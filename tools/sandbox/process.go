@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/loomgate/loom/tools"
 )
 
 // Command is a program to run in a Box.
@@ -66,7 +68,8 @@ type Process struct {
 const infoFD = 3
 
 // Start starts c in the Box. The Process must be waited for (Wait) or
-// killed; Box.Close kills whatever is still running.
+// killed; Box.Close kills whatever is still running. After Close it
+// returns tools.ErrClosed.
 func (b *Box) Start(c Command) (*Process, error) {
 	if len(c.Args) == 0 {
 		return nil, errors.New("sandbox: empty command")
@@ -126,7 +129,7 @@ func (b *Box) Start(c Command) (*Process, error) {
 		if infoR != nil {
 			infoR.Close()
 		}
-		return nil, ErrClosed
+		return nil, tools.ErrClosed
 	}
 	// Started under the Box's lock, so Close either sees the process or
 	// has already refused it.

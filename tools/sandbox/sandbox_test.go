@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/loomgate/loom/tools"
 )
 
 // requireBwrap fails (not skips) without bubblewrap: the sandbox is the
@@ -252,7 +254,7 @@ func TestKillAndClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertGone(t, b, dir)
-	if _, err := b.Start(Command{Args: []string{"true"}}); !errors.Is(err, ErrClosed) {
+	if _, err := b.Start(Command{Args: []string{"true"}}); !errors.Is(err, tools.ErrClosed) {
 		t.Errorf("Start after Close: %v, want ErrClosed", err)
 	}
 }

@@ -17,22 +17,6 @@ const (
 	DefaultMaxOutputBytes = 64 << 10
 )
 
-// ToolLimits returns a tool's call timeout, output cap and logger with the
-// zero ones replaced by the defaults: DefaultCallTimeout,
-// DefaultMaxOutputBytes and the sandbox's logger.
-func (s *Sandbox) ToolLimits(timeout time.Duration, maxOutput int, log *slog.Logger) (time.Duration, int, *slog.Logger) {
-	if timeout <= 0 {
-		timeout = DefaultCallTimeout
-	}
-	if maxOutput <= 0 {
-		maxOutput = DefaultMaxOutputBytes
-	}
-	if log == nil {
-		log = s.log
-	}
-	return timeout, maxOutput, log
-}
-
 // Session is the lifecycle of a tool session that owns a Box: it
 // implements the Cleanup and Close of tools.Session, the tool adds Call.
 // Shutdown happens once: it marks the session stopping, runs the tool's

@@ -96,7 +96,7 @@ func (s *Session) run(ctx context.Context, command string, maxOut int) (CommandO
 	budget := sandbox.NewOutputCap(maxOut)
 	stdout, stderr := budget.Buffer(), budget.Buffer()
 	exit, err := s.Box().Run(ctx, sandbox.Command{
-		Args:   []string{s.srv.opts.Shell, "-c", command},
+		Args:   []string{s.srv.shell, "-c", command},
 		Stdout: stdout,
 		Stderr: stderr,
 	})
@@ -110,8 +110,6 @@ func (s *Session) run(ctx context.Context, command string, maxOut int) (CommandO
 	case errors.Is(err, context.DeadlineExceeded):
 		co.Outcome = Outcome{Type: OutcomeTimeout}
 		return co, nil
-	case errors.Is(err, sandbox.ErrClosed):
-		return co, tools.ErrClosed
 	case err != nil:
 		return co, err
 	}

@@ -42,29 +42,31 @@ type Options struct {
 // Server offers the shell tool. It is safe for concurrent use.
 type Server struct {
 	sandbox.Tool
-	opts Options
+	shell string // Options.Shell, the default filled in
 }
 
 var _ tools.Server = (*Server)(nil)
 
 // New returns a Server that runs commands in sb.
 func New(sb *sandbox.Sandbox, opts *Options) (*Server, error) {
-	o, err := sandbox.ToolOptions(Name, sb, opts)
-	if err != nil {
-		return nil, err
+	var o Options
+	if opts != nil {
+		o = *opts
 	}
-	o.CallTimeout, o.MaxOutputBytes, o.Logger = sb.ToolLimits(o.CallTimeout, o.MaxOutputBytes, o.Logger)
 	if o.Shell == "" {
 		o.Shell = DefaultShell
 	}
-	return &Server{opts: o, Tool: sandbox.NewTool(sb, tools.Definition{
-		Name:        Name,
-		Description: description(sb, o),
-		Parameters:  parameters(o),
-	})}, nil
+	limits := sandbox.Limits{CallTimeout: o.CallTimeout, MaxOutputBytes: o.MaxOutputBytes, Logger: o.Logger}
+	tool, err := sandbox.NewTool(Name, sb, limits, func(l sandbox.Limits) tools.Definition {
+		return tools.Definition{Name: Name, Description: description(sb, o.Shell, l), Parameters: parameters(l)}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Server{Tool: tool, shell: o.Shell}, nil
 }
 
-func description(sb *sandbox.Sandbox, o Options) string {
+func description(sb *sandbox.Sandbox, shell string, l sandbox.Limits) string {
 	where := fmt.Sprintf("a sandboxed Linux environment without network access. The working directory is %s; "+
 		"its files persist across calls for the rest of this conversation turn. Everything else is read-only, except /tmp.",
 		sb.MountPoint())
@@ -72,18 +74,18 @@ func description(sb *sandbox.Sandbox, o Options) string {
 		where = "the server's environment. The working directory's files persist across calls for the rest of this conversation turn."
 	}
 	return "Runs shell commands in " + where +
-		fmt.Sprintf(" The commands run one after another, each with `%s -c` in a new process (no shell state carries over). ", o.Shell) +
-		fmt.Sprintf("All of them together must finish within %s. ", o.CallTimeout) +
+		fmt.Sprintf(" The commands run one after another, each with `%s -c` in a new process (no shell state carries over). ", shell) +
+		fmt.Sprintf("All of them together must finish within %s. ", l.CallTimeout) +
 		"The result is JSON: for each command run, its stdout, stderr and outcome " +
 		`({"type":"exit","exit_code":N} or {"type":"timeout"}).`
 }
 
-func parameters(o Options) json.RawMessage {
+func parameters(l sandbox.Limits) json.RawMessage {
 	return json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{`+
 		`"commands":{"type":"array","items":{"type":"string"},"description":"Shell commands to run, in order."},`+
 		`"timeout_ms":{"type":"integer","description":"Wall-clock limit for all the commands, in milliseconds (at most %d)."},`+
 		`"max_output_length":{"type":"integer","description":"Maximum bytes of stdout and stderr kept for each command (at most %d)."}},`+
-		`"required":["commands"]}`, o.CallTimeout.Milliseconds(), o.MaxOutputBytes))
+		`"required":["commands"]}`, l.CallTimeout.Milliseconds(), l.MaxOutputBytes))
 }
 
 // Capabilities implements tools.Server: calls are shell_call items,
@@ -94,7 +96,7 @@ func (s *Server) Capabilities() tools.Capabilities {
 
 // Open implements tools.Server: it creates the session's work directory.
 func (s *Server) Open(ctx context.Context) (tools.Session, error) {
-	ss, err := s.Sandbox().NewSession(ctx, Name, s.opts.Logger, nil)
+	ss, err := s.Sandbox().NewSession(ctx, Name, s.Tool.Limits().Logger, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +145,8 @@ func ParseAction(arguments string) (Action, error) {
 // Limits returns the time limit and per-command output cap for a: the
 // model's values, never above the server's.
 func (s *Server) Limits(a Action) (time.Duration, int) {
-	timeout, maxOut := s.opts.CallTimeout, s.opts.MaxOutputBytes
+	server := s.Tool.Limits()
+	timeout, maxOut := server.CallTimeout, server.MaxOutputBytes
 	if a.TimeoutMs != nil && *a.TimeoutMs > 0 && time.Duration(*a.TimeoutMs)*time.Millisecond < timeout {
 		timeout = time.Duration(*a.TimeoutMs) * time.Millisecond
 	}

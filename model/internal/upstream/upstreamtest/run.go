@@ -24,18 +24,25 @@ const internalURL = "http://10.20.30.40:8000/v1/chat/completions"
 // Run runs every shared case against the backend w describes, each as a
 // subtest.
 func Run(t *testing.T, w Wire) {
-	t.Run("Errors", func(t *testing.T) { testErrors(t, w) })
-	t.Run("UpstreamErrorDetails", func(t *testing.T) { testUpstreamErrorDetails(t, w) })
-	t.Run("ConnectionRefused", func(t *testing.T) { testConnectionRefused(t, w) })
-	t.Run("ConnectionErrorRetried", func(t *testing.T) { testConnectionErrorRetried(t, w) })
-	t.Run("Deadline504", func(t *testing.T) { testDeadline504(t, w) })
-	t.Run("CancelAbortsUpstream", func(t *testing.T) { testCancelAbortsUpstream(t, w) })
-	t.Run("EmitErrorReturned", func(t *testing.T) { testEmitErrorReturned(t, w) })
-	t.Run("RequestErrorNotSent", func(t *testing.T) { testRequestErrorNotSent(t, w) })
-	t.Run("PathAndAuth", func(t *testing.T) { testPathAndAuth(t, w) })
-	t.Run("WholeMatchesStream", func(t *testing.T) { testWholeMatchesStream(t, w) })
-	t.Run("WholeErrorObject", func(t *testing.T) { testWholeErrorObject(t, w) })
-	t.Run("PauseWhenUpstreamWaits", func(t *testing.T) { testPauseWhenUpstreamWaits(t, w) })
+	for _, c := range []struct {
+		name string
+		test func(*testing.T, Wire)
+	}{
+		{"Errors", testErrors},
+		{"UpstreamErrorDetails", testUpstreamErrorDetails},
+		{"ConnectionRefused", testConnectionRefused},
+		{"ConnectionErrorRetried", testConnectionErrorRetried},
+		{"Deadline504", testDeadline504},
+		{"CancelAbortsUpstream", testCancelAbortsUpstream},
+		{"EmitErrorReturned", testEmitErrorReturned},
+		{"RequestErrorNotSent", testRequestErrorNotSent},
+		{"PathAndAuth", testPathAndAuth},
+		{"WholeMatchesStream", testWholeMatchesStream},
+		{"WholeErrorObject", testWholeErrorObject},
+		{"PauseWhenUpstreamWaits", testPauseWhenUpstreamWaits},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.test(t, w) })
+	}
 }
 
 type errorCase struct {
@@ -47,6 +54,27 @@ type errorCase struct {
 	wantAttempts int32  // requests the upstream saw
 	wantDeltas   int    // deltas emitted before the error (or in total)
 	wantErrText  string // in the Err chain (for logs)
+}
+
+// firstThenHold serves an upstream that streams wire.First and then holds
+// the stream open until its client goes away, as an engine still
+// generating would; done is closed when the handler returns. A client that
+// never goes away is an error after 10 s (the bound of a test).
+func firstThenHold(t *testing.T, wire Wire) (srv *httptest.Server, done <-chan struct{}) {
+	handlerDone := make(chan struct{})
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(handlerDone)
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, wire.First)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+			t.Error("upstream handler: the request was never dropped")
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, handlerDone
 }
 
 // hold keeps a request waiting until its client goes away (5 s at most:
@@ -333,20 +361,7 @@ func testDeadline504(t *testing.T, wire Wire) {
 // the upstream handler sees its request context end (the connection was
 // closed), which is how an engine learns to stop generating.
 func testCancelAbortsUpstream(t *testing.T, wire Wire) {
-	handlerDone := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer close(handlerDone)
-		_, _ = io.Copy(io.Discard, r.Body)
-		_, _ = io.WriteString(w, wire.First)
-		w.(http.Flusher).Flush()
-		select {
-		case <-r.Context().Done():
-		case <-time.After(10 * time.Second):
-			t.Error("handler: request context not cancelled")
-		}
-	}))
-	defer srv.Close()
-
+	srv, handlerDone := firstThenHold(t, wire)
 	ctx, cancel := context.WithCancel(context.Background())
 	b := wire.New(srv.URL+"/v1", "", Options{})
 	errc := make(chan error, 1)
@@ -387,15 +402,7 @@ func testEmitErrorReturned(t *testing.T, wire Wire) {
 		}
 	})
 	t.Run("upstream still streaming", func(t *testing.T) {
-		handlerDone := make(chan struct{})
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			defer close(handlerDone)
-			_, _ = io.Copy(io.Discard, r.Body)
-			_, _ = io.WriteString(w, wire.First)
-			w.(http.Flusher).Flush()
-			<-r.Context().Done()
-		}))
-		defer srv.Close()
+		srv, handlerDone := firstThenHold(t, wire)
 		err := wire.New(srv.URL+"/v1", "", Options{}).Stream(context.Background(), UserReq("hi"), failEmit)
 		if err != sentinel {
 			t.Fatalf("err = %v, want the emit error itself", err)
