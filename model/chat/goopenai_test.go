@@ -210,7 +210,7 @@ func refConvertItems(instructions string, items []responses.Item) ([]refMessage,
 			if reasoning.Len() > 0 {
 				reasoning.WriteString("\n")
 			}
-			reasoning.WriteString(refReasoningText(it))
+			reasoning.WriteString(reasoningText(it))
 			open = false
 
 		case responses.ItemMessage:
@@ -314,20 +314,4 @@ func refConvertMessage(it *responses.Item) (refMessage, error) {
 		parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: text})
 	}
 	return refMessage{Role: role, MultiContent: parts}, nil
-}
-
-// refReasoningText is a reasoning item's raw text, or its summary when the
-// content was not kept.
-func refReasoningText(it *responses.Item) string {
-	if len(it.Content) > 0 {
-		return it.Text()
-	}
-	var b strings.Builder
-	for i, p := range it.Summary {
-		if i > 0 {
-			b.WriteString("\n\n")
-		}
-		b.WriteString(p.Text)
-	}
-	return b.String()
 }
