@@ -1,7 +1,9 @@
 package upstreamtest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -28,6 +30,7 @@ func Run(t *testing.T, w Wire) {
 	t.Run("UpstreamErrorDetails", func(t *testing.T) { testUpstreamErrorDetails(t, w) })
 	t.Run("ConnectionRefused", func(t *testing.T) { testConnectionRefused(t, w) })
 	t.Run("ConnectionErrorRetried", func(t *testing.T) { testConnectionErrorRetried(t, w) })
+	t.Run("RetrySendsWholeBody", func(t *testing.T) { testRetrySendsWholeBody(t, w) })
 	t.Run("Deadline504", func(t *testing.T) { testDeadline504(t, w) })
 	t.Run("CancelAbortsUpstream", func(t *testing.T) { testCancelAbortsUpstream(t, w) })
 	t.Run("EmitErrorReturned", func(t *testing.T) { testEmitErrorReturned(t, w) })
@@ -307,6 +310,36 @@ func testConnectionErrorRetried(t *testing.T, wire Wire) {
 	deltas, err := Collect(context.Background(), wire.New(srv.URL+"/v1", "", Options{}), UserReq("hi"))
 	if err != nil || len(deltas) != wire.OKDeltas || attempts.Load() != 2 {
 		t.Fatalf("err=%v deltas=%d attempts=%d, want success after 2 attempts", err, len(deltas), attempts.Load())
+	}
+}
+
+// testRetrySendsWholeBody: the first attempt is refused before its body
+// is read, the second after; the third must carry the same whole body.
+func testRetrySendsWholeBody(t *testing.T, wire Wire) {
+	var attempts atomic.Int32
+	bodies := make(chan []byte, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch attempts.Add(1) {
+		case 1:
+			http.Error(w, "loading", http.StatusServiceUnavailable)
+		case 2:
+			b, _ := io.ReadAll(r.Body)
+			bodies <- b
+			http.Error(w, "loading", http.StatusServiceUnavailable)
+		default:
+			b, _ := io.ReadAll(r.Body)
+			bodies <- b
+			_, _ = io.WriteString(w, wire.OK)
+		}
+	}))
+	defer srv.Close()
+	deltas, err := Collect(context.Background(), wire.New(srv.URL+"/v1", "", Options{}), UserReq("hi"))
+	if err != nil || len(deltas) != wire.OKDeltas || attempts.Load() != 3 {
+		t.Fatalf("err=%v deltas=%d attempts=%d, want success after 3 attempts", err, len(deltas), attempts.Load())
+	}
+	second, third := <-bodies, <-bodies
+	if !json.Valid(third) || !bytes.Equal(second, third) {
+		t.Errorf("the retry sent another body:\n%s\nthen\n%s", second, third)
 	}
 }
 
