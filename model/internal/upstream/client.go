@@ -127,9 +127,10 @@ func pooledClient(connect time.Duration) *http.Client {
 // CheckRetry and Backoff contracts and its DefaultBackoff (exponential,
 // Retry-After honoured). Its own Client is not used on the path of a
 // turn: it wraps every request (a second request type, a body reader
-// factory, a URL parse), and on every request that ends in a failure it
-// closes all the idle connections of the shared pool, which under load
-// makes the other requests to the engine dial again.
+// factory, a URL parse), and on every request it gives up on (retries
+// run out, a connection error, a cancelled request) it closes all the
+// idle connections of the shared pool, which under load makes the other
+// requests to the engine dial again.
 var (
 	_ retryablehttp.CheckRetry = retryPolicy
 	_ retryablehttp.Backoff    = cappedBackoff
