@@ -1,14 +1,12 @@
 package chat
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"strings"
 
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/model/internal/upstream"
-	"github.com/loomgate/loom/responses"
 )
 
 // Options configures a Backend. The zero value of every field means its
@@ -69,18 +67,4 @@ func (b *Backend) Stream(ctx context.Context, req *model.Request, emit func(mode
 		return b.client.Whole(ctx, body, emit, readWhole)
 	}
 	return b.client.Stream(ctx, body, emit, readStream)
-}
-
-// encodeRequest builds the JSON body; errors are *model.Error values.
-func encodeRequest(req *model.Request) ([]byte, error) {
-	wire, err := buildRequest(req)
-	if err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	buf.Grow(1024)
-	if err := marshalRequest(&buf, wire, req.Extra); err != nil {
-		return nil, &model.Error{Kind: responses.EInvalid, Message: "cannot encode the request for the upstream model server", Err: err}
-	}
-	return buf.Bytes(), nil
 }

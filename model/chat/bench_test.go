@@ -3,6 +3,7 @@ package chat
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/responses"
 )
 
 // textStream is a vLLM-style turn of n one-token text chunks.
@@ -89,5 +91,51 @@ func BenchmarkStreamLoopback(b *testing.B) {
 		if err := be.Stream(context.Background(), req, emit); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// largeRequest is a turn with n earlier messages (alternating user text
+// and assistant output_text, as a long history has them) and tools
+// function tools with a small object schema: BenchmarkLargeRequest's
+// payloads in model terms.
+func largeRequest(n, tools int) *model.Request {
+	req := &model.Request{Model: "openai/gpt-oss-20b", Instructions: "Be brief.", ParallelToolCalls: true}
+	for i := range n {
+		if i%2 == 0 {
+			req.Items = append(req.Items, userMsg(fmt.Sprintf("question %d: what is the weather like in the city today?", i)))
+			continue
+		}
+		req.Items = append(req.Items, responses.Item{Type: responses.ItemMessage, Role: "assistant",
+			Content: []responses.ContentPart{{Type: responses.PartOutputText, Text: fmt.Sprintf("answer %d: it is sunny and warm, about twenty degrees.", i)}}})
+	}
+	req.Items = append(req.Items, userMsg("#say ok"))
+	for i := range tools {
+		req.Tools = append(req.Tools, responses.Tool{Type: responses.ToolFunction, Name: fmt.Sprintf("tool_%d", i),
+			Description: ptr(fmt.Sprintf("Looks up thing %d.", i)), Strict: ptr(false),
+			Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string","description":"the city"},"days":{"type":"integer","minimum":1}},"required":["city"]}`)})
+	}
+	return req
+}
+
+// BenchmarkEncodeRequest is the upstream body alone, for a long history
+// and for many tools (the request side of issue 14).
+//
+//	go test ./model/chat -run '^$' -bench EncodeRequest -count 3
+func BenchmarkEncodeRequest(b *testing.B) {
+	for _, c := range []struct {
+		name            string
+		messages, tools int
+	}{{"messages=1000", 1000, 0}, {"tools=100", 0, 100}} {
+		b.Run(c.name, func(b *testing.B) {
+			req := largeRequest(c.messages, c.tools)
+			b.ReportAllocs()
+			for b.Loop() {
+				body, err := encodeRequest(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(int64(len(body)))
+			}
+		})
 	}
 }

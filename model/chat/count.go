@@ -8,8 +8,11 @@ import (
 	"io"
 	"net/http"
 
+	openai "github.com/sashabaranov/go-openai"
+
 	"github.com/loomgate/loom/harmony"
 	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/model/internal/upstream"
 	"github.com/loomgate/loom/responses"
 )
 
@@ -30,30 +33,39 @@ const maxTokenizeBody = 1 << 20
 // message's text, tool call and tool definition, plus a few tokens per
 // message for the chat template.
 func (b *Backend) CountInput(ctx context.Context, req *model.Request) (model.InputCount, error) {
-	wire, err := buildRequest(req)
+	messages, err := appendMessages(nil, req.Instructions, req.Items)
 	if err != nil {
 		return model.InputCount{}, err
 	}
-	if b.tokenizeURL != "" {
-		return b.tokenize(ctx, wire)
+	var tools []byte
+	if len(req.Tools) > 0 {
+		if tools, err = appendTools(nil, req.Tools); err != nil {
+			return model.InputCount{}, err
+		}
 	}
-	n, err := estimateTokens(wire)
+	if b.tokenizeURL != "" {
+		return b.tokenize(ctx, req.Model, messages, tools)
+	}
+	n, err := estimateTokens(messages, tools)
 	if err != nil {
 		return model.InputCount{}, &model.Error{Kind: responses.EInvalid, Message: "cannot count the input tokens", Err: err}
 	}
 	return model.InputCount{Tokens: n, Estimate: true}, nil
 }
 
-// tokenize asks the engine (vLLM's POST /tokenize, chat form) to count.
-func (b *Backend) tokenize(ctx context.Context, wire *wireRequest) (model.InputCount, error) {
-	body, err := json.Marshal(struct {
-		Model               string        `json:"model"`
-		Messages            []wireMessage `json:"messages"`
-		Tools               any           `json:"tools,omitempty"`
-		AddGenerationPrompt bool          `json:"add_generation_prompt"`
-	}{wire.Model, wire.Messages, wire.Tools, true})
+// tokenize asks the engine (vLLM's POST /tokenize, chat form) to count
+// the messages and tools as the chat body carries them.
+func (b *Backend) tokenize(ctx context.Context, modelName string, messages, tools []byte) (model.InputCount, error) {
+	w := upstream.NewBody(len(messages)+len(tools)+128, nil, nil)
+	w.String("model", modelName)
+	w.Raw("messages", messages)
+	if tools != nil {
+		w.Raw("tools", tools)
+	}
+	w.Bool("add_generation_prompt", true)
+	body, err := w.Finish()
 	if err != nil {
-		return model.InputCount{}, &model.Error{Kind: responses.EInvalid, Message: "cannot encode the tokenize request", Err: err}
+		return model.InputCount{}, err
 	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.tokenizeURL, bytes.NewReader(body))
 	if err != nil {
@@ -88,8 +100,14 @@ func (b *Backend) tokenize(ctx context.Context, wire *wireRequest) (model.InputC
 // open models about as much.
 const perMessageTokens = 4
 
-// estimateTokens counts o200k tokens of what the chat template renders.
-func estimateTokens(wire *wireRequest) (int, error) {
+// estimateTokens counts o200k tokens of what the chat template renders:
+// the texts of the messages, read back through go-openai's message type
+// (counting is not on the path of a turn), and the tools' JSON.
+func estimateTokens(messages, tools []byte) (int, error) {
+	var msgs []openai.ChatCompletionMessage
+	if err := json.Unmarshal(messages, &msgs); err != nil {
+		return 0, err
+	}
 	n := 3 // the assistant turn the template opens at the end
 	count := func(s string) error {
 		if s == "" {
@@ -99,7 +117,7 @@ func estimateTokens(wire *wireRequest) (int, error) {
 		n += len(ids)
 		return err
 	}
-	for _, m := range wire.Messages {
+	for _, m := range msgs {
 		n += perMessageTokens
 		texts := []string{m.Content, m.ReasoningContent, m.Name}
 		for _, p := range m.MultiContent {
@@ -114,14 +132,8 @@ func estimateTokens(wire *wireRequest) (int, error) {
 			}
 		}
 	}
-	if len(wire.Tools) > 0 {
-		b, err := json.Marshal(wire.Tools)
-		if err != nil {
-			return 0, err
-		}
-		if err := count(string(b)); err != nil {
-			return 0, err
-		}
+	if err := count(string(tools)); err != nil {
+		return 0, err
 	}
 	return n, nil
 }

@@ -35,9 +35,19 @@
 // stream, stream_options, tools and tool_choice.
 //
 // The nested wire objects (messages, tools, tool_choice, response_format,
-// usage, the streamed delta) are go-openai's types. The top-level body is
-// a struct of this package, because go-openai's holds temperature as a
-// float32 with omitempty and so drops temperature 0. The HTTP exchange and
+// usage, the streamed delta) are go-openai's types: the body has their
+// keys, in their order, with their omissions. It is written by hand in
+// one pass from the Request (request.go, messages.go), and
+// TestBodyMatchesGoOpenAI holds it to what go-openai's types and
+// encoding/json write, as decoded JSON: encoding through them cost a
+// reflection walk of every message and tool and a compaction of every
+// schema, 1 ms for a 1000-message history and 0.3 ms for 100 tools,
+// against 0.14 ms and 0.02 ms by hand (BenchmarkEncodeRequest). Schemas
+// (tool parameters, a json_schema format) go out as the bytes the
+// Responses decoding checked, so a Request built by a program must carry
+// valid JSON there. The top-level body was never go-openai's, because its
+// request type holds temperature as a float32 with omitempty and so drops
+// temperature 0. The HTTP exchange and
 // the SSE framing are also this package's: go-openai's stream reader
 // reports a body that ends without [DONE] exactly like a finished one, so
 // a stream cut short would pass as complete.
@@ -80,8 +90,8 @@
 //
 // # Errors
 //
-// Connection errors, 429 and 5xx are retried (go-retryablehttp, bounded
-// exponential backoff) only until a response is accepted: once the body is
+// Connection errors, 429 and 5xx are retried (go-retryablehttp's policy
+// and bounded exponential backoff) only until a response is accepted: once the body is
 // being read nothing is retried. Failures are *model.Error values: 429
 // stays 429; 5xx, other 4xx, garbage, an upstream error inside the stream
 // and a stream that ends without [DONE] are 502; a timeout (the caller's

@@ -1,49 +1,24 @@
 package chat
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
-
-	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/loomgate/loom/model/internal/upstream"
 	"github.com/loomgate/loom/responses"
 )
 
-// wireMessage is a go-openai chat message with one fix to its JSON:
-// go-openai drops an empty "content", and llama.cpp rejects a user,
-// system or tool message without one (an empty tool output is common).
-type wireMessage openai.ChatCompletionMessage
+// Chat roles, as go-openai names them.
+const (
+	roleSystem    = "system"
+	roleUser      = "user"
+	roleAssistant = "assistant"
+	roleTool      = "tool"
+)
 
-func (m wireMessage) MarshalJSON() ([]byte, error) {
-	if m.textOnly() {
-		// The common message, a role and its text, without go-openai's
-		// reflection: a long history has thousands of them.
-		role, _ := json.Marshal(m.Role)
-		content, _ := json.Marshal(m.Content)
-		b := make([]byte, 0, len(role)+len(content)+22)
-		b = append(b, `{"role":`...)
-		b = append(b, role...)
-		b = append(b, `,"content":`...)
-		b = append(b, content...)
-		return append(b, '}'), nil
-	}
-	b, err := openai.ChatCompletionMessage(m).MarshalJSON()
-	if err != nil || m.Content != "" || len(m.MultiContent) > 0 || m.Role == openai.ChatMessageRoleAssistant {
-		return b, err
-	}
-	// b is {"role":...}; put an empty content in front of its keys.
-	return append([]byte(`{"content":"",`), b[1:]...), nil
-}
-
-// textOnly reports whether m is a role and a text, nothing else.
-func (m *wireMessage) textOnly() bool {
-	return m.Content != "" && m.Refusal == "" && m.MultiContent == nil && m.Name == "" && m.ReasoningContent == "" &&
-		m.FunctionCall == nil && m.ToolCalls == nil && m.ToolCallID == ""
-}
-
-// convertItems turns the Responses conversation into chat messages.
+// appendMessages writes the Responses conversation as a JSON array of
+// chat messages, straight from the items (no list of messages is built
+// first: a long history would have one more copy of itself alive).
 //
 // Responses keeps what chat puts in one assistant message as separate
 // items: reasoning, the assistant text, and each function call. They are
@@ -51,129 +26,220 @@ func (m *wireMessage) textOnly() bool {
 // as reasoning_content (the chat templates of reasoning models read it
 // there), and consecutive function calls, with the assistant text right
 // before them, become one assistant message with several tool_calls.
-func convertItems(instructions string, items []responses.Item) ([]wireMessage, error) {
-	msgs := make([]wireMessage, 0, len(items)+1)
+// Reasoning followed by anything else (an interrupted turn) has nowhere
+// to go in chat format and is dropped.
+//
+// Each message is written as go-openai's ChatCompletionMessage writes
+// it, except that a user, system or tool message always has a
+// "content", empty or not: llama.cpp rejects one without (an empty tool
+// output is common), and go-openai leaves an empty one out.
+func appendMessages(b []byte, instructions string, items []responses.Item) ([]byte, error) {
+	b = append(b, '[')
 	if instructions != "" {
-		msgs = append(msgs, wireMessage{Role: openai.ChatMessageRoleSystem, Content: instructions})
+		b = appendMessage(b, &message{role: roleSystem, text: instructions})
 	}
-
-	// reasoning waits for the assistant message it belongs to.
-	var reasoning strings.Builder
-	// open says the last message is an assistant message that a following
-	// function call may join.
-	open := false
-
-	for i := range items {
+	// items[reasoning:i] are the reasoning items waiting for the
+	// assistant message they belong to.
+	reasoning := 0
+	for i := 0; i < len(items); i++ {
 		it := &items[i]
 		switch it.Type {
 		case responses.ItemReasoning:
-			if reasoning.Len() > 0 {
-				reasoning.WriteString("\n")
-			}
-			reasoning.WriteString(reasoningText(it))
-			open = false
+			continue
 
 		case responses.ItemMessage:
-			m, err := convertMessage(it)
+			m, err := messageOf(it)
 			if err != nil {
-				return nil, err
+				return b, err
 			}
-			if m.Role == openai.ChatMessageRoleAssistant {
-				m.ReasoningContent = reasoning.String()
-				open = true
-			} else {
-				// Reasoning not followed by an assistant message (an
-				// interrupted turn) has nowhere to go in chat format.
-				open = false
+			if m.role == roleAssistant {
+				m.reasoning = items[reasoning:i]
+				m.calls = items[i+1 : i+1+callsAt(items[i+1:])]
+				i += len(m.calls)
 			}
-			reasoning.Reset()
-			msgs = append(msgs, m)
+			b = appendMessage(b, &m)
 
 		case responses.ItemFunctionCall:
-			call := openai.ToolCall{
-				ID:       it.CallID,
-				Type:     openai.ToolTypeFunction,
-				Function: openai.FunctionCall{Name: it.Name, Arguments: it.Arguments},
-			}
-			if open && reasoning.Len() == 0 {
-				last := &msgs[len(msgs)-1]
-				last.ToolCalls = append(last.ToolCalls, call)
-				continue
-			}
-			msgs = append(msgs, wireMessage{
-				Role:             openai.ChatMessageRoleAssistant,
-				ReasoningContent: reasoning.String(),
-				ToolCalls:        []openai.ToolCall{call},
-			})
-			reasoning.Reset()
-			open = true
+			m := message{role: roleAssistant, reasoning: items[reasoning:i], calls: items[i : i+callsAt(items[i:])]}
+			i += len(m.calls) - 1
+			b = appendMessage(b, &m)
 
 		case responses.ItemFunctionCallOutput:
-			msgs = append(msgs, wireMessage{
-				Role:       openai.ChatMessageRoleTool,
-				ToolCallID: it.CallID,
-				Content:    it.OutputString(),
-			})
-			reasoning.Reset()
-			open = false
+			b = appendMessage(b, &message{role: roleTool, text: it.OutputString(), toolCallID: it.CallID})
 
 		default:
 			// item_reference is resolved by the Engine before a turn;
 			// anything else has no chat form.
-			return nil, upstream.BadRequest(fmt.Sprintf("input item type %q is not supported by the chat completions backend", it.Type))
+			return b, upstream.BadRequest(fmt.Sprintf("input item type %q is not supported by the chat completions backend", it.Type))
 		}
+		reasoning = i + 1
 	}
-	return msgs, nil
+	return append(b, ']'), nil
 }
 
-// convertMessage converts a message item. Developer messages become
-// system messages: many engines' chat templates know no developer role.
-func convertMessage(it *responses.Item) (wireMessage, error) {
-	var role string
+// callsAt counts the function calls at the start of items.
+func callsAt(items []responses.Item) int {
+	n := 0
+	for n < len(items) && items[n].Type == responses.ItemFunctionCall {
+		n++
+	}
+	return n
+}
+
+// message is one chat message to write, pointing into the items it is
+// made of.
+type message struct {
+	role string
+	text string
+	// parts is set instead of text for a message with images, which
+	// needs the array form of content.
+	parts      []responses.ContentPart
+	reasoning  []responses.Item // reasoning items, for reasoning_content
+	calls      []responses.Item // function_call items, for tool_calls
+	toolCallID string
+}
+
+// messageOf checks a message item and returns its chat message.
+// Developer messages become system messages: many engines' chat
+// templates know no developer role.
+func messageOf(it *responses.Item) (message, error) {
+	var m message
 	switch it.Role {
 	case "user":
-		role = openai.ChatMessageRoleUser
+		m.role = roleUser
 	case "system", "developer":
-		role = openai.ChatMessageRoleSystem
+		m.role = roleSystem
 	case "assistant":
-		role = openai.ChatMessageRoleAssistant
+		m.role = roleAssistant
 	default:
-		return wireMessage{}, upstream.BadRequest(fmt.Sprintf("message role %q is not supported by the chat completions backend", it.Role))
+		return m, upstream.BadRequest(fmt.Sprintf("message role %q is not supported by the chat completions backend", it.Role))
 	}
-
 	hasImage := false
 	for _, p := range it.Content {
 		switch p.Type {
 		case responses.PartInputImage:
 			if p.ImageURL == "" {
-				return wireMessage{}, upstream.BadRequest("input_image by file_id is not supported by the chat completions backend")
+				return m, upstream.BadRequest("input_image by file_id is not supported by the chat completions backend")
 			}
 			hasImage = true
 		case responses.PartInputFile:
-			return wireMessage{}, upstream.BadRequest("input_file is not supported by the chat completions backend")
+			return m, upstream.BadRequest("input_file is not supported by the chat completions backend")
 		}
 	}
-	if !hasImage {
-		return wireMessage{Role: role, Content: it.Text()}, nil
+	if hasImage {
+		m.parts = it.Content
+	} else {
+		m.text = it.Text()
 	}
+	return m, nil
+}
 
-	// Images need the array form of content; text parts keep their order.
-	parts := make([]openai.ChatMessagePart, 0, len(it.Content))
-	for _, p := range it.Content {
+// appendMessage writes m, after a comma unless it is the first.
+func appendMessage(b []byte, m *message) []byte {
+	if b[len(b)-1] != '[' {
+		b = append(b, ',')
+	}
+	b = append(b, `{"role":`...)
+	b = responses.AppendJSONString(b, m.role)
+	switch {
+	case m.parts != nil:
+		b = appendParts(append(b, `,"content":`...), m.parts)
+	case m.text != "" || m.role != roleAssistant:
+		b = append(b, `,"content":`...)
+		b = responses.AppendJSONString(b, m.text)
+	}
+	if r := reasoningContent(m.reasoning); r != "" {
+		b = append(b, `,"reasoning_content":`...)
+		b = responses.AppendJSONString(b, r)
+	}
+	if len(m.calls) > 0 {
+		b = append(b, `,"tool_calls":[`...)
+		for i := range m.calls {
+			b = appendToolCall(b, &m.calls[i], i)
+		}
+		b = append(b, ']')
+	}
+	if m.toolCallID != "" {
+		b = append(b, `,"tool_call_id":`...)
+		b = responses.AppendJSONString(b, m.toolCallID)
+	}
+	return append(b, '}')
+}
+
+// appendToolCall writes a function_call item as a chat tool call, with
+// go-openai's omissions (an empty id, name or arguments is left out).
+func appendToolCall(b []byte, it *responses.Item, i int) []byte {
+	if i > 0 {
+		b = append(b, ',')
+	}
+	b = append(b, '{')
+	if it.CallID != "" {
+		b = append(b, `"id":`...)
+		b = responses.AppendJSONString(b, it.CallID)
+		b = append(b, ',')
+	}
+	b = append(b, `"type":"function","function":{`...)
+	if it.Name != "" {
+		b = append(b, `"name":`...)
+		b = responses.AppendJSONString(b, it.Name)
+	}
+	if it.Arguments != "" {
+		if it.Name != "" {
+			b = append(b, ',')
+		}
+		b = append(b, `"arguments":`...)
+		b = responses.AppendJSONString(b, it.Arguments)
+	}
+	return append(b, '}', '}')
+}
+
+// appendParts writes a message's content in the array form: text parts
+// and images in their order.
+func appendParts(b []byte, parts []responses.ContentPart) []byte {
+	b = append(b, '[')
+	for i := range parts {
+		p := &parts[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
 		if p.Type == responses.PartInputImage {
-			parts = append(parts, openai.ChatMessagePart{
-				Type:     openai.ChatMessagePartTypeImageURL,
-				ImageURL: &openai.ChatMessageImageURL{URL: p.ImageURL, Detail: openai.ImageURLDetail(p.Detail)},
-			})
+			b = append(b, `{"type":"image_url","image_url":{"url":`...)
+			b = responses.AppendJSONString(b, p.ImageURL)
+			if p.Detail != "" {
+				b = append(b, `,"detail":`...)
+				b = responses.AppendJSONString(b, p.Detail)
+			}
+			b = append(b, '}', '}')
 			continue
 		}
 		text := p.Text
 		if p.Type == responses.PartRefusal {
 			text = p.Refusal
 		}
-		parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: text})
+		b = append(b, `{"type":"text"`...)
+		if text != "" {
+			b = append(b, `,"text":`...)
+			b = responses.AppendJSONString(b, text)
+		}
+		b = append(b, '}')
 	}
-	return wireMessage{Role: role, MultiContent: parts}, nil
+	return append(b, ']')
+}
+
+// reasoningContent joins the texts of reasoning items, one line each.
+func reasoningContent(items []responses.Item) string {
+	if len(items) == 1 {
+		return reasoningText(&items[0])
+	}
+	var b strings.Builder
+	for i := range items {
+		text := reasoningText(&items[i])
+		if b.Len() > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString(text)
+	}
+	return b.String()
 }
 
 // reasoningText is a reasoning item's raw text, or its summary when the
@@ -181,6 +247,9 @@ func convertMessage(it *responses.Item) (wireMessage, error) {
 func reasoningText(it *responses.Item) string {
 	if len(it.Content) > 0 {
 		return it.Text()
+	}
+	if len(it.Summary) == 1 {
+		return it.Summary[0].Text
 	}
 	var b strings.Builder
 	for i, p := range it.Summary {

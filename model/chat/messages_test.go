@@ -129,13 +129,9 @@ func TestMessages(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			msgs, err := convertItems(tt.instructions, tt.items)
+			got, err := appendMessages(nil, tt.instructions, tt.items)
 			if err != nil {
-				t.Fatalf("convertItems: %v", err)
-			}
-			got, err := json.Marshal(msgs)
-			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("appendMessages: %v", err)
 			}
 			if !jsonEqual(t, got, []byte(tt.want)) {
 				t.Errorf("messages\n got %s\nwant %s", got, tt.want)
@@ -156,7 +152,7 @@ func TestMessagesUnsupported(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := convertItems("", []responses.Item{tt.item})
+			_, err := appendMessages(nil, "", []responses.Item{tt.item})
 			var merr *model.Error
 			if !errors.As(err, &merr) || merr.Kind != responses.EInvalid {
 				t.Fatalf("err = %v, want a 400 *model.Error", err)

@@ -2,145 +2,169 @@ package chat
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
-
-	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/model/internal/upstream"
 	"github.com/loomgate/loom/responses"
 )
 
-// wireRequest is the chat-completions body loom sends. The nested objects
-// are go-openai's types; the top level is ours because go-openai's
-// ChatCompletionRequest holds sampling parameters as float32 with
-// omitempty, which silently drops temperature 0 (greedy decoding) and
-// rounds the others, and it cannot carry engine-specific extra fields.
-type wireRequest struct {
-	Model             string                `json:"model"`
-	Messages          []wireMessage         `json:"messages"`
-	Stream            bool                  `json:"stream"`
-	StreamOptions     *openai.StreamOptions `json:"stream_options,omitempty"`
-	Tools             []openai.Tool         `json:"tools,omitempty"`
-	ToolChoice        any                   `json:"tool_choice,omitempty"`
-	ParallelToolCalls *bool                 `json:"parallel_tool_calls,omitempty"`
-	MaxTokens         int                   `json:"max_tokens,omitempty"`
-	model.Sampling
-	ReasoningEffort string                               `json:"reasoning_effort,omitempty"`
-	ResponseFormat  *openai.ChatCompletionResponseFormat `json:"response_format,omitempty"`
-	User            string                               `json:"user,omitempty"`
-}
+// The chat-completions body is written by hand, in one pass over the
+// model turn (upstream.Body): go-openai's types describe it (messages,
+// tools, tool_choice, response_format: the keys and the omissions below
+// are theirs, and a test holds the two to the same JSON), but encoding
+// through them cost a reflection walk of every message and tool and a
+// compaction of every schema, most of what loom spent on a long history
+// or many tools. The keys are in go-openai's order, so that an engine's
+// chat template that prints the tools renders the same prompt.
+//
+// The top level was never go-openai's: its ChatCompletionRequest holds
+// sampling values as float32 with omitempty, which drops temperature 0
+// (greedy decoding) and rounds the others, and cannot carry
+// engine-specific fields.
 
 // emptyParameters is sent for a function tool without a schema: engines
 // differ on a missing or null "parameters", all accept an empty object.
-var emptyParameters = json.RawMessage(`{"type":"object","properties":{}}`)
-
-// buildRequest translates a model turn to the chat-completions body.
-func buildRequest(req *model.Request) (*wireRequest, error) {
-	msgs, err := convertItems(req.Instructions, req.Items)
-	if err != nil {
-		return nil, err
-	}
-	w := &wireRequest{
-		Model:           req.Model,
-		Messages:        msgs,
-		Stream:          !req.Whole,
-		MaxTokens:       req.MaxOutputTokens,
-		Sampling:        req.Sampling,
-		ReasoningEffort: req.ReasoningEffort,
-		User:            req.User,
-	}
-
-	// No tools means no tools key and no tool_choice: an empty list with
-	// a tool_choice once made vLLM default to auto and models invented
-	// calls to tools that did not exist.
-	if w.Stream {
-		// Without include_usage the stream carries no token counts; a
-		// whole answer always has them.
-		w.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
-	}
-	if len(req.Tools) > 0 {
-		w.Tools = make([]openai.Tool, 0, len(req.Tools))
-		for _, t := range req.Tools {
-			if t.Type != responses.ToolFunction {
-				return nil, upstream.BadRequest(fmt.Sprintf("tool type %q is not supported by the chat completions backend", t.Type))
-			}
-			params := t.Parameters
-			if len(bytes.TrimSpace(params)) == 0 || bytes.Equal(bytes.TrimSpace(params), []byte("null")) {
-				params = emptyParameters
-			}
-			fn := &openai.FunctionDefinition{Name: t.Name, Parameters: params}
-			if t.Description != nil {
-				fn.Description = *t.Description
-			}
-			if t.Strict != nil {
-				fn.Strict = *t.Strict
-			}
-			w.Tools = append(w.Tools, openai.Tool{Type: openai.ToolTypeFunction, Function: fn})
-		}
-		switch {
-		case req.ToolChoiceFunction != "":
-			w.ToolChoice = openai.ToolChoice{Type: openai.ToolTypeFunction, Function: openai.ToolFunction{Name: req.ToolChoiceFunction}}
-		case req.ToolChoice != "":
-			w.ToolChoice = req.ToolChoice
-		}
-		// true is every engine's default; only a refusal is worth sending.
-		if !req.ParallelToolCalls {
-			w.ParallelToolCalls = new(false)
-		}
-	}
-
-	if tf := req.TextFormat; tf != nil {
-		switch tf.Type {
-		case responses.FormatJSONSchema:
-			name := tf.Name
-			if name == "" {
-				name = "response" // OpenAI requires a name; engines ignore it
-			}
-			js := &openai.ChatCompletionResponseFormatJSONSchema{Name: name, Schema: tf.Schema}
-			if tf.Description != nil {
-				js.Description = *tf.Description
-			}
-			if tf.Strict != nil {
-				js.Strict = *tf.Strict
-			}
-			w.ResponseFormat = &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONSchema, JSONSchema: js}
-		case responses.FormatJSONObject:
-			w.ResponseFormat = &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONObject}
-		}
-	}
-	return w, nil
-}
+var emptyParameters = []byte(`{"type":"object","properties":{}}`)
 
 // protectedKeys are body keys Extra may not replace: the stream parser
-// and the tool rules above depend on them.
+// and the tool rules below depend on them.
 var protectedKeys = map[string]bool{
 	"model": true, "messages": true, "stream": true, "stream_options": true,
 	"tools": true, "tool_choice": true,
 }
 
-// marshalRequest writes w's JSON with extra merged in: extra adds keys
-// (top_k, chat_template_kwargs, ...) and may override the sampling ones,
-// but never a protected key.
-func marshalRequest(buf *bytes.Buffer, w *wireRequest, extra map[string]json.RawMessage) error {
-	enc := json.NewEncoder(buf)
-	if len(extra) == 0 {
-		return enc.Encode(w)
+// encodeRequest writes the chat-completions body for a model turn, with
+// req.Extra merged in: extra adds keys (top_k, chat_template_kwargs, ...)
+// and may override the sampling ones, but never a protected key. Errors
+// are *model.Error values.
+func encodeRequest(req *model.Request) ([]byte, error) {
+	w := upstream.NewBody(bodySize(req), req.Extra, protectedKeys)
+	w.String("model", req.Model)
+	w.Append("messages", func(b []byte) ([]byte, error) { return appendMessages(b, req.Instructions, req.Items) })
+	w.Bool("stream", !req.Whole)
+	if !req.Whole {
+		// Without include_usage the stream carries no token counts; a
+		// whole answer always has them.
+		w.Raw("stream_options", []byte(`{"include_usage":true}`))
 	}
-	b, err := json.Marshal(w)
-	if err != nil {
-		return err
-	}
-	var body map[string]json.RawMessage
-	if err := json.Unmarshal(b, &body); err != nil {
-		return err
-	}
-	for k, v := range extra {
-		if protectedKeys[k] {
-			continue
+	// No tools means no tools key and no tool_choice: an empty list with
+	// a tool_choice once made vLLM default to auto and models invented
+	// calls to tools that did not exist.
+	if len(req.Tools) > 0 {
+		w.Append("tools", func(b []byte) ([]byte, error) { return appendTools(b, req.Tools) })
+		switch {
+		case req.ToolChoiceFunction != "":
+			w.Append("tool_choice", func(b []byte) ([]byte, error) {
+				b = append(b, `{"type":"function","function":{"name":`...)
+				return append(responses.AppendJSONString(b, req.ToolChoiceFunction), '}', '}'), nil
+			})
+		case req.ToolChoice != "":
+			w.String("tool_choice", req.ToolChoice)
 		}
-		body[k] = v
+		// true is every engine's default; only a refusal is worth sending.
+		if !req.ParallelToolCalls {
+			w.Bool("parallel_tool_calls", false)
+		}
 	}
-	return enc.Encode(body)
+	if req.MaxOutputTokens != 0 {
+		w.Int("max_tokens", req.MaxOutputTokens)
+	}
+	w.Sampling(&req.Sampling)
+	if req.ReasoningEffort != "" {
+		w.String("reasoning_effort", req.ReasoningEffort)
+	}
+	if tf := req.TextFormat; tf != nil && (tf.Type == responses.FormatJSONSchema || tf.Type == responses.FormatJSONObject) {
+		w.Append("response_format", func(b []byte) ([]byte, error) { return appendResponseFormat(b, tf), nil })
+	}
+	if req.User != "" {
+		w.String("user", req.User)
+	}
+	return w.Finish()
+}
+
+// bodySize guesses the body's length, so that it is written into one
+// buffer most of the time: the text of every item and the schema of
+// every tool, plus what the keys around them take.
+func bodySize(req *model.Request) int {
+	n := 256 + len(req.Instructions)
+	for i := range req.Items {
+		it := &req.Items[i]
+		n += 64 + len(it.Arguments) + len(it.Output)
+		for j := range it.Content {
+			n += len(it.Content[j].Text)
+		}
+	}
+	for i := range req.Tools {
+		t := &req.Tools[i]
+		n += 96 + len(t.Name) + len(t.Parameters)
+		if t.Description != nil {
+			n += len(*t.Description)
+		}
+	}
+	return n + n/8
+}
+
+// appendTools writes the function tools as a JSON array, each as
+// go-openai's Tool writes it ({"function":{...},"type":"function"}),
+// with its schema as the bytes the Responses decoding checked.
+func appendTools(b []byte, tools []responses.Tool) ([]byte, error) {
+	b = append(b, '[')
+	for i := range tools {
+		t := &tools[i]
+		if t.Type != responses.ToolFunction {
+			return b, upstream.BadRequest(fmt.Sprintf("tool type %q is not supported by the chat completions backend", t.Type))
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"function":{"name":`...)
+		b = responses.AppendJSONString(b, t.Name)
+		if t.Description != nil && *t.Description != "" {
+			b = append(b, `,"description":`...)
+			b = responses.AppendJSONString(b, *t.Description)
+		}
+		if t.Strict != nil && *t.Strict {
+			b = append(b, `,"strict":true`...)
+		}
+		b = append(b, `,"parameters":`...)
+		params := bytes.TrimSpace(t.Parameters)
+		if len(params) == 0 || bytes.Equal(params, []byte("null")) {
+			params = emptyParameters
+		}
+		b = append(b, params...)
+		b = append(b, `},"type":"function"}`...)
+	}
+	return append(b, ']'), nil
+}
+
+// appendResponseFormat writes a json_schema or json_object text format
+// as go-openai's ChatCompletionResponseFormat writes it.
+func appendResponseFormat(b []byte, tf *responses.TextFormat) []byte {
+	if tf.Type == responses.FormatJSONObject {
+		return append(b, `{"type":"json_object"}`...)
+	}
+	name := tf.Name
+	if name == "" {
+		name = "response" // OpenAI requires a name; engines ignore it
+	}
+	b = append(b, `{"type":"json_schema","json_schema":{"name":`...)
+	b = responses.AppendJSONString(b, name)
+	if tf.Description != nil && *tf.Description != "" {
+		b = append(b, `,"description":`...)
+		b = responses.AppendJSONString(b, *tf.Description)
+	}
+	b = append(b, `,"schema":`...)
+	if len(tf.Schema) == 0 {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, tf.Schema...)
+	}
+	b = append(b, `,"strict":`...)
+	if tf.Strict != nil && *tf.Strict {
+		b = append(b, "true"...)
+	} else {
+		b = append(b, "false"...)
+	}
+	return append(b, '}', '}')
 }

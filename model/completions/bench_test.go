@@ -80,3 +80,24 @@ func BenchmarkStreamMockLoopback(b *testing.B) {
 		s.Reset()
 	}
 }
+
+// BenchmarkEncodeRequest is the upstream body alone for a prompt of 30k
+// token ids (a long conversation rendered).
+//
+//	go test ./model/completions -run '^$' -bench EncodeRequest -count 3
+func BenchmarkEncodeRequest(b *testing.B) {
+	prompt := make([]uint32, 30000)
+	for i := range prompt {
+		prompt[i] = uint32(i*7919) % 201088
+	}
+	req := &model.Request{Model: "openai/gpt-oss-20b"}
+	o := (&Options{}).resolved()
+	b.ReportAllocs()
+	for b.Loop() {
+		body, err := encodeRequest(req, prompt, &o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.SetBytes(int64(len(body)))
+	}
+}

@@ -1,42 +1,12 @@
 package completions
 
 import (
-	"bytes"
-	"encoding/json"
+	"strconv"
 
 	"github.com/loomgate/loom/harmony"
 	"github.com/loomgate/loom/model"
-	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/model/internal/upstream"
 )
-
-// wireRequest is the completions body. Engine-specific fields are
-// pointers so each dialect sends only its own (vLLM logs a warning for
-// every field it does not know).
-type wireRequest struct {
-	Model         string         `json:"model"`
-	Prompt        []uint32       `json:"prompt"`
-	Stream        bool           `json:"stream"`
-	StreamOptions *streamOptions `json:"stream_options,omitempty"`
-	// MaxTokens is never omitted: completions endpoints default to 16.
-	// nil is written as null ("up to the context length").
-	MaxTokens *int `json:"max_tokens"`
-	model.Sampling
-	User string `json:"user,omitempty"`
-
-	// vLLM and SGLang.
-	StopTokenIDs               []uint32 `json:"stop_token_ids,omitempty"`
-	SkipSpecialTokens          *bool    `json:"skip_special_tokens,omitempty"`
-	SpacesBetweenSpecialTokens *bool    `json:"spaces_between_special_tokens,omitempty"`
-	// vLLM only.
-	IncludeStopStrInOutput *bool `json:"include_stop_str_in_output,omitempty"`
-	ReturnTokenIDs         *bool `json:"return_token_ids,omitempty"`
-	// SGLang only: its name for include_stop_str_in_output.
-	NoStopTrim *bool `json:"no_stop_trim,omitempty"`
-}
-
-type streamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
-}
 
 // protectedKeys are body keys Request.Extra may not replace: the parser
 // depends on them (special tokens in the output, a stream, usage).
@@ -45,71 +15,66 @@ var protectedKeys = map[string]bool{
 	"skip_special_tokens": true,
 }
 
-// encodeRequest builds the JSON body for a rendered prompt.
+// encodeRequest writes the completions body for a rendered prompt, by
+// hand in one pass (upstream.Body): a prompt is thousands of token ids,
+// which encoding/json wrote one reflected value at a time. Engine-specific
+// fields are sent only to the engine that knows them (vLLM logs a warning
+// for every field it does not know). Request.Extra is merged in (top_k,
+// guided decoding, ...): it may override the sampling keys but never a
+// protected one.
 func encodeRequest(req *model.Request, prompt []uint32, o *Options) ([]byte, error) {
-	w := wireRequest{
-		Model:    req.Model,
-		Prompt:   prompt,
-		Stream:   !req.Whole,
-		Sampling: req.Sampling,
-		User:     req.User,
-	}
-	if w.Stream {
+	w := upstream.NewBody(len(prompt)*7+256, req.Extra, protectedKeys)
+	w.String("model", req.Model)
+	w.Append("prompt", func(b []byte) ([]byte, error) { return appendTokens(b, prompt), nil })
+	w.Bool("stream", !req.Whole)
+	if !req.Whole {
 		// Without include_usage the stream carries no token counts; a
 		// whole answer always has them.
-		w.StreamOptions = &streamOptions{IncludeUsage: true}
+		w.Raw("stream_options", []byte(`{"include_usage":true}`))
 	}
+	// max_tokens is never left out: completions endpoints default to 16.
+	// null means "up to the context length".
 	switch {
 	case req.MaxOutputTokens > 0:
-		w.MaxTokens = new(req.MaxOutputTokens)
+		w.Int("max_tokens", req.MaxOutputTokens)
 	case o.DefaultMaxTokens > 0:
-		w.MaxTokens = new(o.DefaultMaxTokens)
+		w.Int("max_tokens", o.DefaultMaxTokens)
+	default:
+		w.Raw("max_tokens", []byte("null"))
 	}
-
-	yes, no := new(true), new(false)
+	w.Sampling(&req.Sampling)
+	if req.User != "" {
+		w.String("user", req.User)
+	}
 	switch o.Engine {
 	case EngineVLLM:
-		w.StopTokenIDs = harmony.StopTokens()
-		w.SkipSpecialTokens = no
-		w.SpacesBetweenSpecialTokens = no
-		w.IncludeStopStrInOutput = yes
-		w.ReturnTokenIDs = yes
+		w.Append("stop_token_ids", func(b []byte) ([]byte, error) { return appendTokens(b, harmony.StopTokens()), nil })
+		w.Bool("skip_special_tokens", false)
+		w.Bool("spaces_between_special_tokens", false)
+		w.Bool("include_stop_str_in_output", true)
+		w.Bool("return_token_ids", true)
 	case EngineSGLang:
-		w.StopTokenIDs = harmony.StopTokens()
-		w.SkipSpecialTokens = no
-		w.SpacesBetweenSpecialTokens = no
-		w.NoStopTrim = yes
+		w.Append("stop_token_ids", func(b []byte) ([]byte, error) { return appendTokens(b, harmony.StopTokens()), nil })
+		w.Bool("skip_special_tokens", false)
+		w.Bool("spaces_between_special_tokens", false)
+		// SGLang's name for include_stop_str_in_output.
+		w.Bool("no_stop_trim", true)
 	case EngineLlamaCpp:
 		// llama.cpp stops at the model's end-of-generation tokens, which
 		// for gpt-oss include <|return|> and <|call|>; whether special
 		// tokens appear in the text is the server's --special flag.
 	}
-
-	b, err := json.Marshal(&w)
-	if err != nil || len(req.Extra) == 0 {
-		if err != nil {
-			return nil, &model.Error{Kind: responses.EInvalid, Message: "cannot encode the request for the upstream model server", Err: err}
-		}
-		return b, nil
-	}
-	return mergeExtra(b, req.Extra)
+	return w.Finish()
 }
 
-// mergeExtra adds Request.Extra's keys to the body (top_k, guided
-// decoding, ...), overriding sampling ones but never a protected key.
-func mergeExtra(b []byte, extra map[string]json.RawMessage) ([]byte, error) {
-	var body map[string]json.RawMessage
-	if err := json.Unmarshal(b, &body); err != nil {
-		return nil, err
-	}
-	for k, v := range extra {
-		if !protectedKeys[k] {
-			body[k] = v
+// appendTokens writes token ids as a JSON array.
+func appendTokens(b []byte, ids []uint32) []byte {
+	b = append(b, '[')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
 		}
+		b = strconv.AppendUint(b, uint64(id), 10)
 	}
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(body); err != nil {
-		return nil, &model.Error{Kind: responses.EInvalid, Message: "cannot encode the request for the upstream model server", Err: err}
-	}
-	return buf.Bytes(), nil
+	return append(b, ']')
 }

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,5 +114,78 @@ func TestFailureIsLogged(t *testing.T) {
 	}
 	if out := dialLogs.String(); !strings.Contains(out, "connection refused") || !strings.Contains(out, "level=WARN") {
 		t.Errorf("the dial error is not logged: %s", out)
+	}
+}
+
+// TestGivingUpKeepsThePool: a request whose retries run out (503 every
+// time) leaves the other idle connections to the engine in the pool, so
+// the requests after it do not dial again. Two requests are held until
+// both arrived, so that two connections are open and then idle.
+func TestGivingUpKeepsThePool(t *testing.T) {
+	var dials atomic.Int32
+	arrived := make(chan struct{}, 2)
+	both := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if r.URL.Query().Get("fail") != "" {
+			http.Error(w, "loading", http.StatusServiceUnavailable)
+			return
+		}
+		arrived <- struct{}{}
+		select {
+		case <-both:
+		case <-r.Context().Done():
+		}
+		_, _ = io.WriteString(w, "{}")
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			dials.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	pool := &http.Transport{MaxIdleConnsPerHost: 8}
+	defer pool.CloseIdleConnections()
+	opts := model.HTTPOptions{HTTPClient: &http.Client{Transport: pool}, Logger: slog.New(slog.DiscardHandler),
+		RetryWaitMin: time.Millisecond, RetryWaitMax: time.Millisecond}
+	ok := NewClient(srv.URL+"/v1/chat/completions", "", Config{HTTPOptions: opts})
+	failing := NewClient(srv.URL+"/v1/chat/completions?fail=1", "", Config{HTTPOptions: opts})
+	read := func(r io.Reader, _ func(model.Delta) error) error {
+		return ReadWhole(r, func([]byte) error { return nil })
+	}
+	emit := func(model.Delta) error { return nil }
+	// The bound of the test, not an assertion on time.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	twoAtOnce := func() {
+		t.Helper()
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() { errs <- ok.Whole(ctx, []byte("{}"), emit, read) }()
+		}
+		for range 2 {
+			select {
+			case <-arrived:
+			case <-ctx.Done():
+				t.Fatal("the two requests did not both arrive")
+			}
+		}
+		both <- struct{}{}
+		both <- struct{}{}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	twoAtOnce()
+	if err := failing.Whole(ctx, []byte("{}"), emit, read); err == nil {
+		t.Fatal("no error for a 503 every time")
+	}
+	twoAtOnce()
+	if n := dials.Load(); n != 2 {
+		t.Errorf("%d connections dialled, want 2: giving up on a request closed the pool's idle ones", n)
 	}
 }

@@ -1,7 +1,9 @@
 package upstreamtest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -32,6 +34,7 @@ func Run(t *testing.T, w Wire) {
 		{"UpstreamErrorDetails", testUpstreamErrorDetails},
 		{"ConnectionRefused", testConnectionRefused},
 		{"ConnectionErrorRetried", testConnectionErrorRetried},
+		{"RetrySendsWholeBody", testRetrySendsWholeBody},
 		{"Deadline504", testDeadline504},
 		{"CancelAbortsUpstream", testCancelAbortsUpstream},
 		{"EmitErrorReturned", testEmitErrorReturned},
@@ -335,6 +338,36 @@ func testConnectionErrorRetried(t *testing.T, wire Wire) {
 	deltas, err := Collect(context.Background(), wire.New(srv.URL+"/v1", "", Options{}), UserReq("hi"))
 	if err != nil || len(deltas) != wire.OKDeltas || attempts.Load() != 2 {
 		t.Fatalf("err=%v deltas=%d attempts=%d, want success after 2 attempts", err, len(deltas), attempts.Load())
+	}
+}
+
+// testRetrySendsWholeBody: the first attempt is refused before its body
+// is read, the second after; the third must carry the same whole body.
+func testRetrySendsWholeBody(t *testing.T, wire Wire) {
+	var attempts atomic.Int32
+	bodies := make(chan []byte, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch attempts.Add(1) {
+		case 1:
+			http.Error(w, "loading", http.StatusServiceUnavailable)
+		case 2:
+			b, _ := io.ReadAll(r.Body)
+			bodies <- b
+			http.Error(w, "loading", http.StatusServiceUnavailable)
+		default:
+			b, _ := io.ReadAll(r.Body)
+			bodies <- b
+			_, _ = io.WriteString(w, wire.OK)
+		}
+	}))
+	defer srv.Close()
+	deltas, err := Collect(context.Background(), wire.New(srv.URL+"/v1", "", Options{}), UserReq("hi"))
+	if err != nil || len(deltas) != wire.OKDeltas || attempts.Load() != 3 {
+		t.Fatalf("err=%v deltas=%d attempts=%d, want success after 3 attempts", err, len(deltas), attempts.Load())
+	}
+	second, third := <-bodies, <-bodies
+	if !json.Valid(third) || !bytes.Equal(second, third) {
+		t.Errorf("the retry sent another body:\n%s\nthen\n%s", second, third)
 	}
 }
 
