@@ -278,7 +278,10 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 	if err != nil {
 		return nil, err
 	}
-	input := slices.Clone(req.Input.Items)
+	input := req.Input.Items
+	if !opts.givesInput() {
+		input = slices.Clone(input)
+	}
 	if queued != nil && len(queued.Input) == len(input) {
 		for i := range input {
 			input[i].ID = queued.Input[i].ID
@@ -329,10 +332,12 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 		return nil, err
 	}
 	r := &run{
-		e:              e,
-		req:            req,
-		resp:           e.newResponse(req),
-		input:          input,
+		e:    e,
+		req:  req,
+		resp: e.newResponse(req),
+		// Clipped: the model's conversation (seen) may grow in the
+		// room past the input's end; the stored input must not see it.
+		input:          slices.Clip(input),
 		history:        history,
 		seen:           seen,
 		reg:            reg,
