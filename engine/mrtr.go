@@ -119,7 +119,7 @@ func checkInputResponses(history, input []responses.Item, pending map[string]*pe
 	answered := map[string]bool{}
 	for _, it := range history {
 		if it.Type == responses.ItemMCPInputResponse {
-			answered[it.RequestID] = true
+			answered[it.ToolFields().RequestID] = true
 		}
 	}
 	var out []inputAnswer
@@ -128,19 +128,19 @@ func checkInputResponses(history, input []responses.Item, pending map[string]*pe
 			continue
 		}
 		param := fmt.Sprintf("input[%d]", i)
-		p, ok := pending[it.RequestID]
+		p, ok := pending[it.ToolFields().RequestID]
 		switch {
 		case !ok:
-			return nil, responses.BadRequest(param+".request_id", "no pending mcp_input_request %q in this conversation", it.RequestID)
-		case answered[it.RequestID]:
-			return nil, responses.BadRequest(param+".request_id", "mcp_input_request %q was already answered", it.RequestID)
+			return nil, responses.BadRequest(param+".request_id", "no pending mcp_input_request %q in this conversation", it.ToolFields().RequestID)
+		case answered[it.ToolFields().RequestID]:
+			return nil, responses.BadRequest(param+".request_id", "mcp_input_request %q was already answered", it.ToolFields().RequestID)
 		}
-		answered[it.RequestID] = true
+		answered[it.ToolFields().RequestID] = true
 		var given map[string]struct {
 			Action  string          `json:"action"`
 			Content json.RawMessage `json:"content"`
 		}
-		if err := json.Unmarshal(it.InputResponses, &given); err != nil {
+		if err := json.Unmarshal(it.ToolFields().InputResponses, &given); err != nil {
 			return nil, responses.BadRequest(param+".input_responses", "input_responses must map each key to {action, content}")
 		}
 		keys := make([]string, 0, len(given))
@@ -355,8 +355,8 @@ func (r *run) askClient(callID, itemID string) error {
 	}
 	raw, _ := json.Marshal(asked)
 	p.RequestID = r.e.opts.NewID("mcpi")
-	item := responses.Item{Type: responses.ItemMCPInputRequest, ID: p.RequestID, ServerLabel: p.Server,
-		Name: p.Tool, Arguments: p.Arguments, InputRequests: raw}
+	item := responses.Item{Type: responses.ItemMCPInputRequest, ID: p.RequestID, Tool: &responses.ItemTool{ServerLabel: p.Server, InputRequests: raw},
+		Name: p.Tool, Arguments: p.Arguments}
 	if err := r.builder.AddItem(item); err != nil {
 		return err
 	}

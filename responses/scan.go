@@ -2,6 +2,7 @@ package responses
 
 import (
 	"encoding/json"
+	"maps"
 	"reflect"
 	"strings"
 	"unicode/utf8"
@@ -161,9 +162,16 @@ func jsonKeys[T any]() map[string]bool {
 	return keys
 }
 
+// union adds b's keys to a and returns a.
+func union(a, b map[string]bool) map[string]bool {
+	maps.Copy(a, b)
+	return a
+}
+
 // The keys of the types the scanner decodes into.
 var (
-	itemKeys = jsonKeys[Item]()
+	// An item's keys are Item's and those of the fields behind Item.Tool.
+	itemKeys = union(jsonKeys[Item](), jsonKeys[ItemTool]())
 	partKeys = jsonKeys[ContentPart]()
 	toolKeys = jsonKeys[Tool]()
 )
