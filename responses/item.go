@@ -136,20 +136,49 @@ func (it *Item) EditTool() *ItemTool {
 	return it.Tool
 }
 
-// ContentPart is one part of a message or reasoning item.
+// ContentPart is one part of a message or reasoning item. The fields of
+// image and file parts are behind one pointer, Media: most parts are text,
+// and a ContentPart is then 80 bytes rather than 168.
 type ContentPart struct {
 	Type string `json:"type"`
 	Text string `json:"text,omitempty"`
 	// Annotations of output_text; always present (possibly empty) on output.
 	Annotations []json.RawMessage `json:"annotations,omitempty"`
 	Refusal     string            `json:"refusal,omitempty"`
-	// input_image / input_file
+	// Media holds the fields of input_image and input_file parts; nil for
+	// the others. Read them with MediaFields, safe on any part, and set
+	// them through EditMedia (or a literal &PartMedia{...}). A copy of a
+	// part shares its Media.
+	Media *PartMedia `json:"-"`
+}
+
+// PartMedia is the part of a ContentPart that input_image and input_file
+// parts use.
+type PartMedia struct {
 	ImageURL string `json:"image_url,omitempty"`
 	FileID   string `json:"file_id,omitempty"`
 	FileData string `json:"file_data,omitempty"`
 	FileURL  string `json:"file_url,omitempty"`
 	Filename string `json:"filename,omitempty"`
 	Detail   string `json:"detail,omitempty"`
+}
+
+// MediaFields returns the part's PartMedia fields: a copy, zero for a part
+// that has none.
+func (p *ContentPart) MediaFields() PartMedia {
+	if p.Media == nil {
+		return PartMedia{}
+	}
+	return *p.Media
+}
+
+// EditMedia returns the part's PartMedia fields to set, allocated on first
+// use.
+func (p *ContentPart) EditMedia() *PartMedia {
+	if p.Media == nil {
+		p.Media = new(PartMedia)
+	}
+	return p.Media
 }
 
 // Content part types.
@@ -197,7 +226,25 @@ func (p ContentPart) MarshalJSON() ([]byte, error) {
 		return encodeObject(key("type", p.Type), key("refusal", p.Refusal))
 	}
 	type plain ContentPart
-	return json.Marshal(plain(p))
+	return json.Marshal(struct {
+		plain
+		*PartMedia
+	}{plain(p), p.Media})
+}
+
+// UnmarshalJSON decodes the Media fields at the part's level, as sent.
+func (p *ContentPart) UnmarshalJSON(data []byte) error {
+	type plain ContentPart
+	var raw struct {
+		plain
+		*PartMedia // allocated only when one of its keys is present
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	*p = ContentPart(raw.plain)
+	p.Media = raw.PartMedia
+	return nil
 }
 
 func (p ContentPart) text() string {

@@ -246,8 +246,8 @@ func TestContentPartMarshal(t *testing.T) {
 		{ContentPart{Type: PartOutputText, Text: "o"}, `{"type":"output_text","text":"o","annotations":[],"logprobs":[]}`},
 		{ContentPart{Type: PartOutputText, Text: "o", Annotations: []json.RawMessage{json.RawMessage(`{"type":"url_citation"}`)}}, `{"type":"output_text","text":"o","annotations":[{"type":"url_citation"}],"logprobs":[]}`},
 		{ContentPart{Type: PartRefusal, Refusal: "no"}, `{"type":"refusal","refusal":"no"}`},
-		{ContentPart{Type: PartInputImage, ImageURL: "https://a/b.png", Detail: "low"}, `{"type":"input_image","image_url":"https://a/b.png","detail":"low"}`},
-		{ContentPart{Type: PartInputFile, FileData: "aGk=", Filename: "a.txt"}, `{"type":"input_file","file_data":"aGk=","filename":"a.txt"}`},
+		{ContentPart{Type: PartInputImage, Media: &PartMedia{ImageURL: "https://a/b.png", Detail: "low"}}, `{"type":"input_image","image_url":"https://a/b.png","detail":"low"}`},
+		{ContentPart{Type: PartInputFile, Media: &PartMedia{FileData: "aGk=", Filename: "a.txt"}}, `{"type":"input_file","file_data":"aGk=","filename":"a.txt"}`},
 	}
 	for _, tt := range tests {
 		data, err := json.Marshal(tt.part)
@@ -300,7 +300,7 @@ func TestItemUnmarshalShorthand(t *testing.T) {
 // Text joins the text-bearing parts; OutputString reads either form of a
 // call output.
 func TestItemText(t *testing.T) {
-	it := Item{Content: []ContentPart{{Type: PartOutputText, Text: "a"}, {Type: PartRefusal, Refusal: "b"}, {Type: PartInputImage, ImageURL: "https://x"}, {Type: PartInputText, Text: "c"}}}
+	it := Item{Content: []ContentPart{{Type: PartOutputText, Text: "a"}, {Type: PartRefusal, Refusal: "b"}, {Type: PartInputImage, Media: &PartMedia{ImageURL: "https://x"}}, {Type: PartInputText, Text: "c"}}}
 	if got := it.Text(); got != "abc" {
 		t.Errorf("Text = %q", got)
 	}

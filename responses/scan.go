@@ -172,7 +172,7 @@ func union(a, b map[string]bool) map[string]bool {
 var (
 	// An item's keys are Item's and those of the fields behind Item.Tool.
 	itemKeys = union(jsonKeys[Item](), jsonKeys[ItemTool]())
-	partKeys = jsonKeys[ContentPart]()
+	partKeys = union(jsonKeys[ContentPart](), jsonKeys[PartMedia]())
 	toolKeys = jsonKeys[Tool]()
 )
 
