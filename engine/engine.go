@@ -513,10 +513,14 @@ type clientWaits struct {
 // eventLog is where the response's events go: the store's copy and the
 // caller's sink.
 type eventLog struct {
-	sink    func(*responses.Event) error
-	flush   func() // RunOptions.Flush, or nothing
-	events  []json.RawMessage
-	sinkErr error // the client went away
+	sink  func(*responses.Event) error
+	flush func() // RunOptions.Flush, or nothing
+	// events are the stored response's events, encoded, back to back in
+	// one buffer (eventEnds[i] is where event i ends): an open stream
+	// holds them until its final save, one buffer instead of one per event.
+	events    []byte
+	eventEnds []int
+	sinkErr   error // the client went away
 	// final is the terminal event, held back until the response is saved.
 	final *responses.Event
 	// appender appends a background response's events as they are built.
@@ -556,7 +560,8 @@ func (r *run) record(ev *responses.Event) error {
 		if err != nil {
 			return err
 		}
-		r.events = append(r.events, b)
+		r.events = append(r.events, b...)
+		r.eventEnds = append(r.eventEnds, len(r.events))
 		if r.appender != nil {
 			r.appender.add(b)
 		}
@@ -574,6 +579,17 @@ func (r *run) record(ev *responses.Event) error {
 	}
 	r.deliver(ev)
 	return nil
+}
+
+// storedEvents returns the events record kept, one slice of its buffer each.
+func (l *eventLog) storedEvents() []json.RawMessage {
+	out := make([]json.RawMessage, len(l.eventEnds))
+	start := 0
+	for i, end := range l.eventEnds {
+		out[i] = l.events[start:end:end]
+		start = end
+	}
+	return out
 }
 
 // deliverFinal sends the terminal event held back by record, once the
