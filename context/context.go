@@ -72,9 +72,11 @@ type serverState struct {
 
 // New returns the Context of one response. reg is what the request may use
 // (nil: no tools); history is the conversation so far, which the Context
-// now owns. New does no I/O.
+// now owns: it appends to it in place while it has spare capacity, so a
+// long history given with room for the response's output is not copied
+// on the first append. New does no I/O.
 func New(reg *tools.Registry, history []responses.Item, opts *Options) *Context {
-	c := &Context{reg: reg, history: slices.Clip(history), opts: opts.resolved()}
+	c := &Context{reg: reg, history: history, opts: opts.resolved()}
 	c.tracer = telemetry.Tracer(c.opts.TracerProvider, "github.com/loomgate/loom/context")
 	return c
 }

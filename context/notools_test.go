@@ -105,13 +105,22 @@ func TestHistory(t *testing.T) {
 	c := New(nil, in, nil)
 	items := c.Items()
 	_ = append(items, responses.Item{Type: "intruder"})
-	_ = append(in, responses.Item{Type: "intruder"})
 	c.Append(responses.Item{Type: responses.ItemFunctionCall, CallID: "c1"})
 	got := c.Items()
 	if len(got) != 2 || got[1].CallID != "c1" {
 		t.Fatalf("history %+v", got)
 	}
-	if in[:2][1].Type == responses.ItemFunctionCall {
-		t.Error("Append wrote into the caller's array")
+	// The Context owns the history it was given: with room past its end,
+	// an append grows it in place instead of copying a long history.
+	if &got[0] != &in[0] {
+		t.Error("Append copied a history that had room")
+	}
+	// Full: the next append moves the history, and the old array keeps
+	// what it had.
+	full := []responses.Item{{Type: responses.ItemMessage, Role: "user"}}
+	c = New(nil, full, nil)
+	c.Append(responses.Item{Type: responses.ItemFunctionCall, CallID: "c2"})
+	if got := c.Items(); len(got) != 2 || got[1].CallID != "c2" || len(full) != 1 {
+		t.Fatalf("history %+v", got)
 	}
 }

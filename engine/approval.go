@@ -41,8 +41,8 @@ func checkApprovals(history, input []responses.Item) ([]approval, error) {
 				requests[it.ID] = it
 			}
 		case responses.ItemMCPApprovalResponse:
-			if it.ApprovalRequestID != nil {
-				answered[*it.ApprovalRequestID] = true
+			if it.ToolFields().ApprovalRequestID != nil {
+				answered[*it.ToolFields().ApprovalRequestID] = true
 			}
 		}
 	}
@@ -53,7 +53,7 @@ func checkApprovals(history, input []responses.Item) ([]approval, error) {
 		}
 		known, ok := requests[it.ID]
 		switch {
-		case ok && (known.ServerLabel != it.ServerLabel || known.Name != it.Name || known.Arguments != it.Arguments):
+		case ok && (known.ToolFields().ServerLabel != it.ToolFields().ServerLabel || known.Name != it.Name || known.Arguments != it.Arguments):
 			return nil, responses.BadRequest(fmt.Sprintf("input[%d]", i), "mcp_approval_request %q differs from the request this server made", it.ID)
 		case !ok && chained:
 			return nil, responses.BadRequest(fmt.Sprintf("input[%d].id", i), "no approval request %q was made in this conversation", it.ID)
@@ -66,13 +66,14 @@ func checkApprovals(history, input []responses.Item) ([]approval, error) {
 		if it.Type != responses.ItemMCPApprovalResponse {
 			continue
 		}
-		req, err := answerOnce(requests, answered, *it.ApprovalRequestID, fmt.Sprintf("input[%d].approval_request_id", i), "approval request")
+		tool := it.ToolFields()
+		req, err := answerOnce(requests, answered, *tool.ApprovalRequestID, fmt.Sprintf("input[%d].approval_request_id", i), "approval request")
 		if err != nil {
 			return nil, err
 		}
-		a := approval{request: req, approve: *it.Approve}
-		if it.Reason != nil {
-			a.reason = *it.Reason
+		a := approval{request: req, approve: *tool.Approve}
+		if tool.Reason != nil {
+			a.reason = *tool.Reason
 		}
 		out = append(out, a)
 	}
@@ -108,7 +109,7 @@ func (r *run) listItems(listErr error) error {
 	for _, items := range [][]responses.Item{r.history, r.input} {
 		for _, it := range items {
 			if it.Type == responses.ItemMCPListTools {
-				listed[it.ServerLabel] = true
+				listed[it.ToolFields().ServerLabel] = true
 			}
 		}
 	}
@@ -124,9 +125,9 @@ func (r *run) listItems(listErr error) error {
 		if !r.caps(label).KindOf().ListsTools || listed[label] {
 			continue
 		}
-		item := responses.Item{Type: responses.ItemMCPListTools, ID: r.e.opts.NewID("mcpl"), ServerLabel: label}
+		item := responses.Item{Type: responses.ItemMCPListTools, ID: r.e.opts.NewID("mcpl"), Tool: &responses.ItemTool{ServerLabel: label}}
 		if msg, ok := failed[label]; ok {
-			item.Error = &msg
+			item.EditTool().Error = &msg
 			if err := r.builder.AddItemEvents(item, responses.EventMCPListToolsInProgress, responses.EventMCPListToolsFailed); err != nil {
 				return err
 			}
@@ -152,7 +153,7 @@ func (r *run) listItems(listErr error) error {
 			}
 			list = append(list, listed{r.caps(label).OwnName(d.Name), d.Description, schema, ann})
 		}
-		item.Tools, _ = json.Marshal(list)
+		item.EditTool().Tools, _ = json.Marshal(list)
 		if err := r.builder.AddItemEvents(item, responses.EventMCPListToolsInProgress, responses.EventMCPListToolsCompleted); err != nil {
 			return err
 		}
@@ -175,10 +176,10 @@ func unjoin(err error) []error {
 func (r *run) runApprovals(ctx context.Context) error {
 	for _, a := range r.approvals {
 		req := a.request
-		offered := r.offeredName(req.ServerLabel, req.Name)
+		offered := r.offeredName(req.ToolFields().ServerLabel, req.Name)
 		callID := req.ID
 		if offered == "" {
-			return responses.BadRequest("tools", "the approved call is to server %q, which this request does not offer; send its mcp tool again", req.ServerLabel)
+			return responses.BadRequest("tools", "the approved call is to server %q, which this request does not offer; send its mcp tool again", req.ToolFields().ServerLabel)
 		}
 		result := "the user denied this call"
 		if a.reason != "" {
@@ -187,7 +188,7 @@ func (r *run) runApprovals(ctx context.Context) error {
 		if a.approve {
 			res := r.cc.Call(ctx, []tools.Call{{CallID: callID, Name: offered, Arguments: req.Arguments}})[0]
 			if res.InputRequired != nil {
-				st := &callState{call: tools.Call{CallID: callID, Name: offered, Arguments: req.Arguments}, server: req.ServerLabel, approval: req.ID}
+				st := &callState{call: tools.Call{CallID: callID, Name: offered, Arguments: req.Arguments}, server: req.ToolFields().ServerLabel, approval: req.ID}
 				res = r.rounds(ctx, st, res)
 			}
 			if res.InputRequired != nil {
@@ -198,8 +199,8 @@ func (r *run) runApprovals(ctx context.Context) error {
 				continue
 			}
 			result = resultText(res)
-			ran := tools.RanCall{Server: req.ServerLabel, Tool: req.Name, CallID: callID, Arguments: req.Arguments, ApprovalRequestID: req.ID}
-			if _, err := r.addRanItems(r.caps(req.ServerLabel).KindOf(), ran, res, result); err != nil {
+			ran := tools.RanCall{Server: req.ToolFields().ServerLabel, Tool: req.Name, CallID: callID, Arguments: req.Arguments, ApprovalRequestID: req.ID}
+			if _, err := r.addRanItems(r.caps(req.ToolFields().ServerLabel).KindOf(), ran, res, result); err != nil {
 				return err
 			}
 			if ctx.Err() != nil {

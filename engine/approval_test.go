@@ -10,10 +10,10 @@ func TestCheckApprovals(t *testing.T) {
 	str := func(s string) *string { return &s }
 	yes := true
 	request := func(id, name, args string) responses.Item {
-		return responses.Item{Type: responses.ItemMCPApprovalRequest, ID: id, ServerLabel: "s", Name: name, Arguments: args}
+		return responses.Item{Type: responses.ItemMCPApprovalRequest, ID: id, Tool: &responses.ItemTool{ServerLabel: "s"}, Name: name, Arguments: args}
 	}
 	answer := func(id string) responses.Item {
-		return responses.Item{Type: responses.ItemMCPApprovalResponse, ApprovalRequestID: str(id), Approve: &yes}
+		return responses.Item{Type: responses.ItemMCPApprovalResponse, Tool: &responses.ItemTool{ApprovalRequestID: str(id), Approve: &yes}}
 	}
 	user := responses.Item{Type: responses.ItemMessage, Role: "user"}
 	chain := []responses.Item{user, request("r1", "a", `{"x":1}`)}

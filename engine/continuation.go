@@ -38,6 +38,17 @@ type RunOptions struct {
 	// them on its own within a short time, since the engine does not call
 	// Flush before every wait (a tool call, the store).
 	Flush func()
+	// GiveInput gives the run the request's input items: it gives them
+	// their ids in place and builds the model's conversation on them,
+	// where it would otherwise copy them first so that the caller's
+	// request stays as it was (a long input is then held once, not
+	// twice). The caller must not use req.Input.Items once Run is called.
+	// The server sets it: the request is its own decoded value.
+	GiveInput bool
+}
+
+func (o *RunOptions) givesInput() bool {
+	return o != nil && o.GiveInput
 }
 
 func (o *RunOptions) flush() func() {

@@ -278,7 +278,10 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 	if err != nil {
 		return nil, err
 	}
-	input := slices.Clone(req.Input.Items)
+	input := req.Input.Items
+	if !opts.givesInput() {
+		input = slices.Clone(input)
+	}
 	if queued != nil && len(queued.Input) == len(input) {
 		for i := range input {
 			input[i].ID = queued.Input[i].ID
@@ -329,10 +332,12 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 		return nil, err
 	}
 	r := &run{
-		e:              e,
-		req:            req,
-		resp:           e.newResponse(req),
-		input:          input,
+		e:    e,
+		req:  req,
+		resp: e.newResponse(req),
+		// Clipped: the model's conversation (seen) may grow in the
+		// room past the input's end; the stored input must not see it.
+		input:          slices.Clip(input),
 		history:        history,
 		seen:           seen,
 		reg:            reg,
@@ -508,10 +513,14 @@ type clientWaits struct {
 // eventLog is where the response's events go: the store's copy and the
 // caller's sink.
 type eventLog struct {
-	sink    func(*responses.Event) error
-	flush   func() // RunOptions.Flush, or nothing
-	events  []json.RawMessage
-	sinkErr error // the client went away
+	sink  func(*responses.Event) error
+	flush func() // RunOptions.Flush, or nothing
+	// events are the stored response's events, encoded, back to back in
+	// one buffer (eventEnds[i] is where event i ends): an open stream
+	// holds them until its final save, one buffer instead of one per event.
+	events    []byte
+	eventEnds []int
+	sinkErr   error // the client went away
 	// final is the terminal event, held back until the response is saved.
 	final *responses.Event
 	// appender appends a background response's events as they are built.
@@ -551,7 +560,8 @@ func (r *run) record(ev *responses.Event) error {
 		if err != nil {
 			return err
 		}
-		r.events = append(r.events, b)
+		r.events = append(r.events, b...)
+		r.eventEnds = append(r.eventEnds, len(r.events))
 		if r.appender != nil {
 			r.appender.add(b)
 		}
@@ -569,6 +579,17 @@ func (r *run) record(ev *responses.Event) error {
 	}
 	r.deliver(ev)
 	return nil
+}
+
+// storedEvents returns the events record kept, one slice of its buffer each.
+func (l *eventLog) storedEvents() []json.RawMessage {
+	out := make([]json.RawMessage, len(l.eventEnds))
+	start := 0
+	for i, end := range l.eventEnds {
+		out[i] = l.events[start:end:end]
+		start = end
+	}
+	return out
 }
 
 // deliverFinal sends the terminal event held back by record, once the

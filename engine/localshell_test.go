@@ -32,9 +32,9 @@ func TestLocalShellIsClientExecuted(t *testing.T) {
 		Command   []string `json:"command"`
 		TimeoutMS int      `json:"timeout_ms"`
 	}
-	json.Unmarshal(first.Output[0].Action, &action)
+	json.Unmarshal(first.Output[0].ToolFields().Action, &action)
 	if action.Type != "exec" || len(action.Command) != 2 || action.Command[1] != "-la" || action.TimeoutMS != 5000 {
-		t.Errorf("action %s", first.Output[0].Action)
+		t.Errorf("action %s", first.Output[0].ToolFields().Action)
 	}
 	if len(b.requests) != 1 {
 		t.Fatalf("loom ran the client's tool itself: %d model turns", len(b.requests))

@@ -106,22 +106,26 @@ func (e *Engine) modelParts(ctx context.Context, parts []responses.ContentPart, 
 			if e.opts.Upstream.TextOnly {
 				return nil, responses.BadRequest(pp, "this model takes no images: the upstream is a text-only model (gpt-oss over harmony)")
 			}
-			if !strings.HasPrefix(p.ImageURL, "data:") {
+			if !strings.HasPrefix(p.MediaFields().ImageURL, "data:") {
 				if e.images == nil {
 					return nil, responses.BadRequest(pp+".image_url", "this server does not fetch image URLs: send the image as a data URL")
 				}
-				data, err := e.images.fetch(ctx, p.ImageURL, pp+".image_url")
+				data, err := e.images.fetch(ctx, p.MediaFields().ImageURL, pp+".image_url")
 				if err != nil {
 					return nil, err
 				}
-				p.ImageURL = data
+				// p is a copy whose Media is the stored part's: the
+				// model's part gets Media of its own.
+				m := p.MediaFields()
+				m.ImageURL = data
+				p.Media = &m
 			}
 		case responses.PartInputFile:
 			text, err := fileText(p)
 			if err != nil {
 				return nil, responses.BadRequest(pp+".file_data", "%v", err)
 			}
-			name := p.Filename
+			name := p.MediaFields().Filename
 			if name == "" {
 				name = "file"
 			}
@@ -153,7 +157,7 @@ var textExtensions = map[string]bool{
 // Other files are refused: loom has no document parser, and the model
 // reads text only.
 func fileText(p responses.ContentPart) (string, error) {
-	data, ctype := p.FileData, ""
+	data, ctype := p.MediaFields().FileData, ""
 	if rest, ok := strings.CutPrefix(data, "data:"); ok {
 		meta, payload, ok := strings.Cut(rest, ",")
 		if !ok || !strings.HasSuffix(meta, ";base64") {
@@ -168,14 +172,14 @@ func fileText(p responses.ContentPart) (string, error) {
 	}
 	isText := strings.HasPrefix(ctype, "text/") || textTypes[ctype]
 	if ctype == "" || ctype == "application/octet-stream" {
-		isText = textExtensions[strings.ToLower(path.Ext(p.Filename))]
+		isText = textExtensions[strings.ToLower(path.Ext(p.MediaFields().Filename))]
 		ctype = "unknown type"
 	}
 	if !isText {
-		return "", fmt.Errorf("only text files can be read, and %s (%s) is not one; send its text as input_text", nameOr(p.Filename), ctype)
+		return "", fmt.Errorf("only text files can be read, and %s (%s) is not one; send its text as input_text", nameOr(p.MediaFields().Filename), ctype)
 	}
 	if !utf8.Valid(raw) || bytes.IndexByte(raw, 0) >= 0 {
-		return "", fmt.Errorf("%s is not UTF-8 text", nameOr(p.Filename))
+		return "", fmt.Errorf("%s is not UTF-8 text", nameOr(p.MediaFields().Filename))
 	}
 	return string(raw), nil
 }

@@ -14,12 +14,17 @@ import (
 // the image's bytes). The stored items stay as sent.
 // Errors in input name the item; one in the history names
 // previous_response_id.
+//
+// The result has room past its end for the response's output: the
+// conversation's history grows in it without copying what came before.
+// With no history and nothing to change it is input itself, with input's
+// spare capacity (the decoder leaves some).
 func (e *Engine) modelInput(ctx context.Context, history, input []responses.Item) ([]responses.Item, error) {
 	if len(history) == 0 && !slices.ContainsFunc(input, changedForModel) {
 		// The model reads the input as it is: no copy of a long input.
-		return slices.Clip(input), nil
+		return input, nil
 	}
-	items := make([]responses.Item, 0, len(history)+len(input))
+	items := make([]responses.Item, 0, len(history)+len(input)+historyRoom)
 	for part, list := range [][]responses.Item{history, input} {
 		inHistory := part == 0
 		for i := range list {
@@ -51,8 +56,13 @@ func (e *Engine) modelInput(ctx context.Context, history, input []responses.Item
 			items = append(items, *it)
 		}
 	}
-	return slices.Clip(items), nil
+	return items, nil
 }
+
+// historyRoom is how many items the model's conversation has room for past
+// the input: a turn's output (reasoning, a message, a call and its result)
+// is appended to it without a copy of everything before.
+const historyRoom = 8
 
 // changedForModel reports whether the model reads an item other than as
 // it is: a compaction it opens, a message with media.

@@ -119,7 +119,7 @@ func checkInputResponses(history, input []responses.Item, pending map[string]*pe
 	answered := map[string]bool{}
 	for _, it := range history {
 		if it.Type == responses.ItemMCPInputResponse {
-			answered[it.RequestID] = true
+			answered[it.ToolFields().RequestID] = true
 		}
 	}
 	var out []inputAnswer
@@ -128,7 +128,8 @@ func checkInputResponses(history, input []responses.Item, pending map[string]*pe
 			continue
 		}
 		param := fmt.Sprintf("input[%d]", i)
-		p, err := answerOnce(pending, answered, it.RequestID, param+".request_id", "mcp_input_request")
+		requestID := it.ToolFields().RequestID
+		p, err := answerOnce(pending, answered, requestID, param+".request_id", "mcp_input_request")
 		if err != nil {
 			return nil, err
 		}
@@ -136,7 +137,7 @@ func checkInputResponses(history, input []responses.Item, pending map[string]*pe
 			Action  string          `json:"action"`
 			Content json.RawMessage `json:"content"`
 		}
-		if err := json.Unmarshal(it.InputResponses, &given); err != nil {
+		if err := json.Unmarshal(it.ToolFields().InputResponses, &given); err != nil {
 			return nil, responses.BadRequest(param+".input_responses", "input_responses must map each key to {action, content}")
 		}
 		keys := make([]string, 0, len(given))
@@ -351,8 +352,8 @@ func (r *run) askClient(callID, itemID string) error {
 	}
 	raw, _ := json.Marshal(asked)
 	p.RequestID = r.e.opts.NewID("mcpi")
-	item := responses.Item{Type: responses.ItemMCPInputRequest, ID: p.RequestID, ServerLabel: p.Server,
-		Name: p.Tool, Arguments: p.Arguments, InputRequests: raw}
+	item := responses.Item{Type: responses.ItemMCPInputRequest, ID: p.RequestID, Tool: &responses.ItemTool{ServerLabel: p.Server, InputRequests: raw},
+		Name: p.Tool, Arguments: p.Arguments}
 	if err := r.builder.AddItem(item); err != nil {
 		return err
 	}

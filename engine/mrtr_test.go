@@ -210,7 +210,7 @@ func TestMRTRRoundBound(t *testing.T) {
 		t.Errorf("%d calls, want 1 + 3 rounds", n)
 	}
 	mc := items(resp, responses.ItemMCPCall)
-	if len(mc) != 1 || mc[0].Status != "failed" || mc[0].Error == nil || !strings.Contains(*mc[0].Error, "3 times") {
+	if len(mc) != 1 || mc[0].Status != "failed" || mc[0].ToolFields().Error == nil || !strings.Contains(*mc[0].ToolFields().Error, "3 times") {
 		t.Fatalf("mcp_call %+v", mc)
 	}
 	if out := lastOutput(b.turnReqs[1]); !strings.Contains(out, "asked for more input 3 times") {
@@ -277,7 +277,7 @@ func TestMRTRClientRoundTrip(t *testing.T) {
 		t.Fatalf("first response %s after %d turns", first.Status, len(b1.turnReqs))
 	}
 	mc := items(first, responses.ItemMCPCall)
-	if len(mc) != 1 || mc[0].Status != responses.StatusIncomplete || mc[0].Output != nil || mc[0].Error != nil {
+	if len(mc) != 1 || mc[0].Status != responses.StatusIncomplete || mc[0].Output != nil || mc[0].ToolFields().Error != nil {
 		t.Fatalf("waiting mcp_call %+v", mc)
 	}
 	reqs := items(first, responses.ItemMCPInputRequest)

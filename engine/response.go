@@ -111,7 +111,7 @@ func (e *Engine) save(ctx context.Context, r *run, upstreamErr error) {
 		e.log.ErrorContext(ctx, "encode response for the store", "id", r.resp.ID, "err", err)
 		return
 	}
-	rec.Output, rec.Events, rec.Pending = r.resp.Output, r.events, encodePending(r.pendingOut)
+	rec.Output, rec.Events, rec.Pending = r.resp.Output, r.storedEvents(), encodePending(r.pendingOut)
 	// The request's context may be cancelled (client gone): the response
 	// is still saved, within a bound of its own.
 	sctx, span := e.tracer.Start(context.WithoutCancel(ctx), "store save", trace.WithAttributes(

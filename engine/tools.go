@@ -212,8 +212,8 @@ func modelArguments(c *turnCall) string {
 	if c.args != nil {
 		return c.args.Model()
 	}
-	if c.item.Code != nil {
-		return *c.item.Code
+	if c.item.ToolFields().Code != nil {
+		return *c.item.ToolFields().Code
 	}
 	return c.item.Arguments
 }

@@ -80,7 +80,7 @@ func TestServerToolsLazyOpenOneCleanupReverseClose(t *testing.T) {
 	var calls []string
 	for _, it := range resp.Output {
 		if it.Type == responses.ItemMCPCall {
-			calls = append(calls, it.ServerLabel+"/"+it.Name+"="+string(it.Output))
+			calls = append(calls, it.ToolFields().ServerLabel+"/"+it.Name+"="+string(it.Output))
 		}
 	}
 	want := []string{`A/a1="a1 ran with {}"`, `C/c1="c1 ran with {}"`, `A/a2="a2 ran with {}"`}
@@ -125,11 +125,11 @@ func TestServerToolOpenFailureReachesTheModel(t *testing.T) {
 			failed = &resp.Output[i]
 		}
 	}
-	if failed == nil || failed.Error == nil || failed.Status != "failed" {
+	if failed == nil || failed.ToolFields().Error == nil || failed.Status != "failed" {
 		t.Fatalf("the failed call is not reported as failed: %+v", failed)
 	}
-	if strings.Contains(*failed.Error, "10.1.2.3") {
-		t.Errorf("the internal error leaked to the client: %q", *failed.Error)
+	if strings.Contains(*failed.ToolFields().Error, "10.1.2.3") {
+		t.Errorf("the internal error leaked to the client: %q", *failed.ToolFields().Error)
 	}
 	third := backend.requests[2]
 	last := third.Items[len(third.Items)-1]

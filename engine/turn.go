@@ -230,7 +230,7 @@ func (r *run) reportCall(c *turnCall, res *turnResult) (bool, error) {
 	case c.approval:
 		// The client must approve the call first: it gets an approval
 		// request, and the response ends.
-		req := responses.Item{Type: responses.ItemMCPApprovalRequest, ID: r.e.opts.NewID("mcpr"), ServerLabel: c.server,
+		req := responses.Item{Type: responses.ItemMCPApprovalRequest, ID: r.e.opts.NewID("mcpr"), Tool: &responses.ItemTool{ServerLabel: c.server},
 			Name: r.caps(c.server).OwnName(c.name), Arguments: c.item.Arguments}
 		if err := r.builder.AddItem(req); err != nil {
 			return false, err

@@ -85,7 +85,16 @@ func TestDataURLImageReachesChatUpstream(t *testing.T) {
 		t.Errorf("upstream image parts %.80q, want the data URL", got)
 	}
 	// Stored and listed like any other content.
-	res, err := http.Get(h.BaseURL + "/responses/" + resp.ID + "/input_items")
+	if got := storedImageURL(t, h, resp.ID); got != dataURL {
+		t.Errorf("stored input_image %.80q: want it as sent", got)
+	}
+}
+
+// storedImageURL returns the image_url of the second content part of the
+// first input item of response id, as GET .../input_items lists it.
+func storedImageURL(t *testing.T, h *harness, id string) string {
+	t.Helper()
+	res, err := http.Get(h.BaseURL + "/responses/" + id + "/input_items")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,9 +109,10 @@ func TestDataURLImageReachesChatUpstream(t *testing.T) {
 		} `json:"data"`
 	}
 	json.Unmarshal(raw, &list)
-	if len(list.Data) != 1 || len(list.Data[0].Content) != 2 || list.Data[0].Content[1].Type != "input_image" || list.Data[0].Content[1].ImageURL != dataURL {
-		t.Errorf("input items %.300s: want the input_image as sent", raw)
+	if len(list.Data) != 1 || len(list.Data[0].Content) != 2 || list.Data[0].Content[1].Type != "input_image" {
+		t.Fatalf("input items %.300s: want one message with an input_image second", raw)
 	}
+	return list.Data[0].Content[1].ImageURL
 }
 
 func TestImageURLGoesThroughTheURLPolicy(t *testing.T) {
@@ -145,6 +155,12 @@ func TestImageURLGoesThroughTheURLPolicy(t *testing.T) {
 	want := "data:image/png;base64," + base64.StdEncoding.EncodeToString(img)
 	if got := upstreamImageURLs(t, h); len(got) != 1 || got[0] != want {
 		t.Errorf("upstream image parts %.80q, want the fetched bytes as a data URL", got)
+	}
+	// The model read the bytes; the stored input keeps the URL as sent.
+	var resp struct{ ID string }
+	json.Unmarshal(b, &resp)
+	if got := storedImageURL(t, h, resp.ID); got != url {
+		t.Errorf("stored input_image %.80q, want the URL as sent (%s)", got, url)
 	}
 }
 

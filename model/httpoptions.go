@@ -15,6 +15,15 @@ const (
 	DefaultFirstByteTimeout = 120 * time.Second
 	DefaultIdleTimeout      = 60 * time.Second
 	DefaultWholeTimeout     = 10 * time.Minute
+	// The default client's connection buffers, held for as long as a
+	// stream is open. The write buffer holds only the request, then sits
+	// idle for the whole stream (a larger body is written past it,
+	// straight to the connection). The SSE reader reads through the read
+	// buffer: 1 KB holds a few chunks; a stream that is ahead is read a
+	// few chunks per read instead of a dozen (BENCHMARKS.md, "Idle stream
+	// memory"), against 3 KB less per open stream.
+	DefaultReadBufferSize  = 1 << 10
+	DefaultWriteBufferSize = 1 << 10
 )
 
 // HTTPOptions configures how a backend talks to its upstream engine. Both

@@ -171,7 +171,7 @@ func (b *Builder) ServerCallDelta(index int, itemType, name, serverLabel, argume
 	if _, ok := serverCalls[itemType]; !ok {
 		return fmt.Errorf("responses: %q is not a server call item type", itemType)
 	}
-	return b.callDelta(index, Item{Type: itemType, Name: name, ServerLabel: serverLabel}, arguments)
+	return b.callDelta(index, Item{Type: itemType, Name: name, Tool: &ItemTool{ServerLabel: serverLabel}}, arguments)
 }
 
 // callDelta adds to the call of index, opening it as head (its type, call
@@ -188,14 +188,14 @@ func (b *Builder) callDelta(index int, head Item, arguments string) error {
 		}
 		var it *Item
 		if ev, ok := serverCalls[itemType]; ok {
-			it = &Item{Type: itemType, ID: b.newID(ev.idPrefix), Status: StatusInProgress, Name: name, ServerLabel: head.ServerLabel}
+			it = &Item{Type: itemType, ID: b.newID(ev.idPrefix), Status: StatusInProgress, Name: name, Tool: &ItemTool{ServerLabel: head.ToolFields().ServerLabel}}
 			if itemType == ItemCodeInterpreterCall {
-				it.Name, it.Code = "", new(string)
+				it.Name, it.EditTool().Code = "", new(string)
 			}
 			if ev.argsDelta == "" {
 				// Arguments that do not stream (a web search's) are not
 				// shown, nor is the tool's name: the item has its action.
-				it.Name, it.ServerLabel = "", ""
+				it.Name, it.EditTool().ServerLabel = "", ""
 			}
 			var err error
 			if oi, err = b.addItem(it); err != nil {
@@ -259,14 +259,14 @@ func (b *Builder) FinishServerCall(itemID string, output json.RawMessage, errMsg
 		switch it.Type {
 		case ItemMCPCall:
 			if errMsg != "" {
-				it.Error = &errMsg
+				it.EditTool().Error = &errMsg
 			} else {
 				it.Output = output
 			}
 		case ItemCodeInterpreterCall:
-			it.Outputs = output
+			it.EditTool().Outputs = output
 		case ItemWebSearchCall:
-			it.Action = output
+			it.EditTool().Action = output
 		}
 		if typ != "" {
 			if err := b.emit(Event{Type: typ, ItemID: it.ID, OutputIndex: oi.index}); err != nil {
@@ -307,7 +307,7 @@ func (b *Builder) serverArgsDone(oi *openItem) error {
 	text := oi.buf.String()
 	ev := Event{Type: oi.server.argsDone, ItemID: oi.item.ID, OutputIndex: oi.index}
 	if oi.item.Type == ItemCodeInterpreterCall {
-		oi.item.Code = &text
+		oi.item.EditTool().Code = &text
 		ev.Text = text
 	} else {
 		oi.item.Arguments = text
@@ -565,7 +565,7 @@ func (b *Builder) closeItem(oi *openItem, status string) error {
 		}
 		it.Status = status
 	case ItemCustomToolCall:
-		it.Input = text
+		it.EditTool().Input = text
 		if err := b.emit(Event{Type: EventCustomToolInputDone, ItemID: it.ID, OutputIndex: oi.index, Text: text}); err != nil {
 			return err
 		}

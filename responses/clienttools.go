@@ -210,7 +210,7 @@ func (it *Item) validateApplyPatchCall(param string) *APIError {
 	var op struct {
 		Type string `json:"type"`
 	}
-	if json.Unmarshal(it.Operation, &op) != nil {
+	if json.Unmarshal(it.ToolFields().Operation, &op) != nil {
 		return BadRequest(param+".operation", "apply_patch_call needs an operation")
 	}
 	switch op.Type {
@@ -249,7 +249,7 @@ func (it *Item) marshalClientCall() (b []byte, ok bool, err error) {
 			Name      string `json:"name"`
 			Input     string `json:"input"`
 			Status    string `json:"status,omitempty"`
-		}{it.Type, it.ID, it.CallID, it.Namespace, it.Name, it.Input, it.Status}
+		}{it.Type, it.ID, it.CallID, it.Namespace, it.Name, it.ToolFields().Input, it.Status}
 	case ItemCustomToolCallOutput:
 		out := it.Output
 		if len(out) == 0 {
@@ -268,7 +268,7 @@ func (it *Item) marshalClientCall() (b []byte, ok bool, err error) {
 			CallID    string          `json:"call_id"`
 			Operation json.RawMessage `json:"operation"`
 			Status    string          `json:"status"`
-		}{it.Type, it.ID, it.CallID, it.Operation, orDefault(it.Status, StatusCompleted)}
+		}{it.Type, it.ID, it.CallID, it.ToolFields().Operation, orDefault(it.Status, StatusCompleted)}
 	case ItemApplyPatchCallOutput:
 		out := it.Output
 		if len(out) == 0 {

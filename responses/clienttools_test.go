@@ -46,7 +46,7 @@ func TestBuilderClientCalls(t *testing.T) {
 	}
 	out := b.Response().Output
 	custom := out[0]
-	if custom.Type != ItemCustomToolCall || custom.Input != "*** Begin Patch\n\"x\"" || custom.CallID != "call_a" || custom.Status != StatusCompleted {
+	if custom.Type != ItemCustomToolCall || custom.ToolFields().Input != "*** Begin Patch\n\"x\"" || custom.CallID != "call_a" || custom.Status != StatusCompleted {
 		t.Errorf("custom_tool_call %+v", custom)
 	}
 	done, _ := rec.events[7].AppendJSON(nil, DialectOpenAI)
@@ -54,7 +54,7 @@ func TestBuilderClientCalls(t *testing.T) {
 		ItemID string `json:"item_id"`
 		Input  string `json:"input"`
 	}
-	if err := json.Unmarshal(done, &ev); err != nil || ev.Input != custom.Input || ev.ItemID != custom.ID {
+	if err := json.Unmarshal(done, &ev); err != nil || ev.Input != custom.ToolFields().Input || ev.ItemID != custom.ID {
 		t.Errorf("input done event %s", done)
 	}
 	if or, _ := rec.events[7].AppendJSON(nil, DialectOpenResponses); !strings.Contains(string(or), `"type":"loom:response.custom_tool_call_input.done"`) {
@@ -74,9 +74,9 @@ func TestBuilderClientCalls(t *testing.T) {
 // the API gives them, and read back the same.
 func TestClientCallItemsRoundTrip(t *testing.T) {
 	items := []Item{
-		{Type: ItemCustomToolCall, ID: "ctc_1", CallID: "c1", Namespace: "crm", Name: "note", Input: "raw", Status: StatusCompleted},
+		{Type: ItemCustomToolCall, ID: "ctc_1", CallID: "c1", Namespace: "crm", Name: "note", Tool: &ItemTool{Input: "raw"}, Status: StatusCompleted},
 		{Type: ItemCustomToolCallOutput, CallID: "c1", Output: json.RawMessage(`"ok"`)},
-		{Type: ItemApplyPatchCall, ID: "apc_1", CallID: "c2", Operation: json.RawMessage(`{"type":"delete_file","path":"a"}`), Status: StatusCompleted},
+		{Type: ItemApplyPatchCall, ID: "apc_1", CallID: "c2", Tool: &ItemTool{Operation: json.RawMessage(`{"type":"delete_file","path":"a"}`)}, Status: StatusCompleted},
 		{Type: ItemApplyPatchCallOutput, CallID: "c2", Status: "failed", Output: json.RawMessage(`"no"`)},
 	}
 	for _, it := range items {

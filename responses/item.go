@@ -37,6 +37,11 @@ const (
 // call or a tool result. It is a flat union keyed by Type; which fields are
 // meaningful depends on Type. Its JSON form follows the Responses API, with
 // every key the Open Responses schema requires for that type.
+//
+// The fields of messages, reasoning and function calls are Item's own; those
+// of the other item types are in Tool, behind one pointer: most items of a
+// long conversation are messages and function calls, and an Item is then
+// 232 bytes rather than 496.
 type Item struct {
 	Type   string `json:"type"`
 	ID     string `json:"id,omitempty"`
@@ -56,10 +61,6 @@ type Item struct {
 	// Namespace is the namespace tool a function_call's or a
 	// custom_tool_call's tool belongs to; Name is then its name there.
 	Namespace string `json:"namespace,omitempty"`
-	// Input is a custom_tool_call's free-text input.
-	Input string `json:"input,omitempty"`
-	// Operation is an apply_patch_call's edit: {type, path, diff}.
-	Operation json.RawMessage `json:"operation,omitempty"`
 	// Output of a function_call_output: a JSON string or an array of
 	// content parts, kept as sent.
 	Output json.RawMessage `json:"output,omitempty"`
@@ -68,6 +69,21 @@ type Item struct {
 	Summary          []ContentPart `json:"summary,omitempty"`
 	EncryptedContent *string       `json:"encrypted_content,omitempty"`
 
+	// Tool holds the fields of the other item types; nil when there are
+	// none. Read them with ToolFields, which is safe on any item, and set
+	// them through EditTool (or a literal &ItemTool{...}). A copy of an
+	// Item shares its Tool: a copy to be changed gets its own first.
+	Tool *ItemTool `json:"-"`
+}
+
+// ItemTool is the part of an Item that only the item types of tools other
+// than functions (server-run calls, client-run kinds, MCP listings,
+// approvals and input requests, tool search) use.
+type ItemTool struct {
+	// Input is a custom_tool_call's free-text input.
+	Input string `json:"input,omitempty"`
+	// Operation is an apply_patch_call's edit: {type, path, diff}.
+	Operation json.RawMessage `json:"operation,omitempty"`
 	// Server-executed calls (mcp_call, code_interpreter_call). An mcp_call
 	// uses Name, Arguments, Output (a JSON string) and Error; a
 	// code_interpreter_call uses Code and Outputs.
@@ -103,20 +119,66 @@ type Item struct {
 	InputResponses json.RawMessage `json:"input_responses,omitempty"`
 }
 
-// ContentPart is one part of a message or reasoning item.
+// ToolFields returns the item's ItemTool fields: a copy, zero for an item
+// that has none.
+func (it *Item) ToolFields() ItemTool {
+	if it.Tool == nil {
+		return ItemTool{}
+	}
+	return *it.Tool
+}
+
+// EditTool returns the item's ItemTool fields to set, allocated on first use.
+func (it *Item) EditTool() *ItemTool {
+	if it.Tool == nil {
+		it.Tool = new(ItemTool)
+	}
+	return it.Tool
+}
+
+// ContentPart is one part of a message or reasoning item. The fields of
+// image and file parts are behind one pointer, Media: most parts are text,
+// and a ContentPart is then 80 bytes rather than 168.
 type ContentPart struct {
 	Type string `json:"type"`
 	Text string `json:"text,omitempty"`
 	// Annotations of output_text; always present (possibly empty) on output.
 	Annotations []json.RawMessage `json:"annotations,omitempty"`
 	Refusal     string            `json:"refusal,omitempty"`
-	// input_image / input_file
+	// Media holds the fields of input_image and input_file parts; nil for
+	// the others. Read them with MediaFields, safe on any part, and set
+	// them through EditMedia (or a literal &PartMedia{...}). A copy of a
+	// part shares its Media.
+	Media *PartMedia `json:"-"`
+}
+
+// PartMedia is the part of a ContentPart that input_image and input_file
+// parts use.
+type PartMedia struct {
 	ImageURL string `json:"image_url,omitempty"`
 	FileID   string `json:"file_id,omitempty"`
 	FileData string `json:"file_data,omitempty"`
 	FileURL  string `json:"file_url,omitempty"`
 	Filename string `json:"filename,omitempty"`
 	Detail   string `json:"detail,omitempty"`
+}
+
+// MediaFields returns the part's PartMedia fields: a copy, zero for a part
+// that has none.
+func (p *ContentPart) MediaFields() PartMedia {
+	if p.Media == nil {
+		return PartMedia{}
+	}
+	return *p.Media
+}
+
+// EditMedia returns the part's PartMedia fields to set, allocated on first
+// use.
+func (p *ContentPart) EditMedia() *PartMedia {
+	if p.Media == nil {
+		p.Media = new(PartMedia)
+	}
+	return p.Media
 }
 
 // Content part types.
@@ -164,7 +226,25 @@ func (p ContentPart) MarshalJSON() ([]byte, error) {
 		return encodeObject(key("type", p.Type), key("refusal", p.Refusal))
 	}
 	type plain ContentPart
-	return json.Marshal(plain(p))
+	return json.Marshal(struct {
+		plain
+		*PartMedia
+	}{plain(p), p.Media})
+}
+
+// UnmarshalJSON decodes the Media fields at the part's level, as sent.
+func (p *ContentPart) UnmarshalJSON(data []byte) error {
+	type plain ContentPart
+	var raw struct {
+		plain
+		*PartMedia // allocated only when one of its keys is present
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	*p = ContentPart(raw.plain)
+	p.Media = raw.PartMedia
+	return nil
 }
 
 func (p ContentPart) text() string {
@@ -214,6 +294,9 @@ func (it *Item) decodeFields(data []byte) (err error) {
 	type plain Item
 	var raw struct {
 		plain
+		// Embedded, so that its keys are decoded at the item's level; it
+		// is allocated only when one of them is present.
+		*ItemTool
 		Content   json.RawMessage `json:"content"`
 		Arguments json.RawMessage `json:"arguments"`
 	}
@@ -221,6 +304,7 @@ func (it *Item) decodeFields(data []byte) (err error) {
 		return err
 	}
 	*it = Item(raw.plain)
+	it.Tool = raw.ItemTool
 	// Arguments are text; a tool search's may come as a JSON value.
 	if it.Arguments, err = argumentsText(raw.Arguments); err != nil {
 		return err
@@ -269,6 +353,11 @@ func (it *Item) normalise(text *string) {
 // type, in its order, including required ones whose value is empty.
 func (it Item) MarshalJSON() ([]byte, error) {
 	status := orDefault(it.Status, StatusCompleted)
+	var none ItemTool
+	t := it.Tool
+	if t == nil {
+		t = &none
+	}
 	switch it.Type {
 	case ItemMessage:
 		return encodeObject(key("type", it.Type), key("id", it.ID), key("status", status), key("role", it.Role),
@@ -287,24 +376,24 @@ func (it Item) MarshalJSON() ([]byte, error) {
 		if len(it.Output) > 0 {
 			out = &it.Output
 		}
-		return encodeObject(key("type", it.Type), key("id", it.ID), key("server_label", it.ServerLabel), key("name", it.Name),
-			key("arguments", it.Arguments), key("output", out), key("error", it.Error), key("status", status),
-			key("approval_request_id", it.ApprovalRequestID))
+		return encodeObject(key("type", it.Type), key("id", it.ID), key("server_label", t.ServerLabel), key("name", it.Name),
+			key("arguments", it.Arguments), key("output", out), key("error", t.Error), key("status", status),
+			key("approval_request_id", t.ApprovalRequestID))
 	case ItemMCPListTools:
-		return encodeObject(key("type", it.Type), key("id", it.ID), key("server_label", it.ServerLabel),
-			key("tools", orRaw(it.Tools, "[]")), key("error", it.Error))
+		return encodeObject(key("type", it.Type), key("id", it.ID), key("server_label", t.ServerLabel),
+			key("tools", orRaw(t.Tools, "[]")), key("error", t.Error))
 	case ItemMCPApprovalRequest:
-		return encodeObject(key("type", it.Type), key("id", it.ID), key("server_label", it.ServerLabel), key("name", it.Name),
+		return encodeObject(key("type", it.Type), key("id", it.ID), key("server_label", t.ServerLabel), key("name", it.Name),
 			key("arguments", it.Arguments))
 	case ItemMCPInputRequest:
-		return encodeObject(key("type", it.Type), key("id", it.ID), key("server_label", it.ServerLabel), key("name", it.Name),
-			key("arguments", it.Arguments), key("input_requests", orRaw(it.InputRequests, "{}")))
+		return encodeObject(key("type", it.Type), key("id", it.ID), key("server_label", t.ServerLabel), key("name", it.Name),
+			key("arguments", it.Arguments), key("input_requests", orRaw(t.InputRequests, "{}")))
 	case ItemMCPInputResponse:
-		return encodeObject(key("type", it.Type), omitEmpty("id", it.ID), key("request_id", it.RequestID),
-			key("input_responses", it.InputResponses))
+		return encodeObject(key("type", it.Type), omitEmpty("id", it.ID), key("request_id", t.RequestID),
+			key("input_responses", t.InputResponses))
 	case ItemCodeInterpreterCall:
-		return encodeObject(key("type", it.Type), key("id", it.ID), key("code", it.Code), key("container_id", it.ContainerID),
-			key("outputs", orRaw(it.Outputs, "[]")), key("status", status))
+		return encodeObject(key("type", it.Type), key("id", it.ID), key("code", t.Code), key("container_id", t.ContainerID),
+			key("outputs", orRaw(t.Outputs, "[]")), key("status", status))
 	case ItemToolSearchCall, ItemToolSearchOutput:
 		return it.marshalToolSearch()
 	case ItemWebSearchCall:
@@ -314,7 +403,10 @@ func (it Item) MarshalJSON() ([]byte, error) {
 			return b, err
 		}
 		type plain Item
-		return json.Marshal(plain(it))
+		return json.Marshal(struct {
+			plain
+			*ItemTool
+		}{plain(it), it.Tool})
 	}
 }
 

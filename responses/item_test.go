@@ -88,64 +88,64 @@ func TestItemMarshalRoundTrip(t *testing.T) {
 		},
 		{
 			name: "mcp_call",
-			item: Item{Type: ItemMCPCall, ID: "mcp_1", ServerLabel: "docs", Name: "search", Arguments: `{"q":"x"}`, Output: json.RawMessage(`"found"`), Status: StatusCompleted, ApprovalRequestID: ptr("mcpr_1")},
+			item: Item{Type: ItemMCPCall, ID: "mcp_1", Tool: &ItemTool{ServerLabel: "docs", ApprovalRequestID: ptr("mcpr_1")}, Name: "search", Arguments: `{"q":"x"}`, Output: json.RawMessage(`"found"`), Status: StatusCompleted},
 			keys: "approval_request_id,arguments,error,id,name,output,server_label,status,type",
 		},
 		{
 			name: "mcp_call failed",
-			item: Item{Type: ItemMCPCall, ID: "mcp_2", ServerLabel: "docs", Name: "search", Arguments: `{}`, Error: ptr("server unreachable"), Status: StatusIncomplete},
+			item: Item{Type: ItemMCPCall, ID: "mcp_2", Tool: &ItemTool{ServerLabel: "docs", Error: ptr("server unreachable")}, Name: "search", Arguments: `{}`, Status: StatusIncomplete},
 			keys: "approval_request_id,arguments,error,id,name,output,server_label,status,type",
 			// The null output comes back as raw null, and marshals again
 			// as null.
-			back: &Item{Type: ItemMCPCall, ID: "mcp_2", ServerLabel: "docs", Name: "search", Arguments: `{}`, Output: json.RawMessage(`null`), Error: ptr("server unreachable"), Status: StatusIncomplete},
+			back: &Item{Type: ItemMCPCall, ID: "mcp_2", Tool: &ItemTool{ServerLabel: "docs", Error: ptr("server unreachable")}, Name: "search", Arguments: `{}`, Output: json.RawMessage(`null`), Status: StatusIncomplete},
 		},
 		{
 			name: "mcp_list_tools",
-			item: Item{Type: ItemMCPListTools, ID: "mcpl_1", ServerLabel: "docs", Tools: json.RawMessage(`[{"name":"search","input_schema":{"type":"object"}}]`)},
+			item: Item{Type: ItemMCPListTools, ID: "mcpl_1", Tool: &ItemTool{ServerLabel: "docs", Tools: json.RawMessage(`[{"name":"search","input_schema":{"type":"object"}}]`)}},
 			keys: "error,id,server_label,tools,type",
 		},
 		{
 			name: "mcp_list_tools, none",
-			item: Item{Type: ItemMCPListTools, ID: "mcpl_2", ServerLabel: "docs", Error: ptr("unauthorized")},
+			item: Item{Type: ItemMCPListTools, ID: "mcpl_2", Tool: &ItemTool{ServerLabel: "docs", Error: ptr("unauthorized")}},
 			keys: "error,id,server_label,tools,type",
-			back: &Item{Type: ItemMCPListTools, ID: "mcpl_2", ServerLabel: "docs", Tools: json.RawMessage(`[]`), Error: ptr("unauthorized")},
+			back: &Item{Type: ItemMCPListTools, ID: "mcpl_2", Tool: &ItemTool{ServerLabel: "docs", Tools: json.RawMessage(`[]`), Error: ptr("unauthorized")}},
 		},
 		{
 			name: "mcp_approval_request",
-			item: Item{Type: ItemMCPApprovalRequest, ID: "mcpr_1", ServerLabel: "docs", Name: "delete", Arguments: `{"id":1}`},
+			item: Item{Type: ItemMCPApprovalRequest, ID: "mcpr_1", Tool: &ItemTool{ServerLabel: "docs"}, Name: "delete", Arguments: `{"id":1}`},
 			keys: "arguments,id,name,server_label,type",
 		},
 		{
 			name: "mcp_approval_response",
-			item: Item{Type: ItemMCPApprovalResponse, ID: "mcpa_1", ApprovalRequestID: ptr("mcpr_1"), Approve: ptr(false), Reason: ptr("not now")},
+			item: Item{Type: ItemMCPApprovalResponse, ID: "mcpa_1", Tool: &ItemTool{ApprovalRequestID: ptr("mcpr_1"), Approve: ptr(false), Reason: ptr("not now")}},
 			keys: "approval_request_id,approve,id,reason,type",
 		},
 		{
 			name: "mcp_input_request",
-			item: Item{Type: ItemMCPInputRequest, ID: "mcpi_1", ServerLabel: "docs", Name: "book", Arguments: `{}`, InputRequests: json.RawMessage(`{"k":{"method":"elicitation/create","params":{"message":"which day?"}}}`)},
+			item: Item{Type: ItemMCPInputRequest, ID: "mcpi_1", Tool: &ItemTool{ServerLabel: "docs", InputRequests: json.RawMessage(`{"k":{"method":"elicitation/create","params":{"message":"which day?"}}}`)}, Name: "book", Arguments: `{}`},
 			keys: "arguments,id,input_requests,name,server_label,type",
 		},
 		{
 			name: "mcp_input_request, none",
-			item: Item{Type: ItemMCPInputRequest, ID: "mcpi_2", ServerLabel: "docs", Name: "book"},
+			item: Item{Type: ItemMCPInputRequest, ID: "mcpi_2", Tool: &ItemTool{ServerLabel: "docs"}, Name: "book"},
 			keys: "arguments,id,input_requests,name,server_label,type",
-			back: &Item{Type: ItemMCPInputRequest, ID: "mcpi_2", ServerLabel: "docs", Name: "book", InputRequests: json.RawMessage(`{}`)},
+			back: &Item{Type: ItemMCPInputRequest, ID: "mcpi_2", Tool: &ItemTool{ServerLabel: "docs", InputRequests: json.RawMessage(`{}`)}, Name: "book"},
 		},
 		{
 			name: "mcp_input_response",
-			item: Item{Type: ItemMCPInputResponse, RequestID: "mcpi_1", InputResponses: json.RawMessage(`{"k":{"action":"accept","content":{"day":"monday"}}}`)},
+			item: Item{Type: ItemMCPInputResponse, Tool: &ItemTool{RequestID: "mcpi_1", InputResponses: json.RawMessage(`{"k":{"action":"accept","content":{"day":"monday"}}}`)}},
 			keys: "input_responses,request_id,type",
 		},
 		{
 			name: "code_interpreter_call",
-			item: Item{Type: ItemCodeInterpreterCall, ID: "ci_1", Code: ptr("print(1)"), ContainerID: "cntr_1", Outputs: json.RawMessage(`[{"type":"logs","logs":"1\n"}]`), Status: StatusCompleted},
+			item: Item{Type: ItemCodeInterpreterCall, ID: "ci_1", Tool: &ItemTool{Code: ptr("print(1)"), ContainerID: "cntr_1", Outputs: json.RawMessage(`[{"type":"logs","logs":"1\n"}]`)}, Status: StatusCompleted},
 			keys: "code,container_id,id,outputs,status,type",
 		},
 		{
 			name: "code_interpreter_call in progress",
-			item: Item{Type: ItemCodeInterpreterCall, ID: "ci_2", ContainerID: "cntr_1", Status: StatusInProgress},
+			item: Item{Type: ItemCodeInterpreterCall, ID: "ci_2", Tool: &ItemTool{ContainerID: "cntr_1"}, Status: StatusInProgress},
 			keys: "code,container_id,id,outputs,status,type",
-			back: &Item{Type: ItemCodeInterpreterCall, ID: "ci_2", ContainerID: "cntr_1", Status: StatusInProgress, Outputs: json.RawMessage(`[]`)},
+			back: &Item{Type: ItemCodeInterpreterCall, ID: "ci_2", Tool: &ItemTool{ContainerID: "cntr_1", Outputs: json.RawMessage(`[]`)}, Status: StatusInProgress},
 		},
 		{
 			name: "compaction",
@@ -154,17 +154,17 @@ func TestItemMarshalRoundTrip(t *testing.T) {
 		},
 		{
 			name: "shell_call",
-			item: Item{Type: "shell_call", ID: "sh_1", CallID: "call_2", Action: json.RawMessage(`{"commands":["ls"],"timeout_ms":1000}`), Status: StatusCompleted},
+			item: Item{Type: "shell_call", ID: "sh_1", CallID: "call_2", Tool: &ItemTool{Action: json.RawMessage(`{"commands":["ls"],"timeout_ms":1000}`)}, Status: StatusCompleted},
 			keys: "action,call_id,id,status,type",
 		},
 		{
 			name: "shell_call_output",
-			item: Item{Type: "shell_call_output", ID: "sho_1", CallID: "call_2", Output: json.RawMessage(`[{"stdout":"a\n","stderr":"","outcome":{"type":"exit","exit_code":0}}]`), MaxOutputLength: ptr(4096)},
+			item: Item{Type: "shell_call_output", ID: "sho_1", CallID: "call_2", Output: json.RawMessage(`[{"stdout":"a\n","stderr":"","outcome":{"type":"exit","exit_code":0}}]`), Tool: &ItemTool{MaxOutputLength: ptr(4096)}},
 			keys: "call_id,id,max_output_length,output,type",
 		},
 		{
 			name: "local_shell_call",
-			item: Item{Type: "local_shell_call", ID: "ls_1", CallID: "call_3", Action: json.RawMessage(`{"type":"exec","command":["ls"]}`), Status: StatusCompleted},
+			item: Item{Type: "local_shell_call", ID: "ls_1", CallID: "call_3", Tool: &ItemTool{Action: json.RawMessage(`{"type":"exec","command":["ls"]}`)}, Status: StatusCompleted},
 			keys: "action,call_id,id,status,type",
 		},
 		{
@@ -246,8 +246,8 @@ func TestContentPartMarshal(t *testing.T) {
 		{ContentPart{Type: PartOutputText, Text: "o"}, `{"type":"output_text","text":"o","annotations":[],"logprobs":[]}`},
 		{ContentPart{Type: PartOutputText, Text: "o", Annotations: []json.RawMessage{json.RawMessage(`{"type":"url_citation"}`)}}, `{"type":"output_text","text":"o","annotations":[{"type":"url_citation"}],"logprobs":[]}`},
 		{ContentPart{Type: PartRefusal, Refusal: "no"}, `{"type":"refusal","refusal":"no"}`},
-		{ContentPart{Type: PartInputImage, ImageURL: "https://a/b.png", Detail: "low"}, `{"type":"input_image","image_url":"https://a/b.png","detail":"low"}`},
-		{ContentPart{Type: PartInputFile, FileData: "aGk=", Filename: "a.txt"}, `{"type":"input_file","file_data":"aGk=","filename":"a.txt"}`},
+		{ContentPart{Type: PartInputImage, Media: &PartMedia{ImageURL: "https://a/b.png", Detail: "low"}}, `{"type":"input_image","image_url":"https://a/b.png","detail":"low"}`},
+		{ContentPart{Type: PartInputFile, Media: &PartMedia{FileData: "aGk=", Filename: "a.txt"}}, `{"type":"input_file","file_data":"aGk=","filename":"a.txt"}`},
 	}
 	for _, tt := range tests {
 		data, err := json.Marshal(tt.part)
@@ -275,7 +275,7 @@ func TestItemUnmarshalShorthand(t *testing.T) {
 		{"content parts", `{"type":"message","role":"developer","content":[{"type":"input_text","text":"a"},{"type":"input_text","text":"b"}]}`,
 			Item{Type: ItemMessage, Role: "developer", Content: []ContentPart{{Type: PartInputText, Text: "a"}, {Type: PartInputText, Text: "b"}}}},
 		{"vendor-prefixed type", `{"type":"loom:mcp_input_request","id":"mcpi_1","server_label":"s"}`,
-			Item{Type: ItemMCPInputRequest, ID: "mcpi_1", ServerLabel: "s"}},
+			Item{Type: ItemMCPInputRequest, ID: "mcpi_1", Tool: &ItemTool{ServerLabel: "s"}}},
 		{"no role, no type", `{"id":"x"}`, Item{ID: "x"}},
 	}
 	for _, tt := range tests {
@@ -300,7 +300,7 @@ func TestItemUnmarshalShorthand(t *testing.T) {
 // Text joins the text-bearing parts; OutputString reads either form of a
 // call output.
 func TestItemText(t *testing.T) {
-	it := Item{Content: []ContentPart{{Type: PartOutputText, Text: "a"}, {Type: PartRefusal, Refusal: "b"}, {Type: PartInputImage, ImageURL: "https://x"}, {Type: PartInputText, Text: "c"}}}
+	it := Item{Content: []ContentPart{{Type: PartOutputText, Text: "a"}, {Type: PartRefusal, Refusal: "b"}, {Type: PartInputImage, Media: &PartMedia{ImageURL: "https://x"}}, {Type: PartInputText, Text: "c"}}}
 	if got := it.Text(); got != "abc" {
 		t.Errorf("Text = %q", got)
 	}

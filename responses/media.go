@@ -8,15 +8,15 @@ import "strings"
 func (p *ContentPart) validateMedia(param string) *APIError {
 	switch p.Type {
 	case PartInputImage:
-		switch p.Detail {
+		switch p.MediaFields().Detail {
 		case "", "auto", "low", "high":
 		default:
 			return BadRequest(param+".detail", "detail must be auto, low or high")
 		}
-		if p.FileID != "" {
+		if p.MediaFields().FileID != "" {
 			return Unsupported(param+".file_id", "images by file_id are not supported (this server has no Files API): send image_url, a data URL or an http(s) URL")
 		}
-		u := p.ImageURL
+		u := p.MediaFields().ImageURL
 		switch {
 		case u == "":
 			return BadRequest(param+".image_url", "input_image needs an image_url")
@@ -29,13 +29,13 @@ func (p *ContentPart) validateMedia(param string) *APIError {
 			return BadRequest(param+".image_url", "image_url must be a data URL or an http(s) URL")
 		}
 	case PartInputFile:
-		if p.FileID != "" {
+		if p.MediaFields().FileID != "" {
 			return Unsupported(param+".file_id", "files by file_id are not supported (this server has no Files API): send file_data")
 		}
-		if p.FileURL != "" {
+		if p.MediaFields().FileURL != "" {
 			return Unsupported(param+".file_url", "files by file_url are not supported: send file_data")
 		}
-		if p.FileData == "" {
+		if p.MediaFields().FileData == "" {
 			return BadRequest(param+".file_data", "input_file needs file_data (a data URL or base64)")
 		}
 	}

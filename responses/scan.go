@@ -2,6 +2,7 @@ package responses
 
 import (
 	"encoding/json"
+	"maps"
 	"reflect"
 	"strings"
 	"unicode/utf8"
@@ -161,10 +162,17 @@ func jsonKeys[T any]() map[string]bool {
 	return keys
 }
 
+// union adds b's keys to a and returns a.
+func union(a, b map[string]bool) map[string]bool {
+	maps.Copy(a, b)
+	return a
+}
+
 // The keys of the types the scanner decodes into.
 var (
-	itemKeys = jsonKeys[Item]()
-	partKeys = jsonKeys[ContentPart]()
+	// An item's keys are Item's and those of the fields behind Item.Tool.
+	itemKeys = union(jsonKeys[Item](), jsonKeys[ItemTool]())
+	partKeys = union(jsonKeys[ContentPart](), jsonKeys[PartMedia]())
 	toolKeys = jsonKeys[Tool]()
 )
 
@@ -188,6 +196,10 @@ func (s *scanner) ignored(key string, known map[string]bool) bool {
 // shapes (messages, function calls and their outputs) are decoded here;
 // any other item, or one with a key or value this scanner does not take,
 // goes to Item.UnmarshalJSON as it is.
+// outputRoom is how many items past the end a decoded input list has room
+// for: a turn's output (reasoning, a message, a call and its result).
+const outputRoom = 8
+
 func decodeItems(data []byte) ([]Item, error) {
 	if !utf8.Valid(data) {
 		// encoding/json replaces invalid UTF-8; let it.
@@ -212,7 +224,10 @@ func decodeItems(data []byte) ([]Item, error) {
 		// Refused before a single item is built.
 		return nil, tooManyItems(n)
 	}
-	items := make([]Item, n)
+	// The room past the end is for the response's output: a server runs
+	// the conversation on the input it decoded and appends the model's
+	// items to it, which would otherwise copy the whole input.
+	items := make([]Item, n, n+outputRoom)
 	s.pos = 0
 	s.next()
 	s.pos++

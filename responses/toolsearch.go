@@ -39,13 +39,13 @@ func (t ToolSearchTool) ClientRun() bool { return t.Execution == ExecutionClient
 // list even when empty).
 func (it Item) marshalToolSearch() ([]byte, error) {
 	w := toolSearchWire{Type: it.Type, ID: it.ID, CallID: it.CallID,
-		Execution: orDefault(it.Execution, ExecutionServer), Status: orDefault(it.Status, StatusCompleted)}
+		Execution: orDefault(it.ToolFields().Execution, ExecutionServer), Status: orDefault(it.Status, StatusCompleted)}
 	if it.Type == ItemToolSearchCall {
 		w.Arguments = json.RawMessage(it.Arguments)
 		if !json.Valid(w.Arguments) {
 			w.Arguments, _ = json.Marshal(it.Arguments)
 		}
-	} else if w.Tools = it.Tools; len(w.Tools) == 0 {
+	} else if w.Tools = it.ToolFields().Tools; len(w.Tools) == 0 {
 		w.Tools = json.RawMessage("[]")
 	}
 	return json.Marshal(w)
@@ -86,7 +86,7 @@ func (it *Item) validateToolSearchOutput(param string) *APIError {
 		return BadRequest(param+".call_id", "tool_search_output needs a call_id")
 	}
 	var found []Tool
-	if len(it.Tools) > 0 && json.Unmarshal(it.Tools, &found) != nil {
+	if len(it.ToolFields().Tools) > 0 && json.Unmarshal(it.ToolFields().Tools, &found) != nil {
 		return BadRequest(param+".tools", "tools must be a list of tools")
 	}
 	for i, t := range found {

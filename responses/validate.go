@@ -394,10 +394,10 @@ func (it *Item) validateReasoning(param string) *APIError {
 }
 
 func (it *Item) validateApprovalResponse(param string) *APIError {
-	if it.ApprovalRequestID == nil || *it.ApprovalRequestID == "" {
+	if it.ToolFields().ApprovalRequestID == nil || *it.ToolFields().ApprovalRequestID == "" {
 		return BadRequest(param+".approval_request_id", "mcp_approval_response needs an approval_request_id")
 	}
-	if it.Approve == nil {
+	if it.ToolFields().Approve == nil {
 		return BadRequest(param+".approve", "mcp_approval_response needs approve (true or false)")
 	}
 	return nil
@@ -416,11 +416,11 @@ func (it *Item) validateCompaction(param string) *APIError {
 // only with accept). Whether the request and its keys exist is the
 // Engine's check.
 func (it *Item) validateInputResponse(param string) *APIError {
-	if it.RequestID == "" {
+	if it.ToolFields().RequestID == "" {
 		return BadRequest(param+".request_id", "mcp_input_response needs a request_id")
 	}
 	var answers map[string]json.RawMessage
-	if len(it.InputResponses) == 0 || json.Unmarshal(it.InputResponses, &answers) != nil || answers == nil {
+	if len(it.ToolFields().InputResponses) == 0 || json.Unmarshal(it.ToolFields().InputResponses, &answers) != nil || answers == nil {
 		return BadRequest(param+".input_responses", "input_responses must be an object mapping each key of the input request to {action, content}")
 	}
 	for key, raw := range answers {

@@ -76,7 +76,7 @@ type WebSearchSource struct {
 // marshalWebSearch writes a web_search_call: its action and status, not
 // the arguments the model wrote.
 func (it Item) marshalWebSearch() ([]byte, error) {
-	action := it.Action
+	action := it.ToolFields().Action
 	if len(action) == 0 {
 		action = json.RawMessage(`{"type":"search"}`)
 	}

@@ -33,7 +33,9 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !req.Stream {
-		resp, err := s.engine.Run(r.Context(), req, nil)
+		// The request is the server's own: the run takes its input items
+		// rather than copying them.
+		resp, err := s.engine.RunWith(r.Context(), req, nil, &engine.RunOptions{GiveInput: true})
 		s.countResponse(resp, err)
 		switch {
 		case isRefusal(err):
@@ -50,7 +52,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	// The engine says when the upstream has nothing more buffered: the
 	// events of a burst go out in one write.
 	sse.coalesce = true
-	resp, err := s.engine.RunWith(r.Context(), req, sse.Event, &engine.RunOptions{Flush: sse.Flush})
+	resp, err := s.engine.RunWith(r.Context(), req, sse.Event, &engine.RunOptions{Flush: sse.Flush, GiveInput: true})
 	s.countResponse(resp, err)
 	if !sse.Started() {
 		// Nothing was streamed: the request never started.

@@ -247,7 +247,7 @@ func (sc *socketConn) create(data []byte) {
 	}
 	// Events are the only way a response reaches the client here.
 	req.Stream = true
-	opts := &engine.RunOptions{Previous: sc.last}
+	opts := &engine.RunOptions{Previous: sc.last, GiveInput: true}
 	var kept *engine.Continuation
 	opts.Keep = func(c *engine.Continuation) { kept = c }
 	resp, err := sc.s.engine.RunWith(sc.ctx, req, sc.event, opts)

@@ -65,7 +65,7 @@ func TestPatchOperation(t *testing.T) {
 func TestNamespacedHistory(t *testing.T) {
 	h := History([]responses.Item{
 		{Type: responses.ItemFunctionCall, CallID: "a", Namespace: "crm", Name: "search", Arguments: "{}"},
-		{Type: responses.ItemCustomToolCall, CallID: "b", Namespace: "crm", Name: "note", Input: "x"},
+		{Type: responses.ItemCustomToolCall, CallID: "b", Namespace: "crm", Name: "note", Tool: &responses.ItemTool{Input: "x"}},
 		{Type: responses.ItemCustomToolCallOutput, CallID: "b", Output: json.RawMessage(`"ok"`)},
 	})
 	if len(h) != 3 || h[0].Name != "crm__search" || h[0].Namespace != "" || h[1].Name != "crm__note" || h[1].Arguments != `{"input":"x"}` || h[2].Type != responses.ItemFunctionCallOutput {

@@ -158,17 +158,19 @@ func ClientOutput(itemType string) bool {
 
 // History converts stored items to what the model sees: the calls of each
 // kind become what its History makes of them, other items stay.
-// When no item needs converting, the result is items itself (clipped, so
-// that appending to it copies): a long history is not copied for nothing.
+// When no item needs converting, the result is items itself, with its
+// spare capacity: a long history is not copied for nothing, and whoever
+// owns it next (a conversation.Context) can grow it in place. A
+// converted history has the same room past its end as items had.
 func History(items []responses.Item) []responses.Item {
 	first := slices.IndexFunc(items, func(it responses.Item) bool {
 		_, ok := historyByIt[it.Type]
 		return ok
 	})
 	if first < 0 {
-		return slices.Clip(items)
+		return items
 	}
-	out := make([]responses.Item, first, len(items))
+	out := make([]responses.Item, first, cap(items))
 	copy(out, items[:first])
 	for _, it := range items[first:] {
 		f, ok := historyByIt[it.Type]

@@ -19,12 +19,12 @@ var KindApplyPatch = Register(&Kind{
 	Define:     func(responses.Tool) Definition { return applyPatchDefinition },
 	ClientItem: func(callID, arguments string, newID func(string) string) responses.Item {
 		return responses.Item{Type: responses.ItemApplyPatchCall, ID: newID("apc"), CallID: callID,
-			Operation: patchOperation(arguments), Status: responses.StatusCompleted}
+			Tool: &responses.ItemTool{Operation: patchOperation(arguments)}, Status: responses.StatusCompleted}
 	},
 	History: map[string]func(responses.Item) []responses.Item{
 		responses.ItemApplyPatchCall: func(it responses.Item) []responses.Item {
 			return []responses.Item{{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.CallID,
-				Name: applyPatchName, Arguments: string(it.Operation)}}
+				Name: applyPatchName, Arguments: string(it.ToolFields().Operation)}}
 		},
 		responses.ItemApplyPatchCallOutput: func(it responses.Item) []responses.Item {
 			// The model reads the client's words, and whether the edit

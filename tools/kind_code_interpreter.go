@@ -20,13 +20,13 @@ var KindCodeInterpreter = Register(&Kind{
 	History: map[string]func(responses.Item) []responses.Item{
 		responses.ItemCodeInterpreterCall: func(it responses.Item) []responses.Item {
 			code := ""
-			if it.Code != nil {
-				code = *it.Code
+			if it.ToolFields().Code != nil {
+				code = *it.ToolFields().Code
 			}
 			var logs []struct {
 				Logs string `json:"logs"`
 			}
-			json.Unmarshal(it.Outputs, &logs)
+			json.Unmarshal(it.ToolFields().Outputs, &logs)
 			text := ""
 			for _, l := range logs {
 				text += l.Logs

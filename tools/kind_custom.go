@@ -20,7 +20,7 @@ var KindCustom = Register(&Kind{
 	Define:       customDefinition,
 	History: map[string]func(responses.Item) []responses.Item{
 		responses.ItemCustomToolCall: func(it responses.Item) []responses.Item {
-			args, _ := json.Marshal(map[string]string{customInputField: it.Input})
+			args, _ := json.Marshal(map[string]string{customInputField: it.ToolFields().Input})
 			return []responses.Item{{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.CallID,
 				Name: offeredName(it.Namespace, it.Name), Arguments: string(args)}}
 		},

@@ -18,11 +18,11 @@ var KindLocalShell = Register(&Kind{
 	Define:     func(responses.Tool) Definition { return localShellDefinition },
 	ClientItem: func(callID, arguments string, newID func(string) string) responses.Item {
 		return responses.Item{Type: responses.ItemLocalShellCall, ID: newID("lsh"), CallID: callID,
-			Action: localShellAction(arguments), Status: responses.StatusCompleted}
+			Tool: &responses.ItemTool{Action: localShellAction(arguments)}, Status: responses.StatusCompleted}
 	},
 	History: map[string]func(responses.Item) []responses.Item{
 		responses.ItemLocalShellCall: func(it responses.Item) []responses.Item {
-			return []responses.Item{{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.CallID, Name: localShellName, Arguments: localShellArguments(it.Action)}}
+			return []responses.Item{{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.CallID, Name: localShellName, Arguments: localShellArguments(it.ToolFields().Action)}}
 		},
 		responses.ItemLocalShellCallOutput: func(it responses.Item) []responses.Item {
 			return []responses.Item{{Type: responses.ItemFunctionCallOutput, CallID: it.CallID, Output: it.Output}}

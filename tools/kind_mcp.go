@@ -19,15 +19,15 @@ var KindMCP = Register(&Kind{
 		return out, ""
 	},
 	Items: func(c RanCall, res Result, text string, newID func(string) string) []responses.Item {
-		item := responses.Item{Type: responses.ItemMCPCall, ID: newID("mcp"), ServerLabel: c.Server,
+		item := responses.Item{Type: responses.ItemMCPCall, ID: newID("mcp"), Tool: &responses.ItemTool{ServerLabel: c.Server},
 			Name: c.Tool, Arguments: c.Arguments, Status: responses.StatusCompleted}
 		if c.ApprovalRequestID != "" {
 			id := c.ApprovalRequestID
-			item.ApprovalRequestID = &id
+			item.EditTool().ApprovalRequestID = &id
 		}
 		if res.IsError {
 			msg := failure(text)
-			item.Error, item.Status = &msg, "failed"
+			item.EditTool().Error, item.Status = &msg, "failed"
 		} else {
 			item.Output, _ = json.Marshal(text)
 		}
@@ -35,14 +35,14 @@ var KindMCP = Register(&Kind{
 	},
 	History: map[string]func(responses.Item) []responses.Item{
 		responses.ItemMCPCall: func(it responses.Item) []responses.Item {
-			if it.Status == responses.StatusIncomplete && it.Error == nil && (len(it.Output) == 0 || string(it.Output) == "null") {
+			if it.Status == responses.StatusIncomplete && it.ToolFields().Error == nil && (len(it.Output) == 0 || string(it.Output) == "null") {
 				// A call that waited for the client's input: it reaches
 				// the model when it finishes, in the follow-up.
 				return nil
 			}
 			result := it.Output
-			if it.Error != nil {
-				result, _ = json.Marshal("error: " + *it.Error)
+			if it.ToolFields().Error != nil {
+				result, _ = json.Marshal("error: " + *it.ToolFields().Error)
 			}
 			return storedPair(it.ID, it.ID, it.Name, it.Arguments, result)
 		},

@@ -34,7 +34,7 @@ var KindToolSearch = Register(&Kind{
 	},
 	ClientItem: func(callID, arguments string, newID func(string) string) responses.Item {
 		return responses.Item{Type: responses.ItemToolSearchCall, ID: newID("tsc"), CallID: callID, Arguments: arguments,
-			Execution: responses.ExecutionClient, Status: responses.StatusCompleted}
+			Tool: &responses.ItemTool{Execution: responses.ExecutionClient}, Status: responses.StatusCompleted}
 	},
 	Items: func(c RanCall, res Result, text string, newID func(string) string) []responses.Item {
 		found := res.Report
@@ -43,9 +43,9 @@ var KindToolSearch = Register(&Kind{
 		}
 		return []responses.Item{
 			{Type: responses.ItemToolSearchCall, ID: newID("tsc"), CallID: c.CallID, Arguments: c.Arguments,
-				Execution: responses.ExecutionServer, Status: responses.StatusCompleted},
-			{Type: responses.ItemToolSearchOutput, ID: newID("tso"), CallID: c.CallID, Tools: found,
-				Execution: responses.ExecutionServer, Status: responses.StatusCompleted},
+				Tool: &responses.ItemTool{Execution: responses.ExecutionServer}, Status: responses.StatusCompleted},
+			{Type: responses.ItemToolSearchOutput, ID: newID("tso"), CallID: c.CallID, Tool: &responses.ItemTool{Tools: found, Execution: responses.ExecutionServer},
+				Status: responses.StatusCompleted},
 		}
 	},
 	History: map[string]func(responses.Item) []responses.Item{
@@ -131,7 +131,7 @@ func Found(items []responses.Item, functions, servers map[string]bool) {
 // FoundTools returns the tools a tool_search_output item lists.
 func FoundTools(it responses.Item) []responses.Tool {
 	var found []responses.Tool
-	json.Unmarshal(it.Tools, &found)
+	json.Unmarshal(it.ToolFields().Tools, &found)
 	return found
 }
 
@@ -140,7 +140,7 @@ func FoundTools(it responses.Item) []responses.Tool {
 func ClientFoundFunctions(items []responses.Item) []Definition {
 	var out []Definition
 	for i := range items {
-		if items[i].Type != responses.ItemToolSearchOutput || items[i].Execution != responses.ExecutionClient {
+		if items[i].Type != responses.ItemToolSearchOutput || items[i].ToolFields().Execution != responses.ExecutionClient {
 			continue
 		}
 		for _, t := range FoundTools(items[i]) {

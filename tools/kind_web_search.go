@@ -34,7 +34,7 @@ var KindWebSearch = Register(&Kind{
 		if len(action) == 0 {
 			action = webSearchAction(c.Tool, c.Arguments)
 		}
-		item := responses.Item{Type: responses.ItemWebSearchCall, ID: newID("ws"), Action: action, Status: responses.StatusCompleted}
+		item := responses.Item{Type: responses.ItemWebSearchCall, ID: newID("ws"), Tool: &responses.ItemTool{Action: action}, Status: responses.StatusCompleted}
 		if res.IsError {
 			item.Status = responses.ResponseFailed
 		}
@@ -56,7 +56,7 @@ var KindWebSearch = Register(&Kind{
 			// The item keeps what was searched and, when the client asked
 			// for them, the sources; not the text the model read then.
 			var a responses.WebSearchAction
-			json.Unmarshal(it.Action, &a)
+			json.Unmarshal(it.ToolFields().Action, &a)
 			note := "web search " + a.Type
 			if it.Status != responses.StatusCompleted {
 				note += " failed"
@@ -69,7 +69,7 @@ var KindWebSearch = Register(&Kind{
 				}
 				note += ". Sources: " + strings.Join(urls, ", ")
 			}
-			args := string(it.Action)
+			args := string(it.ToolFields().Action)
 			if args == "" {
 				args = "{}"
 			}

@@ -82,14 +82,14 @@ func checkClientKind(t *testing.T, k *Kind, newID func(string) string) {
 		call = k.ClientItem("call_1", `{"command":["ls"]}`, newID)
 	} else {
 		// The item as the builder closes a streamed client call.
-		call = responses.Item{Type: k.ItemType, ID: newID("c"), CallID: "call_1", Name: "t", Input: "ls", Arguments: "ls"}
+		call = responses.Item{Type: k.ItemType, ID: newID("c"), CallID: "call_1", Name: "t", Tool: &responses.ItemTool{Input: "ls"}, Arguments: "ls"}
 	}
 	if call.Type != k.ItemType || call.ID == "" || call.CallID != "call_1" {
 		t.Errorf("ClientItem = %+v, want a %s with an id and call_id call_1", call, k.ItemType)
 	}
 	// The answer as the client sends it: an output, or found tools.
 	answer := responses.Item{Type: k.OutputType, CallID: "call_1", Output: json.RawMessage(`"ok"`),
-		Tools: json.RawMessage(`[{"type":"function","name":"ok"}]`)}
+		Tool: &responses.ItemTool{Tools: json.RawMessage(`[{"type":"function","name":"ok"}]`)}}
 	checkPair(t, History([]responses.Item{call, answer}), "call_1", "ok")
 }
 

@@ -51,8 +51,8 @@ func TestBodyMatchesGoOpenAI(t *testing.T) {
 	zero, topP, pres, tiny, huge := 0.0, 0.95, -1.5, 1e-7, 1e21
 	image := responses.Item{Type: responses.ItemMessage, Role: "user", Content: []responses.ContentPart{
 		{Type: responses.PartInputText, Text: "what is this?"},
-		{Type: responses.PartInputImage, ImageURL: "data:image/png;base64,AAAA", Detail: "low"},
-		{Type: responses.PartInputImage, ImageURL: "https://example.com/a.png"},
+		{Type: responses.PartInputImage, Media: &responses.PartMedia{ImageURL: "data:image/png;base64,AAAA", Detail: "low"}},
+		{Type: responses.PartInputImage, Media: &responses.PartMedia{ImageURL: "https://example.com/a.png"}},
 		{Type: responses.PartInputText},
 		{Type: responses.PartRefusal, Refusal: "no"},
 	}}
@@ -116,8 +116,8 @@ func TestBodyMatchesGoOpenAI(t *testing.T) {
 		{"custom tool", model.Request{Items: []responses.Item{userMsg("hi")}, Tools: []responses.Tool{weatherTool, {Type: responses.ToolCustom, Name: "apply_patch"}}}},
 		{"namespace tool", model.Request{Items: []responses.Item{userMsg("hi")}, Tools: []responses.Tool{{Type: responses.ToolNamespace, Name: "ns"}}}},
 		{"item_reference", model.Request{Items: []responses.Item{userMsg("hi"), {Type: responses.ItemReference, ID: "msg_1"}}}},
-		{"input_file", model.Request{Items: []responses.Item{{Type: responses.ItemMessage, Role: "user", Content: []responses.ContentPart{{Type: responses.PartInputFile, FileData: "x"}}}}}},
-		{"image by file id", model.Request{Items: []responses.Item{{Type: responses.ItemMessage, Role: "user", Content: []responses.ContentPart{{Type: responses.PartInputImage, FileID: "file_1"}}}}}},
+		{"input_file", model.Request{Items: []responses.Item{{Type: responses.ItemMessage, Role: "user", Content: []responses.ContentPart{{Type: responses.PartInputFile, Media: &responses.PartMedia{FileData: "x"}}}}}}},
+		{"image by file id", model.Request{Items: []responses.Item{{Type: responses.ItemMessage, Role: "user", Content: []responses.ContentPart{{Type: responses.PartInputImage, Media: &responses.PartMedia{FileID: "file_1"}}}}}}},
 		{"unknown role", model.Request{Items: []responses.Item{{Type: responses.ItemMessage, Role: "critic"}}}},
 		{"extra not JSON", model.Request{Items: []responses.Item{userMsg("hi")}, Extra: map[string]json.RawMessage{"top_k": json.RawMessage(`{`)}}},
 	}

@@ -285,7 +285,7 @@ func refConvertMessage(it *responses.Item) (refMessage, error) {
 	for _, p := range it.Content {
 		switch p.Type {
 		case responses.PartInputImage:
-			if p.ImageURL == "" {
+			if p.MediaFields().ImageURL == "" {
 				return refMessage{}, upstream.BadRequest("input_image by file_id is not supported by the chat completions backend")
 			}
 			hasImage = true
@@ -303,7 +303,7 @@ func refConvertMessage(it *responses.Item) (refMessage, error) {
 		if p.Type == responses.PartInputImage {
 			parts = append(parts, openai.ChatMessagePart{
 				Type:     openai.ChatMessagePartTypeImageURL,
-				ImageURL: &openai.ChatMessageImageURL{URL: p.ImageURL, Detail: openai.ImageURLDetail(p.Detail)},
+				ImageURL: &openai.ChatMessageImageURL{URL: p.MediaFields().ImageURL, Detail: openai.ImageURLDetail(p.MediaFields().Detail)},
 			})
 			continue
 		}

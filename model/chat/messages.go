@@ -118,7 +118,7 @@ func messageOf(it *responses.Item) (message, error) {
 	for _, p := range it.Content {
 		switch p.Type {
 		case responses.PartInputImage:
-			if p.ImageURL == "" {
+			if p.MediaFields().ImageURL == "" {
 				return m, upstream.BadRequest("input_image by file_id is not supported by the chat completions backend")
 			}
 			hasImage = true
@@ -204,10 +204,11 @@ func appendParts(b []byte, parts []responses.ContentPart) []byte {
 		}
 		if p.Type == responses.PartInputImage {
 			b = append(b, `{"type":"image_url","image_url":{"url":`...)
-			b = responses.AppendJSONString(b, p.ImageURL)
-			if p.Detail != "" {
+			media := p.MediaFields()
+			b = responses.AppendJSONString(b, media.ImageURL)
+			if media.Detail != "" {
 				b = append(b, `,"detail":`...)
-				b = responses.AppendJSONString(b, p.Detail)
+				b = responses.AppendJSONString(b, media.Detail)
 			}
 			b = append(b, '}', '}')
 			continue

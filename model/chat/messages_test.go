@@ -117,7 +117,7 @@ func TestMessages(t *testing.T) {
 			name: "image parts use the array form",
 			items: []responses.Item{{Type: responses.ItemMessage, Role: "user", Content: []responses.ContentPart{
 				{Type: responses.PartInputText, Text: "what is this?"},
-				{Type: responses.PartInputImage, ImageURL: "data:image/png;base64,AAAA", Detail: "low"},
+				{Type: responses.PartInputImage, Media: &responses.PartMedia{ImageURL: "data:image/png;base64,AAAA", Detail: "low"}},
 			}}},
 			want: `[{"role":"user","content":[{"type":"text","text":"what is this?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA","detail":"low"}}]}]`,
 		},
@@ -146,8 +146,8 @@ func TestMessagesUnsupported(t *testing.T) {
 		item responses.Item
 	}{
 		{"item_reference", responses.Item{Type: responses.ItemReference, ID: "msg_1"}},
-		{"input_file", responses.Item{Type: responses.ItemMessage, Role: "user", Content: []responses.ContentPart{{Type: responses.PartInputFile, FileData: "x"}}}},
-		{"image by file id", responses.Item{Type: responses.ItemMessage, Role: "user", Content: []responses.ContentPart{{Type: responses.PartInputImage, FileID: "file_1"}}}},
+		{"input_file", responses.Item{Type: responses.ItemMessage, Role: "user", Content: []responses.ContentPart{{Type: responses.PartInputFile, Media: &responses.PartMedia{FileData: "x"}}}}},
+		{"image by file id", responses.Item{Type: responses.ItemMessage, Role: "user", Content: []responses.ContentPart{{Type: responses.PartInputImage, Media: &responses.PartMedia{FileID: "file_1"}}}}},
 		{"unknown role", responses.Item{Type: responses.ItemMessage, Role: "critic"}},
 	}
 	for _, tt := range tests {

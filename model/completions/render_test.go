@@ -263,7 +263,7 @@ func TestRenderErrors(t *testing.T) {
 		{"unknown effort", func(r *model.Request) { r.ReasoningEffort = bad }, "reasoning effort"},
 		{"output without call", func(r *model.Request) { r.Items = append(r.Items, outputItem("nope", "x")) }, "call_id"},
 		{"image input", func(r *model.Request) {
-			r.Items[0].Content = append(r.Items[0].Content, responses.ContentPart{Type: responses.PartInputImage, ImageURL: "http://x/y.png"})
+			r.Items[0].Content = append(r.Items[0].Content, responses.ContentPart{Type: responses.PartInputImage, Media: &responses.PartMedia{ImageURL: "http://x/y.png"}})
 		}, "input_image"},
 		{"unknown role", func(r *model.Request) { r.Items[0].Role = "critic" }, "critic"},
 		{"unknown item", func(r *model.Request) { r.Items = append(r.Items, responses.Item{Type: responses.ItemReference}) }, "item_reference"},

@@ -115,11 +115,9 @@ func pooledClient(connect time.Duration) *http.Client {
 	t.TLSHandshakeTimeout = connect
 	// Many concurrent streams go to the same engine.
 	t.MaxIdleConnsPerHost = 64
-	// The write buffer holds only the request, then sits idle for the
-	// whole stream: 1 KB instead of 4 KB per open stream (a larger body
-	// is written past it, straight to the connection). Reads keep the
-	// default 4 KB buffer, which the SSE reader reads through.
-	t.WriteBufferSize = 1 << 10
+	// Smaller than net/http's 4 KB each: both are held per open stream.
+	t.ReadBufferSize = model.DefaultReadBufferSize
+	t.WriteBufferSize = model.DefaultWriteBufferSize
 	return &http.Client{Transport: t}
 }
 
