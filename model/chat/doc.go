@@ -90,8 +90,9 @@
 //
 // # Errors
 //
-// Connection errors, 429 and 5xx are retried (go-retryablehttp's policy
-// and bounded exponential backoff) only until a response is accepted: once the body is
+// Connection errors, 429 and 5xx are retried (loom's retry rule,
+// internal/httpretry, with go-retryablehttp's bounded exponential
+// backoff) only until a response is accepted: once the body is
 // being read nothing is retried. Failures are *model.Error values: 429
 // stays 429; 5xx, other 4xx, garbage, an upstream error inside the stream
 // and a stream that ends without [DONE] are 502; a timeout (the caller's

@@ -124,7 +124,7 @@
 // # Errors
 //
 // As in model/chat: connection errors, 429 and 5xx are retried
-// (go-retryablehttp, bounded exponential backoff) only until a response
+// (internal/httpretry, bounded exponential backoff) only until a response
 // is accepted, never once the body is being read. Failures are
 // *model.Error values: 429 stays 429; 5xx, other 4xx, garbage, output the
 // parser rejects, an error inside the stream, finish reason abort or

@@ -3,8 +3,13 @@
 // MCP servers over streamable HTTP.
 //
 // A Client is built once and shared: one HTTP connection pool whose dialer
-// enforces the SSRF Policy, retries (go-retryablehttp: connection failures,
-// 429 and 503 only), and the tool-list Cache. A Server is built per request
+// enforces the SSRF Policy, retries, and the tool-list Cache. Retries follow
+// loom's one retry rule (internal/httpretry, with go-retryablehttp's
+// capped DefaultBackoff) for a request that may not reach the server
+// twice: only a connection that never opened, 429 and 503, never a
+// Policy refusal, and only for bodies the SDK lets be sent again
+// (GetBody); a request that gives up leaves the pool's connections to
+// the other servers alone. A Server is built per request
 // with Client.NewServer from the request's mcp tool (label, URL, headers,
 // authorization, allowed tools) and carries that request's credentials: a
 // context-aware transport attaches them to that server's requests only.

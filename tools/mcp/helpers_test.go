@@ -75,11 +75,20 @@ func (rec *recorder) wrap(next http.Handler) http.Handler {
 // on loopback.
 func startServer(t testing.TB, opts *mcpsdk.ServerOptions, register func(*mcpsdk.Server)) (*httptest.Server, *recorder) {
 	t.Helper()
+	ts, rec := newUnstartedServer(t, opts, register)
+	ts.Start()
+	return ts, rec
+}
+
+// newUnstartedServer is startServer before Start, for a test that sets
+// the http.Server's hooks (ConnState) first.
+func newUnstartedServer(t testing.TB, opts *mcpsdk.ServerOptions, register func(*mcpsdk.Server)) (*httptest.Server, *recorder) {
+	t.Helper()
 	s := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "test", Version: "1"}, opts)
 	register(s)
 	rec := &recorder{}
 	h := mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return s }, &mcpsdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
-	ts := httptest.NewServer(rec.wrap(h))
+	ts := httptest.NewUnstartedServer(rec.wrap(h))
 	t.Cleanup(ts.Close)
 	return ts, rec
 }

@@ -48,6 +48,14 @@ func (t *idleTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// CloseIdleConnections closes the idle connections of the pool below, as
+// http.Client.CloseIdleConnections expects of a wrapping transport.
+func (t *idleTransport) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 type idleBody struct {
 	body    io.ReadCloser
 	timer   *time.Timer

@@ -1,14 +1,12 @@
 package mcp
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 
-	"github.com/hashicorp/go-retryablehttp"
+	"github.com/loomgate/loom/internal/httpretry"
 )
 
 // RetryOptions bounds the retries of one HTTP request to an MCP server.
@@ -23,7 +21,10 @@ type RetryOptions struct {
 
 // newHTTPClient builds the one http.Client every server of a Client
 // shares: credentials from the context (authTransport), then retries
-// (go-retryablehttp), then base, whose dialer enforces the Policy.
+// (internal/httpretry, loom's one retry rule), then base, whose dialer
+// enforces the Policy. A request whose retries run out leaves the pool's
+// other idle connections alone, so one failing server does not make the
+// requests to every other one dial again.
 //
 // The client has no overall Timeout: a tools/call answered as an SSE
 // stream lasts as long as the tool runs. Every request is bounded by its
@@ -40,26 +41,16 @@ func newHTTPClient(base http.RoundTripper, retry RetryOptions) *http.Client {
 		if retry.WaitMax <= 0 {
 			retry.WaitMax = 2 * time.Second
 		}
-		rc := &retryablehttp.Client{
-			// The inner client must not follow redirects: the outer one
-			// does, through authTransport, which decides per hop whether
-			// credentials go along.
-			HTTPClient: &http.Client{Transport: base, CheckRedirect: func(*http.Request, []*http.Request) error {
-				return http.ErrUseLastResponse
-			}},
-			Logger:       nil, // it would log URLs; loom logs what it needs itself
-			RetryWaitMin: retry.WaitMin,
-			RetryWaitMax: retry.WaitMax,
-			RetryMax:     retry.Max,
-			CheckRetry:   retryPolicy,
-			Backoff: func(lo, hi time.Duration, attempt int, resp *http.Response) time.Duration {
-				return min(retryablehttp.DefaultBackoff(lo, hi, attempt, resp), hi)
-			},
-			// Hand the last response (a 429 or 503) to the SDK as is, so it
-			// reports the server's status rather than a bare "giving up".
-			ErrorHandler: retryablehttp.PassthroughErrorHandler,
-		}
-		rt = &retryablehttp.RoundTripper{Client: rc}
+		// A tools/call is not idempotent: only what cannot have been
+		// processed by the server is retried (a connection that never
+		// opened, 429 and 503), never a reset mid-response, a 500 or a
+		// timeout. The last response (a 429 or 503) goes to the SDK as
+		// is, so it reports the server's status. No retry notice: loom
+		// logs what it needs itself, never a URL.
+		rt = httpretry.NewTransport(base, httpretry.Policy{
+			Retries: retry.Max, WaitMin: retry.WaitMin, WaitMax: retry.WaitMax,
+			Final: refusedByPolicy,
+		})
 	}
 	return &http.Client{
 		Transport:     &authTransport{next: rt},
@@ -67,31 +58,11 @@ func newHTTPClient(base http.RoundTripper, retry RetryOptions) *http.Client {
 	}
 }
 
-// retryPolicy retries only what cannot have been processed by the server:
-// a connection that never opened, 429 and 503. A tools/call is not
-// idempotent, so a failure after the request may have reached the server
-// (a reset mid-response, a 500, a timeout) is never retried.
-func retryPolicy(ctx context.Context, resp *http.Response, err error) (bool, error) {
-	if ctx.Err() != nil {
-		return false, ctx.Err()
-	}
-	if err != nil {
-		return isConnectFailure(err), nil
-	}
-	return resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable, nil
-}
-
-func isConnectFailure(err error) bool {
+// refusedByPolicy: a URL or address refused by loom's Policy; asking again
+// changes nothing.
+func refusedByPolicy(err error) bool {
 	var pe *PolicyError
-	if errors.As(err, &pe) {
-		return false // refused by loom; asking again changes nothing
-	}
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return true
-	}
-	var dns *net.DNSError
-	return errors.As(err, &dns) && (dns.IsTemporary || dns.IsTimeout)
+	return errors.As(err, &pe)
 }
 
 // sameOriginRedirects follows a few redirects within the server's origin

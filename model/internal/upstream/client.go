@@ -1,12 +1,13 @@
 // Package upstream is the HTTP plumbing the model backends share: a
-// retrying client that retries only before the first byte of a response,
-// a first-byte timeout, the SSE line reader (and the DeltaPause it
-// emits when the upstream has nothing more buffered), the reading of a
-// non-streamed answer, the one-pass JSON scanner and the chunk envelope
-// every OpenAI-style endpoint shares (scan.go, chunk.go), and the mapping
-// of every failure to a *model.Error with a message safe for clients.
-// Each backend keeps only its wire format: the request body, the fields
-// of its choices and what it makes of them.
+// retrying client that retries only before the first byte of a response
+// (loom's retry rule, internal/httpretry), a first-byte timeout, the SSE
+// line reader (and the DeltaPause it emits when the upstream has nothing
+// more buffered), the reading of a non-streamed answer, the one-pass JSON
+// scanner and the chunk envelope every OpenAI-style endpoint shares
+// (scan.go, chunk.go), and the mapping of every failure to a *model.Error
+// with a message safe for clients. Each backend keeps only its wire
+// format: the request body, the fields of its choices and what it makes
+// of them.
 //
 // It is internal: the backends' public Options and constants stay theirs
 // (their Default* constants are these), so it can change with them.
@@ -24,8 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/go-retryablehttp"
-
+	"github.com/loomgate/loom/internal/httpretry"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/telemetry"
@@ -77,15 +77,12 @@ type Client struct {
 	// url is parsed once; each request points at it (nothing changes a
 	// request's URL on its way out).
 	url              *neturl.URL
-	path             string   // of url, for logs: never the host's credentials or a query
-	apiKey           string   // for redact
-	auth             []string // the Authorization header's value, nil without a key
-	http             *http.Client
-	retries          int
-	retryWaitMin     time.Duration
-	retryWaitMax     time.Duration
+	path             string                                      // of url, for logs: never the host's credentials or a query
+	apiKey           string                                      // for redact
+	auth             []string                                    // the Authorization header's value, nil without a key
+	httpDo           func(*http.Request) (*http.Response, error) // the http.Client's Do, bound once
+	retry            httpretry.Policy
 	log              *slog.Logger
-	retryNotice      string
 	firstByteTimeout time.Duration
 	idleTimeout      time.Duration
 	wholeTimeout     time.Duration
@@ -97,8 +94,11 @@ type Client struct {
 // no error).
 func NewClient(url, apiKey string, cfg Config) *Client {
 	c := cfg.resolved()
-	cl := &Client{name: c.Name, apiKey: apiKey, http: c.HTTPClient, retries: c.Retries, retryWaitMin: c.RetryWaitMin, retryWaitMax: c.RetryWaitMax,
-		log: c.Logger, retryNotice: "retrying upstream " + c.Name + " request",
+	cl := &Client{name: c.Name, apiKey: apiKey, httpDo: c.HTTPClient.Do, log: c.Logger,
+		// A turn's request may reach the engine twice: it has no effect
+		// but the tokens it costs.
+		retry: httpretry.Policy{Retries: c.Retries, WaitMin: c.RetryWaitMin, WaitMax: c.RetryWaitMax, Idempotent: true,
+			Logger: c.Logger, Notice: "retrying upstream " + c.Name + " request"},
 		firstByteTimeout: c.FirstByteTimeout, idleTimeout: c.IdleTimeout, wholeTimeout: c.WholeTimeout}
 	if u, err := neturl.Parse(url); err == nil {
 		cl.url, cl.path = u, u.Path
@@ -121,82 +121,17 @@ func pooledClient(connect time.Duration) *http.Client {
 	return &http.Client{Transport: t}
 }
 
-// The retries are go-retryablehttp's policy, driven by Client.do: its
-// CheckRetry and Backoff contracts and its DefaultBackoff (exponential,
-// Retry-After honoured). Its own Client is not used on the path of a
-// turn: it wraps every request (a second request type, a body reader
-// factory, a URL parse), and on every request it gives up on (retries
-// run out, a connection error, a cancelled request) it closes all the
-// idle connections of the shared pool, which under load makes the other
-// requests to the engine dial again.
-var (
-	_ retryablehttp.CheckRetry = retryPolicy
-	_ retryablehttp.Backoff    = cappedBackoff
-)
-
-// retryPolicy retries connection errors, 429 and 5xx (except 501, which
-// will not change). It is consulted only before the response body is
-// handed on, i.e. before a byte of it was read, so a stream in progress
-// is never retried.
-func retryPolicy(ctx context.Context, resp *http.Response, err error) (bool, error) {
-	if ctx.Err() != nil {
-		return false, context.Cause(ctx)
-	}
-	if err != nil {
-		// Every transport error here happened before a response arrived
-		// (dial, TLS, reset, EOF on a stale keep-alive connection); the
-		// body is bytes, so sending it again is safe.
-		return true, nil
-	}
-	code := resp.StatusCode
-	return code == http.StatusTooManyRequests || (code >= 500 && code != http.StatusNotImplemented), nil
-}
-
-// cappedBackoff is retryablehttp's exponential backoff, except that a
-// Retry-After header never makes us wait longer than max: the client is
-// waiting, and a long Retry-After is better reported as a 429.
-func cappedBackoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) time.Duration {
-	return min(retryablehttp.DefaultBackoff(minWait, maxWait, attempt, resp), maxWait)
-}
-
-// do posts body, retrying as retryPolicy says up to c.retries times, and
-// returns the first response not to be retried, or the last one (a final
-// 429 or 5xx maps to its own status). Its error is a transport error or
-// the context's cause.
+// do posts body under the retry policy (internal/httpretry: connection
+// errors, 429 and 5xx but 501, only before the response body is handed
+// on, up to c.retry.Retries times), and returns the first response not to
+// be retried, or the last one (a final 429 or 5xx maps to its own status).
+// Its error is a transport error or the context's. Nothing else in the
+// pool is touched when it gives up.
 func (c *Client) do(ctx context.Context, body []byte, accept string) (*http.Response, error) {
 	if c.url == nil {
 		return nil, errors.New("the upstream URL does not parse")
 	}
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			// Retries are logged here, without the URL (its query) or the key.
-			c.log.WarnContext(ctx, c.retryNotice, "attempt", attempt+1)
-		}
-		resp, err := c.http.Do(c.newRequest(ctx, body, accept))
-		retry, checkErr := retryPolicy(ctx, resp, err)
-		if checkErr != nil {
-			if resp != nil {
-				resp.Body.Close()
-			}
-			return nil, checkErr
-		}
-		if !retry || attempt >= c.retries {
-			return resp, err
-		}
-		if resp != nil {
-			// Read what little an error answer has, so that its
-			// connection goes back to the pool.
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-			resp.Body.Close()
-		}
-		wait := time.NewTimer(cappedBackoff(c.retryWaitMin, c.retryWaitMax, attempt, resp))
-		select {
-		case <-ctx.Done():
-			wait.Stop()
-			return nil, context.Cause(ctx)
-		case <-wait.C:
-		}
-	}
+	return c.retry.Do(c.newRequest(ctx, body, accept), c.httpDo)
 }
 
 // Request header values, shared by every request (the transport only
@@ -206,9 +141,9 @@ var (
 	headerSSE  = []string{acceptSSE}
 )
 
-// newRequest is one attempt's request: body from a byte slice, which
-// the transport can rewind (GetBody) when a reused connection turns out
-// dead before the request was written. The body must stay an
+// newRequest is the request: body from a byte slice, which the retry
+// loop and the transport rewind (GetBody) for another attempt, or when a
+// reused connection turns out dead before the request was written. The body must stay an
 // io.NopCloser around a *bytes.Reader: that is a reader net/http knows
 // to be in memory, so it writes the headers and the body together; any
 // other type makes it flush the headers first, one more write and
