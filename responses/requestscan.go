@@ -296,6 +296,23 @@ func rawOrNull(s *jsonscan.Scanner) ([]byte, error) {
 // decoded from the checked text (decodeItems), a limit refused before
 // they are built.
 func scanInput(s *jsonscan.Scanner, r *Request) error {
+	if s.Peek() == '[' {
+		// The body is valid UTF-8 and the scanner checks the array and
+		// counts its items in one pass: decodeItems need do neither.
+		raw, n, err := s.RawArray()
+		if err != nil {
+			return err
+		}
+		items, err := decodeCountedItems(raw, n)
+		if err != nil {
+			if limit, ok := err.(*APIError); ok {
+				return limit
+			}
+			return errNotScanned
+		}
+		r.Input = Input{Items: items, Set: true}
+		return nil
+	}
 	raw, err := rawOrNull(s)
 	if err != nil {
 		return err

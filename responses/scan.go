@@ -208,14 +208,20 @@ func decodeItems(data []byte) ([]Item, error) {
 			s.pos++
 		}
 	}
+	return decodeCountedItems(data, n)
+}
+
+// decodeCountedItems decodes an array of n input items, valid UTF-8 and
+// checked JSON, as decodeItems does.
+func decodeCountedItems(data []byte, n int) ([]Item, error) {
 	if n > MaxInputItems {
 		// Refused before a single item is built.
 		return nil, tooManyItems(n)
 	}
 	items := make([]Item, n)
-	s.pos = 0
+	s := &scanner{data: data}
 	s.next()
-	s.pos++
+	s.pos++ // '['
 	for i := range items {
 		if s.next() == ',' {
 			s.pos++

@@ -428,3 +428,18 @@ func (s *Scanner) Number() ([]byte, error) {
 	}
 	return s.b[start:s.i], nil
 }
+
+// RawArray consumes an array, checking it, and returns its text and how
+// many elements it has (a caller can size what it decodes it into
+// without a second pass to count them).
+func (s *Scanner) RawArray() (raw []byte, n int, err error) {
+	if s.peek() != '[' {
+		return nil, 0, s.syntax("looking for an array")
+	}
+	start := s.i
+	err = s.Array(func() error {
+		n++
+		return s.Skip()
+	})
+	return s.b[start:s.i], n, err
+}

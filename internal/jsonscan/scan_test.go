@@ -118,3 +118,28 @@ func TestScannerAcceptsWhatEncodingJSONAccepts(t *testing.T) {
 		}
 	}
 }
+
+// TestScannerRawArray returns an array's text and its count, and checks
+// it.
+func TestScannerRawArray(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		fail bool
+	}{
+		{`[]`, 0, false}, {` [ 1 ] `, 1, false}, {`[{"a":[1,2]},"x",null]`, 3, false},
+		{`[1,]`, 0, true}, {`[1`, 0, true}, {`{}`, 0, true}, {`[01]`, 0, true},
+	} {
+		s := NewScanner([]byte(tc.in))
+		raw, n, err := s.RawArray()
+		if tc.fail {
+			if err == nil {
+				t.Errorf("%s: no error", tc.in)
+			}
+			continue
+		}
+		if err != nil || n != tc.n || string(raw) != strings.TrimSpace(tc.in) {
+			t.Errorf("%s: %q, %d, %v; want %d elements", tc.in, raw, n, err, tc.n)
+		}
+	}
+}
