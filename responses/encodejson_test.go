@@ -583,9 +583,9 @@ func TestErrorEventMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
-// A builder's response encodes the tools it echoes once for all its
-// events; the encoding follows the tools when they are replaced, and one
-// dialect's encoding is not served for another's.
+// A builder's response encodes the tools (and long instructions) it
+// echoes once for all its events; the encoding follows them when they are
+// replaced, and one dialect's encoding is not served for another's.
 func TestResponseToolsEchoFollowsTools(t *testing.T) {
 	resp := encodingResponses()[1]
 	resp.Output = nil
@@ -616,6 +616,19 @@ func TestResponseToolsEchoFollowsTools(t *testing.T) {
 	sameEncoding(t, "other tools", resp.AppendJSON(nil, DialectOpenAI), referenceResponse(t, resp, DialectOpenAI))
 	resp.Tools = nil
 	sameEncoding(t, "no tools", resp.AppendJSON(nil, DialectOpenAI), referenceResponse(t, resp, DialectOpenAI))
+
+	// Long instructions are kept too, and followed when replaced.
+	long := strings.Repeat("Be <brief>.\n", longInstructions)
+	resp.Instructions = &long
+	sameEncoding(t, "long instructions", resp.AppendJSON(nil, DialectOpenAI), referenceResponse(t, resp, DialectOpenAI))
+	if resp.echo.instructions == nil {
+		t.Error("long instructions are not kept")
+	}
+	other := long + "more"
+	resp.Instructions = &other
+	sameEncoding(t, "other instructions", resp.AppendJSON(nil, DialectOpenAI), referenceResponse(t, resp, DialectOpenAI))
+	resp.Instructions = nil
+	sameEncoding(t, "no instructions", resp.AppendJSON(nil, DialectOpenAI), referenceResponse(t, resp, DialectOpenAI))
 
 	// Encoding from several goroutines at once is safe (the race
 	// detector checks the shared encoding).

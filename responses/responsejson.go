@@ -32,7 +32,8 @@ func (r *Response) AppendJSON(dst []byte, d Dialect) []byte {
 	}
 	o.str("model", r.Model)
 	o.strOrNull("previous_response_id", r.PreviousResponseID)
-	o.strOrNull("instructions", r.Instructions)
+	o.key("instructions")
+	o.b = r.appendInstructions(o.b)
 	o.key("output")
 	if r.Output == nil {
 		o.b = append(o.b, "null"...)
@@ -136,15 +137,20 @@ func appendMetadata(dst []byte, m map[string]any) []byte {
 	return append(dst, '}')
 }
 
-// responseEcho keeps the encoding of a response's tools, the largest
-// part of the request it echoes (100 tools with their schemas are tens of
-// kilobytes), so that response.created, response.in_progress, the
+// responseEcho keeps the encoding of a response's tools and of long
+// instructions, the largest parts of the request it echoes (100 tools with
+// their schemas are tens of kilobytes), so that response.created, response.in_progress, the
 // terminal event and the body share one encoding. NewBuilder gives a
 // response one; a response without one (decoded from the store) encodes
 // its tools each time.
 type responseEcho struct {
 	mu    sync.Mutex
 	tools [2]echoedTools // by dialect
+	// instructions is the encoding of long instructions (an agent's
+	// system prompt runs to tens of kilobytes), of the string at
+	// instructionsOf.
+	instructions   []byte
+	instructionsOf *string
 }
 
 // echoedTools is the encoding of one tools list, in one dialect.
@@ -199,4 +205,26 @@ func appendToolList(dst []byte, tools []Tool, d Dialect) []byte {
 		n++
 	}
 	return append(dst, ']')
+}
+
+// longInstructions is the length from which the encoding of instructions
+// is kept rather than written again for each event.
+const longInstructions = 1 << 10
+
+// appendInstructions appends the instructions (null for none): the
+// remembered encoding when they are long and the same string.
+func (r *Response) appendInstructions(dst []byte) []byte {
+	switch {
+	case r.Instructions == nil:
+		return append(dst, "null"...)
+	case r.echo == nil || len(*r.Instructions) < longInstructions:
+		return appendString(dst, *r.Instructions)
+	}
+	r.echo.mu.Lock()
+	defer r.echo.mu.Unlock()
+	if r.echo.instructionsOf != r.Instructions {
+		r.echo.instructions = appendString(r.echo.instructions[:0], *r.Instructions)
+		r.echo.instructionsOf = r.Instructions
+	}
+	return append(dst, r.echo.instructions...)
 }
