@@ -7,8 +7,9 @@ import (
 	"unicode/utf8"
 )
 
-// scanner reads JSON text that encoding/json has already checked: an
-// UnmarshalJSON method is only ever handed a complete, valid value. It
+// scanner reads JSON text that has already been checked, by encoding/json
+// (an UnmarshalJSON method is only ever handed a complete, valid value) or
+// by the validating scanner of scanRequest (internal/jsonscan). It
 // decodes the hot shapes of a request (the items of a long input) in the
 // same pass that finds their ends, where encoding/json would validate and
 // scan each nested level again for every UnmarshalJSON it calls. Whatever
