@@ -92,13 +92,44 @@ func (s *scanner) str() (string, bool) {
 	}
 	start := s.pos
 	if !s.skipString() {
-		return string(s.data[start+1 : s.pos-1]), true
+		return intern(s.data[start+1 : s.pos-1]), true
 	}
 	var v string
 	if json.Unmarshal(s.data[start:s.pos], &v) != nil {
 		return "", false
 	}
 	return v, true
+}
+
+// intern returns the text as a string, without allocating one for the
+// values every item of a long input repeats (its type, role, status and
+// part types).
+func intern(b []byte) string {
+	switch string(b) { // compared without a conversion
+	case ItemMessage:
+		return ItemMessage
+	case "user":
+		return "user"
+	case "assistant":
+		return "assistant"
+	case "system":
+		return "system"
+	case "developer":
+		return "developer"
+	case PartInputText:
+		return PartInputText
+	case PartOutputText:
+		return PartOutputText
+	case StatusCompleted:
+		return StatusCompleted
+	case ItemFunctionCall:
+		return ItemFunctionCall
+	case ItemFunctionCallOutput:
+		return ItemFunctionCallOutput
+	case ItemReasoning:
+		return ItemReasoning
+	}
+	return string(b)
 }
 
 // stringField decodes a string into dst as encoding/json does (null
