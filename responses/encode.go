@@ -3,6 +3,7 @@ package responses
 import (
 	"encoding/json"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -15,13 +16,30 @@ func (e *Event) EncodeJSON(d Dialect) ([]byte, error) {
 	if e.encoded != nil && e.encodedIn == d {
 		return e.encoded, nil
 	}
-	b, err := e.AppendJSON(nil, d)
+	// Written into a borrowed buffer and copied out at its size: one
+	// allocation per event, where growing a new slice from nothing took
+	// one per doubling.
+	scratch := encodeBuffers.Get().(*[]byte)
+	b, err := e.AppendJSON((*scratch)[:0], d)
 	if err != nil {
+		encodeBuffers.Put(scratch)
 		return nil, err
 	}
-	e.encoded, e.encodedIn = b, d
-	return b, nil
+	out := append(make([]byte, 0, len(b)), b...)
+	if cap(b) <= maxPooledBuffer {
+		*scratch = b[:0]
+		encodeBuffers.Put(scratch)
+	}
+	e.encoded, e.encodedIn = out, d
+	return out, nil
 }
+
+// encodeBuffers lends EncodeJSON the buffer it writes an event into.
+var encodeBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1<<10); return &b }}
+
+// maxPooledBuffer is the largest buffer given back to encodeBuffers: a
+// rare huge event does not keep its buffer alive.
+const maxPooledBuffer = 256 << 10
 
 // AppendEncodedJSON appends the event's JSON form in dialect d to dst,
 // copying the encoding EncodeJSON made if it was in d, and encoding the
