@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -87,10 +86,7 @@ func (e *Engine) newResponse(req *responses.Request) *responses.Response {
 // storeRecord is the response as the store keeps it, as far as every write of
 // it agrees: the object as it is now, its input, who owns it, its trace.
 func (r *run) storeRecord(ctx context.Context) (*Record, error) {
-	body, err := json.Marshal(r.resp)
-	if err != nil {
-		return nil, err
-	}
+	body := r.resp.AppendJSON(nil, responses.DialectOpenAI)
 	rec := &Record{ID: r.resp.ID, CreatedAt: r.resp.CreatedAt, Status: r.resp.Status, Response: body, Input: r.input,
 		Tenant: tenant.From(ctx), TraceID: telemetry.TraceID(ctx)}
 	if r.req.PreviousResponseID != nil {

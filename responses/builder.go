@@ -64,6 +64,11 @@ func NewBuilder(resp *Response, newID func(prefix string) string, sink func(*Eve
 	if resp.Output == nil {
 		resp.Output = []Item{}
 	}
+	if resp.echo == nil {
+		// Every event that carries the response, and its body, share
+		// one encoding of the tools it echoes.
+		resp.echo = &responseEcho{}
+	}
 	return &Builder{resp: resp, sink: sink, newID: newID, calls: map[int]*openItem{}}
 }
 

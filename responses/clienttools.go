@@ -235,57 +235,31 @@ func (it *Item) validateApplyPatchOutput(param string) *APIError {
 	return nil
 }
 
-// marshalClientCall writes the items of custom and apply_patch calls with
-// the keys the API defines; ok is false for other types.
-func (it *Item) marshalClientCall() (b []byte, ok bool, err error) {
-	var v any
+// appendClientCall writes the items of custom and apply_patch calls with
+// the keys the API defines; false for other types.
+func (it *Item) appendClientCall(o *jsonObject) bool {
 	switch it.Type {
 	case ItemCustomToolCall:
-		v = struct {
-			Type      string `json:"type"`
-			ID        string `json:"id"`
-			CallID    string `json:"call_id"`
-			Namespace string `json:"namespace,omitempty"`
-			Name      string `json:"name"`
-			Input     string `json:"input"`
-			Status    string `json:"status,omitempty"`
-		}{it.Type, it.ID, it.CallID, it.Namespace, it.Name, it.ToolFields().Input, it.Status}
+		o.strs("id", it.ID, "call_id", it.CallID)
+		o.strOmitEmpty("namespace", it.Namespace)
+		o.strs("name", it.Name, "input", it.ToolFields().Input)
+		o.strOmitEmpty("status", it.Status)
 	case ItemCustomToolCallOutput:
-		out := it.Output
-		if len(out) == 0 {
-			out = json.RawMessage(`""`)
-		}
-		v = struct {
-			Type   string          `json:"type"`
-			ID     string          `json:"id,omitempty"`
-			CallID string          `json:"call_id"`
-			Output json.RawMessage `json:"output"`
-		}{it.Type, it.ID, it.CallID, out}
+		o.strOmitEmpty("id", it.ID)
+		o.str("call_id", it.CallID)
+		o.raw("output", it.Output, `""`)
 	case ItemApplyPatchCall:
-		v = struct {
-			Type      string          `json:"type"`
-			ID        string          `json:"id"`
-			CallID    string          `json:"call_id"`
-			Operation json.RawMessage `json:"operation"`
-			Status    string          `json:"status"`
-		}{it.Type, it.ID, it.CallID, it.ToolFields().Operation, orDefault(it.Status, StatusCompleted)}
+		o.strs("id", it.ID, "call_id", it.CallID)
+		o.raw("operation", it.ToolFields().Operation, "null")
+		o.str("status", orDefault(it.Status, StatusCompleted))
 	case ItemApplyPatchCallOutput:
-		out := it.Output
-		if len(out) == 0 {
-			out = json.RawMessage("null")
-		}
-		v = struct {
-			Type   string          `json:"type"`
-			ID     string          `json:"id,omitempty"`
-			CallID string          `json:"call_id"`
-			Status string          `json:"status"`
-			Output json.RawMessage `json:"output"`
-		}{it.Type, it.ID, it.CallID, orDefault(it.Status, StatusCompleted), out}
+		o.strOmitEmpty("id", it.ID)
+		o.strs("call_id", it.CallID, "status", orDefault(it.Status, StatusCompleted))
+		o.raw("output", it.Output, "null")
 	default:
-		return nil, false, nil
+		return false
 	}
-	b, err = json.Marshal(v)
-	return b, true, err
+	return true
 }
 
 // clientCallPrefix is the item id prefix of a streamed client call.

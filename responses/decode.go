@@ -23,10 +23,18 @@ func DecodeRequest(body []byte) (*Request, error) {
 }
 
 func decodeRequest(body []byte) (*Request, *APIError) {
-	// One pass for a well-formed request; only a request that fails is
-	// decoded again, field by field, to name what is wrong with it.
+	// One pass for a well-formed request of the usual shapes (scanRequest);
+	// encoding/json for any other; only a request that fails is decoded
+	// again, field by field, to name what is wrong with it.
 	if validText(body) {
 		var req Request
+		switch err := scanRequest(body, &req); {
+		case err == nil:
+			return &req, nil
+		case err != errNotScanned:
+			return nil, err
+		}
+		req = Request{}
 		err := json.Unmarshal(body, &req)
 		if err == nil {
 			return &req, nil

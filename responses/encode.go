@@ -3,6 +3,7 @@ package responses
 import (
 	"encoding/json"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -15,13 +16,30 @@ func (e *Event) EncodeJSON(d Dialect) ([]byte, error) {
 	if e.encoded != nil && e.encodedIn == d {
 		return e.encoded, nil
 	}
-	b, err := e.AppendJSON(nil, d)
+	// Written into a borrowed buffer and copied out at its size: one
+	// allocation per event, where growing a new slice from nothing took
+	// one per doubling.
+	scratch := encodeBuffers.Get().(*[]byte)
+	b, err := e.AppendJSON((*scratch)[:0], d)
 	if err != nil {
+		encodeBuffers.Put(scratch)
 		return nil, err
 	}
-	e.encoded, e.encodedIn = b, d
-	return b, nil
+	out := append(make([]byte, 0, len(b)), b...)
+	if cap(b) <= maxPooledBuffer {
+		*scratch = b[:0]
+		encodeBuffers.Put(scratch)
+	}
+	e.encoded, e.encodedIn = out, d
+	return out, nil
 }
+
+// encodeBuffers lends EncodeJSON the buffer it writes an event into.
+var encodeBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1<<10); return &b }}
+
+// maxPooledBuffer is the largest buffer given back to encodeBuffers: a
+// rare huge event does not keep its buffer alive.
+const maxPooledBuffer = 256 << 10
 
 // AppendEncodedJSON appends the event's JSON form in dialect d to dst,
 // copying the encoding EncodeJSON made if it was in d, and encoding the
@@ -33,15 +51,13 @@ func (e *Event) AppendEncodedJSON(dst []byte, d Dialect) ([]byte, error) {
 	return e.AppendJSON(dst, d)
 }
 
-// AppendJSON appends the event's JSON form in dialect d to dst. Delta events,
-// the hot path of a stream, are written by hand without reflection; events
-// that carry items or a response snapshot use encoding/json for those.
+// AppendJSON appends the event's JSON form in dialect d to dst, every
+// part of it (items, the response snapshot) written by hand, once.
 func (e *Event) AppendJSON(dst []byte, d Dialect) ([]byte, error) {
 	dst = append(dst, `{"type":`...)
 	dst = appendString(dst, d.EventType(e.Type))
 	dst = append(dst, `,"sequence_number":`...)
 	dst = strconv.AppendInt(dst, int64(e.SequenceNumber), 10)
-	var err error
 	switch e.Type {
 	case EventOutputTextDelta, EventReasoningTextDelta:
 		dst = e.appendLocation(dst, true)
@@ -76,31 +92,51 @@ func (e *Event) AppendJSON(dst []byte, d Dialect) ([]byte, error) {
 	case EventContentPartAdded, EventContentPartDone:
 		dst = e.appendLocation(dst, true)
 		dst = append(dst, `,"part":`...)
-		dst, err = appendMarshal(dst, e.Part)
+		if e.Part == nil {
+			dst = append(dst, "null"...)
+		} else {
+			dst = e.Part.appendJSON(dst)
+		}
 	case EventOutputItemAdded, EventOutputItemDone:
 		dst = append(dst, `,"output_index":`...)
 		dst = strconv.AppendInt(dst, int64(e.OutputIndex), 10)
 		dst = append(dst, `,"item":`...)
-		dst, err = appendMarshal(dst, d.item(e.Item))
+		if e.Item == nil {
+			dst = append(dst, "null"...)
+		} else {
+			dst = e.Item.appendJSON(dst, d)
+		}
 	case EventError:
 		dst = append(dst, `,"error":`...)
-		dst, err = appendMarshal(dst, e.Error)
+		if e.Error == nil {
+			dst = append(dst, "null"...)
+		} else {
+			dst = e.Error.appendJSON(dst)
+		}
 	default:
 		if e.Response != nil {
 			dst = append(dst, `,"response":`...)
-			dst, err = appendMarshal(dst, d.Response(e.Response))
+			dst = e.Response.AppendJSON(dst, d)
 		} else if e.Item != nil {
 			dst = e.appendLocation(dst, false)
 			dst = append(dst, `,"item":`...)
-			dst, err = appendMarshal(dst, d.item(e.Item))
+			dst = e.Item.appendJSON(dst, d)
 		} else {
 			dst = e.appendLocation(dst, false)
 		}
 	}
-	if err != nil {
-		return dst, err
-	}
 	return append(dst, '}'), nil
+}
+
+// appendJSON writes the error event's payload, code and param null when
+// unset.
+func (p *ErrorPayload) appendJSON(dst []byte) []byte {
+	o := openObject(dst)
+	o.str("type", p.Type)
+	o.strOrNull("code", p.Code)
+	o.str("message", p.Message)
+	o.strOrNull("param", p.Param)
+	return o.close()
 }
 
 // MarshalJSON writes the event in the OpenAI dialect.
@@ -118,42 +154,8 @@ func (e *Event) appendLocation(dst []byte, content bool) []byte {
 	return dst
 }
 
-// item returns it renamed for the dialect (a copy only when renamed).
-func (d Dialect) item(it *Item) *Item {
-	if it == nil || d.ItemType(it.Type) == it.Type {
-		return it
-	}
-	c := *it
-	c.Type = d.ItemType(it.Type)
-	return &c
-}
-
-// Response returns r with its output items renamed for the dialect (a copy
-// only when something changes). The Open Responses schema knows only
-// function tools, so the tools echoed there are the function tools.
-func (d Dialect) Response(r *Response) *Response {
-	if d == DialectOpenResponses {
-		for _, t := range r.Tools {
-			if t.Type != ToolFunction {
-				c := *r
-				c.Tools = functionTools(r.Tools)
-				return d.Response(&c)
-			}
-		}
-	}
-	for i := range r.Output {
-		if d.ItemType(r.Output[i].Type) != r.Output[i].Type {
-			c := *r
-			c.Output = make([]Item, len(r.Output))
-			for j := range r.Output {
-				c.Output[j] = *d.item(&r.Output[j])
-			}
-			return &c
-		}
-	}
-	return r
-}
-
+// appendMarshal appends v as encoding/json writes it: for the few values
+// of no type of loom's (a metadata value that is not a string).
 func appendMarshal(dst []byte, v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -218,14 +220,4 @@ func appendString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
-}
-
-func functionTools(tools []Tool) []Tool {
-	out := []Tool{}
-	for _, t := range tools {
-		if t.Type == ToolFunction {
-			out = append(out, t)
-		}
-	}
-	return out
 }

@@ -210,26 +210,35 @@ func (it *Item) Text() string {
 	return b.String()
 }
 
-// MarshalJSON writes "text" on every text-bearing part even when empty, as
-// the schema requires (a part announced by content_part.added starts empty).
-func (p ContentPart) MarshalJSON() ([]byte, error) {
+// MarshalJSON writes the part as appendJSON does.
+func (p ContentPart) MarshalJSON() ([]byte, error) { return p.appendJSON(nil), nil }
+
+// appendJSON writes "text" on every text-bearing part even when empty, as
+// the schema requires (a part announced by content_part.added starts
+// empty); other parts with the keys they have.
+func (p *ContentPart) appendJSON(dst []byte) []byte {
+	o := openObject(dst)
+	o.str("type", p.Type)
 	switch p.Type {
 	case PartInputText, PartReasoningText, PartSummaryText:
-		return encodeObject(key("type", p.Type), key("text", p.Text))
+		o.str("text", p.Text)
 	case PartOutputText:
-		ann := p.Annotations
-		if ann == nil {
-			ann = []json.RawMessage{}
-		}
-		return encodeObject(key("type", p.Type), key("text", p.Text), key("annotations", ann), key("logprobs", []json.RawMessage{}))
+		o.str("text", p.Text)
+		o.rawList("annotations", p.Annotations)
+		o.key("logprobs")
+		o.b = append(o.b, "[]"...)
 	case PartRefusal:
-		return encodeObject(key("type", p.Type), key("refusal", p.Refusal))
+		o.str("refusal", p.Refusal)
+	default:
+		o.strOmitEmpty("text", p.Text)
+		if len(p.Annotations) > 0 {
+			o.rawList("annotations", p.Annotations)
+		}
+		m := p.MediaFields()
+		o.strsOmitEmpty("refusal", p.Refusal, "image_url", m.ImageURL, "file_id", m.FileID, "file_data", m.FileData,
+			"file_url", m.FileURL, "filename", m.Filename, "detail", m.Detail)
 	}
-	type plain ContentPart
-	return json.Marshal(struct {
-		plain
-		*PartMedia
-	}{plain(p), p.Media})
+	return o.close()
 }
 
 // UnmarshalJSON decodes the Media fields at the part's level, as sent.
@@ -349,9 +358,15 @@ func (it *Item) normalise(text *string) {
 	}
 }
 
-// MarshalJSON writes the keys the Responses API defines for the item's
-// type, in its order, including required ones whose value is empty.
-func (it Item) MarshalJSON() ([]byte, error) {
+// MarshalJSON writes the item in the OpenAI dialect, as appendJSON does.
+func (it Item) MarshalJSON() ([]byte, error) { return it.appendJSON(nil, DialectOpenAI), nil }
+
+// appendJSON appends the keys the Responses API defines for the item's
+// type, in its order, including required ones whose value is empty; the
+// type is named as dialect d names it.
+func (it *Item) appendJSON(dst []byte, d Dialect) []byte {
+	o := openObject(dst)
+	o.str("type", d.ItemType(it.Type))
 	status := orDefault(it.Status, StatusCompleted)
 	var none ItemTool
 	t := it.Tool
@@ -360,71 +375,115 @@ func (it Item) MarshalJSON() ([]byte, error) {
 	}
 	switch it.Type {
 	case ItemMessage:
-		return encodeObject(key("type", it.Type), key("id", it.ID), key("status", status), key("role", it.Role),
-			key("content", orEmpty(it.Content)), omitEmpty("phase", it.Phase))
+		o.strs("id", it.ID, "status", status, "role", it.Role)
+		o.parts("content", it.Content)
+		o.strOmitEmpty("phase", it.Phase)
 	case ItemFunctionCall:
-		return encodeObject(key("type", it.Type), key("id", it.ID), key("call_id", it.CallID), omitEmpty("namespace", it.Namespace),
-			key("name", it.Name), key("arguments", it.Arguments), key("status", status))
+		o.strs("id", it.ID, "call_id", it.CallID)
+		o.strOmitEmpty("namespace", it.Namespace)
+		o.strs("name", it.Name, "arguments", it.Arguments, "status", status)
 	case ItemFunctionCallOutput:
-		return encodeObject(key("type", it.Type), key("id", it.ID), key("call_id", it.CallID),
-			key("output", orRaw(it.Output, `""`)), key("status", status))
+		o.strs("id", it.ID, "call_id", it.CallID)
+		o.raw("output", it.Output, `""`)
+		o.str("status", status)
 	case ItemReasoning:
-		return encodeObject(key("type", it.Type), key("id", it.ID), omitEmpty("status", it.Status), key("summary", orEmpty(it.Summary)),
-			omitEmpty("content", it.Content), omitEmpty("encrypted_content", it.EncryptedContent))
+		o.str("id", it.ID)
+		o.strOmitEmpty("status", it.Status)
+		o.parts("summary", it.Summary)
+		if len(it.Content) > 0 {
+			o.parts("content", it.Content)
+		}
+		o.strOmitNil("encrypted_content", it.EncryptedContent)
 	case ItemMCPCall:
-		var out *json.RawMessage
-		if len(it.Output) > 0 {
-			out = &it.Output
-		}
-		return encodeObject(key("type", it.Type), key("id", it.ID), key("server_label", t.ServerLabel), key("name", it.Name),
-			key("arguments", it.Arguments), key("output", out), key("error", t.Error), key("status", status),
-			key("approval_request_id", t.ApprovalRequestID))
+		o.strs("id", it.ID, "server_label", t.ServerLabel, "name", it.Name, "arguments", it.Arguments)
+		o.raw("output", it.Output, "null")
+		o.strOrNull("error", t.Error)
+		o.str("status", status)
+		o.strOrNull("approval_request_id", t.ApprovalRequestID)
 	case ItemMCPListTools:
-		return encodeObject(key("type", it.Type), key("id", it.ID), key("server_label", t.ServerLabel),
-			key("tools", orRaw(t.Tools, "[]")), key("error", t.Error))
+		o.strs("id", it.ID, "server_label", t.ServerLabel)
+		o.raw("tools", t.Tools, "[]")
+		o.strOrNull("error", t.Error)
 	case ItemMCPApprovalRequest:
-		return encodeObject(key("type", it.Type), key("id", it.ID), key("server_label", t.ServerLabel), key("name", it.Name),
-			key("arguments", it.Arguments))
+		o.strs("id", it.ID, "server_label", t.ServerLabel, "name", it.Name, "arguments", it.Arguments)
 	case ItemMCPInputRequest:
-		return encodeObject(key("type", it.Type), key("id", it.ID), key("server_label", t.ServerLabel), key("name", it.Name),
-			key("arguments", it.Arguments), key("input_requests", orRaw(t.InputRequests, "{}")))
+		o.strs("id", it.ID, "server_label", t.ServerLabel, "name", it.Name, "arguments", it.Arguments)
+		o.raw("input_requests", t.InputRequests, "{}")
 	case ItemMCPInputResponse:
-		return encodeObject(key("type", it.Type), omitEmpty("id", it.ID), key("request_id", t.RequestID),
-			key("input_responses", t.InputResponses))
+		o.strOmitEmpty("id", it.ID)
+		o.str("request_id", t.RequestID)
+		o.raw("input_responses", t.InputResponses, "null")
 	case ItemCodeInterpreterCall:
-		return encodeObject(key("type", it.Type), key("id", it.ID), key("code", t.Code), key("container_id", t.ContainerID),
-			key("outputs", orRaw(t.Outputs, "[]")), key("status", status))
+		o.str("id", it.ID)
+		o.strOrNull("code", t.Code)
+		o.str("container_id", t.ContainerID)
+		o.raw("outputs", t.Outputs, "[]")
+		o.str("status", status)
 	case ItemToolSearchCall, ItemToolSearchOutput:
-		return it.marshalToolSearch()
+		it.appendToolSearch(&o)
 	case ItemWebSearchCall:
-		return it.marshalWebSearch()
+		it.appendWebSearch(&o)
 	default:
-		if b, ok, err := it.marshalClientCall(); ok {
-			return b, err
+		if !it.appendClientCall(&o) {
+			it.appendFields(&o)
 		}
-		type plain Item
-		return json.Marshal(struct {
-			plain
-			*ItemTool
-		}{plain(it), it.Tool})
+	}
+	return o.close()
+}
+
+// appendFields writes the item's fields that are set, in the order of
+// the struct, as the omitempty tags say: the form of the item types that
+// have no shape of their own here (shell calls, compaction, approval
+// responses).
+func (it *Item) appendFields(o *jsonObject) {
+	t := it.ToolFields()
+	for _, m := range [...]optionalMember{
+		{key: "id", text: it.ID}, {key: "status", text: it.Status}, {key: "role", text: it.Role},
+		{key: "content", parts: it.Content}, {key: "phase", text: it.Phase}, {key: "call_id", text: it.CallID},
+		{key: "name", text: it.Name}, {key: "arguments", text: it.Arguments}, {key: "namespace", text: it.Namespace},
+		{key: "output", raw: it.Output}, {key: "summary", parts: it.Summary}, {key: "encrypted_content", ptr: it.EncryptedContent},
+		// The fields of Item.Tool, after the item's own, as a struct
+		// embedding them would be written.
+		{key: "input", text: t.Input}, {key: "operation", raw: t.Operation},
+		{key: "server_label", text: t.ServerLabel}, {key: "error", ptr: t.Error},
+		{key: "approval_request_id", ptr: t.ApprovalRequestID}, {key: "code", ptr: t.Code},
+		{key: "container_id", text: t.ContainerID}, {key: "outputs", raw: t.Outputs}, {key: "action", raw: t.Action},
+		{key: "max_output_length", number: t.MaxOutputLength}, {key: "execution", text: t.Execution},
+		{key: "tools", raw: t.Tools}, {key: "approve", flag: t.Approve}, {key: "reason", ptr: t.Reason},
+		{key: "input_requests", raw: t.InputRequests}, {key: "request_id", text: t.RequestID},
+		{key: "input_responses", raw: t.InputResponses},
+	} {
+		m.append(o)
 	}
 }
 
-// orEmpty is parts, or an empty list for none: a required list is
-// written as [], never null.
-func orEmpty(parts []ContentPart) []ContentPart {
-	if parts == nil {
-		return []ContentPart{}
-	}
-	return parts
+// optionalMember is a member of an object that is left out when empty,
+// as the omitempty tag leaves it out; one of its values is set.
+type optionalMember struct {
+	key    string
+	text   string
+	ptr    *string
+	raw    json.RawMessage
+	parts  []ContentPart
+	number *int
+	flag   *bool
 }
 
-// orRaw is raw, or def when raw is empty.
-func orRaw(raw json.RawMessage, def string) json.RawMessage {
-	if len(raw) == 0 {
-		return json.RawMessage(def)
+func (m *optionalMember) append(o *jsonObject) {
+	switch {
+	case m.text != "":
+		o.str(m.key, m.text)
+	case m.ptr != nil:
+		o.strOrNull(m.key, m.ptr)
+	case len(m.raw) > 0:
+		o.raw(m.key, m.raw, "")
+	case len(m.parts) > 0:
+		o.parts(m.key, m.parts)
+	case m.number != nil:
+		o.intOrNull(m.key, m.number)
+	case m.flag != nil:
+		o.boolOrNull(m.key, m.flag)
 	}
-	return raw
 }
 
 func orDefault(s, def string) string {

@@ -185,23 +185,35 @@ func (t *Tool) UnmarshalJSON(data []byte) error {
 // never echoed back in a response.
 var secretToolFields = []string{"authorization", "headers"}
 
-// MarshalJSON writes a function tool with description, parameters and
-// strict always present (null when unset), as the schema requires; other
-// tools are echoed as sent, without their credentials.
-func (t Tool) MarshalJSON() ([]byte, error) {
+// MarshalJSON writes the tool as appendJSON does.
+func (t Tool) MarshalJSON() ([]byte, error) { return t.appendJSON(nil) }
+
+// appendJSON writes a function tool with description, parameters and
+// strict always present (null when unset), as the schema requires, its
+// schema as it was sent; other tools are echoed as sent, without their
+// credentials.
+func (t *Tool) appendJSON(dst []byte) ([]byte, error) {
 	if t.Type != ToolFunction && len(t.Raw) > 0 {
 		var fields map[string]json.RawMessage
 		if err := json.Unmarshal(t.Raw, &fields); err != nil {
-			return nil, err
+			return dst, err
 		}
 		for _, k := range secretToolFields {
 			delete(fields, k)
 		}
-		return json.Marshal(fields)
+		b, err := json.Marshal(fields)
+		return append(dst, b...), err
 	}
-	// The schema goes in as it was sent: it is not encoded twice.
-	return encodeObject(key("type", t.Type), key("name", t.Name), key("description", t.Description),
-		key("parameters", t.Parameters), key("strict", t.Strict), omitEmpty("defer_loading", t.DeferLoading))
+	o := openObject(dst)
+	o.str("type", t.Type)
+	o.str("name", t.Name)
+	o.strOrNull("description", t.Description)
+	o.raw("parameters", t.Parameters, "null")
+	o.boolOrNull("strict", t.Strict)
+	if t.DeferLoading {
+		o.boolean("defer_loading", true)
+	}
+	return o.close(), nil
 }
 
 // Tool choice modes.
@@ -270,22 +282,39 @@ func (tc *ToolChoice) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// MarshalJSON writes the normalised form: a mode string, a function choice,
-// or an allowed_tools object with its mode.
-func (tc ToolChoice) MarshalJSON() ([]byte, error) {
+// MarshalJSON writes the normalised form, as appendJSON does.
+func (tc ToolChoice) MarshalJSON() ([]byte, error) { return tc.appendJSON(nil), nil }
+
+// appendJSON writes the normalised form: a mode string, a function
+// choice, or an allowed_tools object with its mode.
+func (tc *ToolChoice) appendJSON(dst []byte) []byte {
 	switch {
 	case tc.Function != "":
-		return json.Marshal(ToolRef{Type: "function", Name: tc.Function})
+		o := openObject(dst)
+		o.str("type", "function")
+		o.str("name", tc.Function)
+		return o.close()
 	case tc.Allowed != nil:
-		return json.Marshal(struct {
-			Type  string    `json:"type"`
-			Mode  string    `json:"mode"`
-			Tools []ToolRef `json:"tools"`
-		}{"allowed_tools", tc.Mode, tc.Allowed})
+		o := openObject(dst)
+		o.str("type", "allowed_tools")
+		o.str("mode", tc.Mode)
+		o.key("tools")
+		o.b = append(o.b, '[')
+		for i, ref := range tc.Allowed {
+			if i > 0 {
+				o.b = append(o.b, ',')
+			}
+			r := openObject(o.b)
+			r.str("type", ref.Type)
+			r.strOmitEmpty("name", ref.Name)
+			o.b = r.close()
+		}
+		o.b = append(o.b, ']')
+		return o.close()
 	case tc.Mode == "":
-		return []byte(`"auto"`), nil
+		return append(dst, `"auto"`...)
 	}
-	return json.Marshal(tc.Mode)
+	return appendString(dst, tc.Mode)
 }
 
 // TextConfig is the request's and response's "text" object.
@@ -310,22 +339,35 @@ type TextFormat struct {
 	Strict      *bool           `json:"strict,omitempty"`
 }
 
-// MarshalJSON writes a json_schema format with every key the schema
-// requires (description and strict null or false when unset).
-func (f TextFormat) MarshalJSON() ([]byte, error) {
-	if f.Type != FormatJSONSchema {
-		return json.Marshal(struct {
-			Type string `json:"type"`
-		}{f.Type})
+// appendJSON writes the text object, its format null when unset.
+func (c *TextConfig) appendJSON(dst []byte) []byte {
+	o := openObject(dst)
+	o.key("format")
+	if c.Format == nil {
+		o.b = append(o.b, "null"...)
+	} else {
+		o.b = c.Format.appendJSON(o.b)
 	}
-	strict := f.Strict != nil && *f.Strict
-	return json.Marshal(struct {
-		Type        string          `json:"type"`
-		Name        string          `json:"name"`
-		Description *string         `json:"description"`
-		Schema      json.RawMessage `json:"schema"`
-		Strict      bool            `json:"strict"`
-	}{f.Type, f.Name, f.Description, f.Schema, strict})
+	o.strOmitNil("verbosity", c.Verbosity)
+	return o.close()
+}
+
+// MarshalJSON writes the format as appendJSON does.
+func (f TextFormat) MarshalJSON() ([]byte, error) { return f.appendJSON(nil), nil }
+
+// appendJSON writes a json_schema format with every key the schema
+// requires (description and strict null or false when unset), any other
+// format as its type.
+func (f *TextFormat) appendJSON(dst []byte) []byte {
+	o := openObject(dst)
+	o.str("type", f.Type)
+	if f.Type == FormatJSONSchema {
+		o.str("name", f.Name)
+		o.strOrNull("description", f.Description)
+		o.raw("schema", f.Schema, "null")
+		o.boolean("strict", f.Strict != nil && *f.Strict)
+	}
+	return o.close()
 }
 
 // ReasoningParam is the request's and response's "reasoning" object.

@@ -8,8 +8,9 @@ import (
 	"unicode/utf8"
 )
 
-// scanner reads JSON text that encoding/json has already checked: an
-// UnmarshalJSON method is only ever handed a complete, valid value. It
+// scanner reads JSON text that has already been checked, by encoding/json
+// (an UnmarshalJSON method is only ever handed a complete, valid value) or
+// by the validating scanner of scanRequest (internal/jsonscan). It
 // decodes the hot shapes of a request (the items of a long input) in the
 // same pass that finds their ends, where encoding/json would validate and
 // scan each nested level again for every UnmarshalJSON it calls. Whatever
@@ -92,13 +93,44 @@ func (s *scanner) str() (string, bool) {
 	}
 	start := s.pos
 	if !s.skipString() {
-		return string(s.data[start+1 : s.pos-1]), true
+		return intern(s.data[start+1 : s.pos-1]), true
 	}
 	var v string
 	if json.Unmarshal(s.data[start:s.pos], &v) != nil {
 		return "", false
 	}
 	return v, true
+}
+
+// intern returns the text as a string, without allocating one for the
+// values every item of a long input repeats (its type, role, status and
+// part types).
+func intern(b []byte) string {
+	switch string(b) { // compared without a conversion
+	case ItemMessage:
+		return ItemMessage
+	case "user":
+		return "user"
+	case "assistant":
+		return "assistant"
+	case "system":
+		return "system"
+	case "developer":
+		return "developer"
+	case PartInputText:
+		return PartInputText
+	case PartOutputText:
+		return PartOutputText
+	case StatusCompleted:
+		return StatusCompleted
+	case ItemFunctionCall:
+		return ItemFunctionCall
+	case ItemFunctionCallOutput:
+		return ItemFunctionCallOutput
+	case ItemReasoning:
+		return ItemReasoning
+	}
+	return string(b)
 }
 
 // stringField decodes a string into dst as encoding/json does (null
@@ -220,6 +252,12 @@ func decodeItems(data []byte) ([]Item, error) {
 			s.pos++
 		}
 	}
+	return decodeCountedItems(data, n)
+}
+
+// decodeCountedItems decodes an array of n input items, valid UTF-8 and
+// checked JSON, as decodeItems does.
+func decodeCountedItems(data []byte, n int) ([]Item, error) {
 	if n > MaxInputItems {
 		// Refused before a single item is built.
 		return nil, tooManyItems(n)
@@ -228,9 +266,9 @@ func decodeItems(data []byte) ([]Item, error) {
 	// the conversation on the input it decoded and appends the model's
 	// items to it, which would otherwise copy the whole input.
 	items := make([]Item, n, n+outputRoom)
-	s.pos = 0
+	s := &scanner{data: data}
 	s.next()
-	s.pos++
+	s.pos++ // '['
 	for i := range items {
 		if s.next() == ',' {
 			s.pos++

@@ -34,33 +34,24 @@ func DecodeToolSearchTool(raw json.RawMessage) ToolSearchTool {
 // ClientRun reports whether the client runs the searches.
 func (t ToolSearchTool) ClientRun() bool { return t.Execution == ExecutionClient }
 
-// marshalToolSearch writes a tool_search_call (its arguments as the JSON
+// appendToolSearch writes a tool_search_call (its arguments as the JSON
 // object the model wrote) or a tool_search_output (the tools found, a
 // list even when empty).
-func (it Item) marshalToolSearch() ([]byte, error) {
-	w := toolSearchWire{Type: it.Type, ID: it.ID, CallID: it.CallID,
-		Execution: orDefault(it.ToolFields().Execution, ExecutionServer), Status: orDefault(it.Status, StatusCompleted)}
+func (it *Item) appendToolSearch(o *jsonObject) {
+	o.strOmitEmpty("id", it.ID)
+	o.str("call_id", it.CallID)
 	if it.Type == ItemToolSearchCall {
-		w.Arguments = json.RawMessage(it.Arguments)
-		if !json.Valid(w.Arguments) {
-			w.Arguments, _ = json.Marshal(it.Arguments)
+		if json.Valid([]byte(it.Arguments)) {
+			o.raw("arguments", json.RawMessage(it.Arguments), "")
+		} else {
+			o.str("arguments", it.Arguments)
 		}
-	} else if w.Tools = it.ToolFields().Tools; len(w.Tools) == 0 {
-		w.Tools = json.RawMessage("[]")
 	}
-	return json.Marshal(w)
-}
-
-// toolSearchWire is the wire form of both tool search items: a call has
-// arguments, an output tools.
-type toolSearchWire struct {
-	Type      string          `json:"type"`
-	ID        string          `json:"id,omitempty"`
-	CallID    string          `json:"call_id"`
-	Arguments json.RawMessage `json:"arguments,omitempty"`
-	Execution string          `json:"execution"`
-	Status    string          `json:"status"`
-	Tools     json.RawMessage `json:"tools,omitempty"`
+	o.str("execution", orDefault(it.ToolFields().Execution, ExecutionServer))
+	o.str("status", orDefault(it.Status, StatusCompleted))
+	if it.Type == ItemToolSearchOutput {
+		o.raw("tools", it.ToolFields().Tools, "[]")
+	}
 }
 
 // argumentsText is an item's arguments as text: a JSON string unquoted

@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -119,11 +120,13 @@ func (r *Request) validateUnsupported() *APIError {
 	return nil
 }
 
-// validateInputItems checks each input item.
+// validateInputItems checks each input item. The param naming an item
+// ("input[7]") is built only for the item at fault, by checking it again:
+// a long input would otherwise format one for every item.
 func (r *Request) validateInputItems() *APIError {
 	for i := range r.Input.Items {
-		if err := r.Input.Items[i].validateInput(fmt.Sprintf("input[%d]", i)); err != nil {
-			return err
+		if r.Input.Items[i].validateInput("") != nil {
+			return r.Input.Items[i].validateInput(fmt.Sprintf("input[%d]", i))
 		}
 	}
 	return nil
@@ -377,8 +380,8 @@ func (it *Item) validateCallOutput(param string) *APIError {
 	if it.Type != ItemFunctionCallOutput && it.Type != ItemCustomToolCallOutput {
 		return nil
 	}
-	out := strings.TrimSpace(string(it.Output))
-	if out[0] != '"' && out[0] != '[' {
+	out := bytes.TrimSpace(it.Output)
+	if len(out) == 0 || out[0] != '"' && out[0] != '[' {
 		return BadRequest(param+".output", "output must be a string or an array of content parts")
 	}
 	return nil

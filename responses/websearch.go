@@ -73,17 +73,10 @@ type WebSearchSource struct {
 	URL  string `json:"url"`
 }
 
-// marshalWebSearch writes a web_search_call: its action and status, not
+// appendWebSearch writes a web_search_call: its action and status, not
 // the arguments the model wrote.
-func (it Item) marshalWebSearch() ([]byte, error) {
-	action := it.ToolFields().Action
-	if len(action) == 0 {
-		action = json.RawMessage(`{"type":"search"}`)
-	}
-	return json.Marshal(struct {
-		Type   string          `json:"type"`
-		ID     string          `json:"id"`
-		Status string          `json:"status"`
-		Action json.RawMessage `json:"action"`
-	}{it.Type, it.ID, orDefault(it.Status, StatusCompleted), action})
+func (it *Item) appendWebSearch(o *jsonObject) {
+	o.str("id", it.ID)
+	o.str("status", orDefault(it.Status, StatusCompleted))
+	o.raw("action", it.ToolFields().Action, `{"type":"search"}`)
 }

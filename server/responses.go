@@ -43,7 +43,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		case err != nil:
 			writeError(w, engine.UpstreamAPIError(err))
 		default:
-			writeJSON(w, http.StatusOK, dialect.Response(resp))
+			writeResponse(w, resp, dialect)
 		}
 		return
 	}
@@ -165,11 +165,27 @@ func (s *Server) writeStored(w http.ResponseWriter, body json.RawMessage, dialec
 			writeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, dialect.Response(&resp))
+		writeResponse(w, &resp, dialect)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(body)
+}
+
+// writeResponse answers with the response object in dialect, written by
+// its encoder into a buffer borrowed for the length of the write.
+func writeResponse(w http.ResponseWriter, resp *responses.Response, dialect responses.Dialect) {
+	buf := frameBuffers.Get().(*[]byte)
+	body := append(resp.AppendJSON((*buf)[:0], dialect), '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(body)
+	if cap(body) <= 4*maxPending {
+		*buf = body[:0]
+		frameBuffers.Put(buf)
+	}
 }
 
 // wantsStream reports whether a retrieve asks for the event stream: the

@@ -20,8 +20,9 @@ const (
 	maxPending = 16 << 10
 )
 
-// frameBuffers lends the writers their buffers for the length of a burst:
-// an idle stream holds none, and a burst does not allocate one.
+// frameBuffers lends the writers their buffers for the length of a burst
+// (and writeResponse its buffer for a body): an idle stream holds none,
+// and a burst does not allocate one.
 var frameBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
 // sseWriter writes events as server-sent events. The headers go out with

@@ -1,7 +1,8 @@
-package upstream
+package jsonscan
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -35,6 +36,9 @@ func TestScannerRejectsWhatEncodingJSONRejects(t *testing.T) {
 		`{not json`, `{"a":1`, `{"a" 1}`, `{"a":1,}`, `{"skip":[1,2,}`, `{"skip":{"x":tru}}`,
 		`{"skip":"ctl` + "\x01" + `"}`, `{"skip":-}`, `{"skip":1.}`, `{"skip":1e}`, `{"s":"\q"}`,
 		`{"s":"\u12"}`, `{"n":1.5}`, `{"a":1} x`, ``, `[`,
+		`{"skip":"\q"}`, `{"skip":"\u12"}`, `{"skip":"\u12x4"}`, `{"skip":"\`, `{"skip":01}`, `{"skip":-01}`, `{"skip":-}`,
+		`{"skip":00}`, `{"skip":1.5.1}`, `{"skip":+1}`, `{"skip":.5}`, `{"skip":nul}`, `{"skip":True}`,
+		`{"skip":` + strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1) + `}`,
 	} {
 		var v any
 		if json.Unmarshal([]byte(in), &v) == nil && in != `{"n":1.5}` {
@@ -89,5 +93,53 @@ func TestScannerWalk(t *testing.T) {
 	}
 	if err != nil || n != -12 || len(ks) != 2 || ks[0] != "k=v1" || ks[1] != "k=v2" {
 		t.Fatalf("n=%d ks=%q err=%v", n, ks, err)
+	}
+}
+
+// TestScannerAcceptsWhatEncodingJSONAccepts: valid values of every kind,
+// skipped, are accepted and leave nothing behind.
+func TestScannerAcceptsWhatEncodingJSONAccepts(t *testing.T) {
+	for _, in := range []string{
+		`0`, `-0`, `0.5`, `-0.5e+10`, `1E5`, `1e-5`, `10`, `123.456`, `true`, `false`, `null`, `""`,
+		`"\"\\\/\b\f\n\r\t\u00e9\uD83D\uDE00"`, `[]`, `{}`, ` [ 1 , { "a" : [ null ] } ] `, `{"a":{"b":{"c":[[],[{}]]}}}`,
+		strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth),
+	} {
+		var v any
+		if err := json.Unmarshal([]byte(in), &v); err != nil {
+			t.Fatalf("%s: encoding/json rejects it: %v", in, err)
+		}
+		s := NewScanner([]byte(in))
+		err := s.Skip()
+		if err == nil {
+			err = s.End()
+		}
+		if err != nil {
+			t.Errorf("%.40s: %v", in, err)
+		}
+	}
+}
+
+// TestScannerRawArray returns an array's text and its count, and checks
+// it.
+func TestScannerRawArray(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		fail bool
+	}{
+		{`[]`, 0, false}, {` [ 1 ] `, 1, false}, {`[{"a":[1,2]},"x",null]`, 3, false},
+		{`[1,]`, 0, true}, {`[1`, 0, true}, {`{}`, 0, true}, {`[01]`, 0, true},
+	} {
+		s := NewScanner([]byte(tc.in))
+		raw, n, err := s.RawArray()
+		if tc.fail {
+			if err == nil {
+				t.Errorf("%s: no error", tc.in)
+			}
+			continue
+		}
+		if err != nil || n != tc.n || string(raw) != strings.TrimSpace(tc.in) {
+			t.Errorf("%s: %q, %d, %v; want %d elements", tc.in, raw, n, err, tc.n)
+		}
 	}
 }

@@ -1,0 +1,445 @@
+package jsonscan
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Scanner reads the few fields a chunk has straight from its JSON, in one
+// pass, without reflection: a chunk's decoding is the per-token cost of
+// every stream, and encoding/json spent most of it on reflection and on
+// re-checking the validity of each nested value it had already checked.
+// Values the caller does not ask for are skipped, and checked while they
+// are skipped, so malformed JSON anywhere in the payload is an error.
+//
+// A caller walks one value at a time: Object calls its function with each
+// key, which must consume that key's value (with String, Int, Object,
+// Array, Null or Skip); End reports whether anything follows the value.
+type Scanner struct {
+	b     []byte
+	i     int
+	depth int // of the values Skip is inside
+}
+
+// NewScanner returns a Scanner over one JSON value.
+func NewScanner(b []byte) *Scanner { return &Scanner{b: b} }
+
+// Reset starts the Scanner over b, so one Scanner serves every chunk.
+func (s *Scanner) Reset(b []byte) { s.b, s.i, s.depth = b, 0, 0 }
+
+var errUnexpectedEnd = errors.New("unexpected end of JSON input")
+
+func (s *Scanner) syntax(what string) error {
+	if s.i >= len(s.b) {
+		return errUnexpectedEnd
+	}
+	return fmt.Errorf("invalid character %q at offset %d: %s", s.b[s.i], s.i, what)
+}
+
+func (s *Scanner) space() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek returns the first byte of the next value, after white space; 0 at
+// the end of the input.
+func (s *Scanner) peek() byte {
+	s.space()
+	if s.i >= len(s.b) {
+		return 0
+	}
+	return s.b[s.i]
+}
+
+// End checks that nothing but white space follows the value read.
+func (s *Scanner) End() error {
+	if s.peek() != 0 {
+		return s.syntax("after the top-level value")
+	}
+	return nil
+}
+
+// Null consumes a null and reports whether there was one.
+func (s *Scanner) Null() bool {
+	if s.peek() == 'n' && len(s.b)-s.i >= 4 && string(s.b[s.i:s.i+4]) == "null" {
+		s.i += 4
+		return true
+	}
+	return false
+}
+
+// Object reads an object, calling key for each of its keys (valid until
+// key returns). A null is an empty object.
+func (s *Scanner) Object(key func(k []byte) error) error {
+	if s.Null() {
+		return nil
+	}
+	if s.peek() != '{' {
+		return s.syntax("looking for an object")
+	}
+	s.i++
+	if s.peek() == '}' {
+		s.i++
+		return nil
+	}
+	for {
+		if s.peek() != '"' {
+			return s.syntax("looking for an object key")
+		}
+		k, err := s.rawString()
+		if err != nil {
+			return err
+		}
+		if s.peek() != ':' {
+			return s.syntax("after an object key")
+		}
+		s.i++
+		if err := key(k); err != nil {
+			return err
+		}
+		switch s.peek() {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return nil
+		default:
+			return s.syntax("after an object value")
+		}
+	}
+}
+
+// Array reads an array, calling elem for each element, which elem must
+// consume. A null is an empty array.
+func (s *Scanner) Array(elem func() error) error {
+	if s.Null() {
+		return nil
+	}
+	if s.peek() != '[' {
+		return s.syntax("looking for an array")
+	}
+	s.i++
+	if s.peek() == ']' {
+		s.i++
+		return nil
+	}
+	for {
+		if err := elem(); err != nil {
+			return err
+		}
+		switch s.peek() {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			return nil
+		default:
+			return s.syntax("after an array element")
+		}
+	}
+}
+
+// String reads a string; a null is "".
+func (s *Scanner) String() (string, error) {
+	if s.Null() {
+		return "", nil
+	}
+	if s.peek() != '"' {
+		return "", s.syntax("looking for a string")
+	}
+	start := s.i + 1
+	raw, err := s.rawString()
+	if err != nil {
+		return "", err
+	}
+	if len(raw) == 0 {
+		return "", nil
+	}
+	// rawString stops at the closing quote without unescaping; most
+	// tokens hold no escape and are valid UTF-8, and are copied once.
+	for _, c := range raw {
+		if c == '\\' || c >= utf8.RuneSelf {
+			return unquote(s.b[start : start+len(raw)])
+		}
+	}
+	return string(raw), nil
+}
+
+// rawString consumes a string and returns its bytes between the quotes,
+// escapes left as they are.
+func (s *Scanner) rawString() ([]byte, error) {
+	s.i++ // the opening quote
+	start := s.i
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			s.i++
+			return s.b[start : s.i-1], nil
+		case c == '\\':
+			if err := s.escape(); err != nil {
+				return nil, err
+			}
+		case c < 0x20:
+			return nil, s.syntax("in a string")
+		default:
+			s.i++
+		}
+	}
+	s.i = len(s.b)
+	return nil, errUnexpectedEnd
+}
+
+// escape checks the escape at i (a backslash) and moves past it.
+func (s *Scanner) escape() error {
+	if s.i+1 >= len(s.b) {
+		s.i = len(s.b)
+		return errUnexpectedEnd
+	}
+	switch s.b[s.i+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		s.i += 2
+		return nil
+	case 'u':
+		if _, ok := hex4(s.b[s.i+2:]); ok {
+			s.i += 6
+			return nil
+		}
+		if len(s.b)-s.i < 6 {
+			s.i = len(s.b)
+			return errUnexpectedEnd
+		}
+	}
+	s.i++
+	return s.syntax("in a string escape")
+}
+
+// unquote decodes a string's escapes and replaces each byte of invalid
+// UTF-8 with U+FFFD, as encoding/json does.
+func unquote(raw []byte) (string, error) {
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		if c >= utf8.RuneSelf {
+			r, n := utf8.DecodeRune(raw[i:])
+			out = utf8.AppendRune(out, r) // RuneError for a bad byte
+			i += n
+			continue
+		}
+		if c != '\\' {
+			out = append(out, c)
+			i++
+			continue
+		}
+		if i+1 >= len(raw) {
+			return "", errUnexpectedEnd
+		}
+		switch e := raw[i+1]; e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := hex4(raw[i+2:])
+			if !ok {
+				return "", fmt.Errorf("invalid \\u escape in a string")
+			}
+			i += 6
+			if utf16.IsSurrogate(r) {
+				if r2, ok := hex4(raw[min(i+2, len(raw)):]); ok && i+1 < len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+					if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+						out = utf8.AppendRune(out, dec)
+						i += 6
+						continue
+					}
+				}
+				r = utf8.RuneError
+			}
+			out = utf8.AppendRune(out, r)
+			continue
+		default:
+			return "", fmt.Errorf("invalid escape \\%c in a string", e)
+		}
+		i += 2
+	}
+	return string(out), nil
+}
+
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+// Int reads an integer; a null is 0.
+func (s *Scanner) Int() (int, error) {
+	if s.Null() {
+		return 0, nil
+	}
+	start := s.i
+	if err := s.number(); err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(string(s.b[start:s.i]))
+	if err != nil {
+		return 0, fmt.Errorf("number %s is not an integer", s.b[start:s.i])
+	}
+	return n, nil
+}
+
+// number consumes a JSON number.
+func (s *Scanner) number() error {
+	s.peek()
+	start := s.i
+	if s.i < len(s.b) && s.b[s.i] == '-' {
+		s.i++
+	}
+	digits := func() int {
+		n := 0
+		for s.i < len(s.b) && '0' <= s.b[s.i] && s.b[s.i] <= '9' {
+			s.i++
+			n++
+		}
+		return n
+	}
+	if s.i < len(s.b) && s.b[s.i] == '0' {
+		// No leading zeros: "0" is a number, "01" is not.
+		s.i++
+	} else if digits() == 0 {
+		s.i = start
+		return s.syntax("looking for a number")
+	}
+	if s.i < len(s.b) && s.b[s.i] == '.' {
+		s.i++
+		if digits() == 0 {
+			return s.syntax("after a decimal point")
+		}
+	}
+	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+		s.i++
+		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
+			s.i++
+		}
+		if digits() == 0 {
+			return s.syntax("in an exponent")
+		}
+	}
+	return nil
+}
+
+// MaxDepth is how deeply Skip follows nested objects and arrays, as
+// encoding/json does: a deeper value is an error, not a deep recursion.
+const MaxDepth = 10000
+
+// Skip consumes any value, checking it.
+func (s *Scanner) Skip() error {
+	switch c := s.peek(); c {
+	case '{', '[':
+		if s.depth++; s.depth > MaxDepth {
+			return fmt.Errorf("exceeded max depth at offset %d", s.i)
+		}
+		defer func() { s.depth-- }()
+		if c == '[' {
+			return s.Array(s.Skip)
+		}
+		return s.Object(func([]byte) error { return s.Skip() })
+	case '"':
+		_, err := s.rawString()
+		return err
+	case 't', 'f', 'n':
+		for _, lit := range [...]string{"true", "false", "null"} {
+			if len(s.b)-s.i >= len(lit) && string(s.b[s.i:s.i+len(lit)]) == lit {
+				s.i += len(lit)
+				return nil
+			}
+		}
+		return s.syntax("looking for a value")
+	default:
+		return s.number()
+	}
+}
+
+// Raw consumes any value and returns its bytes; a null gives nil.
+func (s *Scanner) Raw() ([]byte, error) {
+	if s.Null() {
+		return nil, nil
+	}
+	start := s.i
+	if err := s.Skip(); err != nil {
+		return nil, err
+	}
+	return s.b[start:s.i], nil
+}
+
+// Peek returns the first byte of the next value ('{', '[', '"', 't',
+// 'f', 'n', a digit or '-'), after white space; 0 at the end of the
+// input. It consumes nothing.
+func (s *Scanner) Peek() byte { return s.peek() }
+
+// Bool reads true or false.
+func (s *Scanner) Bool() (bool, error) {
+	for _, lit := range [...]string{"true", "false"} {
+		if s.peek() == lit[0] && len(s.b)-s.i >= len(lit) && string(s.b[s.i:s.i+len(lit)]) == lit {
+			s.i += len(lit)
+			return lit == "true", nil
+		}
+	}
+	return false, s.syntax("looking for true or false")
+}
+
+// Number reads a number and returns its text.
+func (s *Scanner) Number() ([]byte, error) {
+	s.peek()
+	start := s.i
+	if err := s.number(); err != nil {
+		return nil, err
+	}
+	return s.b[start:s.i], nil
+}
+
+// RawArray consumes an array, checking it, and returns its text and how
+// many elements it has (a caller can size what it decodes it into
+// without a second pass to count them).
+func (s *Scanner) RawArray() (raw []byte, n int, err error) {
+	if s.peek() != '[' {
+		return nil, 0, s.syntax("looking for an array")
+	}
+	start := s.i
+	err = s.Array(func() error {
+		n++
+		return s.Skip()
+	})
+	return s.b[start:s.i], n, err
+}
