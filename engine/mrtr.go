@@ -129,7 +129,7 @@ func checkInputResponses(history, input []responses.Item, pending map[string]*pe
 		}
 		param := fmt.Sprintf("input[%d]", i)
 		requestID := it.ToolFields().RequestID
-		p, err := answerOnce(pending, answered, requestID, param+".request_id", "mcp_input_request")
+		p, err := answerOnce(pending, answered, requestID, param+".request_id", responses.ItemMCPInputRequest)
 		if err != nil {
 			return nil, err
 		}
