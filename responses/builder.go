@@ -98,7 +98,7 @@ func (b *Builder) ReasoningDelta(text string) error {
 		if err := b.closeMessage(); err != nil {
 			return err
 		}
-		it := &Item{Type: ItemReasoning, ID: b.newID("rs"), Summary: []ContentPart{}, Content: []ContentPart{}}
+		it := &Item{Type: ItemReasoning, ID: b.newID("rs"), Reasoning: &ItemReasoningFields{Summary: []ContentPart{}}, Content: []ContentPart{}}
 		oi, err := b.addItem(it)
 		if err != nil {
 			return err
@@ -124,7 +124,7 @@ func (b *Builder) messageDelta(text, phase string) error {
 	if text == "" {
 		return nil
 	}
-	if b.message != nil && b.message.item.Phase != phase {
+	if b.message != nil && b.message.item.ToolFields().Phase != phase {
 		if err := b.closeMessage(); err != nil {
 			return err
 		}
@@ -133,7 +133,10 @@ func (b *Builder) messageDelta(text, phase string) error {
 		if err := b.closeReasoning(); err != nil {
 			return err
 		}
-		it := &Item{Type: ItemMessage, ID: b.newID("msg"), Status: StatusInProgress, Role: "assistant", Content: []ContentPart{}, Phase: phase}
+		it := &Item{Type: ItemMessage, ID: b.newID("msg"), Status: StatusInProgress, Role: "assistant", Content: []ContentPart{}}
+		if phase != "" {
+			it.Tool = &ItemTool{Phase: phase}
+		}
 		oi, err := b.addItem(it)
 		if err != nil {
 			return err
@@ -165,7 +168,11 @@ func (b *Builder) ClientCallDelta(index int, itemType, callID, namespace, name, 
 	if itemType != ItemFunctionCall && itemType != ItemCustomToolCall {
 		return fmt.Errorf("responses: %q is not a streamed client call item type", itemType)
 	}
-	return b.callDelta(index, Item{Type: itemType, CallID: callID, Namespace: namespace, Name: name}, arguments)
+	head := Item{Type: itemType, CallID: callID, Name: name}
+	if namespace != "" {
+		head.Tool = &ItemTool{Namespace: namespace}
+	}
+	return b.callDelta(index, head, arguments)
 }
 
 // ServerCallDelta adds to a call that loom executes itself, reported as an
@@ -212,7 +219,10 @@ func (b *Builder) callDelta(index int, head Item, arguments string) error {
 			}
 		} else {
 			it = &Item{Type: itemType, ID: b.newID(clientCallPrefix(itemType)), Status: StatusInProgress,
-				CallID: head.CallID, Name: name, Namespace: head.Namespace}
+				CallID: head.CallID, Name: name}
+			if ns := head.ToolFields().Namespace; ns != "" {
+				it.Tool = &ItemTool{Namespace: ns}
+			}
 			if it.CallID == "" {
 				it.CallID = b.newID("call")
 			}
@@ -559,7 +569,7 @@ func (b *Builder) closeItem(oi *openItem, status string) error {
 		it.Content = []ContentPart{part}
 		if b.SealReasoning != nil {
 			sealed := b.SealReasoning(text)
-			it.EncryptedContent = &sealed
+			it.EditReasoning().EncryptedContent = &sealed
 		}
 		// Reasoning items carry no status in the OpenAI API.
 		it.Status = ""

@@ -241,7 +241,7 @@ func (it *Item) appendClientCall(o *jsonObject) bool {
 	switch it.Type {
 	case ItemCustomToolCall:
 		o.strs("id", it.ID, "call_id", it.CallID)
-		o.strOmitEmpty("namespace", it.Namespace)
+		o.strOmitEmpty("namespace", it.ToolFields().Namespace)
 		o.strs("name", it.Name, "input", it.ToolFields().Input)
 		o.strOmitEmpty("status", it.Status)
 	case ItemCustomToolCallOutput:

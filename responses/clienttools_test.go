@@ -41,7 +41,7 @@ func TestBuilderClientCalls(t *testing.T) {
 		t.Fatalf("events %v\nwant %v", got, want)
 	}
 	added := rec.events[5].Item
-	if added.Namespace != "crm" || added.Name != "search" || added.CallID != "call_b" {
+	if added.ToolFields().Namespace != "crm" || added.Name != "search" || added.CallID != "call_b" {
 		t.Errorf("function_call added as %+v", added)
 	}
 	out := b.Response().Output
@@ -74,7 +74,7 @@ func TestBuilderClientCalls(t *testing.T) {
 // the API gives them, and read back the same.
 func TestClientCallItemsRoundTrip(t *testing.T) {
 	items := []Item{
-		{Type: ItemCustomToolCall, ID: "ctc_1", CallID: "c1", Namespace: "crm", Name: "note", Tool: &ItemTool{Input: "raw"}, Status: StatusCompleted},
+		{Type: ItemCustomToolCall, ID: "ctc_1", CallID: "c1", Name: "note", Tool: &ItemTool{Namespace: "crm", Input: "raw"}, Status: StatusCompleted},
 		{Type: ItemCustomToolCallOutput, CallID: "c1", Output: json.RawMessage(`"ok"`)},
 		{Type: ItemApplyPatchCall, ID: "apc_1", CallID: "c2", Tool: &ItemTool{Operation: json.RawMessage(`{"type":"delete_file","path":"a"}`)}, Status: StatusCompleted},
 		{Type: ItemApplyPatchCallOutput, CallID: "c2", Status: "failed", Output: json.RawMessage(`"no"`)},

@@ -85,7 +85,7 @@ func referenceItem(t *testing.T, it Item) json.RawMessage {
 			Role    string            `json:"role"`
 			Content []json.RawMessage `json:"content"`
 			Phase   string            `json:"phase,omitempty"`
-		}{it.Type, it.ID, status, it.Role, referenceParts(t, it.Content), it.Phase}
+		}{it.Type, it.ID, status, it.Role, referenceParts(t, it.Content), it.ToolFields().Phase}
 	case ItemFunctionCall:
 		v = struct {
 			Type      string `json:"type"`
@@ -95,7 +95,7 @@ func referenceItem(t *testing.T, it Item) json.RawMessage {
 			Name      string `json:"name"`
 			Arguments string `json:"arguments"`
 			Status    string `json:"status"`
-		}{it.Type, it.ID, it.CallID, it.Namespace, it.Name, it.Arguments, status}
+		}{it.Type, it.ID, it.CallID, it.ToolFields().Namespace, it.Name, it.Arguments, status}
 	case ItemFunctionCallOutput, ItemCustomToolCallOutput:
 		w := struct {
 			Type   string          `json:"type"`
@@ -128,7 +128,7 @@ func referenceItem(t *testing.T, it Item) json.RawMessage {
 			Summary          []json.RawMessage `json:"summary"`
 			Content          []json.RawMessage `json:"content,omitempty"`
 			EncryptedContent *string           `json:"encrypted_content,omitempty"`
-		}{it.Type, it.ID, it.Status, referenceParts(t, it.Summary), content, it.EncryptedContent}
+		}{it.Type, it.ID, it.Status, referenceParts(t, it.ReasoningFields().Summary), content, it.ReasoningFields().EncryptedContent}
 	case ItemMCPCall:
 		v = struct {
 			Type              string          `json:"type"`
@@ -217,7 +217,7 @@ func referenceItem(t *testing.T, it Item) json.RawMessage {
 			Name      string `json:"name"`
 			Input     string `json:"input"`
 			Status    string `json:"status,omitempty"`
-		}{it.Type, it.ID, it.CallID, it.Namespace, it.Name, it.ToolFields().Input, it.Status}
+		}{it.Type, it.ID, it.CallID, it.ToolFields().Namespace, it.Name, it.ToolFields().Input, it.Status}
 	case ItemApplyPatchCall:
 		v = struct {
 			Type      string          `json:"type"`
@@ -235,14 +235,15 @@ func referenceItem(t *testing.T, it Item) json.RawMessage {
 			Output json.RawMessage `json:"output"`
 		}{it.Type, it.ID, it.CallID, status, rawOr(it.Output, "null")}
 	default:
-		if len(it.Content) > 0 || len(it.Summary) > 0 {
+		if len(it.Content) > 0 || len(it.ReasoningFields().Summary) > 0 {
 			t.Fatalf("the reference of %s has no content parts", it.Type)
 		}
 		type plain Item
 		v = struct {
 			plain
+			*ItemReasoningFields
 			*ItemTool
-		}{plain(it), it.Tool}
+		}{plain(it), it.Reasoning, it.Tool}
 	}
 	return mustMarshal(t, v)
 }
@@ -427,7 +428,7 @@ func encodingCases() []Item {
 	odd := "a \"q\" \\ <b>&amp; \n\t\u2028 é 😀 \xff end"
 	pretty := json.RawMessage("[ {\"type\" : \"input_text\",\n\t\"text\": \"a b\\n\\\" c\"} ]")
 	return []Item{
-		{Type: ItemMessage, ID: "msg_1", Status: StatusCompleted, Role: "assistant", Content: []ContentPart{OutputText(odd)}, Phase: "final_answer"},
+		{Type: ItemMessage, ID: "msg_1", Status: StatusCompleted, Role: "assistant", Content: []ContentPart{OutputText(odd)}, Tool: &ItemTool{Phase: "final_answer"}},
 		{Type: ItemMessage, Role: "user"},
 		{Type: ItemMessage, Role: "user", Content: []ContentPart{
 			{Type: PartInputText, Text: odd},
@@ -438,11 +439,11 @@ func encodingCases() []Item {
 			{Type: "other", Text: "t", Annotations: []json.RawMessage{json.RawMessage(`{}`)}},
 		}},
 		{Type: ItemFunctionCall, ID: "fc_1", CallID: "call_1", Name: "get_weather", Arguments: `{"city":"Paris <&>"}`, Status: StatusInProgress},
-		{Type: ItemFunctionCall, CallID: "call_1", Name: "now", Namespace: "ns"},
+		{Type: ItemFunctionCall, CallID: "call_1", Name: "now", Tool: &ItemTool{Namespace: "ns"}},
 		{Type: ItemFunctionCallOutput, ID: "fco_1", CallID: "call_1", Output: json.RawMessage(`"sunny <&>"`), Status: StatusCompleted},
 		{Type: ItemFunctionCallOutput, CallID: "call_1", Output: pretty},
 		{Type: ItemFunctionCallOutput, CallID: "call_1"},
-		{Type: ItemReasoning, ID: "rs_1", Summary: []ContentPart{{Type: PartSummaryText, Text: "s"}}, Content: []ContentPart{{Type: PartReasoningText, Text: odd}}, EncryptedContent: ptr("sealed")},
+		{Type: ItemReasoning, ID: "rs_1", Reasoning: &ItemReasoningFields{Summary: []ContentPart{{Type: PartSummaryText, Text: "s"}}, EncryptedContent: ptr("sealed")}, Content: []ContentPart{{Type: PartReasoningText, Text: odd}}},
 		{Type: ItemReasoning, ID: "rs_2", Status: StatusInProgress},
 		{Type: ItemMCPCall, ID: "mcp_1", Tool: &ItemTool{ServerLabel: "docs", ApprovalRequestID: ptr("mcpr_1")}, Name: "search", Arguments: `{"q":"x"}`, Output: json.RawMessage(`"found"`), Status: StatusCompleted},
 		{Type: ItemMCPCall, ID: "mcp_2", Tool: &ItemTool{ServerLabel: "docs", Error: ptr("server unreachable")}, Name: "search", Arguments: `{}`, Status: StatusIncomplete},
@@ -456,14 +457,14 @@ func encodingCases() []Item {
 		{Type: ItemMCPInputResponse, ID: "mcpo_1", Tool: &ItemTool{RequestID: "mcpi_1"}},
 		{Type: ItemCodeInterpreterCall, ID: "ci_1", Tool: &ItemTool{Code: ptr("print(1)"), ContainerID: "cntr_1", Outputs: json.RawMessage(`[{"type":"logs","logs":"1\n"}]`)}, Status: StatusCompleted},
 		{Type: ItemCodeInterpreterCall, ID: "ci_2", Tool: &ItemTool{ContainerID: "cntr_1"}, Status: StatusInProgress},
-		{Type: ItemCompaction, ID: "cmp_1", EncryptedContent: ptr("sealed")},
+		{Type: ItemCompaction, ID: "cmp_1", Reasoning: &ItemReasoningFields{EncryptedContent: ptr("sealed")}},
 		{Type: ItemToolSearchCall, ID: "ts_1", CallID: "call_4", Arguments: `{"query":"weather"}`, Tool: &ItemTool{Execution: ExecutionClient}},
 		{Type: ItemToolSearchCall, CallID: "call_4", Arguments: `not json`},
 		{Type: ItemToolSearchOutput, ID: "tso_1", CallID: "call_4", Tool: &ItemTool{Tools: json.RawMessage(`[{"type":"function","name":"f"}]`)}, Status: StatusCompleted},
 		{Type: ItemToolSearchOutput, CallID: "call_4"},
 		{Type: ItemWebSearchCall, ID: "ws_1", Status: StatusCompleted, Tool: &ItemTool{Action: json.RawMessage(`{"type":"search","query":"q","sources":[{"type":"url","url":"https://x"}]}`)}},
 		{Type: ItemWebSearchCall, ID: "ws_2"},
-		{Type: ItemCustomToolCall, ID: "ctc_1", CallID: "call_5", Namespace: "ns", Name: "patch", Tool: &ItemTool{Input: odd}, Status: StatusCompleted},
+		{Type: ItemCustomToolCall, ID: "ctc_1", CallID: "call_5", Name: "patch", Tool: &ItemTool{Namespace: "ns", Input: odd}, Status: StatusCompleted},
 		{Type: ItemCustomToolCall, ID: "ctc_2", CallID: "call_5", Name: "patch"},
 		{Type: ItemCustomToolCallOutput, ID: "ctco_1", CallID: "call_5", Output: json.RawMessage(`"ok"`)},
 		{Type: ItemCustomToolCallOutput, CallID: "call_5"},
@@ -475,8 +476,9 @@ func encodingCases() []Item {
 		{Type: "shell_call_output", ID: "sho_1", CallID: "call_2", Output: json.RawMessage(`[{"stdout":"a\n","stderr":"","outcome":{"type":"exit","exit_code":0}}]`), Tool: &ItemTool{MaxOutputLength: ptr(4096)}},
 		{Type: "local_shell_call", ID: "ls_1", CallID: "call_3", Tool: &ItemTool{Action: json.RawMessage(`{"type":"exec","command":["ls"]}`)}, Status: StatusCompleted},
 		{Type: "local_shell_call_output", ID: "lso_1", CallID: "call_3", Output: json.RawMessage(`"a.txt"`)},
-		{Type: "every_field", ID: "x", Status: "s", Role: "r", Phase: "p", CallID: "c", Name: "n", Arguments: "a", Namespace: "ns",
-			Tool: &ItemTool{Input: "i", Operation: json.RawMessage(`{}`), ServerLabel: "l", Error: ptr("err"), ApprovalRequestID: ptr("ar"), Code: ptr("c"), ContainerID: "ct", Outputs: json.RawMessage(`[]`), Action: json.RawMessage(`{}`), MaxOutputLength: ptr(1), Execution: "server", Tools: json.RawMessage(`[]`), Approve: ptr(true), Reason: ptr("r"), InputRequests: json.RawMessage(`{}`), RequestID: "rq", InputResponses: json.RawMessage(`{}`)}, Output: json.RawMessage(`1`), EncryptedContent: ptr("e"),
+		{Type: "every_field", ID: "x", Status: "s", Role: "r", CallID: "c", Name: "n", Arguments: "a",
+			Tool: &ItemTool{Phase: "p", Namespace: "ns", Input: "i", Operation: json.RawMessage(`{}`), ServerLabel: "l", Error: ptr("err"), ApprovalRequestID: ptr("ar"), Code: ptr("c"), ContainerID: "ct", Outputs: json.RawMessage(`[]`), Action: json.RawMessage(`{}`), MaxOutputLength: ptr(1), Execution: "server", Tools: json.RawMessage(`[]`), Approve: ptr(true), Reason: ptr("r"), InputRequests: json.RawMessage(`{}`), RequestID: "rq", InputResponses: json.RawMessage(`{}`)}, Output: json.RawMessage(`1`),
+			Reasoning: &ItemReasoningFields{EncryptedContent: ptr("e")},
 		},
 	}
 }

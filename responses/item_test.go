@@ -39,7 +39,7 @@ func TestItemMarshalRoundTrip(t *testing.T) {
 	}{
 		{
 			name: "message",
-			item: Item{Type: ItemMessage, ID: "msg_1", Status: StatusCompleted, Role: "assistant", Content: []ContentPart{OutputText("hi")}, Phase: "final_answer"},
+			item: Item{Type: ItemMessage, ID: "msg_1", Status: StatusCompleted, Role: "assistant", Content: []ContentPart{OutputText("hi")}, Tool: &ItemTool{Phase: "final_answer"}},
 			keys: "content,id,phase,role,status,type",
 		},
 		{
@@ -77,14 +77,14 @@ func TestItemMarshalRoundTrip(t *testing.T) {
 		},
 		{
 			name: "reasoning",
-			item: Item{Type: ItemReasoning, ID: "rs_1", Summary: []ContentPart{{Type: PartSummaryText, Text: "s"}}, Content: []ContentPart{{Type: PartReasoningText, Text: "think"}}, EncryptedContent: ptr("sealed")},
+			item: Item{Type: ItemReasoning, ID: "rs_1", Reasoning: &ItemReasoningFields{Summary: []ContentPart{{Type: PartSummaryText, Text: "s"}}, EncryptedContent: ptr("sealed")}, Content: []ContentPart{{Type: PartReasoningText, Text: "think"}}},
 			keys: "content,encrypted_content,id,summary,type",
 		},
 		{
 			name: "reasoning, empty",
 			item: Item{Type: ItemReasoning, ID: "rs_2", Status: StatusInProgress},
 			keys: "id,status,summary,type",
-			back: &Item{Type: ItemReasoning, ID: "rs_2", Status: StatusInProgress, Summary: []ContentPart{}},
+			back: &Item{Type: ItemReasoning, ID: "rs_2", Status: StatusInProgress, Reasoning: &ItemReasoningFields{Summary: []ContentPart{}}},
 		},
 		{
 			name: "mcp_call",
@@ -149,7 +149,7 @@ func TestItemMarshalRoundTrip(t *testing.T) {
 		},
 		{
 			name: "compaction",
-			item: Item{Type: ItemCompaction, ID: "cmp_1", EncryptedContent: ptr("sealed")},
+			item: Item{Type: ItemCompaction, ID: "cmp_1", Reasoning: &ItemReasoningFields{EncryptedContent: ptr("sealed")}},
 			keys: "encrypted_content,id,type",
 		},
 		{

@@ -202,8 +202,9 @@ func union(a, b map[string]bool) map[string]bool {
 
 // The keys of the types the scanner decodes into.
 var (
-	// An item's keys are Item's and those of the fields behind Item.Tool.
-	itemKeys = union(jsonKeys[Item](), jsonKeys[ItemTool]())
+	// An item's keys are Item's and those of the fields behind
+	// Item.Reasoning and Item.Tool.
+	itemKeys = union(union(jsonKeys[Item](), jsonKeys[ItemReasoningFields]()), jsonKeys[ItemTool]())
 	partKeys = union(jsonKeys[ContentPart](), jsonKeys[PartMedia]())
 	toolKeys = jsonKeys[Tool]()
 )
@@ -302,7 +303,7 @@ func (s *scanner) item(it *Item) bool {
 		case "role":
 			return s.stringField(&it.Role)
 		case "phase":
-			return s.stringField(&it.Phase)
+			return s.stringField(&it.EditTool().Phase)
 		case "call_id":
 			return s.stringField(&it.CallID)
 		case "name":

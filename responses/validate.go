@@ -407,7 +407,7 @@ func (it *Item) validateApprovalResponse(param string) *APIError {
 }
 
 func (it *Item) validateCompaction(param string) *APIError {
-	if it.EncryptedContent == nil || *it.EncryptedContent == "" {
+	if it.ReasoningFields().EncryptedContent == nil || *it.ReasoningFields().EncryptedContent == "" {
 		return BadRequest(param+".encrypted_content", "a compaction item needs the encrypted_content that /v1/responses/compact returned")
 	}
 	return nil

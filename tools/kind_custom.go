@@ -22,7 +22,7 @@ var KindCustom = Register(&Kind{
 		responses.ItemCustomToolCall: func(it responses.Item) []responses.Item {
 			args, _ := json.Marshal(map[string]string{customInputField: it.ToolFields().Input})
 			return []responses.Item{{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.CallID,
-				Name: offeredName(it.Namespace, it.Name), Arguments: string(args)}}
+				Name: offeredName(it.ToolFields().Namespace, it.Name), Arguments: string(args)}}
 		},
 		responses.ItemCustomToolCallOutput: func(it responses.Item) []responses.Item {
 			return []responses.Item{{Type: responses.ItemFunctionCallOutput, CallID: it.CallID, Output: it.Output}}

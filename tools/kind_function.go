@@ -16,7 +16,13 @@ var KindFunction = Register(&Kind{
 			}
 			// A call of a namespace's function is, for the model, a call
 			// of the name the function was offered under.
-			it.Name, it.Namespace = offeredName(it.Namespace, it.Name), ""
+			if t := it.ToolFields(); t.Namespace != "" {
+				it.Name = offeredName(t.Namespace, it.Name)
+				// The copy gets a Tool of its own: the caller's item
+				// keeps its namespace.
+				t.Namespace = ""
+				it.Tool = &t
+			}
 			return []responses.Item{it}
 		},
 	},

@@ -60,8 +60,8 @@ func TestBodyMatchesGoOpenAI(t *testing.T) {
 	assistant := func(text string) responses.Item {
 		return responses.Item{Type: responses.ItemMessage, Role: "assistant", Content: []responses.ContentPart{responses.OutputText(text)}}
 	}
-	summary := responses.Item{Type: responses.ItemReasoning, Summary: []responses.ContentPart{
-		{Type: responses.PartSummaryText, Text: "s1"}, {Type: responses.PartSummaryText, Text: "s2"}}}
+	summary := responses.Item{Type: responses.ItemReasoning, Reasoning: &responses.ItemReasoningFields{Summary: []responses.ContentPart{
+		{Type: responses.PartSummaryText, Text: "s1"}, {Type: responses.PartSummaryText, Text: "s2"}}}}
 	parts := responses.Item{Type: responses.ItemFunctionCallOutput, CallID: "c9", Output: json.RawMessage(`[{"type":"input_text","text":"p1"},{"type":"input_text","text":"p2"}]`)}
 	allItems := []responses.Item{
 		{Type: responses.ItemMessage, Role: "developer", Content: []responses.ContentPart{{Type: responses.PartInputText, Text: "dev"}}},

@@ -249,11 +249,11 @@ func reasoningText(it *responses.Item) string {
 	if len(it.Content) > 0 {
 		return it.Text()
 	}
-	if len(it.Summary) == 1 {
-		return it.Summary[0].Text
+	if len(it.ReasoningFields().Summary) == 1 {
+		return it.ReasoningFields().Summary[0].Text
 	}
 	var b strings.Builder
-	for i, p := range it.Summary {
+	for i, p := range it.ReasoningFields().Summary {
 		if i > 0 {
 			b.WriteString("\n\n")
 		}

@@ -101,8 +101,8 @@ func TestMessages(t *testing.T) {
 		},
 		{
 			name: "reasoning summary used when content is absent",
-			items: []responses.Item{userMsg("q"), {Type: responses.ItemReasoning, Summary: []responses.ContentPart{
-				{Type: responses.PartSummaryText, Text: "s1"}, {Type: responses.PartSummaryText, Text: "s2"}}}, assistantMsg("a")},
+			items: []responses.Item{userMsg("q"), {Type: responses.ItemReasoning, Reasoning: &responses.ItemReasoningFields{Summary: []responses.ContentPart{
+				{Type: responses.PartSummaryText, Text: "s1"}, {Type: responses.PartSummaryText, Text: "s2"}}}}, assistantMsg("a")},
 			want: `[{"content":"q","role":"user"},{"content":"a","reasoning_content":"s1\n\ns2","role":"assistant"}]`,
 		},
 		{

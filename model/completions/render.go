@@ -396,7 +396,7 @@ func historyMessage(it *responses.Item) (harmony.Message, error) {
 			Content: []harmony.Content{&harmony.DeveloperContent{Instructions: text}}}, nil
 	case "assistant":
 		channel := channelFinal
-		if it.Phase == "commentary" {
+		if it.ToolFields().Phase == "commentary" {
 			channel = channelCommentary // a preamble
 		}
 		return harmony.Message{Author: harmony.Author{Role: harmony.RoleAssistant}, Channel: channel,
@@ -439,8 +439,8 @@ func reasoningText(it *responses.Item) string {
 	if len(it.Content) > 0 {
 		return it.Text()
 	}
-	parts := make([]string, 0, len(it.Summary))
-	for _, p := range it.Summary {
+	parts := make([]string, 0, len(it.ReasoningFields().Summary))
+	for _, p := range it.ReasoningFields().Summary {
 		parts = append(parts, p.Text)
 	}
 	return strings.Join(parts, "\n\n")

@@ -53,13 +53,13 @@ func sampleRecord(id string) *engine.Record {
 		},
 		Output: []responses.Item{
 			{Type: responses.ItemReasoning, ID: "rs_" + id,
-				Summary:          []responses.ContentPart{{Type: responses.PartSummaryText, Text: "Need the weather tool."}},
-				Content:          []responses.ContentPart{{Type: responses.PartReasoningText, Text: "The user asks about Paris."}},
-				EncryptedContent: &enc},
+				Reasoning: &responses.ItemReasoningFields{Summary: []responses.ContentPart{{Type: responses.PartSummaryText, Text: "Need the weather tool."}}, EncryptedContent: &enc},
+				Content:   []responses.ContentPart{{Type: responses.PartReasoningText, Text: "The user asks about Paris."}},
+			},
 			{Type: responses.ItemFunctionCall, ID: "fc_" + id, Status: responses.StatusCompleted,
 				CallID: "call_2", Name: "get_weather", Arguments: `{"city":"Paris"}`},
 			{Type: responses.ItemMessage, ID: "msg_out_" + id, Status: responses.StatusCompleted, Role: "assistant",
-				Phase: "final_answer", Content: []responses.ContentPart{responses.OutputText("21°C and sunny.")}},
+				Tool: &responses.ItemTool{Phase: "final_answer"}, Content: []responses.ContentPart{responses.OutputText("21°C and sunny.")}},
 		},
 		Events: makeEvents(4),
 	}

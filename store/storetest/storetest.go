@@ -72,8 +72,8 @@ func record(id, previous string) *engine.Record {
 		},
 		Output: []responses.Item{
 			{Type: responses.ItemReasoning, ID: "rs_" + id,
-				Summary:          []responses.ContentPart{{Type: responses.PartSummaryText, Text: "Need the weather tool."}},
-				EncryptedContent: &enc},
+				Reasoning: &responses.ItemReasoningFields{Summary: []responses.ContentPart{{Type: responses.PartSummaryText, Text: "Need the weather tool."}}, EncryptedContent: &enc},
+			},
 			{Type: responses.ItemFunctionCall, ID: "fc_" + id, Status: responses.StatusCompleted,
 				CallID: "call_2", Name: "get_weather", Arguments: `{"city":"Paris"}`},
 			{Type: responses.ItemMessage, ID: "msg_out_" + id, Status: responses.StatusCompleted, Role: "assistant",
