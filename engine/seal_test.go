@@ -69,8 +69,8 @@ func TestEncryptedReasoningComesBack(t *testing.T) {
 	body := `{"model":"m","store":false,"include":["reasoning.encrypted_content"],"tools":[{"type":"function","name":"f"}],"input":[` +
 		`{"role":"user","content":"x"},` +
 		`{"type":"reasoning","id":"` + rs.ID + `","summary":[],"encrypted_content":"` + blob + `"},` +
-		`{"type":"function_call","call_id":"` + fc.CallID + `","name":"f","arguments":"{}"},` +
-		`{"type":"function_call_output","call_id":"` + fc.CallID + `","output":"42"}]}`
+		`{"type":"function_call","call_id":"` + fc.CallFields().CallID + `","name":"f","arguments":"{}"},` +
+		`{"type":"function_call_output","call_id":"` + fc.CallFields().CallID + `","output":"42"}]}`
 	if _, err := e.Run(ctx, decodeRequest(t, body), nil); err != nil {
 		t.Fatal(err)
 	}

@@ -203,8 +203,8 @@ func union(a, b map[string]bool) map[string]bool {
 // The keys of the types the scanner decodes into.
 var (
 	// An item's keys are Item's and those of the fields behind
-	// Item.Reasoning and Item.Tool.
-	itemKeys = union(union(jsonKeys[Item](), jsonKeys[ItemReasoningFields]()), jsonKeys[ItemTool]())
+	// Item.Call, Item.Reasoning and Item.Tool.
+	itemKeys = union(union(union(jsonKeys[Item](), jsonKeys[ItemCall]()), jsonKeys[ItemReasoningFields]()), jsonKeys[ItemTool]())
 	partKeys = union(jsonKeys[ContentPart](), jsonKeys[PartMedia]())
 	toolKeys = jsonKeys[Tool]()
 )
@@ -305,13 +305,13 @@ func (s *scanner) item(it *Item) bool {
 		case "phase":
 			return s.stringField(&it.EditTool().Phase)
 		case "call_id":
-			return s.stringField(&it.CallID)
+			return s.stringField(&it.EditCall().CallID)
 		case "name":
-			return s.stringField(&it.Name)
+			return s.stringField(&it.EditCall().Name)
 		case "arguments":
-			return s.stringField(&it.Arguments)
+			return s.stringField(&it.EditCall().Arguments)
 		case "output":
-			it.Output = append(json.RawMessage(nil), s.value()...)
+			it.EditCall().Output = append(json.RawMessage(nil), s.value()...)
 			return true
 		case "content":
 			var ok bool

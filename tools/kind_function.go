@@ -17,11 +17,12 @@ var KindFunction = Register(&Kind{
 			// A call of a namespace's function is, for the model, a call
 			// of the name the function was offered under.
 			if t := it.ToolFields(); t.Namespace != "" {
-				it.Name = offeredName(t.Namespace, it.Name)
-				// The copy gets a Tool of its own: the caller's item
-				// keeps its namespace.
+				// The copy gets a Call and a Tool of its own: the
+				// caller's item keeps its name and namespace.
+				c := it.CallFields()
+				c.Name = offeredName(t.Namespace, c.Name)
 				t.Namespace = ""
-				it.Tool = &t
+				it.Call, it.Tool = &c, &t
 			}
 			return []responses.Item{it}
 		},

@@ -62,7 +62,7 @@ func TestBodyMatchesGoOpenAI(t *testing.T) {
 	}
 	summary := responses.Item{Type: responses.ItemReasoning, Reasoning: &responses.ItemReasoningFields{Summary: []responses.ContentPart{
 		{Type: responses.PartSummaryText, Text: "s1"}, {Type: responses.PartSummaryText, Text: "s2"}}}}
-	parts := responses.Item{Type: responses.ItemFunctionCallOutput, CallID: "c9", Output: json.RawMessage(`[{"type":"input_text","text":"p1"},{"type":"input_text","text":"p2"}]`)}
+	parts := responses.Item{Type: responses.ItemFunctionCallOutput, Call: &responses.ItemCall{CallID: "c9", Output: json.RawMessage(`[{"type":"input_text","text":"p1"},{"type":"input_text","text":"p2"}]`)}}
 	allItems := []responses.Item{
 		{Type: responses.ItemMessage, Role: "developer", Content: []responses.ContentPart{{Type: responses.PartInputText, Text: "dev"}}},
 		{Type: responses.ItemMessage, Role: "system", Content: []responses.ContentPart{{Type: responses.PartInputText, Text: "sys"}}},

@@ -65,7 +65,7 @@ func appendMessages(b []byte, instructions string, items []responses.Item) ([]by
 			b = appendMessage(b, &m)
 
 		case responses.ItemFunctionCallOutput:
-			b = appendMessage(b, &message{role: roleTool, text: it.OutputString(), toolCallID: it.CallID})
+			b = appendMessage(b, &message{role: roleTool, text: it.OutputString(), toolCallID: it.CallFields().CallID})
 
 		default:
 			// item_reference is resolved by the Engine before a turn;
@@ -173,22 +173,22 @@ func appendToolCall(b []byte, it *responses.Item, i int) []byte {
 		b = append(b, ',')
 	}
 	b = append(b, '{')
-	if it.CallID != "" {
+	if it.CallFields().CallID != "" {
 		b = append(b, `"id":`...)
-		b = responses.AppendJSONString(b, it.CallID)
+		b = responses.AppendJSONString(b, it.CallFields().CallID)
 		b = append(b, ',')
 	}
 	b = append(b, `"type":"function","function":{`...)
-	if it.Name != "" {
+	if it.CallFields().Name != "" {
 		b = append(b, `"name":`...)
-		b = responses.AppendJSONString(b, it.Name)
+		b = responses.AppendJSONString(b, it.CallFields().Name)
 	}
-	if it.Arguments != "" {
-		if it.Name != "" {
+	if it.CallFields().Arguments != "" {
+		if it.CallFields().Name != "" {
 			b = append(b, ',')
 		}
 		b = append(b, `"arguments":`...)
-		b = responses.AppendJSONString(b, it.Arguments)
+		b = responses.AppendJSONString(b, it.CallFields().Arguments)
 	}
 	return append(b, '}', '}')
 }

@@ -108,7 +108,7 @@ func TestMessages(t *testing.T) {
 		{
 			name: "function output given as content parts",
 			items: []responses.Item{userMsg("q"), callItem("c1", "f", `{}`),
-				{Type: responses.ItemFunctionCallOutput, CallID: "c1", Output: json.RawMessage(`[{"type":"input_text","text":"part1"},{"type":"input_text","text":"part2"}]`)}},
+				{Type: responses.ItemFunctionCallOutput, Call: &responses.ItemCall{CallID: "c1", Output: json.RawMessage(`[{"type":"input_text","text":"part1"},{"type":"input_text","text":"part2"}]`)}}},
 			want: `[{"content":"q","role":"user"},` +
 				`{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},` +
 				`{"content":"part1part2","role":"tool","tool_call_id":"c1"}]`,

@@ -93,7 +93,7 @@ func bodySize(req *model.Request) int {
 	for i := range req.Items {
 		it := &req.Items[i]
 		// {"role":"user","content":""}, is 25 bytes and the role.
-		n += 28 + len(it.Role) + len(it.CallID) + len(it.Name) + len(it.Arguments) + len(it.Output)
+		n += 28 + len(it.Role) + len(it.CallFields().CallID) + len(it.CallFields().Name) + len(it.CallFields().Arguments) + len(it.CallFields().Output)
 		switch it.Type {
 		case responses.ItemFunctionCall:
 			// {"role":"assistant","tool_calls":[{"id":,"type":"function","function":{"name":,"arguments":}}]}

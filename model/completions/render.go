@@ -340,24 +340,24 @@ func appendHistory(msgs []harmony.Message, req *model.Request, namespaced map[st
 			msgs = append(msgs, harmony.Message{Author: assistant, Channel: channelAnalysis, Content: []harmony.Content{harmony.Text(text)}})
 
 		case responses.ItemFunctionCall:
-			calls[it.CallID] = it.Name
-			m := harmony.Message{Author: assistant, Content: []harmony.Content{harmony.Text(it.Arguments)}}
-			if r, ok := namespaced[it.Name]; ok {
+			calls[it.CallFields().CallID] = it.CallFields().Name
+			m := harmony.Message{Author: assistant, Content: []harmony.Content{harmony.Text(it.CallFields().Arguments)}}
+			if r, ok := namespaced[it.CallFields().Name]; ok {
 				m.Recipient, m.Channel, m.ContentType = r, channelCommentary, contentTypeJSON
-			} else if isBuiltin(it.Name, declared) {
-				m.Recipient, m.Channel, m.ContentType = it.Name, channelAnalysis, contentTypeCode
-				if it.Name == "python" {
-					m.Content = []harmony.Content{harmony.Text(pythonCode(it.Arguments))}
+			} else if isBuiltin(it.CallFields().Name, declared) {
+				m.Recipient, m.Channel, m.ContentType = it.CallFields().Name, channelAnalysis, contentTypeCode
+				if it.CallFields().Name == "python" {
+					m.Content = []harmony.Content{harmony.Text(pythonCode(it.CallFields().Arguments))}
 				}
 			} else {
-				m.Recipient, m.Channel, m.ContentType = functionsPrefix+it.Name, channelCommentary, contentTypeJSON
+				m.Recipient, m.Channel, m.ContentType = functionsPrefix+it.CallFields().Name, channelCommentary, contentTypeJSON
 			}
 			msgs = append(msgs, m)
 
 		case responses.ItemFunctionCallOutput:
-			name, ok := calls[it.CallID]
+			name, ok := calls[it.CallFields().CallID]
 			if !ok {
-				return nil, upstream.BadRequest(fmt.Sprintf("no function_call found for function_call_output with call_id %q", it.CallID))
+				return nil, upstream.BadRequest(fmt.Sprintf("no function_call found for function_call_output with call_id %q", it.CallFields().CallID))
 			}
 			m := harmony.Message{Recipient: "assistant", Content: []harmony.Content{harmony.Text(it.OutputString())}}
 			if r, ok := namespaced[name]; ok {

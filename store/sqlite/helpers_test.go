@@ -48,7 +48,7 @@ func sampleRecord(id string) *engine.Record {
 			{Type: responses.ItemMessage, ID: "msg_in_" + id, Status: responses.StatusCompleted, Role: "user",
 				Content: []responses.ContentPart{{Type: responses.PartInputText, Text: "What is the weather in Paris?"}}},
 			{Type: responses.ItemFunctionCallOutput, ID: "fco_" + id, Status: responses.StatusCompleted,
-				CallID: "call_1", Output: json.RawMessage(`"{\"temp_c\":21}"`)},
+				Call: &responses.ItemCall{CallID: "call_1", Output: json.RawMessage(`"{\"temp_c\":21}"`)}},
 			{Type: responses.ItemReference, ID: "msg_earlier"},
 		},
 		Output: []responses.Item{
@@ -57,7 +57,7 @@ func sampleRecord(id string) *engine.Record {
 				Content:   []responses.ContentPart{{Type: responses.PartReasoningText, Text: "The user asks about Paris."}},
 			},
 			{Type: responses.ItemFunctionCall, ID: "fc_" + id, Status: responses.StatusCompleted,
-				CallID: "call_2", Name: "get_weather", Arguments: `{"city":"Paris"}`},
+				Call: &responses.ItemCall{CallID: "call_2", Name: "get_weather", Arguments: `{"city":"Paris"}`}},
 			{Type: responses.ItemMessage, ID: "msg_out_" + id, Status: responses.StatusCompleted, Role: "assistant",
 				Tool: &responses.ItemTool{Phase: "final_answer"}, Content: []responses.ContentPart{responses.OutputText("21°C and sunny.")}},
 		},
