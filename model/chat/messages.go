@@ -173,22 +173,23 @@ func appendToolCall(b []byte, it *responses.Item, i int) []byte {
 		b = append(b, ',')
 	}
 	b = append(b, '{')
-	if it.CallFields().CallID != "" {
+	c := it.CallFields()
+	if c.CallID != "" {
 		b = append(b, `"id":`...)
-		b = responses.AppendJSONString(b, it.CallFields().CallID)
+		b = responses.AppendJSONString(b, c.CallID)
 		b = append(b, ',')
 	}
 	b = append(b, `"type":"function","function":{`...)
-	if it.CallFields().Name != "" {
+	if c.Name != "" {
 		b = append(b, `"name":`...)
-		b = responses.AppendJSONString(b, it.CallFields().Name)
+		b = responses.AppendJSONString(b, c.Name)
 	}
-	if it.CallFields().Arguments != "" {
-		if it.CallFields().Name != "" {
+	if c.Arguments != "" {
+		if c.Name != "" {
 			b = append(b, ',')
 		}
 		b = append(b, `"arguments":`...)
-		b = responses.AppendJSONString(b, it.CallFields().Arguments)
+		b = responses.AppendJSONString(b, c.Arguments)
 	}
 	return append(b, '}', '}')
 }
@@ -249,11 +250,12 @@ func reasoningText(it *responses.Item) string {
 	if len(it.Content) > 0 {
 		return it.Text()
 	}
-	if len(it.ReasoningFields().Summary) == 1 {
-		return it.ReasoningFields().Summary[0].Text
+	summary := it.ReasoningFields().Summary
+	if len(summary) == 1 {
+		return summary[0].Text
 	}
 	var b strings.Builder
-	for i, p := range it.ReasoningFields().Summary {
+	for i, p := range summary {
 		if i > 0 {
 			b.WriteString("\n\n")
 		}

@@ -93,7 +93,10 @@ func bodySize(req *model.Request) int {
 	for i := range req.Items {
 		it := &req.Items[i]
 		// {"role":"user","content":""}, is 25 bytes and the role.
-		n += 28 + len(it.Role) + len(it.CallFields().CallID) + len(it.CallFields().Name) + len(it.CallFields().Arguments) + len(it.CallFields().Output)
+		n += 28 + len(it.Role)
+		if c := it.Call; c != nil {
+			n += len(c.CallID) + len(c.Name) + len(c.Arguments) + len(c.Output)
+		}
 		switch it.Type {
 		case responses.ItemFunctionCall:
 			// {"role":"assistant","tool_calls":[{"id":,"type":"function","function":{"name":,"arguments":}}]}

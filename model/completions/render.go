@@ -340,17 +340,18 @@ func appendHistory(msgs []harmony.Message, req *model.Request, namespaced map[st
 			msgs = append(msgs, harmony.Message{Author: assistant, Channel: channelAnalysis, Content: []harmony.Content{harmony.Text(text)}})
 
 		case responses.ItemFunctionCall:
-			calls[it.CallFields().CallID] = it.CallFields().Name
-			m := harmony.Message{Author: assistant, Content: []harmony.Content{harmony.Text(it.CallFields().Arguments)}}
-			if r, ok := namespaced[it.CallFields().Name]; ok {
+			call := it.CallFields()
+			calls[call.CallID] = call.Name
+			m := harmony.Message{Author: assistant, Content: []harmony.Content{harmony.Text(call.Arguments)}}
+			if r, ok := namespaced[call.Name]; ok {
 				m.Recipient, m.Channel, m.ContentType = r, channelCommentary, contentTypeJSON
-			} else if isBuiltin(it.CallFields().Name, declared) {
-				m.Recipient, m.Channel, m.ContentType = it.CallFields().Name, channelAnalysis, contentTypeCode
-				if it.CallFields().Name == "python" {
-					m.Content = []harmony.Content{harmony.Text(pythonCode(it.CallFields().Arguments))}
+			} else if isBuiltin(call.Name, declared) {
+				m.Recipient, m.Channel, m.ContentType = call.Name, channelAnalysis, contentTypeCode
+				if call.Name == "python" {
+					m.Content = []harmony.Content{harmony.Text(pythonCode(call.Arguments))}
 				}
 			} else {
-				m.Recipient, m.Channel, m.ContentType = functionsPrefix+it.CallFields().Name, channelCommentary, contentTypeJSON
+				m.Recipient, m.Channel, m.ContentType = functionsPrefix+call.Name, channelCommentary, contentTypeJSON
 			}
 			msgs = append(msgs, m)
 
@@ -439,8 +440,9 @@ func reasoningText(it *responses.Item) string {
 	if len(it.Content) > 0 {
 		return it.Text()
 	}
-	parts := make([]string, 0, len(it.ReasoningFields().Summary))
-	for _, p := range it.ReasoningFields().Summary {
+	summary := it.ReasoningFields().Summary
+	parts := make([]string, 0, len(summary))
+	for _, p := range summary {
 		parts = append(parts, p.Text)
 	}
 	return strings.Join(parts, "\n\n")
