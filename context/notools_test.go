@@ -105,9 +105,9 @@ func TestHistory(t *testing.T) {
 	c := New(nil, in, nil)
 	items := c.Items()
 	_ = append(items, responses.Item{Type: "intruder"})
-	c.Append(responses.Item{Type: responses.ItemFunctionCall, CallID: "c1"})
+	c.Append(responses.Item{Type: responses.ItemFunctionCall, Call: &responses.ItemCall{CallID: "c1"}})
 	got := c.Items()
-	if len(got) != 2 || got[1].CallID != "c1" {
+	if len(got) != 2 || got[1].CallFields().CallID != "c1" {
 		t.Fatalf("history %+v", got)
 	}
 	// The Context owns the history it was given: with room past its end,
@@ -119,8 +119,8 @@ func TestHistory(t *testing.T) {
 	// what it had.
 	full := []responses.Item{{Type: responses.ItemMessage, Role: "user"}}
 	c = New(nil, full, nil)
-	c.Append(responses.Item{Type: responses.ItemFunctionCall, CallID: "c2"})
-	if got := c.Items(); len(got) != 2 || got[1].CallID != "c2" || len(full) != 1 {
+	c.Append(responses.Item{Type: responses.ItemFunctionCall, Call: &responses.ItemCall{CallID: "c2"}})
+	if got := c.Items(); len(got) != 2 || got[1].CallFields().CallID != "c2" || len(full) != 1 {
 		t.Fatalf("history %+v", got)
 	}
 }

@@ -53,7 +53,7 @@ func checkApprovals(history, input []responses.Item) ([]approval, error) {
 		}
 		known, ok := requests[it.ID]
 		switch {
-		case ok && (known.ToolFields().ServerLabel != it.ToolFields().ServerLabel || known.Name != it.Name || known.Arguments != it.Arguments):
+		case ok && (known.ToolFields().ServerLabel != it.ToolFields().ServerLabel || known.CallFields().Name != it.CallFields().Name || known.CallFields().Arguments != it.CallFields().Arguments):
 			return nil, responses.BadRequest(fmt.Sprintf("input[%d]", i), "mcp_approval_request %q differs from the request this server made", it.ID)
 		case !ok && chained:
 			return nil, responses.BadRequest(fmt.Sprintf("input[%d].id", i), "no approval request %q was made in this conversation", it.ID)
@@ -176,7 +176,7 @@ func unjoin(err error) []error {
 func (r *run) runApprovals(ctx context.Context) error {
 	for _, a := range r.approvals {
 		req := a.request
-		offered := r.offeredName(req.ToolFields().ServerLabel, req.Name)
+		offered := r.offeredName(req.ToolFields().ServerLabel, req.CallFields().Name)
 		callID := req.ID
 		if offered == "" {
 			return responses.BadRequest("tools", "the approved call is to server %q, which this request does not offer; send its mcp tool again", req.ToolFields().ServerLabel)
@@ -186,9 +186,9 @@ func (r *run) runApprovals(ctx context.Context) error {
 			result += ": " + a.reason
 		}
 		if a.approve {
-			res := r.cc.Call(ctx, []tools.Call{{CallID: callID, Name: offered, Arguments: req.Arguments}})[0]
+			res := r.cc.Call(ctx, []tools.Call{{CallID: callID, Name: offered, Arguments: req.CallFields().Arguments}})[0]
 			if res.InputRequired != nil {
-				st := &callState{call: tools.Call{CallID: callID, Name: offered, Arguments: req.Arguments}, server: req.ToolFields().ServerLabel, approval: req.ID}
+				st := &callState{call: tools.Call{CallID: callID, Name: offered, Arguments: req.CallFields().Arguments}, server: req.ToolFields().ServerLabel, approval: req.ID}
 				res = r.rounds(ctx, st, res)
 			}
 			if res.InputRequired != nil {
@@ -199,7 +199,7 @@ func (r *run) runApprovals(ctx context.Context) error {
 				continue
 			}
 			result = resultText(res)
-			ran := tools.RanCall{Server: req.ToolFields().ServerLabel, Tool: req.Name, CallID: callID, Arguments: req.Arguments, ApprovalRequestID: req.ID}
+			ran := tools.RanCall{Server: req.ToolFields().ServerLabel, Tool: req.CallFields().Name, CallID: callID, Arguments: req.CallFields().Arguments, ApprovalRequestID: req.ID}
 			if _, err := r.addRanItems(r.caps(req.ToolFields().ServerLabel).KindOf(), ran, res, result); err != nil {
 				return err
 			}
@@ -207,7 +207,7 @@ func (r *run) runApprovals(ctx context.Context) error {
 				return ctx.Err()
 			}
 		}
-		r.cc.Append(tools.CallPair("", callID, offered, req.Arguments, result)...)
+		r.cc.Append(tools.CallPair("", callID, offered, req.CallFields().Arguments, result)...)
 	}
 	return nil
 }

@@ -10,7 +10,7 @@ func TestCheckApprovals(t *testing.T) {
 	str := func(s string) *string { return &s }
 	yes := true
 	request := func(id, name, args string) responses.Item {
-		return responses.Item{Type: responses.ItemMCPApprovalRequest, ID: id, Tool: &responses.ItemTool{ServerLabel: "s"}, Name: name, Arguments: args}
+		return responses.Item{Type: responses.ItemMCPApprovalRequest, ID: id, Tool: &responses.ItemTool{ServerLabel: "s"}, Call: &responses.ItemCall{Name: name, Arguments: args}}
 	}
 	answer := func(id string) responses.Item {
 		return responses.Item{Type: responses.ItemMCPApprovalResponse, Tool: &responses.ItemTool{ApprovalRequestID: str(id), Approve: &yes}}
@@ -47,7 +47,7 @@ func TestCheckApprovals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(got) != 1 || got[0].request.Arguments != tt.wantArgs || !got[0].approve {
+			if len(got) != 1 || got[0].request.CallFields().Arguments != tt.wantArgs || !got[0].approve {
 				t.Fatalf("approvals %+v, want one for %s", got, tt.wantArgs)
 			}
 		})

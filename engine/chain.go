@@ -78,9 +78,9 @@ func dropOrphanOutputs(items []responses.Item) []responses.Item {
 	for _, it := range items {
 		switch it.Type {
 		case responses.ItemFunctionCall:
-			calls[it.CallID] = true
+			calls[it.CallFields().CallID] = true
 		case responses.ItemFunctionCallOutput:
-			if !calls[it.CallID] {
+			if !calls[it.CallFields().CallID] {
 				continue
 			}
 		}
@@ -96,14 +96,14 @@ func checkCallOutputs(history, input []responses.Item) *responses.APIError {
 	for _, items := range [][]responses.Item{history, input} {
 		for i := range items {
 			if tools.ClientCall(items[i].Type) {
-				calls[items[i].CallID] = true
+				calls[items[i].CallFields().CallID] = true
 			}
 		}
 	}
 	for i := range input {
-		if tools.ClientOutput(input[i].Type) && !calls[input[i].CallID] {
+		if tools.ClientOutput(input[i].Type) && !calls[input[i].CallFields().CallID] {
 			return responses.BadRequest(fmt.Sprintf("input[%d].call_id", i),
-				"no function call with call_id %q exists in this conversation", input[i].CallID)
+				"no function call with call_id %q exists in this conversation", input[i].CallFields().CallID)
 		}
 	}
 	return nil

@@ -80,7 +80,7 @@ func (e *Engine) Compact(ctx context.Context, req *responses.Request) (*response
 		ID:        e.opts.NewID("resp"),
 		Object:    "response.compaction",
 		CreatedAt: e.opts.Now().Unix(),
-		Output:    []responses.Item{{Type: responses.ItemCompaction, ID: e.opts.NewID("cmp"), EncryptedContent: &sealed}},
+		Output:    []responses.Item{{Type: responses.ItemCompaction, ID: e.opts.NewID("cmp"), Reasoning: &responses.ItemReasoningFields{EncryptedContent: &sealed}}},
 		Usage:     usage,
 	}, nil
 }
@@ -93,8 +93,8 @@ func (e *Engine) openCompaction(it *responses.Item, param string) (responses.Ite
 		return responses.Item{}, responses.BadRequest(param, "this server has no reasoning key, so it cannot open a compaction")
 	}
 	blob := ""
-	if it.EncryptedContent != nil {
-		blob = *it.EncryptedContent
+	if it.ReasoningFields().EncryptedContent != nil {
+		blob = *it.ReasoningFields().EncryptedContent
 	}
 	summary, err := e.opts.Sealer.OpenCompaction(blob)
 	if err != nil {

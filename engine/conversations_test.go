@@ -59,7 +59,7 @@ func TestMRTRClientThroughConversation(t *testing.T) {
 		t.Fatalf("the waiting call was not resumed with its state: %+v", calls)
 	}
 	mc := items(second, responses.ItemMCPCall)
-	if second.Status != responses.ResponseCompleted || len(mc) != 1 || !strings.Contains(string(mc[0].Output), "confirmed") {
+	if second.Status != responses.ResponseCompleted || len(mc) != 1 || !strings.Contains(string(mc[0].CallFields().Output), "confirmed") {
 		t.Fatalf("second response %s, mcp_call %+v", second.Status, mc)
 	}
 	all, _, err := e2.ConversationItems(ctx, conv.ID, engine.Page{})

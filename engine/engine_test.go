@@ -81,7 +81,7 @@ func TestToolCallLimits(t *testing.T) {
 			var got []string
 			for _, it := range resp.Output {
 				if it.Type == responses.ItemFunctionCall {
-					got = append(got, it.Name)
+					got = append(got, it.CallFields().Name)
 				}
 			}
 			if !slices.Equal(got, tt.calls) {

@@ -119,11 +119,11 @@ func ExampleEngine_Run_functionCall() {
 		return
 	}
 	call := resp.Output[len(resp.Output)-1]
-	fmt.Println(call.Type, call.Name, call.Arguments)
+	fmt.Println(call.Type, call.CallFields().Name, call.CallFields().Arguments)
 
 	next, _ := responses.DecodeRequest(fmt.Appendf(nil, `{"model":"mock-model","previous_response_id":%q,
 		"input":[{"type":"function_call_output","call_id":%q,"output":"sunny, 24°C"}],
-		"tools":[{"type":"function","name":"get_weather","parameters":{"type":"object"}}]}`, resp.ID, call.CallID))
+		"tools":[{"type":"function","name":"get_weather","parameters":{"type":"object"}}]}`, resp.ID, call.CallFields().CallID))
 	resp, err = e.Run(ctx, next, nil)
 	if err != nil {
 		fmt.Println(err)

@@ -24,7 +24,7 @@ func TestLocalShellIsClientExecuted(t *testing.T) {
 	if len(b.requests[0].Tools) != 1 || b.requests[0].Tools[0].Name != "local_shell" {
 		t.Fatalf("the model was offered %+v", b.requests[0].Tools)
 	}
-	if len(first.Output) != 1 || first.Output[0].Type != "local_shell_call" || first.Output[0].CallID != "call_ls" {
+	if len(first.Output) != 1 || first.Output[0].Type != "local_shell_call" || first.Output[0].CallFields().CallID != "call_ls" {
 		t.Fatalf("output %+v", first.Output)
 	}
 	var action struct {
@@ -53,7 +53,7 @@ func TestLocalShellIsClientExecuted(t *testing.T) {
 	items := b.requests[1].Items
 	last := items[len(items)-1]
 	call := items[len(items)-2]
-	if call.Type != responses.ItemFunctionCall || call.Name != "local_shell" || last.OutputString() != "a.txt\nb.txt" {
+	if call.Type != responses.ItemFunctionCall || call.CallFields().Name != "local_shell" || last.OutputString() != "a.txt\nb.txt" {
 		t.Errorf("the model saw %+v then %+v", call, last)
 	}
 

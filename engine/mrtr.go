@@ -353,7 +353,7 @@ func (r *run) askClient(callID, itemID string) error {
 	raw, _ := json.Marshal(asked)
 	p.RequestID = r.e.opts.NewID("mcpi")
 	item := responses.Item{Type: responses.ItemMCPInputRequest, ID: p.RequestID, Tool: &responses.ItemTool{ServerLabel: p.Server, InputRequests: raw},
-		Name: p.Tool, Arguments: p.Arguments}
+		Call: &responses.ItemCall{Name: p.Tool, Arguments: p.Arguments}}
 	if err := r.builder.AddItem(item); err != nil {
 		return err
 	}
@@ -492,8 +492,8 @@ func (r *run) elicitByModel(ctx context.Context, call *tools.Call, req tools.Inp
 		// the question as the call's output.
 		id := call.CallID + "_input"
 		mreq.Items = append(mreq.Items,
-			responses.Item{Type: responses.ItemFunctionCall, CallID: id, Name: call.Name, Arguments: call.Arguments, Status: responses.StatusCompleted},
-			responses.Item{Type: responses.ItemFunctionCallOutput, CallID: id, Output: out, Status: responses.StatusCompleted})
+			responses.Item{Type: responses.ItemFunctionCall, Call: &responses.ItemCall{CallID: id, Name: call.Name, Arguments: call.Arguments}, Status: responses.StatusCompleted},
+			responses.Item{Type: responses.ItemFunctionCallOutput, Call: &responses.ItemCall{CallID: id, Output: out}, Status: responses.StatusCompleted})
 	} else {
 		mreq.Items = append(mreq.Items, responses.Item{Type: responses.ItemMessage, Role: "user",
 			Content: []responses.ContentPart{{Type: responses.PartInputText, Text: instruction}}})

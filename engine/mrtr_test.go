@@ -159,7 +159,7 @@ func TestMRTRAnsweredByLoom(t *testing.T) {
 				t.Errorf("answer %s, want %s", got, tt.want)
 			}
 			mc := items(resp, responses.ItemMCPCall)
-			if len(mc) != 1 || mc[0].Status != responses.StatusCompleted || !strings.Contains(string(mc[0].Output), "answered") {
+			if len(mc) != 1 || mc[0].Status != responses.StatusCompleted || !strings.Contains(string(mc[0].CallFields().Output), "answered") {
 				t.Fatalf("mcp_call items %+v", mc)
 			}
 			if resp.Status != responses.ResponseCompleted || len(b.turnReqs) != 2 || !strings.Contains(lastOutput(b.turnReqs[1]), "answered") {
@@ -277,7 +277,7 @@ func TestMRTRClientRoundTrip(t *testing.T) {
 		t.Fatalf("first response %s after %d turns", first.Status, len(b1.turnReqs))
 	}
 	mc := items(first, responses.ItemMCPCall)
-	if len(mc) != 1 || mc[0].Status != responses.StatusIncomplete || mc[0].Output != nil || mc[0].ToolFields().Error != nil {
+	if len(mc) != 1 || mc[0].Status != responses.StatusIncomplete || mc[0].CallFields().Output != nil || mc[0].ToolFields().Error != nil {
 		t.Fatalf("waiting mcp_call %+v", mc)
 	}
 	reqs := items(first, responses.ItemMCPInputRequest)
@@ -338,7 +338,7 @@ func TestMRTRClientRoundTrip(t *testing.T) {
 		t.Errorf("loom's answer of the first round %s", got)
 	}
 	mc = items(second, responses.ItemMCPCall)
-	if second.Status != responses.ResponseCompleted || len(mc) != 1 || mc[0].Status != responses.StatusCompleted || !strings.Contains(string(mc[0].Output), "confirm=") {
+	if second.Status != responses.ResponseCompleted || len(mc) != 1 || mc[0].Status != responses.StatusCompleted || !strings.Contains(string(mc[0].CallFields().Output), "confirm=") {
 		t.Fatalf("second response %s, mcp_call %+v", second.Status, mc)
 	}
 	if len(b2.turnReqs) != 1 || !strings.Contains(lastOutput(b2.turnReqs[0]), `confirm={\"action\":\"accept\"`) && !strings.Contains(lastOutput(b2.turnReqs[0]), `confirm={"action":"accept"`) {
@@ -386,7 +386,7 @@ func TestMRTRClientWithoutStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mc := items(resp, responses.ItemMCPCall); len(mc) != 1 || !strings.Contains(string(mc[0].Output), "decline") || len(items(resp, responses.ItemMCPInputRequest)) != 0 {
+	if mc := items(resp, responses.ItemMCPCall); len(mc) != 1 || !strings.Contains(string(mc[0].CallFields().Output), "decline") || len(items(resp, responses.ItemMCPInputRequest)) != 0 {
 		t.Fatalf("output %+v", resp.Output)
 	}
 }

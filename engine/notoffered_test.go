@@ -36,7 +36,7 @@ func TestToolNotOffered(t *testing.T) {
 				t.Fatalf("status %s, output %+v", resp.Status, resp.Output)
 			}
 			fc := resp.Output[0]
-			if fc.Type != responses.ItemFunctionCall || fc.Name != "delete_everything" || fc.Status != responses.StatusIncomplete || fc.Arguments != "{}" {
+			if fc.Type != responses.ItemFunctionCall || fc.CallFields().Name != "delete_everything" || fc.Status != responses.StatusIncomplete || fc.CallFields().Arguments != "{}" {
 				t.Errorf("the refused call is shown as %+v", fc)
 			}
 			if resp.Output[1].Type != responses.ItemMessage {
@@ -48,7 +48,7 @@ func TestToolNotOffered(t *testing.T) {
 			}
 			told := false
 			for _, it := range b.requests[1].Items {
-				if it.Type == responses.ItemFunctionCallOutput && strings.Contains(string(it.Output), `no tool named \"delete_everything\"`) {
+				if it.Type == responses.ItemFunctionCallOutput && strings.Contains(string(it.CallFields().Output), `no tool named \"delete_everything\"`) {
 					told = true
 				}
 			}

@@ -36,7 +36,7 @@ func TestRandomKeyWarnsWhenItMatters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.Output[0].EncryptedContent == nil {
+		if resp.Output[0].ReasoningFields().EncryptedContent == nil {
 			t.Fatal("no encrypted content under the random key")
 		}
 	}

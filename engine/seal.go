@@ -107,14 +107,14 @@ func (s *Sealer) open(blob string, aad []byte) (string, error) {
 func (e *Engine) openReasoning(input []responses.Item) error {
 	for i := range input {
 		it := &input[i]
-		if it.Type != responses.ItemReasoning || it.EncryptedContent == nil || *it.EncryptedContent == "" {
+		if it.Type != responses.ItemReasoning || it.ReasoningFields().EncryptedContent == nil || *it.ReasoningFields().EncryptedContent == "" {
 			continue
 		}
 		param := fmt.Sprintf("input[%d].encrypted_content", i)
 		if e.opts.Sealer == nil {
 			return responses.BadRequest(param, "this server has no reasoning key, so it cannot open encrypted_content")
 		}
-		text, err := e.opts.Sealer.Open(*it.EncryptedContent)
+		text, err := e.opts.Sealer.Open(*it.ReasoningFields().EncryptedContent)
 		if err != nil {
 			return responses.BadRequest(param, "%v", err)
 		}

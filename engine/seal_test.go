@@ -59,18 +59,18 @@ func TestEncryptedReasoningComesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := first.Output[0]
-	if rs.Type != responses.ItemReasoning || rs.EncryptedContent == nil {
+	if rs.Type != responses.ItemReasoning || rs.ReasoningFields().EncryptedContent == nil {
 		t.Fatalf("first output item %+v has no encrypted_content", rs)
 	}
 	// The client resends the history with the reasoning reduced to its
 	// encrypted_content, as Codex does.
-	blob := *rs.EncryptedContent
+	blob := *rs.ReasoningFields().EncryptedContent
 	fc := first.Output[1]
 	body := `{"model":"m","store":false,"include":["reasoning.encrypted_content"],"tools":[{"type":"function","name":"f"}],"input":[` +
 		`{"role":"user","content":"x"},` +
 		`{"type":"reasoning","id":"` + rs.ID + `","summary":[],"encrypted_content":"` + blob + `"},` +
-		`{"type":"function_call","call_id":"` + fc.CallID + `","name":"f","arguments":"{}"},` +
-		`{"type":"function_call_output","call_id":"` + fc.CallID + `","output":"42"}]}`
+		`{"type":"function_call","call_id":"` + fc.CallFields().CallID + `","name":"f","arguments":"{}"},` +
+		`{"type":"function_call_output","call_id":"` + fc.CallFields().CallID + `","output":"42"}]}`
 	if _, err := e.Run(ctx, decodeRequest(t, body), nil); err != nil {
 		t.Fatal(err)
 	}

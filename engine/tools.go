@@ -157,7 +157,7 @@ func refusal(c *turnCall) []responses.Item {
 	if c.notOffered {
 		msg = fmt.Sprintf("error: there is no tool named %q; call only the tools you were given, or answer without one", c.name)
 	}
-	return tools.CallPair("", c.callID, c.name, c.item.Arguments, msg)
+	return tools.CallPair("", c.callID, c.name, c.item.CallFields().Arguments, msg)
 }
 
 // reportResult reports a server call that ran, as its kind shows it, and
@@ -168,14 +168,14 @@ func (r *run) reportResult(ctx context.Context, c *turnCall, res tools.Result) e
 		r.e.log.WarnContext(ctx, "tool call failed", "response", r.resp.ID, "tool", c.name, "server", c.server, "err", res.Err)
 	}
 	if c.deferred {
-		ran := tools.RanCall{Server: c.server, Tool: r.caps(c.server).OwnName(c.name), CallID: c.callID, Arguments: c.item.Arguments}
+		ran := tools.RanCall{Server: c.server, Tool: r.caps(c.server).OwnName(c.name), CallID: c.callID, Arguments: c.item.CallFields().Arguments}
 		items, err := r.addRanItems(c.kind, ran, res, text)
 		if err != nil {
 			return err
 		}
 		c.item = items[0]
 		// The model's history has the call as its first item holds it.
-		r.cc.Append(tools.CallPair(c.item.ID, c.callID, c.name, c.item.Arguments, text)...)
+		r.cc.Append(tools.CallPair(c.item.ID, c.callID, c.name, c.item.CallFields().Arguments, text)...)
 		return nil
 	}
 	output, errMsg := c.kind.Output(res, text)
@@ -215,7 +215,7 @@ func modelArguments(c *turnCall) string {
 	if c.item.ToolFields().Code != nil {
 		return *c.item.ToolFields().Code
 	}
-	return c.item.Arguments
+	return c.item.CallFields().Arguments
 }
 
 // resultText is a tool result as the model and the client read it. Text

@@ -80,7 +80,7 @@ func TestServerToolsLazyOpenOneCleanupReverseClose(t *testing.T) {
 	var calls []string
 	for _, it := range resp.Output {
 		if it.Type == responses.ItemMCPCall {
-			calls = append(calls, it.ToolFields().ServerLabel+"/"+it.Name+"="+string(it.Output))
+			calls = append(calls, it.ToolFields().ServerLabel+"/"+it.CallFields().Name+"="+string(it.CallFields().Output))
 		}
 	}
 	want := []string{`A/a1="a1 ran with {}"`, `C/c1="c1 ran with {}"`, `A/a2="a2 ran with {}"`}
@@ -121,7 +121,7 @@ func TestServerToolOpenFailureReachesTheModel(t *testing.T) {
 	}
 	var failed *responses.Item
 	for i := range resp.Output {
-		if resp.Output[i].Name == "b1" {
+		if resp.Output[i].CallFields().Name == "b1" {
 			failed = &resp.Output[i]
 		}
 	}
@@ -201,7 +201,7 @@ func TestServerToolResultKeepsEveryBlock(t *testing.T) {
 	var out string
 	for _, it := range resp.Output {
 		if it.Type == responses.ItemMCPCall {
-			json.Unmarshal(it.Output, &out)
+			json.Unmarshal(it.CallFields().Output, &out)
 		}
 	}
 	for _, want := range []string{`"first"`, `"second"`, `"image/png"`, `"structuredContent":{"points":3}`} {

@@ -119,7 +119,7 @@ func (r *run) toolCallDelta(st *turnState, d model.Delta) error {
 		}
 	}
 	if c.unconfigured || c.notOffered || c.deferred {
-		c.item.Arguments += d.ToolArguments
+		c.item.EditCall().Arguments += d.ToolArguments
 		return nil
 	}
 	if c.server == "" && c.client.def.Name != "" {
@@ -231,7 +231,7 @@ func (r *run) reportCall(c *turnCall, res *turnResult) (bool, error) {
 		// The client must approve the call first: it gets an approval
 		// request, and the response ends.
 		req := responses.Item{Type: responses.ItemMCPApprovalRequest, ID: r.e.opts.NewID("mcpr"), Tool: &responses.ItemTool{ServerLabel: c.server},
-			Name: r.caps(c.server).OwnName(c.name), Arguments: c.item.Arguments}
+			Call: &responses.ItemCall{Name: r.caps(c.server).OwnName(c.name), Arguments: c.item.CallFields().Arguments}}
 		if err := r.builder.AddItem(req); err != nil {
 			return false, err
 		}
@@ -239,13 +239,13 @@ func (r *run) reportCall(c *turnCall, res *turnResult) (bool, error) {
 		return false, nil
 	case c.deferred && c.server == "":
 		// A client-run kind: the client runs it and comes back.
-		if err := r.builder.AddItem(c.kind.ClientItem(c.callID, c.item.Arguments, r.e.opts.NewID)); err != nil {
+		if err := r.builder.AddItem(c.kind.ClientItem(c.callID, c.item.CallFields().Arguments, r.e.opts.NewID)); err != nil {
 			return false, err
 		}
 		res.clientCalls = true
 		return false, nil
 	case c.notOffered:
-		if err := r.builder.AddRefusedCall(c.callID, c.name, c.item.Arguments); err != nil {
+		if err := r.builder.AddRefusedCall(c.callID, c.name, c.item.CallFields().Arguments); err != nil {
 			return false, err
 		}
 		res.serverCalls = true

@@ -517,8 +517,8 @@ func TestHarmonyUsageMatchesRender(t *testing.T) {
 		output, _ := json.Marshal(weatherResult)
 		want.Items = append(want.Items,
 			loomresponses.Item{Type: loomresponses.ItemReasoning, Content: []loomresponses.ContentPart{{Type: loomresponses.PartReasoningText, Text: reasoning}}},
-			loomresponses.Item{Type: loomresponses.ItemFunctionCall, CallID: call.CallID, Name: "get_weather", Arguments: call.Arguments},
-			loomresponses.Item{Type: loomresponses.ItemFunctionCallOutput, CallID: call.CallID, Output: output},
+			loomresponses.Item{Type: loomresponses.ItemFunctionCall, Call: &loomresponses.ItemCall{CallID: call.CallID, Name: "get_weather", Arguments: call.Arguments}},
+			loomresponses.Item{Type: loomresponses.ItemFunctionCallOutput, Call: &loomresponses.ItemCall{CallID: call.CallID, Output: output}},
 		)
 		out, _ := harmonyOutputTokens(t, "", "tool said: "+weatherResult)
 		check(second, want, out, 0)

@@ -168,16 +168,19 @@ func processCPU() time.Duration {
 // scripted upstream decodes and records every body).
 func discardUpstream(w http.ResponseWriter, r *http.Request) {
 	stream := false
-	buf := make([]byte, 32<<10)
 	const key = `"stream":true`
-	var tail []byte
+	// One buffer for the whole body: the last len(key) bytes of a read are
+	// moved to its front before the next, so that a key split between two
+	// reads is still found, without a new chunk per read.
+	buf := make([]byte, len(key)+32<<10)
+	kept := 0
 	for {
-		n, err := r.Body.Read(buf)
-		chunk := append(tail, buf[:n]...)
+		n, err := r.Body.Read(buf[kept:])
+		chunk := buf[:kept+n]
 		if bytes.Contains(chunk, []byte(key)) {
 			stream = true
 		}
-		tail = append(tail[:0], chunk[max(0, len(chunk)-len(key)):]...)
+		kept = copy(buf, chunk[max(0, len(chunk)-len(key)):])
 		if err != nil {
 			break
 		}

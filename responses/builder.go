@@ -98,7 +98,7 @@ func (b *Builder) ReasoningDelta(text string) error {
 		if err := b.closeMessage(); err != nil {
 			return err
 		}
-		it := &Item{Type: ItemReasoning, ID: b.newID("rs"), Summary: []ContentPart{}, Content: []ContentPart{}}
+		it := &Item{Type: ItemReasoning, ID: b.newID("rs"), Reasoning: &ItemReasoningFields{Summary: []ContentPart{}}, Content: []ContentPart{}}
 		oi, err := b.addItem(it)
 		if err != nil {
 			return err
@@ -124,7 +124,7 @@ func (b *Builder) messageDelta(text, phase string) error {
 	if text == "" {
 		return nil
 	}
-	if b.message != nil && b.message.item.Phase != phase {
+	if b.message != nil && b.message.item.ToolFields().Phase != phase {
 		if err := b.closeMessage(); err != nil {
 			return err
 		}
@@ -133,7 +133,10 @@ func (b *Builder) messageDelta(text, phase string) error {
 		if err := b.closeReasoning(); err != nil {
 			return err
 		}
-		it := &Item{Type: ItemMessage, ID: b.newID("msg"), Status: StatusInProgress, Role: "assistant", Content: []ContentPart{}, Phase: phase}
+		it := &Item{Type: ItemMessage, ID: b.newID("msg"), Status: StatusInProgress, Role: "assistant", Content: []ContentPart{}}
+		if phase != "" {
+			it.Tool = &ItemTool{Phase: phase}
+		}
 		oi, err := b.addItem(it)
 		if err != nil {
 			return err
@@ -154,7 +157,7 @@ func (b *Builder) messageDelta(text, phase string) error {
 // with callID (a new one is made when empty) and name; arguments are
 // appended as they come.
 func (b *Builder) ToolCallDelta(index int, callID, name, arguments string) error {
-	return b.callDelta(index, Item{Type: ItemFunctionCall, CallID: callID, Name: name}, arguments)
+	return b.callDelta(index, Item{Type: ItemFunctionCall, Call: &ItemCall{CallID: callID, Name: name}}, arguments)
 }
 
 // ClientCallDelta is ToolCallDelta for a call the client runs that is
@@ -165,7 +168,11 @@ func (b *Builder) ClientCallDelta(index int, itemType, callID, namespace, name, 
 	if itemType != ItemFunctionCall && itemType != ItemCustomToolCall {
 		return fmt.Errorf("responses: %q is not a streamed client call item type", itemType)
 	}
-	return b.callDelta(index, Item{Type: itemType, CallID: callID, Namespace: namespace, Name: name}, arguments)
+	head := Item{Type: itemType, Call: &ItemCall{CallID: callID, Name: name}}
+	if namespace != "" {
+		head.Tool = &ItemTool{Namespace: namespace}
+	}
+	return b.callDelta(index, head, arguments)
 }
 
 // ServerCallDelta adds to a call that loom executes itself, reported as an
@@ -176,13 +183,13 @@ func (b *Builder) ServerCallDelta(index int, itemType, name, serverLabel, argume
 	if _, ok := serverCalls[itemType]; !ok {
 		return fmt.Errorf("responses: %q is not a server call item type", itemType)
 	}
-	return b.callDelta(index, Item{Type: itemType, Name: name, Tool: &ItemTool{ServerLabel: serverLabel}}, arguments)
+	return b.callDelta(index, Item{Type: itemType, Call: &ItemCall{Name: name}, Tool: &ItemTool{ServerLabel: serverLabel}}, arguments)
 }
 
 // callDelta adds to the call of index, opening it as head (its type, call
 // id, name, namespace, server label) on its first delta.
 func (b *Builder) callDelta(index int, head Item, arguments string) error {
-	itemType, name := head.Type, head.Name
+	itemType, name := head.Type, head.CallFields().Name
 	oi := b.calls[index]
 	if oi == nil {
 		if err := b.closeReasoning(); err != nil {
@@ -193,14 +200,14 @@ func (b *Builder) callDelta(index int, head Item, arguments string) error {
 		}
 		var it *Item
 		if ev, ok := serverCalls[itemType]; ok {
-			it = &Item{Type: itemType, ID: b.newID(ev.idPrefix), Status: StatusInProgress, Name: name, Tool: &ItemTool{ServerLabel: head.ToolFields().ServerLabel}}
+			it = &Item{Type: itemType, ID: b.newID(ev.idPrefix), Status: StatusInProgress, Call: &ItemCall{Name: name}, Tool: &ItemTool{ServerLabel: head.ToolFields().ServerLabel}}
 			if itemType == ItemCodeInterpreterCall {
-				it.Name, it.EditTool().Code = "", new(string)
+				it.EditCall().Name, it.EditTool().Code = "", new(string)
 			}
 			if ev.argsDelta == "" {
 				// Arguments that do not stream (a web search's) are not
 				// shown, nor is the tool's name: the item has its action.
-				it.Name, it.EditTool().ServerLabel = "", ""
+				it.EditCall().Name, it.EditTool().ServerLabel = "", ""
 			}
 			var err error
 			if oi, err = b.addItem(it); err != nil {
@@ -212,9 +219,12 @@ func (b *Builder) callDelta(index int, head Item, arguments string) error {
 			}
 		} else {
 			it = &Item{Type: itemType, ID: b.newID(clientCallPrefix(itemType)), Status: StatusInProgress,
-				CallID: head.CallID, Name: name, Namespace: head.Namespace}
-			if it.CallID == "" {
-				it.CallID = b.newID("call")
+				Call: &ItemCall{CallID: head.CallFields().CallID, Name: name}}
+			if ns := head.ToolFields().Namespace; ns != "" {
+				it.Tool = &ItemTool{Namespace: ns}
+			}
+			if it.CallFields().CallID == "" {
+				it.EditCall().CallID = b.newID("call")
 			}
 			var err error
 			if oi, err = b.addItem(it); err != nil {
@@ -222,8 +232,8 @@ func (b *Builder) callDelta(index int, head Item, arguments string) error {
 			}
 		}
 		b.calls[index] = oi
-	} else if name != "" && oi.item.Name == "" && oi.item.Type != ItemCodeInterpreterCall {
-		oi.item.Name = name
+	} else if name != "" && oi.item.CallFields().Name == "" && oi.item.Type != ItemCodeInterpreterCall {
+		oi.item.EditCall().Name = name
 	}
 	if arguments == "" {
 		return nil
@@ -266,7 +276,7 @@ func (b *Builder) FinishServerCall(itemID string, output json.RawMessage, errMsg
 			if errMsg != "" {
 				it.EditTool().Error = &errMsg
 			} else {
-				it.Output = output
+				it.EditCall().Output = output
 			}
 		case ItemCodeInterpreterCall:
 			it.EditTool().Outputs = output
@@ -315,7 +325,7 @@ func (b *Builder) serverArgsDone(oi *openItem) error {
 		oi.item.EditTool().Code = &text
 		ev.Text = text
 	} else {
-		oi.item.Arguments = text
+		oi.item.EditCall().Arguments = text
 		ev.Arguments = text
 	}
 	b.resp.Output[oi.index] = *oi.item
@@ -354,7 +364,7 @@ func (b *Builder) AddRefusedCall(callID, name, arguments string) error {
 	if err := b.closeMessage(); err != nil {
 		return err
 	}
-	it := &Item{Type: ItemFunctionCall, ID: b.newID("fc"), CallID: callID, Name: name}
+	it := &Item{Type: ItemFunctionCall, ID: b.newID("fc"), Call: &ItemCall{CallID: callID, Name: name}}
 	oi, err := b.addItem(it)
 	if err != nil {
 		return err
@@ -559,12 +569,12 @@ func (b *Builder) closeItem(oi *openItem, status string) error {
 		it.Content = []ContentPart{part}
 		if b.SealReasoning != nil {
 			sealed := b.SealReasoning(text)
-			it.EncryptedContent = &sealed
+			it.EditReasoning().EncryptedContent = &sealed
 		}
 		// Reasoning items carry no status in the OpenAI API.
 		it.Status = ""
 	case ItemFunctionCall:
-		it.Arguments = text
+		it.EditCall().Arguments = text
 		if err := b.emit(Event{Type: EventFunctionArgsDone, ItemID: it.ID, OutputIndex: oi.index, Arguments: text}); err != nil {
 			return err
 		}

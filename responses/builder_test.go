@@ -90,10 +90,10 @@ func TestBuilderOrder(t *testing.T) {
 	if got := resp.Output[1].Text(); got != "Hello" {
 		t.Errorf("message text %q", got)
 	}
-	if c := resp.Output[2]; c.CallID != "call_a" || c.Arguments != `{"a":1}` || c.Status != StatusCompleted {
+	if c := resp.Output[2]; c.CallFields().CallID != "call_a" || c.CallFields().Arguments != `{"a":1}` || c.Status != StatusCompleted {
 		t.Errorf("first call %+v", c)
 	}
-	if c := resp.Output[3]; c.CallID == "" || c.Name != "put" || c.Arguments != `{}` {
+	if c := resp.Output[3]; c.CallFields().CallID == "" || c.CallFields().Name != "put" || c.CallFields().Arguments != `{}` {
 		t.Errorf("second call %+v", c)
 	}
 	if resp.Status != ResponseCompleted || resp.CompletedAt == nil || *resp.CompletedAt != 42 {
@@ -122,7 +122,7 @@ func TestBuilderTurnCallsInOrder(t *testing.T) {
 	b.ToolCallDelta(1, "c1", "y", "{}")
 	b.EndTurn()
 	calls := b.TurnCalls()
-	if len(calls) != 2 || calls[0].CallID != "c3" || calls[1].CallID != "c1" {
+	if len(calls) != 2 || calls[0].CallFields().CallID != "c3" || calls[1].CallFields().CallID != "c1" {
 		t.Fatalf("calls %+v", calls)
 	}
 	if again := b.TurnCalls(); again != nil {

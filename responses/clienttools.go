@@ -194,17 +194,17 @@ func checkToolName(param, name, offered string, names map[string]bool) *APIError
 // resends them with the history.
 
 func (it *Item) validateCustomToolCall(param string) *APIError {
-	if it.CallID == "" {
+	if it.CallFields().CallID == "" {
 		return BadRequest(param+".call_id", "custom_tool_call needs a call_id")
 	}
-	if it.Name == "" {
+	if it.CallFields().Name == "" {
 		return BadRequest(param+".name", "custom_tool_call needs a name")
 	}
 	return nil
 }
 
 func (it *Item) validateApplyPatchCall(param string) *APIError {
-	if it.CallID == "" {
+	if it.CallFields().CallID == "" {
 		return BadRequest(param+".call_id", "apply_patch_call needs a call_id")
 	}
 	var op struct {
@@ -223,13 +223,13 @@ func (it *Item) validateApplyPatchCall(param string) *APIError {
 // validateApplyPatchOutput checks the client's answer to an apply_patch
 // call: a call_id and a status; its output text is optional.
 func (it *Item) validateApplyPatchOutput(param string) *APIError {
-	if it.CallID == "" {
+	if it.CallFields().CallID == "" {
 		return BadRequest(param+".call_id", "apply_patch_call_output needs a call_id")
 	}
 	if it.Status != StatusCompleted && it.Status != "failed" {
 		return BadRequest(param+".status", "apply_patch_call_output status must be completed or failed")
 	}
-	if len(it.Output) > 0 && string(it.Output) != "null" && it.Output[0] != '"' {
+	if len(it.CallFields().Output) > 0 && string(it.CallFields().Output) != "null" && it.CallFields().Output[0] != '"' {
 		return BadRequest(param+".output", "output must be a string")
 	}
 	return nil
@@ -240,22 +240,22 @@ func (it *Item) validateApplyPatchOutput(param string) *APIError {
 func (it *Item) appendClientCall(o *jsonObject) bool {
 	switch it.Type {
 	case ItemCustomToolCall:
-		o.strs("id", it.ID, "call_id", it.CallID)
-		o.strOmitEmpty("namespace", it.Namespace)
-		o.strs("name", it.Name, "input", it.ToolFields().Input)
+		o.strs("id", it.ID, "call_id", it.CallFields().CallID)
+		o.strOmitEmpty("namespace", it.ToolFields().Namespace)
+		o.strs("name", it.CallFields().Name, "input", it.ToolFields().Input)
 		o.strOmitEmpty("status", it.Status)
 	case ItemCustomToolCallOutput:
 		o.strOmitEmpty("id", it.ID)
-		o.str("call_id", it.CallID)
-		o.raw("output", it.Output, `""`)
+		o.str("call_id", it.CallFields().CallID)
+		o.raw("output", it.CallFields().Output, `""`)
 	case ItemApplyPatchCall:
-		o.strs("id", it.ID, "call_id", it.CallID)
+		o.strs("id", it.ID, "call_id", it.CallFields().CallID)
 		o.raw("operation", it.ToolFields().Operation, "null")
 		o.str("status", orDefault(it.Status, StatusCompleted))
 	case ItemApplyPatchCallOutput:
 		o.strOmitEmpty("id", it.ID)
-		o.strs("call_id", it.CallID, "status", orDefault(it.Status, StatusCompleted))
-		o.raw("output", it.Output, "null")
+		o.strs("call_id", it.CallFields().CallID, "status", orDefault(it.Status, StatusCompleted))
+		o.raw("output", it.CallFields().Output, "null")
 	default:
 		return false
 	}

@@ -41,12 +41,12 @@ func TestBuilderClientCalls(t *testing.T) {
 		t.Fatalf("events %v\nwant %v", got, want)
 	}
 	added := rec.events[5].Item
-	if added.Namespace != "crm" || added.Name != "search" || added.CallID != "call_b" {
+	if added.ToolFields().Namespace != "crm" || added.CallFields().Name != "search" || added.CallFields().CallID != "call_b" {
 		t.Errorf("function_call added as %+v", added)
 	}
 	out := b.Response().Output
 	custom := out[0]
-	if custom.Type != ItemCustomToolCall || custom.ToolFields().Input != "*** Begin Patch\n\"x\"" || custom.CallID != "call_a" || custom.Status != StatusCompleted {
+	if custom.Type != ItemCustomToolCall || custom.ToolFields().Input != "*** Begin Patch\n\"x\"" || custom.CallFields().CallID != "call_a" || custom.Status != StatusCompleted {
 		t.Errorf("custom_tool_call %+v", custom)
 	}
 	done, _ := rec.events[7].AppendJSON(nil, DialectOpenAI)
@@ -64,7 +64,7 @@ func TestBuilderClientCalls(t *testing.T) {
 	if !strings.Contains(string(item), `"namespace":"crm"`) {
 		t.Errorf("function_call JSON %s lacks its namespace", item)
 	}
-	plain, _ := json.Marshal(Item{Type: ItemFunctionCall, ID: "fc", CallID: "c", Name: "f"})
+	plain, _ := json.Marshal(Item{Type: ItemFunctionCall, ID: "fc", Call: &ItemCall{CallID: "c", Name: "f"}})
 	if strings.Contains(string(plain), "namespace") {
 		t.Errorf("a plain function_call writes a namespace: %s", plain)
 	}
@@ -74,10 +74,10 @@ func TestBuilderClientCalls(t *testing.T) {
 // the API gives them, and read back the same.
 func TestClientCallItemsRoundTrip(t *testing.T) {
 	items := []Item{
-		{Type: ItemCustomToolCall, ID: "ctc_1", CallID: "c1", Namespace: "crm", Name: "note", Tool: &ItemTool{Input: "raw"}, Status: StatusCompleted},
-		{Type: ItemCustomToolCallOutput, CallID: "c1", Output: json.RawMessage(`"ok"`)},
-		{Type: ItemApplyPatchCall, ID: "apc_1", CallID: "c2", Tool: &ItemTool{Operation: json.RawMessage(`{"type":"delete_file","path":"a"}`)}, Status: StatusCompleted},
-		{Type: ItemApplyPatchCallOutput, CallID: "c2", Status: "failed", Output: json.RawMessage(`"no"`)},
+		{Type: ItemCustomToolCall, ID: "ctc_1", Call: &ItemCall{CallID: "c1", Name: "note"}, Tool: &ItemTool{Namespace: "crm", Input: "raw"}, Status: StatusCompleted},
+		{Type: ItemCustomToolCallOutput, Call: &ItemCall{CallID: "c1", Output: json.RawMessage(`"ok"`)}},
+		{Type: ItemApplyPatchCall, ID: "apc_1", Call: &ItemCall{CallID: "c2"}, Tool: &ItemTool{Operation: json.RawMessage(`{"type":"delete_file","path":"a"}`)}, Status: StatusCompleted},
+		{Type: ItemApplyPatchCallOutput, Call: &ItemCall{CallID: "c2", Output: json.RawMessage(`"no"`)}, Status: "failed"},
 	}
 	for _, it := range items {
 		b, err := json.Marshal(it)
@@ -96,7 +96,7 @@ func TestClientCallItemsRoundTrip(t *testing.T) {
 			t.Errorf("%s without call_id", b)
 		}
 	}
-	empty, _ := json.Marshal(Item{Type: ItemApplyPatchCallOutput, CallID: "c"})
+	empty, _ := json.Marshal(Item{Type: ItemApplyPatchCallOutput, Call: &ItemCall{CallID: "c"}})
 	if string(empty) != `{"type":"apply_patch_call_output","call_id":"c","status":"completed","output":null}` {
 		t.Errorf("empty apply_patch_call_output %s", empty)
 	}

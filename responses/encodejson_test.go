@@ -85,7 +85,7 @@ func referenceItem(t *testing.T, it Item) json.RawMessage {
 			Role    string            `json:"role"`
 			Content []json.RawMessage `json:"content"`
 			Phase   string            `json:"phase,omitempty"`
-		}{it.Type, it.ID, status, it.Role, referenceParts(t, it.Content), it.Phase}
+		}{it.Type, it.ID, status, it.Role, referenceParts(t, it.Content), it.ToolFields().Phase}
 	case ItemFunctionCall:
 		v = struct {
 			Type      string `json:"type"`
@@ -95,7 +95,7 @@ func referenceItem(t *testing.T, it Item) json.RawMessage {
 			Name      string `json:"name"`
 			Arguments string `json:"arguments"`
 			Status    string `json:"status"`
-		}{it.Type, it.ID, it.CallID, it.Namespace, it.Name, it.Arguments, status}
+		}{it.Type, it.ID, it.CallFields().CallID, it.ToolFields().Namespace, it.CallFields().Name, it.CallFields().Arguments, status}
 	case ItemFunctionCallOutput, ItemCustomToolCallOutput:
 		w := struct {
 			Type   string          `json:"type"`
@@ -103,7 +103,7 @@ func referenceItem(t *testing.T, it Item) json.RawMessage {
 			CallID string          `json:"call_id"`
 			Output json.RawMessage `json:"output"`
 			Status string          `json:"status,omitempty"`
-		}{it.Type, it.ID, it.CallID, rawOr(it.Output, `""`), status}
+		}{it.Type, it.ID, it.CallFields().CallID, rawOr(it.CallFields().Output, `""`), status}
 		if it.Type == ItemCustomToolCallOutput {
 			w.Status = ""
 			if it.ID == "" {
@@ -128,7 +128,7 @@ func referenceItem(t *testing.T, it Item) json.RawMessage {
 			Summary          []json.RawMessage `json:"summary"`
 			Content          []json.RawMessage `json:"content,omitempty"`
 			EncryptedContent *string           `json:"encrypted_content,omitempty"`
-		}{it.Type, it.ID, it.Status, referenceParts(t, it.Summary), content, it.EncryptedContent}
+		}{it.Type, it.ID, it.Status, referenceParts(t, it.ReasoningFields().Summary), content, it.ReasoningFields().EncryptedContent}
 	case ItemMCPCall:
 		v = struct {
 			Type              string          `json:"type"`
@@ -140,7 +140,7 @@ func referenceItem(t *testing.T, it Item) json.RawMessage {
 			Error             *string         `json:"error"`
 			Status            string          `json:"status"`
 			ApprovalRequestID *string         `json:"approval_request_id"`
-		}{it.Type, it.ID, it.ToolFields().ServerLabel, it.Name, it.Arguments, rawOr(it.Output, "null"), it.ToolFields().Error, status, it.ToolFields().ApprovalRequestID}
+		}{it.Type, it.ID, it.ToolFields().ServerLabel, it.CallFields().Name, it.CallFields().Arguments, rawOr(it.CallFields().Output, "null"), it.ToolFields().Error, status, it.ToolFields().ApprovalRequestID}
 	case ItemMCPListTools:
 		v = struct {
 			Type        string          `json:"type"`
@@ -156,7 +156,7 @@ func referenceItem(t *testing.T, it Item) json.RawMessage {
 			ServerLabel string `json:"server_label"`
 			Name        string `json:"name"`
 			Arguments   string `json:"arguments"`
-		}{it.Type, it.ID, it.ToolFields().ServerLabel, it.Name, it.Arguments}
+		}{it.Type, it.ID, it.ToolFields().ServerLabel, it.CallFields().Name, it.CallFields().Arguments}
 	case ItemMCPInputRequest:
 		v = struct {
 			Type          string          `json:"type"`
@@ -165,7 +165,7 @@ func referenceItem(t *testing.T, it Item) json.RawMessage {
 			Name          string          `json:"name"`
 			Arguments     string          `json:"arguments"`
 			InputRequests json.RawMessage `json:"input_requests"`
-		}{it.Type, it.ID, it.ToolFields().ServerLabel, it.Name, it.Arguments, rawOr(it.ToolFields().InputRequests, "{}")}
+		}{it.Type, it.ID, it.ToolFields().ServerLabel, it.CallFields().Name, it.CallFields().Arguments, rawOr(it.ToolFields().InputRequests, "{}")}
 	case ItemMCPInputResponse:
 		v = struct {
 			Type           string          `json:"type"`
@@ -191,11 +191,11 @@ func referenceItem(t *testing.T, it Item) json.RawMessage {
 			Execution string          `json:"execution"`
 			Status    string          `json:"status"`
 			Tools     json.RawMessage `json:"tools,omitempty"`
-		}{Type: it.Type, ID: it.ID, CallID: it.CallID, Execution: orDefault(it.ToolFields().Execution, ExecutionServer), Status: status}
+		}{Type: it.Type, ID: it.ID, CallID: it.CallFields().CallID, Execution: orDefault(it.ToolFields().Execution, ExecutionServer), Status: status}
 		if it.Type == ItemToolSearchCall {
-			w.Arguments = json.RawMessage(it.Arguments)
+			w.Arguments = json.RawMessage(it.CallFields().Arguments)
 			if !json.Valid(w.Arguments) {
-				w.Arguments = mustMarshal(t, it.Arguments)
+				w.Arguments = mustMarshal(t, it.CallFields().Arguments)
 			}
 		} else {
 			w.Tools = rawOr(it.ToolFields().Tools, "[]")
@@ -217,7 +217,7 @@ func referenceItem(t *testing.T, it Item) json.RawMessage {
 			Name      string `json:"name"`
 			Input     string `json:"input"`
 			Status    string `json:"status,omitempty"`
-		}{it.Type, it.ID, it.CallID, it.Namespace, it.Name, it.ToolFields().Input, it.Status}
+		}{it.Type, it.ID, it.CallFields().CallID, it.ToolFields().Namespace, it.CallFields().Name, it.ToolFields().Input, it.Status}
 	case ItemApplyPatchCall:
 		v = struct {
 			Type      string          `json:"type"`
@@ -225,7 +225,7 @@ func referenceItem(t *testing.T, it Item) json.RawMessage {
 			CallID    string          `json:"call_id"`
 			Operation json.RawMessage `json:"operation"`
 			Status    string          `json:"status"`
-		}{it.Type, it.ID, it.CallID, rawOr(it.ToolFields().Operation, "null"), status}
+		}{it.Type, it.ID, it.CallFields().CallID, rawOr(it.ToolFields().Operation, "null"), status}
 	case ItemApplyPatchCallOutput:
 		v = struct {
 			Type   string          `json:"type"`
@@ -233,16 +233,18 @@ func referenceItem(t *testing.T, it Item) json.RawMessage {
 			CallID string          `json:"call_id"`
 			Status string          `json:"status"`
 			Output json.RawMessage `json:"output"`
-		}{it.Type, it.ID, it.CallID, status, rawOr(it.Output, "null")}
+		}{it.Type, it.ID, it.CallFields().CallID, status, rawOr(it.CallFields().Output, "null")}
 	default:
-		if len(it.Content) > 0 || len(it.Summary) > 0 {
+		if len(it.Content) > 0 || len(it.ReasoningFields().Summary) > 0 {
 			t.Fatalf("the reference of %s has no content parts", it.Type)
 		}
 		type plain Item
 		v = struct {
 			plain
+			*ItemCall
+			*ItemReasoningFields
 			*ItemTool
-		}{plain(it), it.Tool}
+		}{plain(it), it.Call, it.Reasoning, it.Tool}
 	}
 	return mustMarshal(t, v)
 }
@@ -427,7 +429,7 @@ func encodingCases() []Item {
 	odd := "a \"q\" \\ <b>&amp; \n\t\u2028 é 😀 \xff end"
 	pretty := json.RawMessage("[ {\"type\" : \"input_text\",\n\t\"text\": \"a b\\n\\\" c\"} ]")
 	return []Item{
-		{Type: ItemMessage, ID: "msg_1", Status: StatusCompleted, Role: "assistant", Content: []ContentPart{OutputText(odd)}, Phase: "final_answer"},
+		{Type: ItemMessage, ID: "msg_1", Status: StatusCompleted, Role: "assistant", Content: []ContentPart{OutputText(odd)}, Tool: &ItemTool{Phase: "final_answer"}},
 		{Type: ItemMessage, Role: "user"},
 		{Type: ItemMessage, Role: "user", Content: []ContentPart{
 			{Type: PartInputText, Text: odd},
@@ -437,46 +439,47 @@ func encodingCases() []Item {
 			{Type: PartRefusal, Refusal: "no <way>"},
 			{Type: "other", Text: "t", Annotations: []json.RawMessage{json.RawMessage(`{}`)}},
 		}},
-		{Type: ItemFunctionCall, ID: "fc_1", CallID: "call_1", Name: "get_weather", Arguments: `{"city":"Paris <&>"}`, Status: StatusInProgress},
-		{Type: ItemFunctionCall, CallID: "call_1", Name: "now", Namespace: "ns"},
-		{Type: ItemFunctionCallOutput, ID: "fco_1", CallID: "call_1", Output: json.RawMessage(`"sunny <&>"`), Status: StatusCompleted},
-		{Type: ItemFunctionCallOutput, CallID: "call_1", Output: pretty},
-		{Type: ItemFunctionCallOutput, CallID: "call_1"},
-		{Type: ItemReasoning, ID: "rs_1", Summary: []ContentPart{{Type: PartSummaryText, Text: "s"}}, Content: []ContentPart{{Type: PartReasoningText, Text: odd}}, EncryptedContent: ptr("sealed")},
+		{Type: ItemFunctionCall, ID: "fc_1", Call: &ItemCall{CallID: "call_1", Name: "get_weather", Arguments: `{"city":"Paris <&>"}`}, Status: StatusInProgress},
+		{Type: ItemFunctionCall, Call: &ItemCall{CallID: "call_1", Name: "now"}, Tool: &ItemTool{Namespace: "ns"}},
+		{Type: ItemFunctionCallOutput, ID: "fco_1", Call: &ItemCall{CallID: "call_1", Output: json.RawMessage(`"sunny <&>"`)}, Status: StatusCompleted},
+		{Type: ItemFunctionCallOutput, Call: &ItemCall{CallID: "call_1", Output: pretty}},
+		{Type: ItemFunctionCallOutput, Call: &ItemCall{CallID: "call_1"}},
+		{Type: ItemReasoning, ID: "rs_1", Reasoning: &ItemReasoningFields{Summary: []ContentPart{{Type: PartSummaryText, Text: "s"}}, EncryptedContent: ptr("sealed")}, Content: []ContentPart{{Type: PartReasoningText, Text: odd}}},
 		{Type: ItemReasoning, ID: "rs_2", Status: StatusInProgress},
-		{Type: ItemMCPCall, ID: "mcp_1", Tool: &ItemTool{ServerLabel: "docs", ApprovalRequestID: ptr("mcpr_1")}, Name: "search", Arguments: `{"q":"x"}`, Output: json.RawMessage(`"found"`), Status: StatusCompleted},
-		{Type: ItemMCPCall, ID: "mcp_2", Tool: &ItemTool{ServerLabel: "docs", Error: ptr("server unreachable")}, Name: "search", Arguments: `{}`, Status: StatusIncomplete},
+		{Type: ItemMCPCall, ID: "mcp_1", Tool: &ItemTool{ServerLabel: "docs", ApprovalRequestID: ptr("mcpr_1")}, Call: &ItemCall{Name: "search", Arguments: `{"q":"x"}`, Output: json.RawMessage(`"found"`)}, Status: StatusCompleted},
+		{Type: ItemMCPCall, ID: "mcp_2", Tool: &ItemTool{ServerLabel: "docs", Error: ptr("server unreachable")}, Call: &ItemCall{Name: "search", Arguments: `{}`}, Status: StatusIncomplete},
 		{Type: ItemMCPListTools, ID: "mcpl_1", Tool: &ItemTool{ServerLabel: "docs", Tools: json.RawMessage("[{\"name\": \"search\",\n \"input_schema\":{\"type\":\"object\"}}]")}},
 		{Type: ItemMCPListTools, ID: "mcpl_2", Tool: &ItemTool{ServerLabel: "docs", Error: ptr("unauthorized")}},
-		{Type: ItemMCPApprovalRequest, ID: "mcpr_1", Tool: &ItemTool{ServerLabel: "docs"}, Name: "delete", Arguments: `{"id":1}`},
+		{Type: ItemMCPApprovalRequest, ID: "mcpr_1", Tool: &ItemTool{ServerLabel: "docs"}, Call: &ItemCall{Name: "delete", Arguments: `{"id":1}`}},
 		{Type: ItemMCPApprovalResponse, ID: "mcpa_1", Tool: &ItemTool{ApprovalRequestID: ptr("mcpr_1"), Approve: ptr(false), Reason: ptr("not now")}},
-		{Type: ItemMCPInputRequest, ID: "mcpi_1", Tool: &ItemTool{ServerLabel: "docs", InputRequests: json.RawMessage(`{"k":{"method":"elicitation/create","params":{"message":"which day?"}}}`)}, Name: "book", Arguments: `{}`},
-		{Type: ItemMCPInputRequest, ID: "mcpi_2", Tool: &ItemTool{ServerLabel: "docs"}, Name: "book"},
+		{Type: ItemMCPInputRequest, ID: "mcpi_1", Tool: &ItemTool{ServerLabel: "docs", InputRequests: json.RawMessage(`{"k":{"method":"elicitation/create","params":{"message":"which day?"}}}`)}, Call: &ItemCall{Name: "book", Arguments: `{}`}},
+		{Type: ItemMCPInputRequest, ID: "mcpi_2", Tool: &ItemTool{ServerLabel: "docs"}, Call: &ItemCall{Name: "book"}},
 		{Type: ItemMCPInputResponse, Tool: &ItemTool{RequestID: "mcpi_1", InputResponses: json.RawMessage(`{"k":{"action":"accept","content":{"day":"monday"}}}`)}},
 		{Type: ItemMCPInputResponse, ID: "mcpo_1", Tool: &ItemTool{RequestID: "mcpi_1"}},
 		{Type: ItemCodeInterpreterCall, ID: "ci_1", Tool: &ItemTool{Code: ptr("print(1)"), ContainerID: "cntr_1", Outputs: json.RawMessage(`[{"type":"logs","logs":"1\n"}]`)}, Status: StatusCompleted},
 		{Type: ItemCodeInterpreterCall, ID: "ci_2", Tool: &ItemTool{ContainerID: "cntr_1"}, Status: StatusInProgress},
-		{Type: ItemCompaction, ID: "cmp_1", EncryptedContent: ptr("sealed")},
-		{Type: ItemToolSearchCall, ID: "ts_1", CallID: "call_4", Arguments: `{"query":"weather"}`, Tool: &ItemTool{Execution: ExecutionClient}},
-		{Type: ItemToolSearchCall, CallID: "call_4", Arguments: `not json`},
-		{Type: ItemToolSearchOutput, ID: "tso_1", CallID: "call_4", Tool: &ItemTool{Tools: json.RawMessage(`[{"type":"function","name":"f"}]`)}, Status: StatusCompleted},
-		{Type: ItemToolSearchOutput, CallID: "call_4"},
+		{Type: ItemCompaction, ID: "cmp_1", Reasoning: &ItemReasoningFields{EncryptedContent: ptr("sealed")}},
+		{Type: ItemToolSearchCall, ID: "ts_1", Call: &ItemCall{CallID: "call_4", Arguments: `{"query":"weather"}`}, Tool: &ItemTool{Execution: ExecutionClient}},
+		{Type: ItemToolSearchCall, Call: &ItemCall{CallID: "call_4", Arguments: `not json`}},
+		{Type: ItemToolSearchOutput, ID: "tso_1", Call: &ItemCall{CallID: "call_4"}, Tool: &ItemTool{Tools: json.RawMessage(`[{"type":"function","name":"f"}]`)}, Status: StatusCompleted},
+		{Type: ItemToolSearchOutput, Call: &ItemCall{CallID: "call_4"}},
 		{Type: ItemWebSearchCall, ID: "ws_1", Status: StatusCompleted, Tool: &ItemTool{Action: json.RawMessage(`{"type":"search","query":"q","sources":[{"type":"url","url":"https://x"}]}`)}},
 		{Type: ItemWebSearchCall, ID: "ws_2"},
-		{Type: ItemCustomToolCall, ID: "ctc_1", CallID: "call_5", Namespace: "ns", Name: "patch", Tool: &ItemTool{Input: odd}, Status: StatusCompleted},
-		{Type: ItemCustomToolCall, ID: "ctc_2", CallID: "call_5", Name: "patch"},
-		{Type: ItemCustomToolCallOutput, ID: "ctco_1", CallID: "call_5", Output: json.RawMessage(`"ok"`)},
-		{Type: ItemCustomToolCallOutput, CallID: "call_5"},
-		{Type: ItemApplyPatchCall, ID: "apc_1", CallID: "call_6", Tool: &ItemTool{Operation: json.RawMessage(`{"type":"update_file","path":"a.go","diff":"@@"}`)}},
-		{Type: ItemApplyPatchCall, ID: "apc_2", CallID: "call_6"},
-		{Type: ItemApplyPatchCallOutput, ID: "apco_1", CallID: "call_6", Status: "failed", Output: json.RawMessage(`"conflict"`)},
-		{Type: ItemApplyPatchCallOutput, CallID: "call_6"},
-		{Type: "shell_call", ID: "sh_1", CallID: "call_2", Tool: &ItemTool{Action: json.RawMessage(`{"commands":["ls"],"timeout_ms":1000}`)}, Status: StatusCompleted},
-		{Type: "shell_call_output", ID: "sho_1", CallID: "call_2", Output: json.RawMessage(`[{"stdout":"a\n","stderr":"","outcome":{"type":"exit","exit_code":0}}]`), Tool: &ItemTool{MaxOutputLength: ptr(4096)}},
-		{Type: "local_shell_call", ID: "ls_1", CallID: "call_3", Tool: &ItemTool{Action: json.RawMessage(`{"type":"exec","command":["ls"]}`)}, Status: StatusCompleted},
-		{Type: "local_shell_call_output", ID: "lso_1", CallID: "call_3", Output: json.RawMessage(`"a.txt"`)},
-		{Type: "every_field", ID: "x", Status: "s", Role: "r", Phase: "p", CallID: "c", Name: "n", Arguments: "a", Namespace: "ns",
-			Tool: &ItemTool{Input: "i", Operation: json.RawMessage(`{}`), ServerLabel: "l", Error: ptr("err"), ApprovalRequestID: ptr("ar"), Code: ptr("c"), ContainerID: "ct", Outputs: json.RawMessage(`[]`), Action: json.RawMessage(`{}`), MaxOutputLength: ptr(1), Execution: "server", Tools: json.RawMessage(`[]`), Approve: ptr(true), Reason: ptr("r"), InputRequests: json.RawMessage(`{}`), RequestID: "rq", InputResponses: json.RawMessage(`{}`)}, Output: json.RawMessage(`1`), EncryptedContent: ptr("e"),
+		{Type: ItemCustomToolCall, ID: "ctc_1", Call: &ItemCall{CallID: "call_5", Name: "patch"}, Tool: &ItemTool{Namespace: "ns", Input: odd}, Status: StatusCompleted},
+		{Type: ItemCustomToolCall, ID: "ctc_2", Call: &ItemCall{CallID: "call_5", Name: "patch"}},
+		{Type: ItemCustomToolCallOutput, ID: "ctco_1", Call: &ItemCall{CallID: "call_5", Output: json.RawMessage(`"ok"`)}},
+		{Type: ItemCustomToolCallOutput, Call: &ItemCall{CallID: "call_5"}},
+		{Type: ItemApplyPatchCall, ID: "apc_1", Call: &ItemCall{CallID: "call_6"}, Tool: &ItemTool{Operation: json.RawMessage(`{"type":"update_file","path":"a.go","diff":"@@"}`)}},
+		{Type: ItemApplyPatchCall, ID: "apc_2", Call: &ItemCall{CallID: "call_6"}},
+		{Type: ItemApplyPatchCallOutput, ID: "apco_1", Call: &ItemCall{CallID: "call_6", Output: json.RawMessage(`"conflict"`)}, Status: "failed"},
+		{Type: ItemApplyPatchCallOutput, Call: &ItemCall{CallID: "call_6"}},
+		{Type: "shell_call", ID: "sh_1", Call: &ItemCall{CallID: "call_2"}, Tool: &ItemTool{Action: json.RawMessage(`{"commands":["ls"],"timeout_ms":1000}`)}, Status: StatusCompleted},
+		{Type: "shell_call_output", ID: "sho_1", Call: &ItemCall{CallID: "call_2", Output: json.RawMessage(`[{"stdout":"a\n","stderr":"","outcome":{"type":"exit","exit_code":0}}]`)}, Tool: &ItemTool{MaxOutputLength: ptr(4096)}},
+		{Type: "local_shell_call", ID: "ls_1", Call: &ItemCall{CallID: "call_3"}, Tool: &ItemTool{Action: json.RawMessage(`{"type":"exec","command":["ls"]}`)}, Status: StatusCompleted},
+		{Type: "local_shell_call_output", ID: "lso_1", Call: &ItemCall{CallID: "call_3", Output: json.RawMessage(`"a.txt"`)}},
+		{Type: "every_field", ID: "x", Status: "s", Role: "r", Call: &ItemCall{CallID: "c", Name: "n", Arguments: "a", Output: json.RawMessage(`1`)},
+			Tool:      &ItemTool{Phase: "p", Namespace: "ns", Input: "i", Operation: json.RawMessage(`{}`), ServerLabel: "l", Error: ptr("err"), ApprovalRequestID: ptr("ar"), Code: ptr("c"), ContainerID: "ct", Outputs: json.RawMessage(`[]`), Action: json.RawMessage(`{}`), MaxOutputLength: ptr(1), Execution: "server", Tools: json.RawMessage(`[]`), Approve: ptr(true), Reason: ptr("r"), InputRequests: json.RawMessage(`{}`), RequestID: "rq", InputResponses: json.RawMessage(`{}`)},
+			Reasoning: &ItemReasoningFields{EncryptedContent: ptr("e")},
 		},
 	}
 }

@@ -45,7 +45,7 @@ func ExampleRequest_Validate() {
 
 // An item marshals with every key the API requires for its type.
 func ExampleItem_MarshalJSON() {
-	call := responses.Item{Type: responses.ItemFunctionCall, ID: "fc_1", CallID: "call_1", Name: "get_weather", Arguments: `{"city":"Paris"}`}
+	call := responses.Item{Type: responses.ItemFunctionCall, ID: "fc_1", Call: &responses.ItemCall{CallID: "call_1", Name: "get_weather", Arguments: `{"city":"Paris"}`}}
 	out, _ := json.Marshal(call)
 	fmt.Println(string(out))
 	msg := responses.Item{Type: responses.ItemMessage, ID: "msg_1", Role: "assistant", Content: []responses.ContentPart{responses.OutputText("Hi")}}

@@ -38,10 +38,12 @@ const (
 // meaningful depends on Type. Its JSON form follows the Responses API, with
 // every key the Open Responses schema requires for that type.
 //
-// The fields of messages, reasoning and function calls are Item's own; those
-// of the other item types are in Tool, behind one pointer: most items of a
-// long conversation are messages and function calls, and an Item is then
-// 232 bytes rather than 496.
+// The fields every item and every message uses are Item's own; those of
+// calls and their results are in Call, those of reasoning items in
+// Reasoning, and those of the other tools' items and the rarely set ones
+// (a preamble's phase, a call's namespace) in Tool, each behind one
+// pointer: an Item is then 112 bytes rather than 496, and a message of a
+// long conversation needs nothing more than its content.
 type Item struct {
 	Type   string `json:"type"`
 	ID     string `json:"id,omitempty"`
@@ -50,24 +52,20 @@ type Item struct {
 	// message
 	Role    string        `json:"role,omitempty"`
 	Content []ContentPart `json:"content,omitempty"`
-	// Phase labels an assistant message as "commentary" (a preamble) or
-	// "final_answer".
-	Phase string `json:"phase,omitempty"`
 
-	// function_call and function_call_output
-	CallID    string `json:"call_id,omitempty"`
-	Name      string `json:"name,omitempty"`
-	Arguments string `json:"arguments,omitempty"`
-	// Namespace is the namespace tool a function_call's or a
-	// custom_tool_call's tool belongs to; Name is then its name there.
-	Namespace string `json:"namespace,omitempty"`
-	// Output of a function_call_output: a JSON string or an array of
-	// content parts, kept as sent.
-	Output json.RawMessage `json:"output,omitempty"`
+	// Call holds the fields of calls and their results (function_call,
+	// function_call_output, and the call and output items of the other
+	// tools); nil when there are none. Read them with CallFields, safe on
+	// any item, and set them through EditCall (or a literal
+	// &ItemCall{...}). A copy of an Item shares its Call: a copy to be
+	// changed gets its own first.
+	Call *ItemCall `json:"-"`
 
-	// reasoning
-	Summary          []ContentPart `json:"summary,omitempty"`
-	EncryptedContent *string       `json:"encrypted_content,omitempty"`
+	// Reasoning holds the fields of reasoning (and compaction) items; nil
+	// when there are none. Read them with ReasoningFields, safe on any
+	// item, and set them through EditReasoning (or a literal
+	// &ItemReasoningFields{...}). A copy of an Item shares its Reasoning.
+	Reasoning *ItemReasoningFields `json:"-"`
 
 	// Tool holds the fields of the other item types; nil when there are
 	// none. Read them with ToolFields, which is safe on any item, and set
@@ -76,10 +74,71 @@ type Item struct {
 	Tool *ItemTool `json:"-"`
 }
 
+// ItemCall is the part of an Item that calls and their results use.
+type ItemCall struct {
+	CallID    string `json:"call_id,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments,omitempty"`
+	// Output of a function_call_output: a JSON string or an array of
+	// content parts, kept as sent.
+	Output json.RawMessage `json:"output,omitempty"`
+}
+
+// CallFields returns the item's ItemCall fields: a copy, zero for an
+// item that has none.
+func (it *Item) CallFields() ItemCall {
+	if it.Call == nil {
+		return ItemCall{}
+	}
+	return *it.Call
+}
+
+// EditCall returns the item's ItemCall fields to set, allocated on first
+// use.
+func (it *Item) EditCall() *ItemCall {
+	if it.Call == nil {
+		it.Call = new(ItemCall)
+	}
+	return it.Call
+}
+
+// ItemReasoningFields is the part of an Item that reasoning items use (and
+// compaction items, for their sealed summary).
+type ItemReasoningFields struct {
+	Summary          []ContentPart `json:"summary,omitempty"`
+	EncryptedContent *string       `json:"encrypted_content,omitempty"`
+}
+
+// ReasoningFields returns the item's ItemReasoningFields: a copy, zero
+// for an item that has none.
+func (it *Item) ReasoningFields() ItemReasoningFields {
+	if it.Reasoning == nil {
+		return ItemReasoningFields{}
+	}
+	return *it.Reasoning
+}
+
+// EditReasoning returns the item's ItemReasoningFields to set, allocated
+// on first use.
+func (it *Item) EditReasoning() *ItemReasoningFields {
+	if it.Reasoning == nil {
+		it.Reasoning = new(ItemReasoningFields)
+	}
+	return it.Reasoning
+}
+
 // ItemTool is the part of an Item that only the item types of tools other
 // than functions (server-run calls, client-run kinds, MCP listings,
-// approvals and input requests, tool search) use.
+// approvals and input requests, tool search) use, and the fields other
+// items rarely set.
 type ItemTool struct {
+	// Phase labels an assistant message as "commentary" (a preamble) or
+	// "final_answer".
+	Phase string `json:"phase,omitempty"`
+	// Namespace is the namespace tool a function_call's or a
+	// custom_tool_call's tool belongs to; Name is then its name there.
+	Namespace string `json:"namespace,omitempty"`
+
 	// Input is a custom_tool_call's free-text input.
 	Input string `json:"input,omitempty"`
 	// Operation is an apply_patch_call's edit: {type, path, diff}.
@@ -266,22 +325,23 @@ func (p ContentPart) text() string {
 // OutputString returns a function_call_output's output as text: the string
 // itself, or the concatenated text of its content parts.
 func (it *Item) OutputString() string {
-	if len(it.Output) == 0 {
+	output := it.CallFields().Output
+	if len(output) == 0 {
 		return ""
 	}
 	var s string
-	if json.Unmarshal(it.Output, &s) == nil {
+	if json.Unmarshal(output, &s) == nil {
 		return s
 	}
 	var parts []ContentPart
-	if json.Unmarshal(it.Output, &parts) == nil {
+	if json.Unmarshal(output, &parts) == nil {
 		var b bytes.Buffer
 		for _, p := range parts {
 			b.WriteString(p.text())
 		}
 		return b.String()
 	}
-	return string(it.Output)
+	return string(output)
 }
 
 // UnmarshalJSON accepts the shorthand forms clients send: a message with no
@@ -303,8 +363,10 @@ func (it *Item) decodeFields(data []byte) (err error) {
 	type plain Item
 	var raw struct {
 		plain
-		// Embedded, so that its keys are decoded at the item's level; it
-		// is allocated only when one of them is present.
+		// Embedded, so that their keys are decoded at the item's level;
+		// each is allocated only when one of its keys is present.
+		*ItemCall
+		*ItemReasoningFields
 		*ItemTool
 		Content   json.RawMessage `json:"content"`
 		Arguments json.RawMessage `json:"arguments"`
@@ -313,10 +375,16 @@ func (it *Item) decodeFields(data []byte) (err error) {
 		return err
 	}
 	*it = Item(raw.plain)
+	it.Call = raw.ItemCall
+	it.Reasoning = raw.ItemReasoningFields
 	it.Tool = raw.ItemTool
 	// Arguments are text; a tool search's may come as a JSON value.
-	if it.Arguments, err = argumentsText(raw.Arguments); err != nil {
+	args, err := argumentsText(raw.Arguments)
+	if err != nil {
 		return err
+	}
+	if args != "" {
+		it.EditCall().Arguments = args
 	}
 	var text *string
 	c := bytes.TrimSpace(raw.Content)
@@ -368,6 +436,11 @@ func (it *Item) appendJSON(dst []byte, d Dialect) []byte {
 	o := openObject(dst)
 	o.str("type", d.ItemType(it.Type))
 	status := orDefault(it.Status, StatusCompleted)
+	var noCall ItemCall
+	c := it.Call
+	if c == nil {
+		c = &noCall
+	}
 	var none ItemTool
 	t := it.Tool
 	if t == nil {
@@ -377,26 +450,31 @@ func (it *Item) appendJSON(dst []byte, d Dialect) []byte {
 	case ItemMessage:
 		o.strs("id", it.ID, "status", status, "role", it.Role)
 		o.parts("content", it.Content)
-		o.strOmitEmpty("phase", it.Phase)
+		o.strOmitEmpty("phase", t.Phase)
 	case ItemFunctionCall:
-		o.strs("id", it.ID, "call_id", it.CallID)
-		o.strOmitEmpty("namespace", it.Namespace)
-		o.strs("name", it.Name, "arguments", it.Arguments, "status", status)
+		o.strs("id", it.ID, "call_id", c.CallID)
+		o.strOmitEmpty("namespace", t.Namespace)
+		o.strs("name", c.Name, "arguments", c.Arguments, "status", status)
 	case ItemFunctionCallOutput:
-		o.strs("id", it.ID, "call_id", it.CallID)
-		o.raw("output", it.Output, `""`)
+		o.strs("id", it.ID, "call_id", c.CallID)
+		o.raw("output", c.Output, `""`)
 		o.str("status", status)
 	case ItemReasoning:
 		o.str("id", it.ID)
 		o.strOmitEmpty("status", it.Status)
-		o.parts("summary", it.Summary)
+		var summary []ContentPart
+		var encrypted *string
+		if r := it.Reasoning; r != nil {
+			summary, encrypted = r.Summary, r.EncryptedContent
+		}
+		o.parts("summary", summary)
 		if len(it.Content) > 0 {
 			o.parts("content", it.Content)
 		}
-		o.strOmitNil("encrypted_content", it.EncryptedContent)
+		o.strOmitNil("encrypted_content", encrypted)
 	case ItemMCPCall:
-		o.strs("id", it.ID, "server_label", t.ServerLabel, "name", it.Name, "arguments", it.Arguments)
-		o.raw("output", it.Output, "null")
+		o.strs("id", it.ID, "server_label", t.ServerLabel, "name", c.Name, "arguments", c.Arguments)
+		o.raw("output", c.Output, "null")
 		o.strOrNull("error", t.Error)
 		o.str("status", status)
 		o.strOrNull("approval_request_id", t.ApprovalRequestID)
@@ -405,9 +483,9 @@ func (it *Item) appendJSON(dst []byte, d Dialect) []byte {
 		o.raw("tools", t.Tools, "[]")
 		o.strOrNull("error", t.Error)
 	case ItemMCPApprovalRequest:
-		o.strs("id", it.ID, "server_label", t.ServerLabel, "name", it.Name, "arguments", it.Arguments)
+		o.strs("id", it.ID, "server_label", t.ServerLabel, "name", c.Name, "arguments", c.Arguments)
 	case ItemMCPInputRequest:
-		o.strs("id", it.ID, "server_label", t.ServerLabel, "name", it.Name, "arguments", it.Arguments)
+		o.strs("id", it.ID, "server_label", t.ServerLabel, "name", c.Name, "arguments", c.Arguments)
 		o.raw("input_requests", t.InputRequests, "{}")
 	case ItemMCPInputResponse:
 		o.strOmitEmpty("id", it.ID)
@@ -436,14 +514,18 @@ func (it *Item) appendJSON(dst []byte, d Dialect) []byte {
 // have no shape of their own here (shell calls, compaction, approval
 // responses).
 func (it *Item) appendFields(o *jsonObject) {
+	c := it.CallFields()
 	t := it.ToolFields()
+	r := it.ReasoningFields()
 	for _, m := range [...]optionalMember{
 		{key: "id", text: it.ID}, {key: "status", text: it.Status}, {key: "role", text: it.Role},
-		{key: "content", parts: it.Content}, {key: "phase", text: it.Phase}, {key: "call_id", text: it.CallID},
-		{key: "name", text: it.Name}, {key: "arguments", text: it.Arguments}, {key: "namespace", text: it.Namespace},
-		{key: "output", raw: it.Output}, {key: "summary", parts: it.Summary}, {key: "encrypted_content", ptr: it.EncryptedContent},
-		// The fields of Item.Tool, after the item's own, as a struct
-		// embedding them would be written.
+		{key: "content", parts: it.Content},
+		// The fields of Item.Call, Item.Reasoning and Item.Tool, after
+		// the item's own, as a struct embedding them would be written.
+		{key: "call_id", text: c.CallID}, {key: "name", text: c.Name}, {key: "arguments", text: c.Arguments},
+		{key: "output", raw: c.Output},
+		{key: "summary", parts: r.Summary}, {key: "encrypted_content", ptr: r.EncryptedContent},
+		{key: "phase", text: t.Phase}, {key: "namespace", text: t.Namespace},
 		{key: "input", text: t.Input}, {key: "operation", raw: t.Operation},
 		{key: "server_label", text: t.ServerLabel}, {key: "error", ptr: t.Error},
 		{key: "approval_request_id", ptr: t.ApprovalRequestID}, {key: "code", ptr: t.Code},

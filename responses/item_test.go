@@ -39,7 +39,7 @@ func TestItemMarshalRoundTrip(t *testing.T) {
 	}{
 		{
 			name: "message",
-			item: Item{Type: ItemMessage, ID: "msg_1", Status: StatusCompleted, Role: "assistant", Content: []ContentPart{OutputText("hi")}, Phase: "final_answer"},
+			item: Item{Type: ItemMessage, ID: "msg_1", Status: StatusCompleted, Role: "assistant", Content: []ContentPart{OutputText("hi")}, Tool: &ItemTool{Phase: "final_answer"}},
 			keys: "content,id,phase,role,status,type",
 		},
 		{
@@ -50,54 +50,54 @@ func TestItemMarshalRoundTrip(t *testing.T) {
 		},
 		{
 			name: "function_call",
-			item: Item{Type: ItemFunctionCall, ID: "fc_1", CallID: "call_1", Name: "get_weather", Arguments: `{"city":"Paris"}`, Status: StatusInProgress},
+			item: Item{Type: ItemFunctionCall, ID: "fc_1", Call: &ItemCall{CallID: "call_1", Name: "get_weather", Arguments: `{"city":"Paris"}`}, Status: StatusInProgress},
 			keys: "arguments,call_id,id,name,status,type",
 		},
 		{
 			name: "function_call with empty arguments",
-			item: Item{Type: ItemFunctionCall, CallID: "call_1", Name: "now"},
+			item: Item{Type: ItemFunctionCall, Call: &ItemCall{CallID: "call_1", Name: "now"}},
 			keys: "arguments,call_id,id,name,status,type",
-			back: &Item{Type: ItemFunctionCall, CallID: "call_1", Name: "now", Status: StatusCompleted},
+			back: &Item{Type: ItemFunctionCall, Call: &ItemCall{CallID: "call_1", Name: "now"}, Status: StatusCompleted},
 		},
 		{
 			name: "function_call_output as a string",
-			item: Item{Type: ItemFunctionCallOutput, ID: "fco_1", CallID: "call_1", Output: json.RawMessage(`"sunny"`), Status: StatusCompleted},
+			item: Item{Type: ItemFunctionCallOutput, ID: "fco_1", Call: &ItemCall{CallID: "call_1", Output: json.RawMessage(`"sunny"`)}, Status: StatusCompleted},
 			keys: "call_id,id,output,status,type",
 		},
 		{
 			name: "function_call_output as parts",
-			item: Item{Type: ItemFunctionCallOutput, CallID: "call_1", Output: json.RawMessage(`[{"type":"input_text","text":"sunny"}]`), Status: StatusCompleted},
+			item: Item{Type: ItemFunctionCallOutput, Call: &ItemCall{CallID: "call_1", Output: json.RawMessage(`[{"type":"input_text","text":"sunny"}]`)}, Status: StatusCompleted},
 			keys: "call_id,id,output,status,type",
 		},
 		{
 			name: "function_call_output without output",
-			item: Item{Type: ItemFunctionCallOutput, CallID: "call_1"},
+			item: Item{Type: ItemFunctionCallOutput, Call: &ItemCall{CallID: "call_1"}},
 			keys: "call_id,id,output,status,type",
-			back: &Item{Type: ItemFunctionCallOutput, CallID: "call_1", Output: json.RawMessage(`""`), Status: StatusCompleted},
+			back: &Item{Type: ItemFunctionCallOutput, Call: &ItemCall{CallID: "call_1", Output: json.RawMessage(`""`)}, Status: StatusCompleted},
 		},
 		{
 			name: "reasoning",
-			item: Item{Type: ItemReasoning, ID: "rs_1", Summary: []ContentPart{{Type: PartSummaryText, Text: "s"}}, Content: []ContentPart{{Type: PartReasoningText, Text: "think"}}, EncryptedContent: ptr("sealed")},
+			item: Item{Type: ItemReasoning, ID: "rs_1", Reasoning: &ItemReasoningFields{Summary: []ContentPart{{Type: PartSummaryText, Text: "s"}}, EncryptedContent: ptr("sealed")}, Content: []ContentPart{{Type: PartReasoningText, Text: "think"}}},
 			keys: "content,encrypted_content,id,summary,type",
 		},
 		{
 			name: "reasoning, empty",
 			item: Item{Type: ItemReasoning, ID: "rs_2", Status: StatusInProgress},
 			keys: "id,status,summary,type",
-			back: &Item{Type: ItemReasoning, ID: "rs_2", Status: StatusInProgress, Summary: []ContentPart{}},
+			back: &Item{Type: ItemReasoning, ID: "rs_2", Status: StatusInProgress, Reasoning: &ItemReasoningFields{Summary: []ContentPart{}}},
 		},
 		{
 			name: "mcp_call",
-			item: Item{Type: ItemMCPCall, ID: "mcp_1", Tool: &ItemTool{ServerLabel: "docs", ApprovalRequestID: ptr("mcpr_1")}, Name: "search", Arguments: `{"q":"x"}`, Output: json.RawMessage(`"found"`), Status: StatusCompleted},
+			item: Item{Type: ItemMCPCall, ID: "mcp_1", Tool: &ItemTool{ServerLabel: "docs", ApprovalRequestID: ptr("mcpr_1")}, Call: &ItemCall{Name: "search", Arguments: `{"q":"x"}`, Output: json.RawMessage(`"found"`)}, Status: StatusCompleted},
 			keys: "approval_request_id,arguments,error,id,name,output,server_label,status,type",
 		},
 		{
 			name: "mcp_call failed",
-			item: Item{Type: ItemMCPCall, ID: "mcp_2", Tool: &ItemTool{ServerLabel: "docs", Error: ptr("server unreachable")}, Name: "search", Arguments: `{}`, Status: StatusIncomplete},
+			item: Item{Type: ItemMCPCall, ID: "mcp_2", Tool: &ItemTool{ServerLabel: "docs", Error: ptr("server unreachable")}, Call: &ItemCall{Name: "search", Arguments: `{}`}, Status: StatusIncomplete},
 			keys: "approval_request_id,arguments,error,id,name,output,server_label,status,type",
 			// The null output comes back as raw null, and marshals again
 			// as null.
-			back: &Item{Type: ItemMCPCall, ID: "mcp_2", Tool: &ItemTool{ServerLabel: "docs", Error: ptr("server unreachable")}, Name: "search", Arguments: `{}`, Output: json.RawMessage(`null`), Status: StatusIncomplete},
+			back: &Item{Type: ItemMCPCall, ID: "mcp_2", Tool: &ItemTool{ServerLabel: "docs", Error: ptr("server unreachable")}, Call: &ItemCall{Name: "search", Arguments: `{}`, Output: json.RawMessage(`null`)}, Status: StatusIncomplete},
 		},
 		{
 			name: "mcp_list_tools",
@@ -112,7 +112,7 @@ func TestItemMarshalRoundTrip(t *testing.T) {
 		},
 		{
 			name: "mcp_approval_request",
-			item: Item{Type: ItemMCPApprovalRequest, ID: "mcpr_1", Tool: &ItemTool{ServerLabel: "docs"}, Name: "delete", Arguments: `{"id":1}`},
+			item: Item{Type: ItemMCPApprovalRequest, ID: "mcpr_1", Tool: &ItemTool{ServerLabel: "docs"}, Call: &ItemCall{Name: "delete", Arguments: `{"id":1}`}},
 			keys: "arguments,id,name,server_label,type",
 		},
 		{
@@ -122,14 +122,14 @@ func TestItemMarshalRoundTrip(t *testing.T) {
 		},
 		{
 			name: "mcp_input_request",
-			item: Item{Type: ItemMCPInputRequest, ID: "mcpi_1", Tool: &ItemTool{ServerLabel: "docs", InputRequests: json.RawMessage(`{"k":{"method":"elicitation/create","params":{"message":"which day?"}}}`)}, Name: "book", Arguments: `{}`},
+			item: Item{Type: ItemMCPInputRequest, ID: "mcpi_1", Tool: &ItemTool{ServerLabel: "docs", InputRequests: json.RawMessage(`{"k":{"method":"elicitation/create","params":{"message":"which day?"}}}`)}, Call: &ItemCall{Name: "book", Arguments: `{}`}},
 			keys: "arguments,id,input_requests,name,server_label,type",
 		},
 		{
 			name: "mcp_input_request, none",
-			item: Item{Type: ItemMCPInputRequest, ID: "mcpi_2", Tool: &ItemTool{ServerLabel: "docs"}, Name: "book"},
+			item: Item{Type: ItemMCPInputRequest, ID: "mcpi_2", Tool: &ItemTool{ServerLabel: "docs"}, Call: &ItemCall{Name: "book"}},
 			keys: "arguments,id,input_requests,name,server_label,type",
-			back: &Item{Type: ItemMCPInputRequest, ID: "mcpi_2", Tool: &ItemTool{ServerLabel: "docs", InputRequests: json.RawMessage(`{}`)}, Name: "book"},
+			back: &Item{Type: ItemMCPInputRequest, ID: "mcpi_2", Tool: &ItemTool{ServerLabel: "docs", InputRequests: json.RawMessage(`{}`)}, Call: &ItemCall{Name: "book"}},
 		},
 		{
 			name: "mcp_input_response",
@@ -149,27 +149,27 @@ func TestItemMarshalRoundTrip(t *testing.T) {
 		},
 		{
 			name: "compaction",
-			item: Item{Type: ItemCompaction, ID: "cmp_1", EncryptedContent: ptr("sealed")},
+			item: Item{Type: ItemCompaction, ID: "cmp_1", Reasoning: &ItemReasoningFields{EncryptedContent: ptr("sealed")}},
 			keys: "encrypted_content,id,type",
 		},
 		{
 			name: "shell_call",
-			item: Item{Type: "shell_call", ID: "sh_1", CallID: "call_2", Tool: &ItemTool{Action: json.RawMessage(`{"commands":["ls"],"timeout_ms":1000}`)}, Status: StatusCompleted},
+			item: Item{Type: "shell_call", ID: "sh_1", Call: &ItemCall{CallID: "call_2"}, Tool: &ItemTool{Action: json.RawMessage(`{"commands":["ls"],"timeout_ms":1000}`)}, Status: StatusCompleted},
 			keys: "action,call_id,id,status,type",
 		},
 		{
 			name: "shell_call_output",
-			item: Item{Type: "shell_call_output", ID: "sho_1", CallID: "call_2", Output: json.RawMessage(`[{"stdout":"a\n","stderr":"","outcome":{"type":"exit","exit_code":0}}]`), Tool: &ItemTool{MaxOutputLength: ptr(4096)}},
+			item: Item{Type: "shell_call_output", ID: "sho_1", Call: &ItemCall{CallID: "call_2", Output: json.RawMessage(`[{"stdout":"a\n","stderr":"","outcome":{"type":"exit","exit_code":0}}]`)}, Tool: &ItemTool{MaxOutputLength: ptr(4096)}},
 			keys: "call_id,id,max_output_length,output,type",
 		},
 		{
 			name: "local_shell_call",
-			item: Item{Type: "local_shell_call", ID: "ls_1", CallID: "call_3", Tool: &ItemTool{Action: json.RawMessage(`{"type":"exec","command":["ls"]}`)}, Status: StatusCompleted},
+			item: Item{Type: "local_shell_call", ID: "ls_1", Call: &ItemCall{CallID: "call_3"}, Tool: &ItemTool{Action: json.RawMessage(`{"type":"exec","command":["ls"]}`)}, Status: StatusCompleted},
 			keys: "action,call_id,id,status,type",
 		},
 		{
 			name: "local_shell_call_output",
-			item: Item{Type: "local_shell_call_output", ID: "lso_1", CallID: "call_3", Output: json.RawMessage(`"a.txt"`)},
+			item: Item{Type: "local_shell_call_output", ID: "lso_1", Call: &ItemCall{CallID: "call_3", Output: json.RawMessage(`"a.txt"`)}},
 			keys: "call_id,id,output,type",
 		},
 	}
@@ -316,7 +316,7 @@ func TestItemText(t *testing.T) {
 		{`[{"type":"input_text","text":"x"},{"type":"input_text","text":"y"}]`, "xy"},
 		{`{"not":"a string"}`, `{"not":"a string"}`},
 	} {
-		it := Item{Type: ItemFunctionCallOutput, Output: json.RawMessage(tt.output)}
+		it := Item{Type: ItemFunctionCallOutput, Call: &ItemCall{Output: json.RawMessage(tt.output)}}
 		if got := it.OutputString(); got != tt.want {
 			t.Errorf("OutputString of %s = %q, want %q", tt.output, got, tt.want)
 		}

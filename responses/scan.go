@@ -202,8 +202,9 @@ func union(a, b map[string]bool) map[string]bool {
 
 // The keys of the types the scanner decodes into.
 var (
-	// An item's keys are Item's and those of the fields behind Item.Tool.
-	itemKeys = union(jsonKeys[Item](), jsonKeys[ItemTool]())
+	// An item's keys are Item's and those of the fields behind
+	// Item.Call, Item.Reasoning and Item.Tool.
+	itemKeys = union(union(union(jsonKeys[Item](), jsonKeys[ItemCall]()), jsonKeys[ItemReasoningFields]()), jsonKeys[ItemTool]())
 	partKeys = union(jsonKeys[ContentPart](), jsonKeys[PartMedia]())
 	toolKeys = jsonKeys[Tool]()
 )
@@ -289,7 +290,8 @@ func decodeCountedItems(data []byte, n int) ([]Item, error) {
 // item decodes one input item of a common shape; false leaves it to
 // encoding/json.
 func (s *scanner) item(it *Item) bool {
-	var text *string // content given as a string
+	var text string // content given as a string, when isText
+	var isText bool
 	ok := s.object(func(key string) bool {
 		switch key {
 		case "type":
@@ -301,44 +303,47 @@ func (s *scanner) item(it *Item) bool {
 		case "role":
 			return s.stringField(&it.Role)
 		case "phase":
-			return s.stringField(&it.Phase)
+			return s.stringField(&it.EditTool().Phase)
 		case "call_id":
-			return s.stringField(&it.CallID)
+			return s.stringField(&it.EditCall().CallID)
 		case "name":
-			return s.stringField(&it.Name)
+			return s.stringField(&it.EditCall().Name)
 		case "arguments":
-			return s.stringField(&it.Arguments)
+			return s.stringField(&it.EditCall().Arguments)
 		case "output":
-			it.Output = append(json.RawMessage(nil), s.value()...)
+			it.EditCall().Output = append(json.RawMessage(nil), s.value()...)
 			return true
 		case "content":
 			var ok bool
-			text, ok = s.content(it)
+			text, isText, ok = s.content(it)
 			return ok
 		}
 		return s.ignored(key, itemKeys)
 	})
-	if ok {
-		it.normalise(text)
+	if ok && isText {
+		it.normalise(&text)
+	} else if ok {
+		it.normalise(nil)
 	}
 	return ok
 }
 
-// content decodes a message's content: a string (returned, for normalise
-// to make a part of it once the role is known), null, or an array of text
-// parts.
-func (s *scanner) content(it *Item) (*string, bool) {
+// content decodes a message's content: a string (returned with isText,
+// for normalise to make a part of it once the role is known; returned by
+// value, as a pointer to it would be one more allocation per item), null,
+// or an array of text parts.
+func (s *scanner) content(it *Item) (text string, isText, ok bool) {
 	switch s.next() {
 	case '"':
-		v, ok := s.str()
-		return &v, ok
+		text, ok = s.str()
+		return text, true, ok
 	case 'n':
 		s.value()
 		it.Content = nil
-		return nil, true
+		return "", false, true
 	case '[':
 	default:
-		return nil, false
+		return "", false, false
 	}
 	s.pos++
 	parts := make([]ContentPart, 0, 1)
@@ -350,7 +355,7 @@ func (s *scanner) content(it *Item) (*string, bool) {
 		case ']':
 			s.pos++
 			it.Content = parts
-			return nil, true
+			return "", false, true
 		}
 		var p ContentPart
 		ok := s.object(func(key string) bool {
@@ -365,7 +370,7 @@ func (s *scanner) content(it *Item) (*string, bool) {
 			return s.ignored(key, partKeys)
 		})
 		if !ok {
-			return nil, false
+			return "", false, false
 		}
 		parts = append(parts, p)
 	}

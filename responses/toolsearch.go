@@ -39,12 +39,12 @@ func (t ToolSearchTool) ClientRun() bool { return t.Execution == ExecutionClient
 // list even when empty).
 func (it *Item) appendToolSearch(o *jsonObject) {
 	o.strOmitEmpty("id", it.ID)
-	o.str("call_id", it.CallID)
+	o.str("call_id", it.CallFields().CallID)
 	if it.Type == ItemToolSearchCall {
-		if json.Valid([]byte(it.Arguments)) {
-			o.raw("arguments", json.RawMessage(it.Arguments), "")
+		if json.Valid([]byte(it.CallFields().Arguments)) {
+			o.raw("arguments", json.RawMessage(it.CallFields().Arguments), "")
 		} else {
-			o.str("arguments", it.Arguments)
+			o.str("arguments", it.CallFields().Arguments)
 		}
 	}
 	o.str("execution", orDefault(it.ToolFields().Execution, ExecutionServer))
@@ -73,7 +73,7 @@ func argumentsText(raw json.RawMessage) (string, error) {
 // validateToolSearchOutput checks a client's answer to a tool search: its
 // call and the tools it found, a list of tools.
 func (it *Item) validateToolSearchOutput(param string) *APIError {
-	if it.CallID == "" {
+	if it.CallFields().CallID == "" {
 		return BadRequest(param+".call_id", "tool_search_output needs a call_id")
 	}
 	var found []Tool

@@ -356,10 +356,10 @@ func (it *Item) validateMessage(param string) *APIError {
 }
 
 func (it *Item) validateFunctionCall(param string) *APIError {
-	if it.CallID == "" {
+	if it.CallFields().CallID == "" {
 		return BadRequest(param+".call_id", "function_call needs a call_id")
 	}
-	if it.Name == "" {
+	if it.CallFields().Name == "" {
 		return BadRequest(param+".name", "function_call needs a name")
 	}
 	return nil
@@ -368,19 +368,19 @@ func (it *Item) validateFunctionCall(param string) *APIError {
 // validateCallOutput checks a client's call (local_shell_call) or its
 // answer to one: a call_id, and an output for an output item.
 func (it *Item) validateCallOutput(param string) *APIError {
-	if it.CallID == "" {
+	if it.CallFields().CallID == "" {
 		return BadRequest(param+".call_id", "%s needs a call_id", it.Type)
 	}
 	if it.Type == ItemLocalShellCall {
 		return nil
 	}
-	if len(it.Output) == 0 {
+	if len(it.CallFields().Output) == 0 {
 		return BadRequest(param+".output", "%s needs an output", it.Type)
 	}
 	if it.Type != ItemFunctionCallOutput && it.Type != ItemCustomToolCallOutput {
 		return nil
 	}
-	out := bytes.TrimSpace(it.Output)
+	out := bytes.TrimSpace(it.CallFields().Output)
 	if len(out) == 0 || out[0] != '"' && out[0] != '[' {
 		return BadRequest(param+".output", "output must be a string or an array of content parts")
 	}
@@ -407,7 +407,7 @@ func (it *Item) validateApprovalResponse(param string) *APIError {
 }
 
 func (it *Item) validateCompaction(param string) *APIError {
-	if it.EncryptedContent == nil || *it.EncryptedContent == "" {
+	if it.ReasoningFields().EncryptedContent == nil || *it.ReasoningFields().EncryptedContent == "" {
 		return BadRequest(param+".encrypted_content", "a compaction item needs the encrypted_content that /v1/responses/compact returned")
 	}
 	return nil

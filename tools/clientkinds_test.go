@@ -64,11 +64,11 @@ func TestPatchOperation(t *testing.T) {
 // name it was offered under; and so does a custom tool call.
 func TestNamespacedHistory(t *testing.T) {
 	h := History([]responses.Item{
-		{Type: responses.ItemFunctionCall, CallID: "a", Namespace: "crm", Name: "search", Arguments: "{}"},
-		{Type: responses.ItemCustomToolCall, CallID: "b", Namespace: "crm", Name: "note", Tool: &responses.ItemTool{Input: "x"}},
-		{Type: responses.ItemCustomToolCallOutput, CallID: "b", Output: json.RawMessage(`"ok"`)},
+		{Type: responses.ItemFunctionCall, Call: &responses.ItemCall{CallID: "a", Name: "search", Arguments: "{}"}, Tool: &responses.ItemTool{Namespace: "crm"}},
+		{Type: responses.ItemCustomToolCall, Call: &responses.ItemCall{CallID: "b", Name: "note"}, Tool: &responses.ItemTool{Namespace: "crm", Input: "x"}},
+		{Type: responses.ItemCustomToolCallOutput, Call: &responses.ItemCall{CallID: "b", Output: json.RawMessage(`"ok"`)}},
 	})
-	if len(h) != 3 || h[0].Name != "crm__search" || h[0].Namespace != "" || h[1].Name != "crm__note" || h[1].Arguments != `{"input":"x"}` || h[2].Type != responses.ItemFunctionCallOutput {
+	if len(h) != 3 || h[0].CallFields().Name != "crm__search" || h[0].ToolFields().Namespace != "" || h[1].CallFields().Name != "crm__note" || h[1].CallFields().Arguments != `{"input":"x"}` || h[2].Type != responses.ItemFunctionCallOutput {
 		t.Errorf("history %+v", h)
 	}
 }

@@ -193,8 +193,8 @@ func History(items []responses.Item) []responses.Item {
 func CallPair(id, callID, name, arguments, result string) []responses.Item {
 	out, _ := json.Marshal(result)
 	return []responses.Item{
-		{Type: responses.ItemFunctionCall, ID: id, CallID: callID, Name: name, Arguments: arguments, Status: responses.StatusCompleted},
-		{Type: responses.ItemFunctionCallOutput, CallID: callID, Output: out, Status: responses.StatusCompleted},
+		{Type: responses.ItemFunctionCall, ID: id, Call: &responses.ItemCall{CallID: callID, Name: name, Arguments: arguments}, Status: responses.StatusCompleted},
+		{Type: responses.ItemFunctionCallOutput, Call: &responses.ItemCall{CallID: callID, Output: out}, Status: responses.StatusCompleted},
 	}
 }
 
@@ -202,7 +202,7 @@ func CallPair(id, callID, name, arguments, result string) []responses.Item {
 // kept as the item holds it.
 func storedPair(id, callID, name, arguments string, output json.RawMessage) []responses.Item {
 	return []responses.Item{
-		{Type: responses.ItemFunctionCall, ID: id, CallID: callID, Name: name, Arguments: arguments},
-		{Type: responses.ItemFunctionCallOutput, CallID: callID, Output: output},
+		{Type: responses.ItemFunctionCall, ID: id, Call: &responses.ItemCall{CallID: callID, Name: name, Arguments: arguments}},
+		{Type: responses.ItemFunctionCallOutput, Call: &responses.ItemCall{CallID: callID, Output: output}},
 	}
 }

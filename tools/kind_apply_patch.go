@@ -18,13 +18,12 @@ var KindApplyPatch = Register(&Kind{
 	Deferred:   true,
 	Define:     func(responses.Tool) Definition { return applyPatchDefinition },
 	ClientItem: func(callID, arguments string, newID func(string) string) responses.Item {
-		return responses.Item{Type: responses.ItemApplyPatchCall, ID: newID("apc"), CallID: callID,
+		return responses.Item{Type: responses.ItemApplyPatchCall, ID: newID("apc"), Call: &responses.ItemCall{CallID: callID},
 			Tool: &responses.ItemTool{Operation: patchOperation(arguments)}, Status: responses.StatusCompleted}
 	},
 	History: map[string]func(responses.Item) []responses.Item{
 		responses.ItemApplyPatchCall: func(it responses.Item) []responses.Item {
-			return []responses.Item{{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.CallID,
-				Name: applyPatchName, Arguments: string(it.ToolFields().Operation)}}
+			return []responses.Item{{Type: responses.ItemFunctionCall, ID: it.ID, Call: &responses.ItemCall{CallID: it.CallFields().CallID, Name: applyPatchName, Arguments: string(it.ToolFields().Operation)}}}
 		},
 		responses.ItemApplyPatchCallOutput: func(it responses.Item) []responses.Item {
 			// The model reads the client's words, and whether the edit
@@ -34,7 +33,7 @@ var KindApplyPatch = Register(&Kind{
 				text = "error: the patch was not applied"
 			}
 			out, _ := json.Marshal(text)
-			return []responses.Item{{Type: responses.ItemFunctionCallOutput, CallID: it.CallID, Output: out}}
+			return []responses.Item{{Type: responses.ItemFunctionCallOutput, Call: &responses.ItemCall{CallID: it.CallFields().CallID, Output: out}}}
 		},
 	},
 })

@@ -21,11 +21,10 @@ var KindCustom = Register(&Kind{
 	History: map[string]func(responses.Item) []responses.Item{
 		responses.ItemCustomToolCall: func(it responses.Item) []responses.Item {
 			args, _ := json.Marshal(map[string]string{customInputField: it.ToolFields().Input})
-			return []responses.Item{{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.CallID,
-				Name: offeredName(it.Namespace, it.Name), Arguments: string(args)}}
+			return []responses.Item{{Type: responses.ItemFunctionCall, ID: it.ID, Call: &responses.ItemCall{CallID: it.CallFields().CallID, Name: offeredName(it.ToolFields().Namespace, it.CallFields().Name), Arguments: string(args)}}}
 		},
 		responses.ItemCustomToolCallOutput: func(it responses.Item) []responses.Item {
-			return []responses.Item{{Type: responses.ItemFunctionCallOutput, CallID: it.CallID, Output: it.Output}}
+			return []responses.Item{{Type: responses.ItemFunctionCallOutput, Call: &responses.ItemCall{CallID: it.CallFields().CallID, Output: it.CallFields().Output}}}
 		},
 	},
 })

@@ -16,7 +16,14 @@ var KindFunction = Register(&Kind{
 			}
 			// A call of a namespace's function is, for the model, a call
 			// of the name the function was offered under.
-			it.Name, it.Namespace = offeredName(it.Namespace, it.Name), ""
+			if t := it.ToolFields(); t.Namespace != "" {
+				// The copy gets a Call and a Tool of its own: the
+				// caller's item keeps its name and namespace.
+				c := it.CallFields()
+				c.Name = offeredName(t.Namespace, c.Name)
+				t.Namespace = ""
+				it.Call, it.Tool = &c, &t
+			}
 			return []responses.Item{it}
 		},
 	},

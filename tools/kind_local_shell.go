@@ -17,15 +17,15 @@ var KindLocalShell = Register(&Kind{
 	Deferred:   true,
 	Define:     func(responses.Tool) Definition { return localShellDefinition },
 	ClientItem: func(callID, arguments string, newID func(string) string) responses.Item {
-		return responses.Item{Type: responses.ItemLocalShellCall, ID: newID("lsh"), CallID: callID,
+		return responses.Item{Type: responses.ItemLocalShellCall, ID: newID("lsh"), Call: &responses.ItemCall{CallID: callID},
 			Tool: &responses.ItemTool{Action: localShellAction(arguments)}, Status: responses.StatusCompleted}
 	},
 	History: map[string]func(responses.Item) []responses.Item{
 		responses.ItemLocalShellCall: func(it responses.Item) []responses.Item {
-			return []responses.Item{{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.CallID, Name: localShellName, Arguments: localShellArguments(it.ToolFields().Action)}}
+			return []responses.Item{{Type: responses.ItemFunctionCall, ID: it.ID, Call: &responses.ItemCall{CallID: it.CallFields().CallID, Name: localShellName, Arguments: localShellArguments(it.ToolFields().Action)}}}
 		},
 		responses.ItemLocalShellCallOutput: func(it responses.Item) []responses.Item {
-			return []responses.Item{{Type: responses.ItemFunctionCallOutput, CallID: it.CallID, Output: it.Output}}
+			return []responses.Item{{Type: responses.ItemFunctionCallOutput, Call: &responses.ItemCall{CallID: it.CallFields().CallID, Output: it.CallFields().Output}}}
 		},
 	},
 })

@@ -20,7 +20,7 @@ var KindMCP = Register(&Kind{
 	},
 	Items: func(c RanCall, res Result, text string, newID func(string) string) []responses.Item {
 		item := responses.Item{Type: responses.ItemMCPCall, ID: newID("mcp"), Tool: &responses.ItemTool{ServerLabel: c.Server},
-			Name: c.Tool, Arguments: c.Arguments, Status: responses.StatusCompleted}
+			Call: &responses.ItemCall{Name: c.Tool, Arguments: c.Arguments}, Status: responses.StatusCompleted}
 		if c.ApprovalRequestID != "" {
 			id := c.ApprovalRequestID
 			item.EditTool().ApprovalRequestID = &id
@@ -29,22 +29,22 @@ var KindMCP = Register(&Kind{
 			msg := failure(text)
 			item.EditTool().Error, item.Status = &msg, "failed"
 		} else {
-			item.Output, _ = json.Marshal(text)
+			item.EditCall().Output, _ = json.Marshal(text)
 		}
 		return []responses.Item{item}
 	},
 	History: map[string]func(responses.Item) []responses.Item{
 		responses.ItemMCPCall: func(it responses.Item) []responses.Item {
-			if it.Status == responses.StatusIncomplete && it.ToolFields().Error == nil && (len(it.Output) == 0 || string(it.Output) == "null") {
+			if it.Status == responses.StatusIncomplete && it.ToolFields().Error == nil && (len(it.CallFields().Output) == 0 || string(it.CallFields().Output) == "null") {
 				// A call that waited for the client's input: it reaches
 				// the model when it finishes, in the follow-up.
 				return nil
 			}
-			result := it.Output
+			result := it.CallFields().Output
 			if it.ToolFields().Error != nil {
 				result, _ = json.Marshal("error: " + *it.ToolFields().Error)
 			}
-			return storedPair(it.ID, it.ID, it.Name, it.Arguments, result)
+			return storedPair(it.ID, it.ID, it.CallFields().Name, it.CallFields().Arguments, result)
 		},
 		// Bookkeeping between loom and the client: an approved call
 		// reaches the model when it runs.

@@ -17,7 +17,7 @@ var KindShell = Register(&Kind{
 		if !json.Valid(action) {
 			action, _ = json.Marshal(map[string]string{"invalid_arguments": c.Arguments})
 		}
-		call := responses.Item{Type: responses.ItemShellCall, ID: newID("sh"), CallID: c.CallID, Tool: &responses.ItemTool{Action: action}, Status: responses.StatusCompleted}
+		call := responses.Item{Type: responses.ItemShellCall, ID: newID("sh"), Call: &responses.ItemCall{CallID: c.CallID}, Tool: &responses.ItemTool{Action: action}, Status: responses.StatusCompleted}
 		var body struct {
 			Output          json.RawMessage `json:"output"`
 			MaxOutputLength *int            `json:"max_output_length"`
@@ -26,17 +26,17 @@ var KindShell = Register(&Kind{
 			// Bad arguments: no command ran; the output says why.
 			body.Output, _ = json.Marshal([]map[string]any{{"stdout": "", "stderr": res.Text(), "outcome": map[string]any{"type": "exit", "exit_code": 2}}})
 		}
-		out := responses.Item{Type: responses.ItemShellCallOutput, ID: newID("sho"), CallID: c.CallID,
-			Output: body.Output, Tool: &responses.ItemTool{MaxOutputLength: body.MaxOutputLength}, Status: responses.StatusCompleted}
+		out := responses.Item{Type: responses.ItemShellCallOutput, ID: newID("sho"), Call: &responses.ItemCall{CallID: c.CallID, Output: body.Output},
+			Tool: &responses.ItemTool{MaxOutputLength: body.MaxOutputLength}, Status: responses.StatusCompleted}
 		return []responses.Item{call, out}
 	},
 	History: map[string]func(responses.Item) []responses.Item{
 		responses.ItemShellCall: func(it responses.Item) []responses.Item {
-			return []responses.Item{{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.CallID, Name: "shell", Arguments: string(it.ToolFields().Action)}}
+			return []responses.Item{{Type: responses.ItemFunctionCall, ID: it.ID, Call: &responses.ItemCall{CallID: it.CallFields().CallID, Name: "shell", Arguments: string(it.ToolFields().Action)}}}
 		},
 		responses.ItemShellCallOutput: func(it responses.Item) []responses.Item {
-			result, _ := json.Marshal(string(it.Output))
-			return []responses.Item{{Type: responses.ItemFunctionCallOutput, CallID: it.CallID, Output: result}}
+			result, _ := json.Marshal(string(it.CallFields().Output))
+			return []responses.Item{{Type: responses.ItemFunctionCallOutput, Call: &responses.ItemCall{CallID: it.CallFields().CallID, Output: result}}}
 		},
 	},
 })

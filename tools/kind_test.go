@@ -14,10 +14,10 @@ import (
 func TestHistoryByKind(t *testing.T) {
 	errMsg, code := "boom", "print(1)"
 	fc := func(id, callID, name, args string) responses.Item {
-		return responses.Item{Type: responses.ItemFunctionCall, ID: id, CallID: callID, Name: name, Arguments: args}
+		return responses.Item{Type: responses.ItemFunctionCall, ID: id, Call: &responses.ItemCall{CallID: callID, Name: name, Arguments: args}}
 	}
 	out := func(callID, output string) responses.Item {
-		return responses.Item{Type: responses.ItemFunctionCallOutput, CallID: callID, Output: json.RawMessage(output)}
+		return responses.Item{Type: responses.ItemFunctionCallOutput, Call: &responses.ItemCall{CallID: callID, Output: json.RawMessage(output)}}
 	}
 	tests := []struct {
 		name string
@@ -26,23 +26,23 @@ func TestHistoryByKind(t *testing.T) {
 	}{
 		{"message stays", responses.Item{Type: responses.ItemMessage, Role: "user"}, []responses.Item{{Type: responses.ItemMessage, Role: "user"}}},
 		{"function call stays", fc("fc_1", "c1", "f", "{}"), []responses.Item{fc("fc_1", "c1", "f", "{}")}},
-		{"refused function call dropped", responses.Item{Type: responses.ItemFunctionCall, CallID: "c1", Status: responses.StatusIncomplete}, nil},
-		{"mcp call", responses.Item{Type: responses.ItemMCPCall, ID: "mcp_1", Name: "search", Arguments: `{"q":1}`, Output: json.RawMessage(`"found"`)},
+		{"refused function call dropped", responses.Item{Type: responses.ItemFunctionCall, Call: &responses.ItemCall{CallID: "c1"}, Status: responses.StatusIncomplete}, nil},
+		{"mcp call", responses.Item{Type: responses.ItemMCPCall, ID: "mcp_1", Call: &responses.ItemCall{Name: "search", Arguments: `{"q":1}`, Output: json.RawMessage(`"found"`)}},
 			[]responses.Item{fc("mcp_1", "mcp_1", "search", `{"q":1}`), out("mcp_1", `"found"`)}},
-		{"failed mcp call", responses.Item{Type: responses.ItemMCPCall, ID: "mcp_2", Name: "search", Tool: &responses.ItemTool{Error: &errMsg}},
+		{"failed mcp call", responses.Item{Type: responses.ItemMCPCall, ID: "mcp_2", Call: &responses.ItemCall{Name: "search"}, Tool: &responses.ItemTool{Error: &errMsg}},
 			[]responses.Item{fc("mcp_2", "mcp_2", "search", ""), out("mcp_2", `"error: boom"`)}},
 		{"mcp call waiting for input dropped", responses.Item{Type: responses.ItemMCPCall, ID: "mcp_3", Status: responses.StatusIncomplete}, nil},
 		{"approval request dropped", responses.Item{Type: responses.ItemMCPApprovalRequest, ID: "mcpr_1"}, nil},
 		{"list tools dropped", responses.Item{Type: responses.ItemMCPListTools, ID: "mcpl_1"}, nil},
 		{"code interpreter call", responses.Item{Type: responses.ItemCodeInterpreterCall, ID: "ci_1", Tool: &responses.ItemTool{Code: &code, Outputs: json.RawMessage(`[{"type":"logs","logs":"1\n"}]`)}},
 			[]responses.Item{fc("ci_1", "ci_1", "python", `{"code":"print(1)"}`), out("ci_1", `"1\n"`)}},
-		{"shell call", responses.Item{Type: responses.ItemShellCall, ID: "sh_1", CallID: "c2", Tool: &responses.ItemTool{Action: json.RawMessage(`{"commands":["ls"]}`)}},
+		{"shell call", responses.Item{Type: responses.ItemShellCall, ID: "sh_1", Call: &responses.ItemCall{CallID: "c2"}, Tool: &responses.ItemTool{Action: json.RawMessage(`{"commands":["ls"]}`)}},
 			[]responses.Item{fc("sh_1", "c2", "shell", `{"commands":["ls"]}`)}},
-		{"shell output", responses.Item{Type: responses.ItemShellCallOutput, CallID: "c2", Output: json.RawMessage(`[{"stdout":"a"}]`)},
+		{"shell output", responses.Item{Type: responses.ItemShellCallOutput, Call: &responses.ItemCall{CallID: "c2", Output: json.RawMessage(`[{"stdout":"a"}]`)}},
 			[]responses.Item{out("c2", `"[{\"stdout\":\"a\"}]"`)}},
-		{"local shell call", responses.Item{Type: responses.ItemLocalShellCall, ID: "lsh_1", CallID: "c3", Tool: &responses.ItemTool{Action: json.RawMessage(`{"type":"exec","command":["ls"],"env":{}}`)}},
+		{"local shell call", responses.Item{Type: responses.ItemLocalShellCall, ID: "lsh_1", Call: &responses.ItemCall{CallID: "c3"}, Tool: &responses.ItemTool{Action: json.RawMessage(`{"type":"exec","command":["ls"],"env":{}}`)}},
 			[]responses.Item{fc("lsh_1", "c3", "local_shell", `{"command":["ls"],"env":{}}`)}},
-		{"local shell output", responses.Item{Type: responses.ItemLocalShellCallOutput, CallID: "c3", Output: json.RawMessage(`"ok"`)},
+		{"local shell output", responses.Item{Type: responses.ItemLocalShellCallOutput, Call: &responses.ItemCall{CallID: "c3", Output: json.RawMessage(`"ok"`)}},
 			[]responses.Item{out("c3", `"ok"`)}},
 	}
 	for _, tt := range tests {

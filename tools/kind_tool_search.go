@@ -33,7 +33,7 @@ var KindToolSearch = Register(&Kind{
 		return d
 	},
 	ClientItem: func(callID, arguments string, newID func(string) string) responses.Item {
-		return responses.Item{Type: responses.ItemToolSearchCall, ID: newID("tsc"), CallID: callID, Arguments: arguments,
+		return responses.Item{Type: responses.ItemToolSearchCall, ID: newID("tsc"), Call: &responses.ItemCall{CallID: callID, Arguments: arguments},
 			Tool: &responses.ItemTool{Execution: responses.ExecutionClient}, Status: responses.StatusCompleted}
 	},
 	Items: func(c RanCall, res Result, text string, newID func(string) string) []responses.Item {
@@ -42,19 +42,19 @@ var KindToolSearch = Register(&Kind{
 			found = json.RawMessage("[]")
 		}
 		return []responses.Item{
-			{Type: responses.ItemToolSearchCall, ID: newID("tsc"), CallID: c.CallID, Arguments: c.Arguments,
+			{Type: responses.ItemToolSearchCall, ID: newID("tsc"), Call: &responses.ItemCall{CallID: c.CallID, Arguments: c.Arguments},
 				Tool: &responses.ItemTool{Execution: responses.ExecutionServer}, Status: responses.StatusCompleted},
-			{Type: responses.ItemToolSearchOutput, ID: newID("tso"), CallID: c.CallID, Tool: &responses.ItemTool{Tools: found, Execution: responses.ExecutionServer},
+			{Type: responses.ItemToolSearchOutput, ID: newID("tso"), Call: &responses.ItemCall{CallID: c.CallID}, Tool: &responses.ItemTool{Tools: found, Execution: responses.ExecutionServer},
 				Status: responses.StatusCompleted},
 		}
 	},
 	History: map[string]func(responses.Item) []responses.Item{
 		responses.ItemToolSearchCall: func(it responses.Item) []responses.Item {
-			return []responses.Item{{Type: responses.ItemFunctionCall, ID: it.ID, CallID: it.CallID, Name: ToolSearchFunction, Arguments: it.Arguments}}
+			return []responses.Item{{Type: responses.ItemFunctionCall, ID: it.ID, Call: &responses.ItemCall{CallID: it.CallFields().CallID, Name: ToolSearchFunction, Arguments: it.CallFields().Arguments}}}
 		},
 		responses.ItemToolSearchOutput: func(it responses.Item) []responses.Item {
 			out, _ := json.Marshal(FoundText(FoundTools(it)))
-			return []responses.Item{{Type: responses.ItemFunctionCallOutput, CallID: it.CallID, Output: out}}
+			return []responses.Item{{Type: responses.ItemFunctionCallOutput, Call: &responses.ItemCall{CallID: it.CallFields().CallID, Output: out}}}
 		},
 	},
 })

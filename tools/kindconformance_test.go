@@ -82,13 +82,13 @@ func checkClientKind(t *testing.T, k *Kind, newID func(string) string) {
 		call = k.ClientItem("call_1", `{"command":["ls"]}`, newID)
 	} else {
 		// The item as the builder closes a streamed client call.
-		call = responses.Item{Type: k.ItemType, ID: newID("c"), CallID: "call_1", Name: "t", Tool: &responses.ItemTool{Input: "ls"}, Arguments: "ls"}
+		call = responses.Item{Type: k.ItemType, ID: newID("c"), Call: &responses.ItemCall{CallID: "call_1", Name: "t", Arguments: "ls"}, Tool: &responses.ItemTool{Input: "ls"}}
 	}
-	if call.Type != k.ItemType || call.ID == "" || call.CallID != "call_1" {
+	if call.Type != k.ItemType || call.ID == "" || call.CallFields().CallID != "call_1" {
 		t.Errorf("ClientItem = %+v, want a %s with an id and call_id call_1", call, k.ItemType)
 	}
 	// The answer as the client sends it: an output, or found tools.
-	answer := responses.Item{Type: k.OutputType, CallID: "call_1", Output: json.RawMessage(`"ok"`),
+	answer := responses.Item{Type: k.OutputType, Call: &responses.ItemCall{CallID: "call_1", Output: json.RawMessage(`"ok"`)},
 		Tool: &responses.ItemTool{Tools: json.RawMessage(`[{"type":"function","name":"ok"}]`)}}
 	checkPair(t, History([]responses.Item{call, answer}), "call_1", "ok")
 }
@@ -114,7 +114,7 @@ func checkRanItems(t *testing.T, k *Kind, items []responses.Item, text string) {
 		// The items cannot hold the text: the output says what they hold.
 		text = ""
 	}
-	checkPair(t, history, history[0].CallID, text)
+	checkPair(t, history, history[0].CallFields().CallID, text)
 }
 
 // checkPair: history is a function call and its output, under callID, the
@@ -124,13 +124,13 @@ func checkPair(t *testing.T, history []responses.Item, callID, want string) {
 	if len(history) != 2 || history[0].Type != responses.ItemFunctionCall || history[1].Type != responses.ItemFunctionCallOutput {
 		t.Fatalf("history = %+v, want a function_call and its function_call_output", history)
 	}
-	if callID == "" || history[0].CallID != callID || history[1].CallID != callID {
-		t.Errorf("call ids %q and %q, want both %q", history[0].CallID, history[1].CallID, callID)
+	if callID == "" || history[0].CallFields().CallID != callID || history[1].CallFields().CallID != callID {
+		t.Errorf("call ids %q and %q, want both %q", history[0].CallFields().CallID, history[1].CallFields().CallID, callID)
 	}
-	if len(history[1].Output) == 0 || string(history[1].Output) == `""` {
+	if len(history[1].CallFields().Output) == 0 || string(history[1].CallFields().Output) == `""` {
 		t.Error("the output is empty")
 	}
-	if !strings.Contains(string(history[1].Output), want) {
-		t.Errorf("the output %s does not hold %q", history[1].Output, want)
+	if !strings.Contains(string(history[1].CallFields().Output), want) {
+		t.Errorf("the output %s does not hold %q", history[1].CallFields().Output, want)
 	}
 }

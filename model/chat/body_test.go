@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"testing"
@@ -59,9 +60,9 @@ func TestBodyMatchesGoOpenAI(t *testing.T) {
 	assistant := func(text string) responses.Item {
 		return responses.Item{Type: responses.ItemMessage, Role: "assistant", Content: []responses.ContentPart{responses.OutputText(text)}}
 	}
-	summary := responses.Item{Type: responses.ItemReasoning, Summary: []responses.ContentPart{
-		{Type: responses.PartSummaryText, Text: "s1"}, {Type: responses.PartSummaryText, Text: "s2"}}}
-	parts := responses.Item{Type: responses.ItemFunctionCallOutput, CallID: "c9", Output: json.RawMessage(`[{"type":"input_text","text":"p1"},{"type":"input_text","text":"p2"}]`)}
+	summary := responses.Item{Type: responses.ItemReasoning, Reasoning: &responses.ItemReasoningFields{Summary: []responses.ContentPart{
+		{Type: responses.PartSummaryText, Text: "s1"}, {Type: responses.PartSummaryText, Text: "s2"}}}}
+	parts := responses.Item{Type: responses.ItemFunctionCallOutput, Call: &responses.ItemCall{CallID: "c9", Output: json.RawMessage(`[{"type":"input_text","text":"p1"},{"type":"input_text","text":"p2"}]`)}}
 	allItems := []responses.Item{
 		{Type: responses.ItemMessage, Role: "developer", Content: []responses.ContentPart{{Type: responses.PartInputText, Text: "dev"}}},
 		{Type: responses.ItemMessage, Role: "system", Content: []responses.ContentPart{{Type: responses.PartInputText, Text: "sys"}}},
@@ -139,7 +140,30 @@ func TestBodyMatchesGoOpenAI(t *testing.T) {
 			if g, w := decodeExact(t, got), decodeExact(t, want); !reflect.DeepEqual(g, w) {
 				t.Errorf("body\n got %s\nwant %s", got, want)
 			}
+			// The body is written into the buffer bodySize sized,
+			// without growing it.
+			if size := bodySize(&tt.req); len(got) > size {
+				t.Errorf("body is %d bytes, bodySize guessed %d", len(got), size)
+			}
 		})
+	}
+}
+
+// TestBodySizeOfALongInput: for a long input of short messages, the
+// buffer bodySize asks for holds the body and not much more (it is, after
+// the decoded items, the largest thing such a request holds).
+func TestBodySizeOfALongInput(t *testing.T) {
+	req := &model.Request{Model: "m"}
+	for i := range 1000 {
+		req.Items = append(req.Items, userMsg(fmt.Sprintf("q%d", i)),
+			responses.Item{Type: responses.ItemMessage, Role: "assistant", Content: []responses.ContentPart{responses.OutputText(fmt.Sprintf("a%d", i))}})
+	}
+	body, err := encodeRequest(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size := bodySize(req); size < len(body) || size > len(body)*5/4 {
+		t.Errorf("bodySize = %d for a body of %d bytes, want between 1x and 1.25x", size, len(body))
 	}
 }
 

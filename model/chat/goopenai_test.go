@@ -231,9 +231,9 @@ func refConvertItems(instructions string, items []responses.Item) ([]refMessage,
 
 		case responses.ItemFunctionCall:
 			call := openai.ToolCall{
-				ID:       it.CallID,
+				ID:       it.CallFields().CallID,
 				Type:     openai.ToolTypeFunction,
-				Function: openai.FunctionCall{Name: it.Name, Arguments: it.Arguments},
+				Function: openai.FunctionCall{Name: it.CallFields().Name, Arguments: it.CallFields().Arguments},
 			}
 			if open && reasoning.Len() == 0 {
 				last := &msgs[len(msgs)-1]
@@ -251,7 +251,7 @@ func refConvertItems(instructions string, items []responses.Item) ([]refMessage,
 		case responses.ItemFunctionCallOutput:
 			msgs = append(msgs, refMessage{
 				Role:       openai.ChatMessageRoleTool,
-				ToolCallID: it.CallID,
+				ToolCallID: it.CallFields().CallID,
 				Content:    it.OutputString(),
 			})
 			reasoning.Reset()

@@ -65,7 +65,7 @@ func appendMessages(b []byte, instructions string, items []responses.Item) ([]by
 			b = appendMessage(b, &m)
 
 		case responses.ItemFunctionCallOutput:
-			b = appendMessage(b, &message{role: roleTool, text: it.OutputString(), toolCallID: it.CallID})
+			b = appendMessage(b, &message{role: roleTool, text: it.OutputString(), toolCallID: it.CallFields().CallID})
 
 		default:
 			// item_reference is resolved by the Engine before a turn;
@@ -173,22 +173,23 @@ func appendToolCall(b []byte, it *responses.Item, i int) []byte {
 		b = append(b, ',')
 	}
 	b = append(b, '{')
-	if it.CallID != "" {
+	c := it.CallFields()
+	if c.CallID != "" {
 		b = append(b, `"id":`...)
-		b = responses.AppendJSONString(b, it.CallID)
+		b = responses.AppendJSONString(b, c.CallID)
 		b = append(b, ',')
 	}
 	b = append(b, `"type":"function","function":{`...)
-	if it.Name != "" {
+	if c.Name != "" {
 		b = append(b, `"name":`...)
-		b = responses.AppendJSONString(b, it.Name)
+		b = responses.AppendJSONString(b, c.Name)
 	}
-	if it.Arguments != "" {
-		if it.Name != "" {
+	if c.Arguments != "" {
+		if c.Name != "" {
 			b = append(b, ',')
 		}
 		b = append(b, `"arguments":`...)
-		b = responses.AppendJSONString(b, it.Arguments)
+		b = responses.AppendJSONString(b, c.Arguments)
 	}
 	return append(b, '}', '}')
 }
@@ -249,11 +250,12 @@ func reasoningText(it *responses.Item) string {
 	if len(it.Content) > 0 {
 		return it.Text()
 	}
-	if len(it.Summary) == 1 {
-		return it.Summary[0].Text
+	summary := it.ReasoningFields().Summary
+	if len(summary) == 1 {
+		return summary[0].Text
 	}
 	var b strings.Builder
-	for i, p := range it.Summary {
+	for i, p := range summary {
 		if i > 0 {
 			b.WriteString("\n\n")
 		}

@@ -101,14 +101,14 @@ func TestMessages(t *testing.T) {
 		},
 		{
 			name: "reasoning summary used when content is absent",
-			items: []responses.Item{userMsg("q"), {Type: responses.ItemReasoning, Summary: []responses.ContentPart{
-				{Type: responses.PartSummaryText, Text: "s1"}, {Type: responses.PartSummaryText, Text: "s2"}}}, assistantMsg("a")},
+			items: []responses.Item{userMsg("q"), {Type: responses.ItemReasoning, Reasoning: &responses.ItemReasoningFields{Summary: []responses.ContentPart{
+				{Type: responses.PartSummaryText, Text: "s1"}, {Type: responses.PartSummaryText, Text: "s2"}}}}, assistantMsg("a")},
 			want: `[{"content":"q","role":"user"},{"content":"a","reasoning_content":"s1\n\ns2","role":"assistant"}]`,
 		},
 		{
 			name: "function output given as content parts",
 			items: []responses.Item{userMsg("q"), callItem("c1", "f", `{}`),
-				{Type: responses.ItemFunctionCallOutput, CallID: "c1", Output: json.RawMessage(`[{"type":"input_text","text":"part1"},{"type":"input_text","text":"part2"}]`)}},
+				{Type: responses.ItemFunctionCallOutput, Call: &responses.ItemCall{CallID: "c1", Output: json.RawMessage(`[{"type":"input_text","text":"part1"},{"type":"input_text","text":"part2"}]`)}}},
 			want: `[{"content":"q","role":"user"},` +
 				`{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},` +
 				`{"content":"part1part2","role":"tool","tool_call_id":"c1"}]`,

@@ -84,15 +84,34 @@ func encodeRequest(req *model.Request) ([]byte, error) {
 }
 
 // bodySize guesses the body's length, so that it is written into one
-// buffer most of the time: the text of every item and the schema of
-// every tool, plus what the keys around them take.
+// buffer most of the time without holding much more than it needs (for a
+// long input the body is, after the decoded items, the largest thing a
+// request holds): the text of every item and the schema of every tool,
+// plus what the keys around them take, and an eighth for escapes.
 func bodySize(req *model.Request) int {
 	n := 256 + len(req.Instructions)
 	for i := range req.Items {
 		it := &req.Items[i]
-		n += 64 + len(it.Arguments) + len(it.Output)
+		// {"role":"user","content":""}, is 25 bytes and the role.
+		n += 28 + len(it.Role)
+		if c := it.Call; c != nil {
+			n += len(c.CallID) + len(c.Name) + len(c.Arguments) + len(c.Output)
+		}
+		switch it.Type {
+		case responses.ItemFunctionCall:
+			// {"role":"assistant","tool_calls":[{"id":,"type":"function","function":{"name":,"arguments":}}]}
+			n += 96
+		case responses.ItemFunctionCallOutput:
+			// ,"tool_call_id":
+			n += 24
+		}
 		for j := range it.Content {
-			n += len(it.Content[j].Text)
+			p := &it.Content[j]
+			n += len(p.Text) + len(p.Refusal)
+			if p.Media != nil {
+				// {"type":"image_url","image_url":{"url":,"detail":}}
+				n += 64 + len(p.Media.ImageURL) + len(p.Media.Detail)
+			}
 		}
 	}
 	for i := range req.Tools {
@@ -100,6 +119,13 @@ func bodySize(req *model.Request) int {
 		n += 96 + len(t.Name) + len(t.Parameters)
 		if t.Description != nil {
 			n += len(*t.Description)
+		}
+	}
+	if tf := req.TextFormat; tf != nil {
+		// {"type":"json_schema","json_schema":{"name":,"description":,"schema":,"strict":true}}
+		n += 96 + len(tf.Name) + len(tf.Schema)
+		if tf.Description != nil {
+			n += len(*tf.Description)
 		}
 	}
 	return n + n/8

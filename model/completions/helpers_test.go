@@ -45,7 +45,7 @@ var (
 )
 
 func assistantMsg(text, phase string) responses.Item {
-	return responses.Item{Type: responses.ItemMessage, Role: "assistant", Phase: phase, Content: []responses.ContentPart{responses.OutputText(text)}}
+	return responses.Item{Type: responses.ItemMessage, Role: "assistant", Tool: &responses.ItemTool{Phase: phase}, Content: []responses.ContentPart{responses.OutputText(text)}}
 }
 
 func weatherTool() responses.Tool {

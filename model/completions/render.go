@@ -340,24 +340,25 @@ func appendHistory(msgs []harmony.Message, req *model.Request, namespaced map[st
 			msgs = append(msgs, harmony.Message{Author: assistant, Channel: channelAnalysis, Content: []harmony.Content{harmony.Text(text)}})
 
 		case responses.ItemFunctionCall:
-			calls[it.CallID] = it.Name
-			m := harmony.Message{Author: assistant, Content: []harmony.Content{harmony.Text(it.Arguments)}}
-			if r, ok := namespaced[it.Name]; ok {
+			call := it.CallFields()
+			calls[call.CallID] = call.Name
+			m := harmony.Message{Author: assistant, Content: []harmony.Content{harmony.Text(call.Arguments)}}
+			if r, ok := namespaced[call.Name]; ok {
 				m.Recipient, m.Channel, m.ContentType = r, channelCommentary, contentTypeJSON
-			} else if isBuiltin(it.Name, declared) {
-				m.Recipient, m.Channel, m.ContentType = it.Name, channelAnalysis, contentTypeCode
-				if it.Name == "python" {
-					m.Content = []harmony.Content{harmony.Text(pythonCode(it.Arguments))}
+			} else if isBuiltin(call.Name, declared) {
+				m.Recipient, m.Channel, m.ContentType = call.Name, channelAnalysis, contentTypeCode
+				if call.Name == "python" {
+					m.Content = []harmony.Content{harmony.Text(pythonCode(call.Arguments))}
 				}
 			} else {
-				m.Recipient, m.Channel, m.ContentType = functionsPrefix+it.Name, channelCommentary, contentTypeJSON
+				m.Recipient, m.Channel, m.ContentType = functionsPrefix+call.Name, channelCommentary, contentTypeJSON
 			}
 			msgs = append(msgs, m)
 
 		case responses.ItemFunctionCallOutput:
-			name, ok := calls[it.CallID]
+			name, ok := calls[it.CallFields().CallID]
 			if !ok {
-				return nil, upstream.BadRequest(fmt.Sprintf("no function_call found for function_call_output with call_id %q", it.CallID))
+				return nil, upstream.BadRequest(fmt.Sprintf("no function_call found for function_call_output with call_id %q", it.CallFields().CallID))
 			}
 			m := harmony.Message{Recipient: "assistant", Content: []harmony.Content{harmony.Text(it.OutputString())}}
 			if r, ok := namespaced[name]; ok {
@@ -396,7 +397,7 @@ func historyMessage(it *responses.Item) (harmony.Message, error) {
 			Content: []harmony.Content{&harmony.DeveloperContent{Instructions: text}}}, nil
 	case "assistant":
 		channel := channelFinal
-		if it.Phase == "commentary" {
+		if it.ToolFields().Phase == "commentary" {
 			channel = channelCommentary // a preamble
 		}
 		return harmony.Message{Author: harmony.Author{Role: harmony.RoleAssistant}, Channel: channel,
@@ -439,8 +440,9 @@ func reasoningText(it *responses.Item) string {
 	if len(it.Content) > 0 {
 		return it.Text()
 	}
-	parts := make([]string, 0, len(it.Summary))
-	for _, p := range it.Summary {
+	summary := it.ReasoningFields().Summary
+	parts := make([]string, 0, len(summary))
+	for _, p := range summary {
 		parts = append(parts, p.Text)
 	}
 	return strings.Join(parts, "\n\n")

@@ -47,7 +47,7 @@ func TestSplitItems(t *testing.T) {
 	want := []responses.Item{
 		{Type: responses.ItemMessage, ID: "a", Role: "user", Status: "completed",
 			Content: []responses.ContentPart{{Type: responses.PartInputText, Text: "line one\nline two\r\n"}}},
-		{Type: responses.ItemFunctionCall, ID: "b", CallID: "c", Name: "f", Arguments: "{\n\"x\": 1\n}", Status: "completed"},
+		{Type: responses.ItemFunctionCall, ID: "b", Call: &responses.ItemCall{CallID: "c", Name: "f", Arguments: "{\n\"x\": 1\n}"}, Status: "completed"},
 	}
 	var joined []byte
 	for i := range want {

@@ -98,13 +98,13 @@ func ReasoningItem(text string) responses.Item {
 
 // CallItem is a function_call item.
 func CallItem(id, name, args string) responses.Item {
-	return responses.Item{Type: responses.ItemFunctionCall, CallID: id, Name: name, Arguments: args}
+	return responses.Item{Type: responses.ItemFunctionCall, Call: &responses.ItemCall{CallID: id, Name: name, Arguments: args}}
 }
 
 // OutputItem is a function_call_output item with a string output.
 func OutputItem(id, output string) responses.Item {
 	raw, _ := json.Marshal(output)
-	return responses.Item{Type: responses.ItemFunctionCallOutput, CallID: id, Output: raw}
+	return responses.Item{Type: responses.ItemFunctionCallOutput, Call: &responses.ItemCall{CallID: id, Output: raw}}
 }
 
 // SSEServer answers every request with body as an SSE stream, written in
