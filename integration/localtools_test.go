@@ -419,10 +419,10 @@ func runPython(t *testing.T, h *harness, upstream string, codes ...string) []str
 func TestLocalPythonEndToEnd(t *testing.T) {
 	for _, up := range upstreams {
 		t.Run(up.name, func(t *testing.T) {
-			env := newLocalEnv(t, &python.Options{MaxOutputBytes: 1000}, nil)
+			env := newLocalEnv(t, &python.Options{Limits: sandbox.Limits{MaxOutputBytes: 1000}}, nil)
 			h := localHarness(t, up, env)
 			// Limits that overrun: a short call timeout, a process cap.
-			short := newLocalEnv(t, &python.Options{CallTimeout: time.Second}, &sandbox.Options{MaxProcesses: 32})
+			short := newLocalEnv(t, &python.Options{Limits: sandbox.Limits{CallTimeout: time.Second}}, &sandbox.Options{MaxProcesses: 32})
 			hShort := localHarness(t, up, short)
 
 			t.Run("runs", func(t *testing.T) {

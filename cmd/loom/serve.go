@@ -327,13 +327,15 @@ func (m *Main) localTools() (*local.Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local tools: %w", err)
 	}
+	// Both tools take the same per-call limits from the same flags.
+	limits := sandbox.Limits{CallTimeout: m.cfg.ToolTimeout, MaxOutputBytes: m.cfg.ToolMaxOutput, Logger: m.log}
 	if m.cfg.EnablePython {
-		if p.Python, err = python.New(sb, &python.Options{CallTimeout: m.cfg.ToolTimeout, MaxOutputBytes: m.cfg.ToolMaxOutput, Logger: m.log}); err != nil {
+		if p.Python, err = python.New(sb, &python.Options{Limits: limits}); err != nil {
 			return nil, fmt.Errorf("python tool: %w", err)
 		}
 	}
 	if m.cfg.EnableShell {
-		if p.Shell, err = shell.New(sb, &shell.Options{CallTimeout: m.cfg.ToolTimeout, MaxOutputBytes: m.cfg.ToolMaxOutput, Logger: m.log}); err != nil {
+		if p.Shell, err = shell.New(sb, &shell.Options{Limits: limits}); err != nil {
 			return nil, fmt.Errorf("shell tool: %w", err)
 		}
 	}

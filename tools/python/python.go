@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -34,18 +33,14 @@ var driver string
 // default. The sandbox's own limits (CPU, memory, processes, work
 // directories, unsandboxed opt-in) are in sandbox.Options.
 type Options struct {
-	// CallTimeout bounds the wall time of one call. On timeout the
-	// interpreter is killed and its state lost. Default 30s.
-	CallTimeout time.Duration
-	// MaxOutputBytes caps the output returned for one call; the rest is
-	// replaced by a truncation notice. Default 64 KiB.
-	MaxOutputBytes int
+	// Limits bound each call: CallTimeout its wall time (on timeout the
+	// interpreter is killed and its state lost), MaxOutputBytes the
+	// output it returns (the rest is replaced by a truncation notice).
+	sandbox.Limits
 	// Python is the interpreter, as seen inside the sandbox (its directory
 	// must be among sandbox.Options.ReadOnlyPaths). Default
 	// /usr/bin/python3 if it exists, else python3 from PATH.
 	Python string
-	// Logger receives failures to clean up. Default the sandbox's.
-	Logger *slog.Logger
 }
 
 // Server offers the python tool. It is safe for concurrent use.
@@ -62,8 +57,7 @@ func New(sb *sandbox.Sandbox, opts *Options) (*Server, error) {
 	if opts != nil {
 		o = *opts
 	}
-	limits := sandbox.Limits{CallTimeout: o.CallTimeout, MaxOutputBytes: o.MaxOutputBytes, Logger: o.Logger}
-	tool, err := sandbox.NewTool(Name, sb, limits, func(l sandbox.Limits) tools.Definition {
+	tool, err := sandbox.NewTool(Name, sb, o.Limits, func(l sandbox.Limits) tools.Definition {
 		return tools.Definition{Name: Name, Description: Description(l.CallTimeout, sb), Parameters: json.RawMessage(parameters)}
 	})
 	if err != nil {

@@ -140,7 +140,7 @@ func TestStatePersists(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
-	s := open(t, newServer(t, &Options{CallTimeout: time.Second}, nil))
+	s := open(t, newServer(t, &Options{Limits: sandbox.Limits{CallTimeout: time.Second}}, nil))
 	run(t, s, "y = 5")
 	start := time.Now()
 	res := run(t, s, "while True: pass")
@@ -164,7 +164,7 @@ func TestTimeout(t *testing.T) {
 // it is left after Close.
 func TestForkBombContained(t *testing.T) {
 	const maxProcs = 32
-	srv := newServer(t, &Options{CallTimeout: 2 * time.Second}, &sandbox.Options{MaxProcesses: maxProcs})
+	srv := newServer(t, &Options{Limits: sandbox.Limits{CallTimeout: 2 * time.Second}}, &sandbox.Options{MaxProcesses: maxProcs})
 	s := open(t, srv)
 	uid, own := s.Box().UID()
 	if !own {
@@ -220,7 +220,7 @@ func TestMemoryHog(t *testing.T) {
 }
 
 func TestOutputTruncated(t *testing.T) {
-	s := open(t, newServer(t, &Options{MaxOutputBytes: 1000}, nil))
+	s := open(t, newServer(t, &Options{Limits: sandbox.Limits{MaxOutputBytes: 1000}}, nil))
 	expect(t, run(t, s, "print('x' * 5000)"), strings.Repeat("x", 1000)+"\n[output truncated at 1000 bytes]", false)
 	// At the limit exactly: nothing is cut.
 	expect(t, run(t, s, "print('y' * 999)"), strings.Repeat("y", 999)+"\n", false)
@@ -383,7 +383,7 @@ func TestInterpreterExit(t *testing.T) {
 // CPU time is bounded apart from wall time: RLIMIT_CPU stops a busy
 // interpreter before the call's time limit.
 func TestCPULimit(t *testing.T) {
-	s := open(t, newServer(t, &Options{CallTimeout: 20 * time.Second}, &sandbox.Options{CPUSeconds: 1}))
+	s := open(t, newServer(t, &Options{Limits: sandbox.Limits{CallTimeout: 20 * time.Second}}, &sandbox.Options{CPUSeconds: 1}))
 	start := time.Now()
 	res := run(t, s, "while True: pass")
 	expect(t, res, "the Python interpreter exited unexpectedly (status 152, CPU time limit reached); the interpreter state was reset", true)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -25,18 +24,13 @@ const (
 // Options configure a Server. A nil *Options, or a zero field, means the
 // default. The sandbox's own limits are in sandbox.Options.
 type Options struct {
-	// CallTimeout bounds the wall time of one call, all its commands
-	// together. The model's timeout_ms can lower it, not raise it.
-	// Default 30s.
-	CallTimeout time.Duration
-	// MaxOutputBytes caps the stdout and stderr kept for each command,
-	// together. The model's max_output_length can lower it, not raise it.
-	// Default 64 KiB.
-	MaxOutputBytes int
+	// Limits bound each call: CallTimeout the wall time of all its
+	// commands together, MaxOutputBytes the stdout and stderr kept for
+	// each command, together. The model's timeout_ms and
+	// max_output_length can lower them, not raise them.
+	sandbox.Limits
 	// Shell runs each command as Shell -c command. Default bash.
 	Shell string
-	// Logger receives failures to clean up. Default the sandbox's.
-	Logger *slog.Logger
 }
 
 // Server offers the shell tool. It is safe for concurrent use.
@@ -56,8 +50,7 @@ func New(sb *sandbox.Sandbox, opts *Options) (*Server, error) {
 	if o.Shell == "" {
 		o.Shell = DefaultShell
 	}
-	limits := sandbox.Limits{CallTimeout: o.CallTimeout, MaxOutputBytes: o.MaxOutputBytes, Logger: o.Logger}
-	tool, err := sandbox.NewTool(Name, sb, limits, func(l sandbox.Limits) tools.Definition {
+	tool, err := sandbox.NewTool(Name, sb, o.Limits, func(l sandbox.Limits) tools.Definition {
 		return tools.Definition{Name: Name, Description: description(sb, o.Shell, l), Parameters: parameters(l)}
 	})
 	if err != nil {

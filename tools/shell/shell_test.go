@@ -124,7 +124,7 @@ func TestWorkDirPersists(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
-	s := open(t, newServer(t, &Options{CallTimeout: 5 * time.Second}))
+	s := open(t, newServer(t, &Options{Limits: sandbox.Limits{CallTimeout: 5 * time.Second}}))
 	start := time.Now()
 	out := call(t, s, `{"commands":["echo before; sleep 300", "echo never"], "timeout_ms": 500}`)
 	if d := time.Since(start); d > 4*time.Second {
@@ -138,7 +138,7 @@ func TestTimeout(t *testing.T) {
 		t.Errorf("timeout outcome %s", b)
 	}
 	// The server's limit bounds the model's.
-	srv := newServer(t, &Options{CallTimeout: 300 * time.Millisecond})
+	srv := newServer(t, &Options{Limits: sandbox.Limits{CallTimeout: 300 * time.Millisecond}})
 	out = call(t, open(t, srv), `{"commands":["sleep 300"], "timeout_ms": 600000}`)
 	if out.Output[0].Outcome.Type != OutcomeTimeout {
 		t.Errorf("timeout_ms above the server's limit: %+v", out)
@@ -146,7 +146,7 @@ func TestTimeout(t *testing.T) {
 }
 
 func TestOutputCap(t *testing.T) {
-	s := open(t, newServer(t, &Options{MaxOutputBytes: 1000}))
+	s := open(t, newServer(t, &Options{Limits: sandbox.Limits{MaxOutputBytes: 1000}}))
 	out := call(t, s, `{"commands":["head -c 5000 /dev/zero | tr '\\0' x", "head -c 5000 /dev/zero | tr '\\0' y >&2", "printf abc"], "max_output_length": 100}`)
 	if out.MaxOutputLength != 100 {
 		t.Errorf("max_output_length %d, want 100", out.MaxOutputLength)
