@@ -47,3 +47,38 @@ func TestFlushAtUpstreamPauses(t *testing.T) {
 		t.Error("a run without a sink asked for a streamed turn")
 	}
 }
+
+// TestNoFlushBeforeTheUpstreamSpeaks: a pause before the upstream sent
+// anything this turn (the wait for its first bytes) does not flush: the
+// events built before the call go out with the first delta's flush, one
+// write on the way to the first token instead of two.
+func TestNoFlushBeforeTheUpstreamSpeaks(t *testing.T) {
+	pause := model.Delta{Kind: model.DeltaPause}
+	b := &fakeBackend{stream: deltas(pause, pause, model.Delta{Kind: model.DeltaText, Text: "a"}, pause,
+		model.Delta{Kind: model.DeltaFinish, FinishReason: model.FinishStop})}
+	e := newEngine(t, b)
+	var events, deltasSeen int
+	type flushAt struct{ events, deltas int }
+	var atFlush []flushAt
+	sink := func(ev *responses.Event) error {
+		events++
+		if ev.Type == responses.EventOutputTextDelta {
+			deltasSeen++
+		}
+		return nil
+	}
+	_, err := e.RunWith(context.Background(), decodeRequest(t, `{"model":"m","input":"x","stream":true}`), sink,
+		&engine.RunOptions{Flush: func() { atFlush = append(atFlush, flushAt{events, deltasSeen}) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The pause after the delta, then the end of the turn; none before.
+	if len(atFlush) != 2 || atFlush[0].deltas != 1 || atFlush[1].deltas != 1 {
+		t.Fatalf("flushes (events, text deltas sent): %v, want two, both after the delta", atFlush)
+	}
+	// response.created, in_progress, output_item.added, content_part.added
+	// and the delta went out together at the first flush.
+	if atFlush[0].events != 5 {
+		t.Errorf("events at the first flush: %d, want 5", atFlush[0].events)
+	}
+}

@@ -59,7 +59,20 @@ func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 		st.maxCalls = *r.req.MaxToolCalls
 	}
 	start := len(r.resp.Output)
+	// spoke is set once the upstream has sent anything this turn. A pause
+	// before that is the wait for its first bytes: the events built before
+	// the call (response.created, a previous turn's call results) are left
+	// to go out with the turn's first delta, or by the sink's own deadline,
+	// instead of costing a write of their own on the way to it.
+	spoke := false
 	err = r.e.backend.Stream(ctx, st.mreq, func(d model.Delta) error {
+		if d.Kind == model.DeltaPause {
+			if spoke {
+				r.flush()
+			}
+			return nil
+		}
+		spoke = true
 		switch d.Kind {
 		case model.DeltaText:
 			return r.builder.TextDelta(d.Text)
@@ -74,8 +87,6 @@ func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 			usage.Add(d.Usage)
 		case model.DeltaFinish:
 			st.res.finish = d.FinishReason
-		case model.DeltaPause:
-			r.flush()
 		}
 		return nil
 	})
