@@ -26,32 +26,44 @@ type turnResult struct {
 // and a tool that was not offered is refused (the model is told).
 type turnState struct {
 	mreq     *model.Request
-	byIndex  map[int]*turnCall
+	byIndex  map[int]*turnCall // made at the turn's first call
 	maxCalls int
 	res      turnResult
+	// usage is this turn's, for its span.
+	usage responses.Usage
+	// spoke is set once the upstream has sent anything this turn. A pause
+	// before that is the wait for its first bytes: the events built before
+	// the call (response.created, a previous turn's call results) are left
+	// to go out with the turn's first delta, or by the sink's own deadline,
+	// instead of costing a write of their own on the way to it.
+	spoke bool
 }
 
 // turn runs one model turn, streaming its deltas into the builder, and
 // adds what the model wrote to the conversation.
 func (r *run) turn(ctx context.Context) (res turnResult, err error) {
-	st := &turnState{mreq: r.modelRequest(), byIndex: map[int]*turnCall{}, maxCalls: -1}
+	st := &turnState{mreq: r.modelRequest(), maxCalls: -1}
 	mreq := st.mreq
 	// One span per model turn, with the GenAI semantic conventions'
 	// attributes: the model, this turn's token counts, its finish reason.
-	ctx, span := r.e.tracer.Start(ctx, "chat "+mreq.Model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		attribute.String("gen_ai.operation.name", "chat"),
-		attribute.String("gen_ai.request.model", mreq.Model),
-		attribute.String("gen_ai.response.id", r.resp.ID)))
-	var usage responses.Usage
+	span := noSpan
+	if r.e.tracing {
+		ctx, span = r.e.tracer.Start(ctx, "chat "+mreq.Model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+			attribute.String("gen_ai.operation.name", "chat"),
+			attribute.String("gen_ai.request.model", mreq.Model),
+			attribute.String("gen_ai.response.id", r.resp.ID)))
+	}
 	defer func() {
-		span.SetAttributes(
-			attribute.Int("gen_ai.usage.input_tokens", usage.InputTokens),
-			attribute.Int("gen_ai.usage.output_tokens", usage.OutputTokens))
-		if res.finish != "" {
-			span.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", []string{res.finish}))
-		}
-		if err != nil {
-			span.SetStatus(codes.Error, "model turn failed")
+		if span.IsRecording() {
+			span.SetAttributes(
+				attribute.Int("gen_ai.usage.input_tokens", st.usage.InputTokens),
+				attribute.Int("gen_ai.usage.output_tokens", st.usage.OutputTokens))
+			if res.finish != "" {
+				span.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", []string{res.finish}))
+			}
+			if err != nil {
+				span.SetStatus(codes.Error, "model turn failed")
+			}
 		}
 		span.End()
 	}()
@@ -59,20 +71,14 @@ func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 		st.maxCalls = *r.req.MaxToolCalls
 	}
 	start := len(r.resp.Output)
-	// spoke is set once the upstream has sent anything this turn. A pause
-	// before that is the wait for its first bytes: the events built before
-	// the call (response.created, a previous turn's call results) are left
-	// to go out with the turn's first delta, or by the sink's own deadline,
-	// instead of costing a write of their own on the way to it.
-	spoke := false
 	err = r.e.backend.Stream(ctx, st.mreq, func(d model.Delta) error {
 		if d.Kind == model.DeltaPause {
-			if spoke {
+			if st.spoke {
 				r.flush()
 			}
 			return nil
 		}
-		spoke = true
+		st.spoke = true
 		switch d.Kind {
 		case model.DeltaText:
 			return r.builder.TextDelta(d.Text)
@@ -84,7 +90,7 @@ func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 			return r.toolCallDelta(st, d)
 		case model.DeltaUsage:
 			r.usage.add(d.Usage)
-			usage.Add(d.Usage)
+			st.usage.Add(d.Usage)
 		case model.DeltaFinish:
 			st.res.finish = d.FinishReason
 		}
@@ -122,6 +128,9 @@ func (r *run) toolCallDelta(st *turnState, d model.Delta) error {
 		c = r.newCall(st, d)
 		if c == nil {
 			return nil
+		}
+		if st.byIndex == nil {
+			st.byIndex = make(map[int]*turnCall)
 		}
 		st.byIndex[d.ToolIndex] = c
 		st.res.calls = append(st.res.calls, c)
