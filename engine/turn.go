@@ -31,11 +31,12 @@ type turnState struct {
 	res      turnResult
 	// usage is this turn's, for its span.
 	usage responses.Usage
-	// spoke is set once the upstream has sent anything this turn. A pause
-	// before that is the wait for its first bytes: the events built before
-	// the call (response.created, a previous turn's call results) are left
-	// to go out with the turn's first delta, or by the sink's own deadline,
-	// instead of costing a write of their own on the way to it.
+	// spoke is set once the upstream has sent anything this turn; that
+	// first delta is flushed at once. A pause before it is the wait for
+	// the upstream's first bytes: the events built before the call
+	// (response.created, a previous turn's call results) are left to go
+	// out with the first delta, or by the sink's own deadline, instead of
+	// costing a write of their own on the way to it.
 	spoke bool
 }
 
@@ -78,21 +79,16 @@ func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 			}
 			return nil
 		}
-		st.spoke = true
-		switch d.Kind {
-		case model.DeltaText:
-			return r.builder.TextDelta(d.Text)
-		case model.DeltaReasoning:
-			return r.builder.ReasoningDelta(d.Text)
-		case model.DeltaPreamble:
-			return r.builder.PreambleDelta(d.Text)
-		case model.DeltaToolCall:
-			return r.toolCallDelta(st, d)
-		case model.DeltaUsage:
-			r.usage.add(d.Usage)
-			st.usage.Add(d.Usage)
-		case model.DeltaFinish:
-			st.res.finish = d.FinishReason
+		if err := r.take(st, d); err != nil {
+			return err
+		}
+		if !st.spoke {
+			// The turn's first words go out at once, with the events
+			// built before the call: when the upstream is ahead of loom
+			// (a burst), coalescing would hold them until loom caught up
+			// or the writer's deadline passed.
+			st.spoke = true
+			r.flush()
 		}
 		return nil
 	})
@@ -119,6 +115,27 @@ func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 		}
 	}
 	return res, nil
+}
+
+// take passes one delta of the model's stream (not a pause) to the
+// builder or the turn's state.
+func (r *run) take(st *turnState, d model.Delta) error {
+	switch d.Kind {
+	case model.DeltaText:
+		return r.builder.TextDelta(d.Text)
+	case model.DeltaReasoning:
+		return r.builder.ReasoningDelta(d.Text)
+	case model.DeltaPreamble:
+		return r.builder.PreambleDelta(d.Text)
+	case model.DeltaToolCall:
+		return r.toolCallDelta(st, d)
+	case model.DeltaUsage:
+		r.usage.add(d.Usage)
+		st.usage.Add(d.Usage)
+	case model.DeltaFinish:
+		st.res.finish = d.FinishReason
+	}
+	return nil
 }
 
 // toolCallDelta takes one piece of a tool call the model streams.
