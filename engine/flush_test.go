@@ -2,12 +2,48 @@ package engine_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
 )
+
+// flushAt is what the sink had been given when RunOptions.Flush was
+// called: events, and text deltas among them.
+type flushAt struct{ events, deltas int }
+
+// streamFlushes runs a streaming request over b and returns what the sink
+// had at each flush.
+func streamFlushes(t *testing.T, b *fakeBackend) []flushAt {
+	t.Helper()
+	e := newEngine(t, b)
+	var seen flushAt
+	var at []flushAt
+	sink := func(ev *responses.Event) error {
+		seen.events++
+		if ev.Type == responses.EventOutputTextDelta {
+			seen.deltas++
+		}
+		return nil
+	}
+	_, err := e.RunWith(context.Background(), decodeRequest(t, `{"model":"m","input":"x","stream":true}`), sink,
+		&engine.RunOptions{Flush: func() { at = append(at, seen) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at
+}
+
+// deltasAt returns the text deltas sent at each flush.
+func deltasAt(at []flushAt) []int {
+	out := make([]int, len(at))
+	for i, f := range at {
+		out[i] = f.deltas
+	}
+	return out
+}
 
 // TestFlushAtUpstreamPauses: the engine calls RunOptions.Flush where the
 // upstream paused and when the turn ended, after the events built so
@@ -18,24 +54,11 @@ func TestFlushAtUpstreamPauses(t *testing.T) {
 	pause := model.Delta{Kind: model.DeltaPause}
 	b := &fakeBackend{stream: deltas(text("a"), text("b"), pause, text("c"), pause,
 		model.Delta{Kind: model.DeltaFinish, FinishReason: model.FinishStop})}
-	e := newEngine(t, b)
-	var deltasSeen int
-	var atFlush []int
-	sink := func(ev *responses.Event) error {
-		if ev.Type == responses.EventOutputTextDelta {
-			deltasSeen++
-		}
-		return nil
-	}
-	_, err := e.RunWith(context.Background(), decodeRequest(t, `{"model":"m","input":"x","stream":true}`), sink,
-		&engine.RunOptions{Flush: func() { atFlush = append(atFlush, deltasSeen) }})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The first delta, two pauses, then the end of the turn.
-	if len(atFlush) != 4 || atFlush[0] != 1 || atFlush[1] != 2 || atFlush[2] != 3 || atFlush[3] != 3 {
-		t.Errorf("text deltas sent at each flush: %v, want [1 2 3 3]", atFlush)
+	if got := deltasAt(streamFlushes(t, b)); !slices.Equal(got, []int{1, 2, 3, 3}) {
+		t.Errorf("text deltas sent at each flush: %v, want [1 2 3 3]", got)
 	}
+	e := newEngine(t, b)
 	if b.requests[0].Whole {
 		t.Error("a streaming run asked for a whole turn")
 	}
@@ -54,32 +77,16 @@ func TestFlushAtUpstreamPauses(t *testing.T) {
 // flushed at once, one write on the way to the first token instead of two.
 func TestNoFlushBeforeTheUpstreamSpeaks(t *testing.T) {
 	pause := model.Delta{Kind: model.DeltaPause}
-	b := &fakeBackend{stream: deltas(pause, pause, model.Delta{Kind: model.DeltaText, Text: "a"}, pause,
-		model.Delta{Kind: model.DeltaFinish, FinishReason: model.FinishStop})}
-	e := newEngine(t, b)
-	var events, deltasSeen int
-	type flushAt struct{ events, deltas int }
-	var atFlush []flushAt
-	sink := func(ev *responses.Event) error {
-		events++
-		if ev.Type == responses.EventOutputTextDelta {
-			deltasSeen++
-		}
-		return nil
-	}
-	_, err := e.RunWith(context.Background(), decodeRequest(t, `{"model":"m","input":"x","stream":true}`), sink,
-		&engine.RunOptions{Flush: func() { atFlush = append(atFlush, flushAt{events, deltasSeen}) }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	at := streamFlushes(t, &fakeBackend{stream: deltas(pause, pause, model.Delta{Kind: model.DeltaText, Text: "a"}, pause,
+		model.Delta{Kind: model.DeltaFinish, FinishReason: model.FinishStop})})
 	// The delta, the pause after it, then the end of the turn; none before.
-	if len(atFlush) != 3 || atFlush[0].deltas != 1 || atFlush[2].deltas != 1 {
-		t.Fatalf("flushes (events, text deltas sent): %v, want three, all after the delta", atFlush)
+	if got := deltasAt(at); !slices.Equal(got, []int{1, 1, 1}) {
+		t.Fatalf("text deltas sent at each flush: %v, want [1 1 1]", got)
 	}
 	// response.created, in_progress, output_item.added, content_part.added
 	// and the delta went out together at the first flush.
-	if atFlush[0].events != 5 {
-		t.Errorf("events at the first flush: %d, want 5", atFlush[0].events)
+	if at[0].events != 5 {
+		t.Errorf("events at the first flush: %d, want 5", at[0].events)
 	}
 }
 
@@ -89,22 +96,8 @@ func TestNoFlushBeforeTheUpstreamSpeaks(t *testing.T) {
 // coalesced.
 func TestFirstDeltaFlushedInABurst(t *testing.T) {
 	text := func(s string) model.Delta { return model.Delta{Kind: model.DeltaText, Text: s} }
-	b := &fakeBackend{stream: deltas(text("a"), text("b"), text("c"), model.Delta{Kind: model.DeltaFinish, FinishReason: model.FinishStop})}
-	e := newEngine(t, b)
-	var deltasSeen int
-	var atFlush []int
-	sink := func(ev *responses.Event) error {
-		if ev.Type == responses.EventOutputTextDelta {
-			deltasSeen++
-		}
-		return nil
-	}
-	_, err := e.RunWith(context.Background(), decodeRequest(t, `{"model":"m","input":"x","stream":true}`), sink,
-		&engine.RunOptions{Flush: func() { atFlush = append(atFlush, deltasSeen) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(atFlush) != 2 || atFlush[0] != 1 || atFlush[1] != 3 {
-		t.Errorf("text deltas sent at each flush: %v, want [1 3] (the first at once, the rest at the turn's end)", atFlush)
+	at := streamFlushes(t, &fakeBackend{stream: deltas(text("a"), text("b"), text("c"), model.Delta{Kind: model.DeltaFinish, FinishReason: model.FinishStop})})
+	if got := deltasAt(at); !slices.Equal(got, []int{1, 3}) {
+		t.Errorf("text deltas sent at each flush: %v, want [1 3] (the first at once, the rest at the turn's end)", got)
 	}
 }
