@@ -105,6 +105,9 @@ func answerOnce[R any](requests map[string]R, answered map[string]bool, id, para
 // that resends the whole history, as Codex and the Agents SDK do) is not
 // listed again.
 func (r *run) listItems(listErr error) error {
+	if len(r.reg.Servers()) == 0 {
+		return nil // nothing to list (and no maps to build for it)
+	}
 	listed := map[string]bool{}
 	for _, items := range [][]responses.Item{r.history, r.input} {
 		for _, it := range items {

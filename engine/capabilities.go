@@ -8,6 +8,9 @@ import (
 // declares it can do (tools.Capabilities), and hands the servers that take
 // one the response's answerer of in-session input requests.
 func (r *run) serverCaps() {
+	if len(r.reg.Servers()) == 0 {
+		return // caps reads a nil map as "declares nothing"
+	}
 	r.capsByServer = make(map[string]tools.Capabilities, len(r.reg.Servers()))
 	for _, s := range r.reg.Servers() {
 		c := s.Capabilities()

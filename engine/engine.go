@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	conversation "github.com/loomgate/loom/context"
 	"github.com/loomgate/loom/model"
@@ -115,6 +116,9 @@ type Engine struct {
 	owner    string
 	inflight inflight
 	tracer   trace.Tracer
+	// tracing is set when spans are recorded (Options.TracerProvider):
+	// without it, the hot path's spans are not started at all (see noSpan).
+	tracing bool
 	// life ends with CancelBackground: background streams, which outlive
 	// their request's context, end with it.
 	life    context.Context
@@ -173,6 +177,7 @@ func New(backend model.Backend, store Store, opts *Options) *Engine {
 	}
 	e.log = e.opts.Logger
 	e.tracer = telemetry.Tracer(e.opts.TracerProvider, "github.com/loomgate/loom/engine")
+	e.tracing = e.opts.TracerProvider != nil
 	if e.opts.Conversation.TracerProvider == nil {
 		e.opts.Conversation.TracerProvider = e.opts.TracerProvider
 	}
@@ -208,14 +213,19 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 // caller kept in memory to continue, and a hook that receives this
 // response's conversation when it ends.
 func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(*responses.Event) error, opts *RunOptions) (resp *responses.Response, err error) {
-	ctx, span := e.tracer.Start(ctx, "response", trace.WithAttributes(
-		attribute.String("gen_ai.request.model", req.Model), attribute.Bool("loom.stream", req.Stream), attribute.Bool("loom.background", req.Background != nil && *req.Background)))
+	span := noSpan
+	if e.tracing {
+		ctx, span = e.tracer.Start(ctx, "response", trace.WithAttributes(
+			attribute.String("gen_ai.request.model", req.Model), attribute.Bool("loom.stream", req.Stream), attribute.Bool("loom.background", req.Background != nil && *req.Background)))
+	}
 	defer func() {
-		if resp != nil {
-			span.SetAttributes(attribute.String("gen_ai.response.id", resp.ID), attribute.String("loom.response.status", resp.Status))
-		}
-		if err != nil {
-			span.SetStatus(codes.Error, "response failed")
+		if span.IsRecording() {
+			if resp != nil {
+				span.SetAttributes(attribute.String("gen_ai.response.id", resp.ID), attribute.String("loom.response.status", resp.Status))
+			}
+			if err != nil {
+				span.SetStatus(codes.Error, "response failed")
+			}
 		}
 		span.End()
 	}()
@@ -240,6 +250,13 @@ func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(
 	}
 	return e.execute(ctx, r, opts)
 }
+
+// noSpan stands for the span of a response, a turn or a save when the
+// engine records none. Starting a span of the no-op tracer and building
+// its attributes cost a context and about ten allocations per response
+// for nothing; the request's trace ids reach logs, the upstream and tools
+// through ctx either way.
+var noSpan trace.Span = noop.Span{}
 
 // continued returns the conversation a request continues (its previous
 // response's chain, or its conversation's items) and the calls in it that

@@ -110,8 +110,11 @@ func (e *Engine) save(ctx context.Context, r *run, upstreamErr error) {
 	rec.Output, rec.Events, rec.Pending = r.resp.Output, r.storedEvents(), encodePending(r.pendingOut)
 	// The request's context may be cancelled (client gone): the response
 	// is still saved, within a bound of its own.
-	sctx, span := e.tracer.Start(context.WithoutCancel(ctx), "store save", trace.WithAttributes(
-		attribute.String("gen_ai.response.id", r.resp.ID), attribute.Int("loom.store.events", len(rec.Events))))
+	sctx, span := context.WithoutCancel(ctx), noSpan
+	if e.tracing {
+		sctx, span = e.tracer.Start(sctx, "store save", trace.WithAttributes(
+			attribute.String("gen_ai.response.id", r.resp.ID), attribute.Int("loom.store.events", len(rec.Events))))
+	}
 	defer span.End()
 	sctx, cancel := context.WithTimeout(sctx, e.opts.StoreTimeout)
 	defer cancel()

@@ -26,32 +26,45 @@ type turnResult struct {
 // and a tool that was not offered is refused (the model is told).
 type turnState struct {
 	mreq     *model.Request
-	byIndex  map[int]*turnCall
+	byIndex  map[int]*turnCall // made at the turn's first call
 	maxCalls int
 	res      turnResult
+	// usage is this turn's, for its span.
+	usage responses.Usage
+	// spoke is set once the upstream has sent anything this turn; that
+	// first delta is flushed at once. A pause before it is the wait for
+	// the upstream's first bytes: the events built before the call
+	// (response.created, a previous turn's call results) are left to go
+	// out with the first delta, or by the sink's own deadline, instead of
+	// costing a write of their own on the way to it.
+	spoke bool
 }
 
 // turn runs one model turn, streaming its deltas into the builder, and
 // adds what the model wrote to the conversation.
 func (r *run) turn(ctx context.Context) (res turnResult, err error) {
-	st := &turnState{mreq: r.modelRequest(), byIndex: map[int]*turnCall{}, maxCalls: -1}
+	st := &turnState{mreq: r.modelRequest(), maxCalls: -1}
 	mreq := st.mreq
 	// One span per model turn, with the GenAI semantic conventions'
 	// attributes: the model, this turn's token counts, its finish reason.
-	ctx, span := r.e.tracer.Start(ctx, "chat "+mreq.Model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		attribute.String("gen_ai.operation.name", "chat"),
-		attribute.String("gen_ai.request.model", mreq.Model),
-		attribute.String("gen_ai.response.id", r.resp.ID)))
-	var usage responses.Usage
+	span := noSpan
+	if r.e.tracing {
+		ctx, span = r.e.tracer.Start(ctx, "chat "+mreq.Model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+			attribute.String("gen_ai.operation.name", "chat"),
+			attribute.String("gen_ai.request.model", mreq.Model),
+			attribute.String("gen_ai.response.id", r.resp.ID)))
+	}
 	defer func() {
-		span.SetAttributes(
-			attribute.Int("gen_ai.usage.input_tokens", usage.InputTokens),
-			attribute.Int("gen_ai.usage.output_tokens", usage.OutputTokens))
-		if res.finish != "" {
-			span.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", []string{res.finish}))
-		}
-		if err != nil {
-			span.SetStatus(codes.Error, "model turn failed")
+		if span.IsRecording() {
+			span.SetAttributes(
+				attribute.Int("gen_ai.usage.input_tokens", st.usage.InputTokens),
+				attribute.Int("gen_ai.usage.output_tokens", st.usage.OutputTokens))
+			if res.finish != "" {
+				span.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", []string{res.finish}))
+			}
+			if err != nil {
+				span.SetStatus(codes.Error, "model turn failed")
+			}
 		}
 		span.End()
 	}()
@@ -60,21 +73,21 @@ func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 	}
 	start := len(r.resp.Output)
 	err = r.e.backend.Stream(ctx, st.mreq, func(d model.Delta) error {
-		switch d.Kind {
-		case model.DeltaText:
-			return r.builder.TextDelta(d.Text)
-		case model.DeltaReasoning:
-			return r.builder.ReasoningDelta(d.Text)
-		case model.DeltaPreamble:
-			return r.builder.PreambleDelta(d.Text)
-		case model.DeltaToolCall:
-			return r.toolCallDelta(st, d)
-		case model.DeltaUsage:
-			r.usage.add(d.Usage)
-			usage.Add(d.Usage)
-		case model.DeltaFinish:
-			st.res.finish = d.FinishReason
-		case model.DeltaPause:
+		if d.Kind == model.DeltaPause {
+			if st.spoke {
+				r.flush()
+			}
+			return nil
+		}
+		if err := r.take(st, d); err != nil {
+			return err
+		}
+		if !st.spoke {
+			// The turn's first words go out at once, with the events
+			// built before the call: when the upstream is ahead of loom
+			// (a burst), coalescing would hold them until loom caught up
+			// or the writer's deadline passed.
+			st.spoke = true
 			r.flush()
 		}
 		return nil
@@ -104,6 +117,27 @@ func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 	return res, nil
 }
 
+// take passes one delta of the model's stream (not a pause) to the
+// builder or the turn's state.
+func (r *run) take(st *turnState, d model.Delta) error {
+	switch d.Kind {
+	case model.DeltaText:
+		return r.builder.TextDelta(d.Text)
+	case model.DeltaReasoning:
+		return r.builder.ReasoningDelta(d.Text)
+	case model.DeltaPreamble:
+		return r.builder.PreambleDelta(d.Text)
+	case model.DeltaToolCall:
+		return r.toolCallDelta(st, d)
+	case model.DeltaUsage:
+		r.usage.add(d.Usage)
+		st.usage.Add(d.Usage)
+	case model.DeltaFinish:
+		st.res.finish = d.FinishReason
+	}
+	return nil
+}
+
 // toolCallDelta takes one piece of a tool call the model streams.
 func (r *run) toolCallDelta(st *turnState, d model.Delta) error {
 	c := st.byIndex[d.ToolIndex]
@@ -111,6 +145,9 @@ func (r *run) toolCallDelta(st *turnState, d model.Delta) error {
 		c = r.newCall(st, d)
 		if c == nil {
 			return nil
+		}
+		if st.byIndex == nil {
+			st.byIndex = make(map[int]*turnCall)
 		}
 		st.byIndex[d.ToolIndex] = c
 		st.res.calls = append(st.res.calls, c)

@@ -323,6 +323,9 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 // isRefusal reports whether err refused the request (an API error, or a
 // domain error of a package below) rather than ending a response that ran.
 func isRefusal(err error) bool {
+	if err == nil {
+		return false
+	}
 	var apiErr *responses.APIError
 	var e *responses.Error
 	return errors.As(err, &apiErr) || errors.As(err, &e)

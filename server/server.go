@@ -186,8 +186,13 @@ func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
 // response's traceparent header names that span.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	ctx, span := telemetry.StartRequest(r, s.tracer, r.Method,
-		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
+	var spanOpts []trace.SpanStartOption
+	if s.opts.TracerProvider != nil {
+		// Attributes only for a span that may be recorded: without a
+		// provider they would be built per request for nobody.
+		spanOpts = append(spanOpts, trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
+	}
+	ctx, span := telemetry.StartRequest(r, s.tracer, r.Method, spanOpts...)
 	defer span.End()
 	r = r.WithContext(ctx)
 	telemetry.Inject(ctx, w.Header())
@@ -202,13 +207,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mux.ServeHTTP(sw, r)
-	if r.Pattern != "" {
-		span.SetName(r.Pattern)
-		span.SetAttributes(attribute.String("http.route", r.Pattern))
-	}
-	span.SetAttributes(attribute.Int("http.response.status_code", sw.status))
-	if sw.status >= 500 {
-		span.SetStatus(codes.Error, http.StatusText(sw.status))
+	if span.IsRecording() {
+		if r.Pattern != "" {
+			span.SetName(r.Pattern)
+			span.SetAttributes(attribute.String("http.route", r.Pattern))
+		}
+		span.SetAttributes(attribute.Int("http.response.status_code", sw.status))
+		if sw.status >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(sw.status))
+		}
 	}
 	if s.opts.Metrics != nil {
 		// The route pattern, not the path: ids would make the label set
@@ -229,9 +236,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request refused", attrs...)
 		return
 	}
-	s.log.LogAttrs(r.Context(), slog.LevelDebug, "http",
-		slog.String("method", r.Method), slog.String("path", r.URL.Path),
-		slog.Int("status", sw.status), slog.Duration("elapsed", time.Since(start)))
+	if s.log.Enabled(r.Context(), slog.LevelDebug) {
+		// Checked first: the attributes of a line that is not written
+		// still cost an allocation per request.
+		s.log.LogAttrs(r.Context(), slog.LevelDebug, "http",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.Int("status", sw.status), slog.Duration("elapsed", time.Since(start)))
+	}
 }
 
 // routeOf is the route pattern that served r, or its path when none did.

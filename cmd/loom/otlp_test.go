@@ -136,6 +136,17 @@ func TestOTLPSpans(t *testing.T) {
 	if got := parentName(one("response")); got != "POST /v1/responses" {
 		t.Errorf("response span's parent %s", got)
 	}
+	// The attributes set when a span ends, not only those it starts with.
+	if s := one("response"); attr(s, "loom.response.status") != "completed" || attr(s, "gen_ai.response.id") == "" {
+		t.Errorf("response span attributes %v", s.Attributes)
+	}
+	if attr(httpSpan, "http.route") != "POST /v1/responses" || attr(httpSpan, "http.response.status_code") != "200" ||
+		attr(httpSpan, "url.path") != "/v1/responses" {
+		t.Errorf("request span attributes %v", httpSpan.Attributes)
+	}
+	if s := one("store save"); attr(s, "gen_ai.response.id") == "" {
+		t.Errorf("store save span attributes %v", s.Attributes)
+	}
 	for _, name := range []string{"tool cleanup", "store save", "mcp input round"} {
 		if got := parentName(one(name)); got != "response" {
 			t.Errorf("%s span's parent %s, want response", name, got)
