@@ -124,6 +124,13 @@ func (c *Context) init(ctx context.Context) error {
 		p.Wait()
 	}
 
+	if len(servers) == 0 {
+		// Functions only: the registry's list is the offer as it is
+		// (AddFunction cleared their Server, and their names are
+		// unique), not a copy of it with an index of names.
+		c.offered = functions
+		return nil
+	}
 	n := len(functions)
 	for _, l := range lists {
 		n += len(l)

@@ -29,7 +29,7 @@ func (ct clientTool) own() string {
 // clientTools returns the request's client-run tools, in order, a
 // namespace's tools each under its namespaced name.
 func clientTools(req *responses.Request) []clientTool {
-	var out []clientTool
+	out := make([]clientTool, 0, len(req.Tools))
 	for i := range req.Tools {
 		t := &req.Tools[i]
 		if t.Type != responses.ToolNamespace {

@@ -56,16 +56,11 @@ func (r *run) hidden(d tools.Definition) bool {
 // found that the request does not carry itself: the client offered them
 // in its answer, and the model may call them from then on.
 func addFoundFunctions(reg *tools.Registry, items ...[]responses.Item) {
-	have := map[string]bool{}
-	for _, d := range reg.Functions() {
-		have[d.Name] = true
-	}
 	for _, list := range items {
 		for _, d := range tools.ClientFoundFunctions(list) {
-			if !have[d.Name] {
-				have[d.Name] = true
-				reg.AddFunction(d)
-			}
+			// A function the registry has already is offered as it is:
+			// the duplicate is not added, and is no error here.
+			_ = reg.AddFunction(d)
 		}
 	}
 }

@@ -688,6 +688,12 @@ func (r *run) loop(ctx context.Context) error {
 // a named function, or allowed_tools in required mode) among the tools
 // offered.
 func (r *run) toolRequired() bool {
+	// Only a named function or required (alone or with allowed_tools)
+	// can require a call: any other choice needs no list of the tools.
+	if tc := r.req.ToolChoice; tc == nil || tc.Mode == responses.ToolChoiceNone ||
+		tc.Function == "" && tc.Mode != responses.ToolChoiceRequired {
+		return false
+	}
 	tools, choice, _ := offeredTools(r.req, r.visibleTools())
 	return len(tools) > 0 && choice == responses.ToolChoiceRequired
 }

@@ -44,6 +44,7 @@ func (e *Engine) registry(ctx context.Context, req *responses.Request, clients [
 	if len(req.Tools) == 0 {
 		return reg, nil
 	}
+	reg.ReserveFunctions(len(clients))
 	for _, ct := range clients {
 		if err := reg.AddFunction(ct.def); err != nil {
 			return nil, responses.BadRequest(fmt.Sprintf("tools[%d]", ct.index), "%v", err)

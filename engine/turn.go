@@ -399,8 +399,8 @@ func offeredTools(req *responses.Request, defs []tools.Definition) ([]responses.
 		return nil, "", ""
 	}
 	all := make([]responses.Tool, len(defs))
-	for i, d := range defs {
-		all[i] = d.ResponsesTool()
+	for i := range defs {
+		all[i] = defs[i].ResponsesTool()
 	}
 	tc := req.ToolChoice
 	if tc == nil {

@@ -1,6 +1,9 @@
 package tools
 
-import "errors"
+import (
+	"errors"
+	"slices"
+)
 
 // Registry is what one request may use: the client's function tools and the
 // servers whose tools loom executes. The Engine builds one per request from
@@ -48,6 +51,18 @@ func (r *Registry) AddServer(s Server) error {
 	r.labels[name] = s
 	r.servers = append(r.servers, s)
 	return nil
+}
+
+// ReserveFunctions makes room for n more function tools, so that adding
+// a request's many tools grows the list and its name index once.
+func (r *Registry) ReserveFunctions(n int) {
+	if n <= 0 {
+		return
+	}
+	r.functions = slices.Grow(r.functions, n)
+	if r.functionNames == nil {
+		r.functionNames = make(map[string]struct{}, n)
+	}
 }
 
 // AddFunction registers a client-executed function tool. Its Server field

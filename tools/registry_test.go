@@ -87,7 +87,11 @@ func TestFunctionDefinitionRoundTrip(t *testing.T) {
 	if out.Type != responses.ToolFunction || *out.Description != desc || string(out.Parameters) != string(in.Parameters) || out.Strict != in.Strict {
 		t.Errorf("round trip %+v", out)
 	}
-	if (Definition{Name: "x"}).ResponsesTool().Description != nil {
+	if out.Description != &d.Description {
+		t.Error("the tool should share the definition's description")
+	}
+	bare := Definition{Name: "x"}
+	if bare.ResponsesTool().Description != nil {
 		t.Error("empty description should stay null")
 	}
 }

@@ -45,12 +45,12 @@ func FunctionDefinition(t responses.Tool) Definition {
 }
 
 // ResponsesTool returns d as a function tool, the form the upstream backends
-// take whether the tool runs on the client or in loom.
-func (d Definition) ResponsesTool() responses.Tool {
+// take whether the tool runs on the client or in loom. Its Description
+// points at d's (no copy per tool and turn): neither may be changed.
+func (d *Definition) ResponsesTool() responses.Tool {
 	t := responses.Tool{Type: responses.ToolFunction, Name: d.Name, Parameters: d.Parameters, Strict: d.Strict}
 	if d.Description != "" {
-		desc := d.Description
-		t.Description = &desc
+		t.Description = &d.Description
 	}
 	return t
 }
