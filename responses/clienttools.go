@@ -125,7 +125,7 @@ func validateNamespaceTool(param string, t *Tool, names map[string]bool) *APIErr
 		offered := NamespacedName(t.Name, it.Name)
 		switch it.Type {
 		case ToolFunction:
-			if err := validateFunctionTool(p, it, offered, names); err != nil {
+			if err := validateFunctionTool(func() string { return p }, it, offered, names); err != nil {
 				return err
 			}
 		case ToolCustom:
@@ -140,7 +140,7 @@ func validateNamespaceTool(param string, t *Tool, names map[string]bool) *APIErr
 }
 
 func validateCustomTool(param string, t *Tool, offered string, names map[string]bool) *APIError {
-	if err := checkToolName(param, t.Name, offered, names); err != nil {
+	if err := checkToolName(func() string { return param }, t.Name, offered, names); err != nil {
 		return err
 	}
 	f, err := t.CustomFormat()
@@ -163,28 +163,30 @@ func validateCustomTool(param string, t *Tool, offered string, names map[string]
 }
 
 // validateFunctionTool checks a function tool offered under offered.
-func validateFunctionTool(param string, t *Tool, offered string, names map[string]bool) *APIError {
+// param names the tool; it is called only for a fault, so that a request
+// of many tools does not format a name for each.
+func validateFunctionTool(param func() string, t *Tool, offered string, names map[string]bool) *APIError {
 	if err := checkToolName(param, t.Name, offered, names); err != nil {
 		return err
 	}
 	if len(t.Parameters) > 0 && string(t.Parameters) != "null" {
-		return checkSchema(t.Parameters, param+".parameters", "parameters must be a JSON Schema object")
+		return checkSchema(t.Parameters, func() string { return param() + ".parameters" }, "parameters must be a JSON Schema object")
 	}
 	return nil
 }
 
 // checkToolName checks a tool's own name and that the name it is offered
 // under is not taken.
-func checkToolName(param, name, offered string, names map[string]bool) *APIError {
+func checkToolName(param func() string, name, offered string, names map[string]bool) *APIError {
 	if !validFunctionName(name) {
-		return BadRequest(param+".name", "tool name must be 1-64 letters, digits, underscores or dashes")
+		return BadRequest(param()+".name", "tool name must be 1-64 letters, digits, underscores or dashes")
 	}
 	if !validFunctionName(offered) {
 		// The model is offered the namespaced name, which has the limit.
-		return BadRequest(param+".name", "with its namespace the tool is offered as %q, which is longer than 64 characters", offered)
+		return BadRequest(param()+".name", "with its namespace the tool is offered as %q, which is longer than 64 characters", offered)
 	}
 	if names[offered] {
-		return BadRequest(param+".name", "duplicate tool name %q", offered)
+		return BadRequest(param()+".name", "duplicate tool name %q", offered)
 	}
 	names[offered] = true
 	return nil

@@ -16,14 +16,15 @@ const (
 
 // checkSchema checks that raw, JSON text already decoded, is an object no
 // deeper than MaxSchemaDepth, in one scan that builds nothing. msg is the
-// error for a value that is not an object.
-func checkSchema(raw []byte, param, msg string) *APIError {
+// error for a value that is not an object; param, the field's name, is
+// called only for a fault.
+func checkSchema(raw []byte, param func() string, msg string) *APIError {
 	s := &scanner{data: raw}
 	if s.next() != '{' {
-		return BadRequest(param, "%s", msg)
+		return BadRequest(param(), "%s", msg)
 	}
 	if d := s.depth(); d > MaxSchemaDepth {
-		return BadRequest(param, "%s nests %d levels deep; at most %d are allowed", param, d, MaxSchemaDepth)
+		return BadRequest(param(), "%s nests %d levels deep; at most %d are allowed", param(), d, MaxSchemaDepth)
 	}
 	return nil
 }

@@ -181,7 +181,7 @@ func (r *Request) validateText() *APIError {
 			return BadRequest("text.format.schema", "text.format.schema must be a JSON Schema object")
 		}
 		if string(f.Schema) != "null" {
-			if err := checkSchema(f.Schema, "text.format.schema", "text.format.schema must be a JSON Schema object"); err != nil {
+			if err := checkSchema(f.Schema, func() string { return "text.format.schema" }, "text.format.schema must be a JSON Schema object"); err != nil {
 				return err
 			}
 		}
@@ -206,8 +206,17 @@ func (r *Request) validateReasoning() *APIError {
 }
 
 func (r *Request) validateTools(serverTool func(string) bool) *APIError {
-	names := map[string]bool{}
-	for i, t := range r.Tools {
+	names := make(map[string]bool, len(r.Tools))
+	for i := range r.Tools {
+		t := &r.Tools[i]
+		if t.Type == ToolFunction {
+			// The common kind, its param formatted only for a fault.
+			param := func() string { return fmt.Sprintf("tools[%d]", i) }
+			if err := validateFunctionTool(param, t, t.Name, names); err != nil {
+				return err
+			}
+			continue
+		}
 		param := fmt.Sprintf("tools[%d]", i)
 		if handled, err := validateClientTool(param, &r.Tools[i], names); handled {
 			if err != nil {
@@ -222,7 +231,6 @@ func (r *Request) validateTools(serverTool func(string) bool) *APIError {
 			}
 			names["local_shell"] = true
 			continue
-		case t.Type == ToolFunction:
 		case t.Type == "":
 			return BadRequest(param+".type", "tool type is required")
 		case serverTool != nil && serverTool(t.Type):
@@ -230,9 +238,6 @@ func (r *Request) validateTools(serverTool func(string) bool) *APIError {
 			continue
 		default:
 			return unknownTool(param, t.Type)
-		}
-		if err := validateFunctionTool(param, &r.Tools[i], t.Name, names); err != nil {
-			return err
 		}
 	}
 	tc := r.ToolChoice
