@@ -327,7 +327,7 @@ func scanInput(s *jsonscan.Scanner, r *Request) error {
 }
 
 // scanTools decodes the tools, each from its checked text as
-// encoding/json hands it to Tool.UnmarshalJSON; null is none.
+// Tool.UnmarshalJSON decodes it; null is none.
 func scanTools(s *jsonscan.Scanner, r *Request) error {
 	if s.Null() {
 		r.Tools = nil
@@ -336,24 +336,18 @@ func scanTools(s *jsonscan.Scanner, r *Request) error {
 	if s.Peek() != '[' {
 		return errNotScanned
 	}
-	var raws [][]byte
-	err := s.Array(func() error {
-		if s.Peek() != '{' {
-			return errNotScanned
-		}
-		raw, err := s.Raw()
-		raws = append(raws, raw)
-		return err
-	})
+	// The scanner checks the array and counts its tools in one pass;
+	// they are then decoded from its checked text into a list of that
+	// size.
+	raw, n, err := s.RawArray()
 	if err != nil {
 		return err
 	}
-	r.Tools = make([]Tool, len(raws))
-	for i, raw := range raws {
-		if r.Tools[i].UnmarshalJSON(raw) != nil {
-			return errNotScanned
-		}
+	tools, err := decodeCountedTools(raw, n)
+	if err != nil {
+		return errNotScanned
 	}
+	r.Tools = tools
 	return nil
 }
 

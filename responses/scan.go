@@ -397,6 +397,20 @@ func (s *scanner) function(t *Tool) bool {
 	if !utf8.Valid(s.data) {
 		return false
 	}
+	return s.functionAt(t, new(functionValues))
+}
+
+// functionValues holds what a decoded function tool points at: its
+// description and strict flag. A list of tools takes them from one
+// block (decodeCountedTools), not two allocations per tool.
+type functionValues struct {
+	description string
+	strict      bool
+}
+
+// functionAt decodes the function tool at pos, of valid UTF-8, as
+// function does, its pointers into v.
+func (s *scanner) functionAt(t *Tool, v *functionValues) bool {
 	ok := s.object(func(key string) bool {
 		var ok bool
 		switch key {
@@ -405,12 +419,12 @@ func (s *scanner) function(t *Tool) bool {
 		case "name":
 			ok = s.stringField(&t.Name)
 		case "description":
-			t.Description, ok = s.optionalString()
+			t.Description, ok = s.optionalString(&v.description)
 		case "parameters":
 			t.Parameters = append(json.RawMessage(nil), s.value()...)
 			ok = true
 		case "strict":
-			t.Strict, ok = s.optionalBool()
+			t.Strict, ok = s.optionalBool(&v.strict)
 		default:
 			ok = s.ignored(key, toolKeys)
 		}
@@ -419,28 +433,62 @@ func (s *scanner) function(t *Tool) bool {
 	return ok && t.Type == ToolFunction
 }
 
-// optionalString decodes a string or null into a pointer, as
-// encoding/json does.
-func (s *scanner) optionalString() (*string, bool) {
+// optionalString decodes a string into *into and returns into, or null
+// into nil, as encoding/json does.
+func (s *scanner) optionalString(into *string) (*string, bool) {
 	if s.next() == 'n' {
 		s.value()
 		return nil, true
 	}
 	v, ok := s.str()
-	return &v, ok
+	*into = v
+	return into, ok
 }
 
-// optionalBool decodes true, false or null into a pointer.
-func (s *scanner) optionalBool() (*bool, bool) {
+// optionalBool decodes true or false into *into and returns into, or
+// null into nil.
+func (s *scanner) optionalBool(into *bool) (*bool, bool) {
 	switch string(s.value()) {
 	case "true":
-		return new(true), true
+		*into = true
+		return into, true
 	case "false":
-		return new(false), true
+		*into = false
+		return into, true
 	case "null":
 		return nil, true
 	}
 	return nil, false
+}
+
+// decodeCountedTools decodes an array of n tools, valid UTF-8 and
+// checked JSON: function tools of the usual shape here, any other as
+// Tool.UnmarshalJSON decodes it. An element that is not an object is
+// errNotScanned, for encoding/json to refuse.
+func decodeCountedTools(data []byte, n int) ([]Tool, error) {
+	tools := make([]Tool, n)
+	values := make([]functionValues, n)
+	s := &scanner{data: data}
+	s.next()
+	s.pos++ // '['
+	for i := range tools {
+		if s.next() == ',' {
+			s.pos++
+		}
+		if s.next() != '{' {
+			return nil, errNotScanned
+		}
+		start := s.pos
+		if s.functionAt(&tools[i], &values[i]) {
+			continue
+		}
+		s.pos = start
+		tools[i] = Tool{}
+		if err := tools[i].UnmarshalJSON(s.value()); err != nil {
+			return nil, err
+		}
+	}
+	return tools, nil
 }
 
 // depth returns how deeply the value at pos nests objects and arrays (0
