@@ -187,6 +187,18 @@ func (r *Response) appendTools(dst []byte, d Dialect) []byte {
 // appendToolList writes tools as a list; a tool that cannot be echoed
 // (its raw form is not an object) is left out.
 func appendToolList(dst []byte, tools []Tool, d Dialect) []byte {
+	// Sized once: a hundred tools with their schemas would otherwise
+	// grow the buffer a dozen times.
+	size := 2
+	for i := range tools {
+		t := &tools[i]
+		// {"type":"function","name":,"description":,"parameters":,"strict":null},
+		size += 80 + len(t.Name) + len(t.Parameters) + len(t.Raw)
+		if t.Description != nil {
+			size += len(*t.Description)
+		}
+	}
+	dst = slices.Grow(dst, size)
 	dst = append(dst, '[')
 	n := 0
 	for i := range tools {
