@@ -104,7 +104,7 @@ func (s *scanner) str() (string, bool) {
 
 // intern returns the text as a string, without allocating one for the
 // values every item of a long input repeats (its type, role, status and
-// part types).
+// part types) or every tool of a long list (its type).
 func intern(b []byte) string {
 	switch string(b) { // compared without a conversion
 	case ItemMessage:
@@ -129,6 +129,8 @@ func intern(b []byte) string {
 		return ItemFunctionCallOutput
 	case ItemReasoning:
 		return ItemReasoning
+	case ToolFunction:
+		return ToolFunction
 	}
 	return string(b)
 }
@@ -150,8 +152,10 @@ func (s *scanner) stringField(dst *string) bool {
 
 // object decodes the object at pos, handing each member's key to field,
 // which decodes its value; false (an unknown key, a value of another
-// kind) stops it.
-func (s *scanner) object(field func(key string) bool) bool {
+// kind) stops it. The key is the text of the object when it holds no
+// escape (field reads it, as switch string(key) does, without a copy:
+// a string made of each would be one allocation per key per item).
+func (s *scanner) object(field func(key []byte) bool) bool {
 	if s.next() != '{' {
 		return false
 	}
@@ -164,7 +168,7 @@ func (s *scanner) object(field func(key string) bool) bool {
 			s.pos++
 			return true
 		}
-		key, ok := s.str()
+		key, ok := s.key()
 		if !ok || s.next() != ':' {
 			return false
 		}
@@ -173,6 +177,22 @@ func (s *scanner) object(field func(key string) bool) bool {
 			return false
 		}
 	}
+}
+
+// key returns the text of the key at pos, decoded if it holds an escape.
+func (s *scanner) key() ([]byte, bool) {
+	if s.next() != '"' {
+		return nil, false
+	}
+	start := s.pos
+	if !s.skipString() {
+		return s.data[start+1 : s.pos-1], true
+	}
+	var v string
+	if json.Unmarshal(s.data[start:s.pos], &v) != nil {
+		return nil, false
+	}
+	return []byte(v), true
 }
 
 // jsonKeys returns the keys encoding/json decodes into a struct of type
@@ -212,13 +232,13 @@ var (
 // ignored skips the value of a key that encoding/json would ignore, one
 // that names no field of the type whose keys are known; false for a key
 // that does (in any case) and that the scanner leaves to encoding/json.
-func (s *scanner) ignored(key string, known map[string]bool) bool {
+func (s *scanner) ignored(key []byte, known map[string]bool) bool {
 	for i := range len(key) {
 		if key[i] >= utf8.RuneSelf {
 			return false // encoding/json folds some non-ASCII letters
 		}
 	}
-	if known[strings.ToLower(key)] {
+	if known[strings.ToLower(string(key))] {
 		return false
 	}
 	s.value()
@@ -292,8 +312,8 @@ func decodeCountedItems(data []byte, n int) ([]Item, error) {
 func (s *scanner) item(it *Item) bool {
 	var text string // content given as a string, when isText
 	var isText bool
-	ok := s.object(func(key string) bool {
-		switch key {
+	ok := s.object(func(key []byte) bool {
+		switch string(key) {
 		case "type":
 			return s.stringField(&it.Type)
 		case "id":
@@ -358,8 +378,8 @@ func (s *scanner) content(it *Item) (text string, isText, ok bool) {
 			return "", false, true
 		}
 		var p ContentPart
-		ok := s.object(func(key string) bool {
-			switch key {
+		ok := s.object(func(key []byte) bool {
+			switch string(key) {
 			case "type":
 				return s.stringField(&p.Type)
 			case "text":
@@ -411,9 +431,9 @@ type functionValues struct {
 // functionAt decodes the function tool at pos, of valid UTF-8, as
 // function does, its pointers into v.
 func (s *scanner) functionAt(t *Tool, v *functionValues) bool {
-	ok := s.object(func(key string) bool {
+	ok := s.object(func(key []byte) bool {
 		var ok bool
-		switch key {
+		switch string(key) {
 		case "type":
 			ok = s.stringField(&t.Type)
 		case "name":
