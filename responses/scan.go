@@ -287,24 +287,39 @@ func decodeCountedItems(data []byte, n int) ([]Item, error) {
 	// the conversation on the input it decoded and appends the model's
 	// items to it, which would otherwise copy the whole input.
 	items := make([]Item, n, n+outputRoom)
+	err := decodeElements(data, items,
+		func(s *scanner, it *Item, _ int) bool { return s.item(it) },
+		(*Item).decodeFields)
+	if err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+// decodeElements decodes the elements of the checked JSON array in
+// data into list, which has one per element: each by fast from the
+// scanner at its start, or, where fast declines, by slow from its text
+// into a zero value.
+func decodeElements[T any](data []byte, list []T, fast func(s *scanner, v *T, i int) bool, slow func(v *T, raw []byte) error) error {
 	s := &scanner{data: data}
 	s.next()
 	s.pos++ // '['
-	for i := range items {
+	for i := range list {
 		if s.next() == ',' {
 			s.pos++
 		}
 		start := s.pos
-		if s.item(&items[i]) {
+		if fast(s, &list[i], i) {
 			continue
 		}
 		s.pos = start
-		items[i] = Item{}
-		if err := items[i].decodeFields(s.value()); err != nil {
-			return nil, err
+		var zero T
+		list[i] = zero
+		if err := slow(&list[i], s.value()); err != nil {
+			return err
 		}
 	}
-	return items, nil
+	return nil
 }
 
 // item decodes one input item of a common shape; false leaves it to
@@ -488,25 +503,16 @@ func (s *scanner) optionalBool(into *bool) (*bool, bool) {
 func decodeCountedTools(data []byte, n int) ([]Tool, error) {
 	tools := make([]Tool, n)
 	values := make([]functionValues, n)
-	s := &scanner{data: data}
-	s.next()
-	s.pos++ // '['
-	for i := range tools {
-		if s.next() == ',' {
-			s.pos++
-		}
-		if s.next() != '{' {
-			return nil, errNotScanned
-		}
-		start := s.pos
-		if s.functionAt(&tools[i], &values[i]) {
-			continue
-		}
-		s.pos = start
-		tools[i] = Tool{}
-		if err := tools[i].UnmarshalJSON(s.value()); err != nil {
-			return nil, err
-		}
+	err := decodeElements(data, tools,
+		func(s *scanner, t *Tool, i int) bool { return s.functionAt(t, &values[i]) },
+		func(t *Tool, raw []byte) error {
+			if raw[0] != '{' {
+				return errNotScanned
+			}
+			return t.UnmarshalJSON(raw)
+		})
+	if err != nil {
+		return nil, err
 	}
 	return tools, nil
 }
