@@ -16,6 +16,7 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"io"
 	"log/slog"
@@ -64,8 +65,8 @@ func (c Config) resolved() Config {
 	positiveOr(&c.FirstByteTimeout, model.DefaultFirstByteTimeout)
 	positiveOr(&c.IdleTimeout, model.DefaultIdleTimeout)
 	positiveOr(&c.WholeTimeout, model.DefaultWholeTimeout)
-	if c.HTTPClient == nil {
-		c.HTTPClient = pooledClient(c.ConnectTimeout)
+	if c.HTTPClient == nil && c.Transport == nil {
+		c.Transport = pooledTransport(c.ConnectTimeout)
 	}
 	return c
 }
@@ -80,7 +81,7 @@ type Client struct {
 	path             string                                      // of url, for logs: never the host's credentials or a query
 	apiKey           string                                      // for redact
 	auth             []string                                    // the Authorization header's value, nil without a key
-	httpDo           func(*http.Request) (*http.Response, error) // the http.Client's Do, bound once
+	httpDo           func(*http.Request) (*http.Response, error) // sender's choice, bound once
 	retry            httpretry.Policy
 	log              *slog.Logger
 	firstByteTimeout time.Duration
@@ -94,22 +95,39 @@ type Client struct {
 // no error).
 func NewClient(url, apiKey string, cfg Config) *Client {
 	c := cfg.resolved()
-	cl := &Client{name: c.Name, apiKey: apiKey, httpDo: c.HTTPClient.Do, log: c.Logger,
+	cl := &Client{name: c.Name, apiKey: apiKey, httpDo: sender(c.HTTPOptions), log: c.Logger,
 		// A turn's request may reach the engine twice: it has no effect
 		// but the tokens it costs.
 		retry: httpretry.Policy{Retries: c.Retries, WaitMin: c.RetryWaitMin, WaitMax: c.RetryWaitMax, Idempotent: true,
 			Logger: c.Logger, Notice: "retrying upstream " + c.Name + " request"},
 		firstByteTimeout: c.FirstByteTimeout, idleTimeout: c.IdleTimeout, wholeTimeout: c.WholeTimeout}
-	if u, err := neturl.Parse(url); err == nil {
+	u, err := neturl.Parse(url)
+	if err == nil {
 		cl.url, cl.path = u, u.Path
 	}
-	if apiKey != "" {
+	switch {
+	case apiKey != "":
 		cl.auth = []string{"Bearer " + apiKey}
+	case err == nil && u.User != nil && c.HTTPClient == nil:
+		// What http.Client.Do adds for a URL with credentials; the
+		// transport alone sends none.
+		pass, _ := u.User.Password()
+		cl.auth = []string{"Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass))}
 	}
 	return cl
 }
 
-func pooledClient(connect time.Duration) *http.Client {
+// sender is how a request is sent: the http.Client's Do when the caller
+// gave one (its redirect policy, jar and timeout apply), else the
+// transport's RoundTrip, bound once.
+func sender(o model.HTTPOptions) func(*http.Request) (*http.Response, error) {
+	if o.HTTPClient != nil {
+		return o.HTTPClient.Do
+	}
+	return o.Transport.RoundTrip
+}
+
+func pooledTransport(connect time.Duration) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
 	t.TLSHandshakeTimeout = connect
@@ -118,7 +136,7 @@ func pooledClient(connect time.Duration) *http.Client {
 	// Smaller than net/http's 4 KB each: both are held per open stream.
 	t.ReadBufferSize = model.DefaultReadBufferSize
 	t.WriteBufferSize = model.DefaultWriteBufferSize
-	return &http.Client{Transport: t}
+	return t
 }
 
 // do posts body under the retry policy (internal/httpretry: connection
