@@ -200,7 +200,7 @@ func newHarness(t testing.TB, opts *harnessOptions) *harness {
 	// many concurrent streams, a small write buffer), so that benchmarks
 	// measure what a deployment runs: http.Transport's default keeps 2
 	// idle connections per host and redials under load.
-	h.Upstream = &http.Transport{MaxIdleConnsPerHost: 64, ReadBufferSize: model.DefaultReadBufferSize, WriteBufferSize: model.DefaultWriteBufferSize}
+	h.Upstream = &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true, ReadBufferSize: model.DefaultReadBufferSize, WriteBufferSize: model.DefaultWriteBufferSize}
 	t.Cleanup(h.Upstream.CloseIdleConnections)
 	chatOpts := chat.Options{}
 	if opts.Chat != nil {

@@ -133,6 +133,10 @@ func pooledTransport(connect time.Duration) *http.Transport {
 	t.TLSHandshakeTimeout = connect
 	// Many concurrent streams go to the same engine.
 	t.MaxIdleConnsPerHost = 64
+	// No "Accept-Encoding: gzip" added to every request (the transport
+	// builds a header map of its own for it, per request): an engine
+	// next to loom gains nothing from compressing its answers.
+	t.DisableCompression = true
 	// Smaller than net/http's 4 KB each: both are held per open stream.
 	t.ReadBufferSize = model.DefaultReadBufferSize
 	t.WriteBufferSize = model.DefaultWriteBufferSize
