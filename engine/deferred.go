@@ -18,15 +18,34 @@ type found struct {
 
 // newFound reads the tools found so far in items.
 func newFound(items ...[]responses.Item) found {
-	f := found{functions: map[string]bool{}, servers: map[string]bool{}}
+	var f found
 	for _, list := range items {
 		f.add(list)
 	}
 	return f
 }
 
-// add notes the tools items found.
-func (f found) add(items []responses.Item) { tools.Found(items, f.functions, f.servers) }
+// add notes the tools items found. The maps are made at the first tool
+// search output: a response without one reads nil maps (two maps per
+// response otherwise).
+func (f *found) add(items []responses.Item) {
+	if f.functions == nil {
+		if !hasSearchOutput(items) {
+			return
+		}
+		f.functions, f.servers = map[string]bool{}, map[string]bool{}
+	}
+	tools.Found(items, f.functions, f.servers)
+}
+
+func hasSearchOutput(items []responses.Item) bool {
+	for i := range items {
+		if items[i].Type == responses.ItemToolSearchOutput {
+			return true
+		}
+	}
+	return false
+}
 
 // visibleTools are the tools offered to the model this turn: every tool
 // of the conversation but the deferred ones no search has found.

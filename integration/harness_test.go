@@ -200,15 +200,14 @@ func newHarness(t testing.TB, opts *harnessOptions) *harness {
 	// many concurrent streams, a small write buffer), so that benchmarks
 	// measure what a deployment runs: http.Transport's default keeps 2
 	// idle connections per host and redials under load.
-	h.Upstream = &http.Transport{MaxIdleConnsPerHost: 64, ReadBufferSize: model.DefaultReadBufferSize, WriteBufferSize: model.DefaultWriteBufferSize}
+	h.Upstream = &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true, ReadBufferSize: model.DefaultReadBufferSize, WriteBufferSize: model.DefaultWriteBufferSize}
 	t.Cleanup(h.Upstream.CloseIdleConnections)
-	upstreamClient := &http.Client{Transport: h.Upstream}
 	chatOpts := chat.Options{}
 	if opts.Chat != nil {
 		chatOpts = *opts.Chat
 	}
-	if chatOpts.HTTPClient == nil {
-		chatOpts.HTTPClient = upstreamClient
+	if chatOpts.HTTPClient == nil && chatOpts.Transport == nil {
+		chatOpts.Transport = h.Upstream
 	}
 	if opts.Tokenize && chatOpts.TokenizeURL == "" {
 		chatOpts.TokenizeURL = mockSrv.URL + "/tokenize"
@@ -217,8 +216,8 @@ func newHarness(t testing.TB, opts *harnessOptions) *harness {
 	var backend model.Backend = chatBackend
 	engOpts.Upstream = chatBackend.Capabilities()
 	if completionsOpts != nil {
-		if completionsOpts.HTTPClient == nil {
-			completionsOpts.HTTPClient = upstreamClient
+		if completionsOpts.HTTPClient == nil && completionsOpts.Transport == nil {
+			completionsOpts.Transport = h.Upstream
 		}
 		b := completions.New(h.MockURL, "test-key", completionsOpts)
 		backend, engOpts.Upstream = b, b.Capabilities()

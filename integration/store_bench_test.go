@@ -36,7 +36,7 @@ import (
 // store.
 func storedLoom(b *testing.B, upstream string, store engine.Store) string {
 	b.Helper()
-	backend := chat.New(upstream, "test-key", &chat.Options{HTTPOptions: model.HTTPOptions{HTTPClient: &http.Client{Transport: pooledTransport()}}})
+	backend := chat.New(upstream, "test-key", &chat.Options{HTTPOptions: model.HTTPOptions{Transport: pooledTransport()}})
 	srv := httptest.NewServer(server.New(engine.New(backend, store, &engine.Options{Models: []string{mockllm.DefaultModel}}), nil))
 	b.Cleanup(srv.Close)
 	return srv.URL + "/v1"

@@ -35,6 +35,15 @@ type HTTPOptions struct {
 	// request timeout would cut long streams); ConnectTimeout does not
 	// apply to it. Default: a pooled client with ConnectTimeout.
 	HTTPClient *http.Client
+	// Transport, when set and HTTPClient is not, sends each request
+	// straight to its RoundTrip: no redirects are followed and no cookies
+	// kept, as an engine's URL is configured, not discovered (a 3xx is
+	// the upstream's invalid response). Credentials in the URL's userinfo
+	// are sent as basic auth when there is no API key, as http.Client
+	// does. Without both, loom's own pooled transport is used this way,
+	// with ConnectTimeout; an http.Client costs a copy and check of the
+	// request's headers per request that this path does not need.
+	Transport http.RoundTripper
 	// Logger receives retry notices. Default: slog.Default().
 	Logger *slog.Logger
 	// Retries is how many times a request is retried after a connection

@@ -69,7 +69,7 @@ func NewBuilder(resp *Response, newID func(prefix string) string, sink func(*Eve
 		// one encoding of the tools it echoes.
 		resp.echo = &responseEcho{}
 	}
-	return &Builder{resp: resp, sink: sink, newID: newID, calls: map[int]*openItem{}}
+	return &Builder{resp: resp, sink: sink, newID: newID}
 }
 
 // Response returns the response being built.
@@ -230,6 +230,9 @@ func (b *Builder) callDelta(index int, head Item, arguments string) error {
 			if oi, err = b.addItem(it); err != nil {
 				return err
 			}
+		}
+		if b.calls == nil {
+			b.calls = make(map[int]*openItem)
 		}
 		b.calls[index] = oi
 	} else if name != "" && oi.item.CallFields().Name == "" && oi.item.Type != ItemCodeInterpreterCall {

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"net/http"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -20,8 +21,30 @@ func Extract(ctx context.Context, h http.Header) context.Context {
 
 // Inject sets traceparent (and tracestate when there is one) in h from the
 // span context of ctx. Without a span context it sets nothing.
+//
+// It writes what propagation.TraceContext writes (TestInjectAsOtel), with
+// the canonical keys set directly and the value formatted in one array:
+// the propagator's Header.Set canonicalises "traceparent" into a new
+// string and its builder grows, on every upstream request and response.
 func Inject(ctx context.Context, h http.Header) {
-	propagator.Inject(ctx, propagation.HeaderCarrier(h))
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return
+	}
+	if ts := sc.TraceState().String(); ts != "" {
+		h["Tracestate"] = []string{ts}
+	}
+	// version 00, trace id, span id, flags: only the ones W3C defines
+	// (sampled, random).
+	var b [2 + 1 + 32 + 1 + 16 + 1 + 2]byte
+	tid, sid := sc.TraceID(), sc.SpanID()
+	b[0], b[1], b[2] = '0', '0', '-'
+	hex.Encode(b[3:35], tid[:])
+	b[35] = '-'
+	hex.Encode(b[36:52], sid[:])
+	b[52] = '-'
+	hex.Encode(b[53:], []byte{byte(sc.TraceFlags() & (trace.FlagsSampled | trace.FlagsRandom))})
+	h["Traceparent"] = []string{string(b[:])}
 }
 
 // Fields returns the trace context of ctx as traceparent and, when set,

@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
@@ -80,5 +83,34 @@ func TestLogHandler(t *testing.T) {
 		if got := m["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736" && m["span_id"] != nil; got != want || m["component"] != "x" {
 			t.Errorf("line %s: trace attributes %v, want %v", lines[i], got, want)
 		}
+	}
+}
+
+// TestInjectAsOtel: Inject writes the headers otel's W3C propagator
+// writes, for every flag byte, with and without a tracestate, and none
+// without a span context.
+func TestInjectAsOtel(t *testing.T) {
+	ts, err := trace.ParseTraceState("vendor=a1,other=b2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	for _, state := range []trace.TraceState{{}, ts} {
+		for _, flags := range []trace.TraceFlags{0, 1, 2, 3, 0x80, 0xff} {
+			sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: flags, TraceState: state})
+			ctx := trace.ContextWithRemoteSpanContext(context.Background(), sc)
+			got, want := http.Header{}, http.Header{}
+			telemetry.Inject(ctx, got)
+			propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(want))
+			if !reflect.DeepEqual(got, want) || len(want) == 0 {
+				t.Errorf("flags %x, state %q: got %v, want %v", flags, state, got, want)
+			}
+		}
+	}
+	h := http.Header{}
+	telemetry.Inject(context.Background(), h)
+	if len(h) != 0 {
+		t.Errorf("headers without a span context: %v", h)
 	}
 }

@@ -50,7 +50,10 @@ func New(baseURL, apiKey string, opts *Options) *Backend {
 	}
 	url := strings.TrimSuffix(baseURL, "/") + "/chat/completions"
 	httpClient := o.HTTPClient
-	if httpClient == nil {
+	switch {
+	case httpClient == nil && o.Transport != nil:
+		httpClient = &http.Client{Transport: o.Transport}
+	case httpClient == nil:
 		httpClient = &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}
 	}
 	return &Backend{tokenizeURL: o.TokenizeURL, apiKey: apiKey, httpClient: httpClient, client: upstream.NewClient(url, apiKey, upstream.Config{Name: "chat completions", HTTPOptions: o.HTTPOptions})}

@@ -16,6 +16,7 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"io"
 	"log/slog"
@@ -64,8 +65,8 @@ func (c Config) resolved() Config {
 	positiveOr(&c.FirstByteTimeout, model.DefaultFirstByteTimeout)
 	positiveOr(&c.IdleTimeout, model.DefaultIdleTimeout)
 	positiveOr(&c.WholeTimeout, model.DefaultWholeTimeout)
-	if c.HTTPClient == nil {
-		c.HTTPClient = pooledClient(c.ConnectTimeout)
+	if c.HTTPClient == nil && c.Transport == nil {
+		c.Transport = pooledTransport(c.ConnectTimeout)
 	}
 	return c
 }
@@ -80,7 +81,7 @@ type Client struct {
 	path             string                                      // of url, for logs: never the host's credentials or a query
 	apiKey           string                                      // for redact
 	auth             []string                                    // the Authorization header's value, nil without a key
-	httpDo           func(*http.Request) (*http.Response, error) // the http.Client's Do, bound once
+	httpDo           func(*http.Request) (*http.Response, error) // sender's choice, bound once
 	retry            httpretry.Policy
 	log              *slog.Logger
 	firstByteTimeout time.Duration
@@ -94,31 +95,52 @@ type Client struct {
 // no error).
 func NewClient(url, apiKey string, cfg Config) *Client {
 	c := cfg.resolved()
-	cl := &Client{name: c.Name, apiKey: apiKey, httpDo: c.HTTPClient.Do, log: c.Logger,
+	cl := &Client{name: c.Name, apiKey: apiKey, httpDo: sender(c.HTTPOptions), log: c.Logger,
 		// A turn's request may reach the engine twice: it has no effect
 		// but the tokens it costs.
 		retry: httpretry.Policy{Retries: c.Retries, WaitMin: c.RetryWaitMin, WaitMax: c.RetryWaitMax, Idempotent: true,
 			Logger: c.Logger, Notice: "retrying upstream " + c.Name + " request"},
 		firstByteTimeout: c.FirstByteTimeout, idleTimeout: c.IdleTimeout, wholeTimeout: c.WholeTimeout}
-	if u, err := neturl.Parse(url); err == nil {
+	u, err := neturl.Parse(url)
+	if err == nil {
 		cl.url, cl.path = u, u.Path
 	}
-	if apiKey != "" {
+	switch {
+	case apiKey != "":
 		cl.auth = []string{"Bearer " + apiKey}
+	case err == nil && u.User != nil && c.HTTPClient == nil:
+		// What http.Client.Do adds for a URL with credentials; the
+		// transport alone sends none.
+		pass, _ := u.User.Password()
+		cl.auth = []string{"Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass))}
 	}
 	return cl
 }
 
-func pooledClient(connect time.Duration) *http.Client {
+// sender is how a request is sent: the http.Client's Do when the caller
+// gave one (its redirect policy, jar and timeout apply), else the
+// transport's RoundTrip, bound once.
+func sender(o model.HTTPOptions) func(*http.Request) (*http.Response, error) {
+	if o.HTTPClient != nil {
+		return o.HTTPClient.Do
+	}
+	return o.Transport.RoundTrip
+}
+
+func pooledTransport(connect time.Duration) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
 	t.TLSHandshakeTimeout = connect
 	// Many concurrent streams go to the same engine.
 	t.MaxIdleConnsPerHost = 64
+	// No "Accept-Encoding: gzip" added to every request (the transport
+	// builds a header map of its own for it, per request): an engine
+	// next to loom gains nothing from compressing its answers.
+	t.DisableCompression = true
 	// Smaller than net/http's 4 KB each: both are held per open stream.
 	t.ReadBufferSize = model.DefaultReadBufferSize
 	t.WriteBufferSize = model.DefaultWriteBufferSize
-	return &http.Client{Transport: t}
+	return t
 }
 
 // do posts body under the retry policy (internal/httpretry: connection
@@ -227,19 +249,13 @@ func (c *Client) send(ctx context.Context, body []byte, accept string, emit func
 	// re-armed by every read that yields data.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(context.Canceled)
-	var started atomic.Bool
 	firstByte := c.firstByteTimeout
 	if accept != acceptSSE {
 		firstByte = c.wholeTimeout
 	}
-	timer := time.AfterFunc(firstByte, func() {
-		if started.Load() {
-			cancel(errIdleTimeout)
-		} else {
-			cancel(errFirstByteTimeout)
-		}
-	})
-	defer timer.Stop()
+	ex := &exchange{cancel: cancel, emit: emit, idle: c.idleTimeout, pauses: accept == acceptSSE}
+	ex.timer = time.AfterFunc(firstByte, ex.expire)
+	defer ex.timer.Stop()
 
 	resp, err := c.do(ctx, body, accept)
 	if err != nil {
@@ -250,25 +266,23 @@ func (c *Client) send(ctx context.Context, body []byte, accept string, emit func
 		return statusError(resp)
 	}
 
-	send := func(d model.Delta) error {
-		if err := emit(d); err != nil {
-			return &emitError{err: err}
+	ex.body = resp.Body
+	if err = read(ex, ex.send); err == nil {
+		if !ex.eof {
+			// Let the connection go back to the pool: after [DONE]
+			// only the end of the chunked body is left.
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 		}
 		return nil
 	}
-	rd := &idleReader{r: resp.Body, timer: timer, started: &started, idle: c.idleTimeout}
-	if accept == acceptSSE {
-		rd.pause = func() error { return send(model.Delta{Kind: model.DeltaPause}) }
-	}
-	err = read(rd, send)
+	return ex.readError(ctx, err)
+}
+
+// readError maps the error read returned.
+func (ex *exchange) readError(ctx context.Context, err error) error {
 	var emitErr *emitError
 	var merr *model.Error
 	switch {
-	case err == nil:
-		// Let the connection go back to the pool: after [DONE] only the
-		// end of the chunked body is left.
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-		return nil
 	case errors.As(err, &emitErr):
 		// The caller's own error, returned as it gave it; the deferred
 		// Close drops the connection so the engine stops generating.
@@ -291,43 +305,69 @@ type emitError struct{ err error }
 func (e *emitError) Error() string { return e.err.Error() }
 func (e *emitError) Unwrap() error { return e.err }
 
-// idleReader arms the timer for the idle timeout while each read of the
-// body waits, once the body started; its first data ends the first-byte
-// timeout.
-// If the timer fires at the same moment, the request is cancelled anyway
-// and the read that follows reports the timeout.
+// exchange is one request's timeouts and the reading of its response
+// body, in one allocation (they were five closures and variables, per
+// request). Its timer cancels the request: at the first-byte timeout
+// until data arrives, at the idle timeout after.
 //
-// pause, when set, emits a DeltaPause before a read that will likely wait:
-// the reader asks for more only once it has parsed all it had, and the
-// transport's reader returns less than was asked only when it had no more
-// buffered. After a read that filled p, the upstream is ahead and the
-// next read returns at once, so the events of a burst go out together.
-type idleReader struct {
-	r       io.Reader
+// As the body's reader it arms the timer for the idle timeout while each
+// read waits, once the body started; its first data ends the first-byte
+// timeout. If the timer fires at the same moment, the request is
+// cancelled anyway and the read that follows reports the timeout.
+//
+// With pauses set it emits a DeltaPause before a read that will likely
+// wait: the reader asks for more only once it has parsed all it had, and
+// the transport's reader returns less than was asked only when it had no
+// more buffered. After a read that filled p, the upstream is ahead and
+// the next read returns at once, so the events of a burst go out
+// together.
+type exchange struct {
+	cancel  context.CancelCauseFunc
 	timer   *time.Timer
-	started *atomic.Bool
+	started atomic.Bool
+	emit    func(model.Delta) error
+	body    io.Reader
 	idle    time.Duration
-	pause   func() error
+	pauses  bool
 	full    bool // the last read filled its buffer
+	eof     bool // the body was read to its end
 }
 
-func (f *idleReader) Read(p []byte) (int, error) {
-	if f.pause != nil && !f.full {
-		if err := f.pause(); err != nil {
+// expire is the timer's: it cancels the request with the timeout's cause.
+func (ex *exchange) expire() {
+	if ex.started.Load() {
+		ex.cancel(errIdleTimeout)
+	} else {
+		ex.cancel(errFirstByteTimeout)
+	}
+}
+
+// send passes d to the caller, marking its error as the caller's.
+func (ex *exchange) send(d model.Delta) error {
+	if err := ex.emit(d); err != nil {
+		return &emitError{err: err}
+	}
+	return nil
+}
+
+func (ex *exchange) Read(p []byte) (int, error) {
+	if ex.pauses && !ex.full {
+		if err := ex.send(model.Delta{Kind: model.DeltaPause}); err != nil {
 			return 0, err
 		}
 	}
-	if f.started.Load() {
-		f.timer.Reset(f.idle)
+	if ex.started.Load() {
+		ex.timer.Reset(ex.idle)
 	}
-	n, err := f.r.Read(p)
-	f.full = n == len(p)
+	n, err := ex.body.Read(p)
+	ex.full = n == len(p)
+	ex.eof = err == io.EOF
 	if n > 0 {
 		// The clock runs only while loom waits for the upstream: time
 		// spent passing a chunk on (to a slow client, say) is not the
 		// upstream's silence.
-		f.started.Store(true)
-		f.timer.Stop()
+		ex.started.Store(true)
+		ex.timer.Stop()
 	}
 	return n, err
 }

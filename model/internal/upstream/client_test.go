@@ -189,3 +189,51 @@ func TestGivingUpKeepsThePool(t *testing.T) {
 		t.Errorf("%d connections dialled, want 2: giving up on a request closed the pool's idle ones", n)
 	}
 }
+
+// TestSenders: without an http.Client the request goes straight to the
+// transport, which follows no redirect and sends the URL's credentials
+// as basic auth when there is no key; a caller's http.Client follows its
+// redirects. Either way the API key wins over the URL's credentials.
+func TestSenders(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if r.URL.Path == "/old" {
+			http.Redirect(w, r, "/v1", http.StatusTemporaryRedirect)
+			return
+		}
+		io.WriteString(w, r.Header.Get("Authorization"))
+	}))
+	defer srv.Close()
+	pool := &http.Transport{}
+	defer pool.CloseIdleConnections()
+	withUser := strings.Replace(srv.URL, "://", "://ann:pw@", 1)
+	for _, tt := range []struct {
+		name, url, key string
+		opts           model.HTTPOptions
+		auth           string // the Authorization the upstream saw; "" for a failure
+	}{
+		{"transport, key", srv.URL + "/v1", "k1", model.HTTPOptions{Transport: pool}, "Bearer k1"},
+		{"transport, userinfo", withUser + "/v1", "", model.HTTPOptions{Transport: pool}, "Basic YW5uOnB3"},
+		{"transport, userinfo and key", withUser + "/v1", "k1", model.HTTPOptions{Transport: pool}, "Bearer k1"},
+		{"default transport, userinfo", withUser + "/v1", "", model.HTTPOptions{}, "Basic YW5uOnB3"},
+		{"transport, redirect", srv.URL + "/old", "k1", model.HTTPOptions{Transport: pool}, ""},
+		{"client, userinfo", withUser + "/v1", "", model.HTTPOptions{HTTPClient: &http.Client{Transport: pool}}, "Basic YW5uOnB3"},
+		{"client, redirect", srv.URL + "/old", "k1", model.HTTPOptions{HTTPClient: &http.Client{Transport: pool}}, "Bearer k1"},
+	} {
+		tt.opts.Logger, tt.opts.Retries = slog.New(slog.DiscardHandler), -1
+		c := NewClient(tt.url, tt.key, Config{HTTPOptions: tt.opts})
+		var got string
+		read := func(r io.Reader, _ func(model.Delta) error) error {
+			b, err := io.ReadAll(r)
+			got = string(b)
+			return err
+		}
+		err := c.Whole(context.Background(), []byte("{}"), func(model.Delta) error { return nil }, read)
+		switch {
+		case tt.auth == "" && err == nil:
+			t.Errorf("%s: no error, the upstream saw %q", tt.name, got)
+		case tt.auth != "" && (err != nil || got != tt.auth):
+			t.Errorf("%s: the upstream saw %q (err %v), want %q", tt.name, got, err, tt.auth)
+		}
+	}
+}
