@@ -54,7 +54,7 @@ func checkApprovals(history, input []responses.Item) ([]approval, error) {
 		known, ok := requests[it.ID]
 		switch {
 		case ok && (known.ToolFields().ServerLabel != it.ToolFields().ServerLabel || known.CallFields().Name != it.CallFields().Name || known.CallFields().Arguments != it.CallFields().Arguments):
-			return nil, responses.BadRequest(fmt.Sprintf("input[%d]", i), "mcp_approval_request %q differs from the request this server made", it.ID)
+			return nil, responses.BadRequest(fmt.Sprintf("input[%d]", i), "%s %q differs from the request this server made", responses.ItemMCPApprovalRequest, it.ID)
 		case !ok && chained:
 			return nil, responses.BadRequest(fmt.Sprintf("input[%d].id", i), "no approval request %q was made in this conversation", it.ID)
 		case !ok:
