@@ -26,24 +26,32 @@ func decodeRequest(body []byte) (*Request, *APIError) {
 	// One pass for a well-formed request of the usual shapes (scanRequest);
 	// encoding/json for any other; only a request that fails is decoded
 	// again, field by field, to name what is wrong with it.
-	if validText(body) {
-		var req Request
-		switch err := scanRequest(body, &req); {
-		case err == nil:
-			return &req, nil
-		case err != errNotScanned:
-			return nil, err
-		}
-		req = Request{}
-		err := json.Unmarshal(body, &req)
-		if err == nil {
-			return &req, nil
-		}
-		// A limit refused while decoding, before the work.
-		var limit *APIError
-		if errors.As(err, &limit) {
-			return nil, limit
-		}
+	if !validText(body) {
+		return nil, diagnose(body)
+	}
+	var req Request
+	switch err := scanRequest(body, &req); {
+	case err == nil:
+		return &req, nil
+	case err != errNotScanned:
+		return nil, err
+	}
+	return decodeValidText(body)
+}
+
+// decodeValidText decodes body, valid text, through encoding/json: how
+// every request was decoded before scanRequest, and still each one it does
+// not take. A limit is refused while decoding, before the work; any other
+// failure is diagnosed field by field.
+func decodeValidText(body []byte) (*Request, *APIError) {
+	var req Request
+	err := json.Unmarshal(body, &req)
+	if err == nil {
+		return &req, nil
+	}
+	var limit *APIError
+	if errors.As(err, &limit) {
+		return nil, limit
 	}
 	return nil, diagnose(body)
 }

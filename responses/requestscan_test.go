@@ -1,29 +1,19 @@
 package responses
 
 import (
-	"encoding/json"
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
 )
 
 // referenceDecode is how a request decoded before scanRequest: the body
-// through encoding/json, a limit refused while decoding, and diagnose for
-// the 400 of any other failure.
+// through encoding/json (decodeValidText), diagnose for the 400 of text
+// that is not valid.
 func referenceDecode(body []byte) (*Request, *APIError) {
-	if validText(body) {
-		var req Request
-		err := json.Unmarshal(body, &req)
-		if err == nil {
-			return &req, nil
-		}
-		var limit *APIError
-		if errors.As(err, &limit) {
-			return nil, limit
-		}
+	if !validText(body) {
+		return nil, diagnose(body)
 	}
-	return nil, diagnose(body)
+	return decodeValidText(body)
 }
 
 // fullRequest sets every field of the request, in the forms clients send.
