@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"io"
 
+	"github.com/loomgate/loom/internal/jsonscan"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/model/internal/upstream"
 	"github.com/loomgate/loom/responses"
@@ -41,13 +42,13 @@ type chunkToolCall struct {
 
 // decodeChunk decodes payload into c, reusing c's slices. Its choices'
 // delta is read from "delta" or, in a whole answer, "message".
-func decodeChunk(s *upstream.Scanner, payload []byte, c *chunk) error {
+func decodeChunk(s *jsonscan.Scanner, payload []byte, c *chunk) error {
 	return c.Decode(s, payload, func(ch *chunkChoice) {
 		*ch = chunkChoice{Delta: chunkDelta{ToolCalls: ch.Delta.ToolCalls[:0]}}
 	}, decodeChoice)
 }
 
-func decodeChoice(s *upstream.Scanner, ch *chunkChoice) error {
+func decodeChoice(s *jsonscan.Scanner, ch *chunkChoice) error {
 	return s.Object(func(k []byte) error {
 		var err error
 		switch string(k) {
@@ -64,7 +65,7 @@ func decodeChoice(s *upstream.Scanner, ch *chunkChoice) error {
 	})
 }
 
-func decodeDelta(s *upstream.Scanner, d *chunkDelta) error {
+func decodeDelta(s *jsonscan.Scanner, d *chunkDelta) error {
 	return s.Object(func(k []byte) error {
 		var text *string // the delta's text fields
 		switch string(k) {
@@ -90,7 +91,7 @@ func decodeDelta(s *upstream.Scanner, d *chunkDelta) error {
 	})
 }
 
-func decodeToolCall(s *upstream.Scanner, tc *chunkToolCall) error {
+func decodeToolCall(s *jsonscan.Scanner, tc *chunkToolCall) error {
 	return s.Object(func(k []byte) error {
 		var err error
 		switch string(k) {
@@ -127,7 +128,7 @@ func decodeToolCall(s *upstream.Scanner, tc *chunkToolCall) error {
 // the latest usage.
 type decoder struct {
 	emit    func(model.Delta) error
-	scanner upstream.Scanner
+	scanner jsonscan.Scanner
 	chunk   chunk
 
 	// calls maps the upstream tool-call index (position in the slice is

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/loomgate/loom/internal/jsonscan"
 	"github.com/loomgate/loom/model/internal/upstream"
 )
 
@@ -28,7 +29,7 @@ type chunkChoice struct {
 // the raw read error otherwise.
 func readStream(body io.Reader, r *router) error {
 	var c chunk
-	var s upstream.Scanner
+	var s jsonscan.Scanner
 	return upstream.ReadSSE(body, func(payload []byte) error {
 		if err := decodeChunk(&s, payload, &c); err != nil {
 			return err
@@ -42,7 +43,7 @@ func readStream(body io.Reader, r *router) error {
 func readWhole(body io.Reader, r *router) error {
 	return upstream.ReadWhole(body, func(b []byte) error {
 		var c chunk
-		if err := decodeChunk(upstream.NewScanner(nil), b, &c); err != nil {
+		if err := decodeChunk(jsonscan.NewScanner(nil), b, &c); err != nil {
 			return err
 		}
 		if err := r.chunk(&c); err != nil {
@@ -54,13 +55,13 @@ func readWhole(body io.Reader, r *router) error {
 
 // decodeChunk decodes payload into c, reusing c's slices, so that
 // steady-state chunks allocate only their text.
-func decodeChunk(s *upstream.Scanner, payload []byte, c *chunk) error {
+func decodeChunk(s *jsonscan.Scanner, payload []byte, c *chunk) error {
 	return c.Decode(s, payload, func(ch *chunkChoice) {
 		*ch = chunkChoice{TokenIDs: ch.TokenIDs[:0]}
 	}, decodeChoice)
 }
 
-func decodeChoice(s *upstream.Scanner, ch *chunkChoice) error {
+func decodeChoice(s *jsonscan.Scanner, ch *chunkChoice) error {
 	return s.Object(func(k []byte) (err error) {
 		switch string(k) {
 		case "text":

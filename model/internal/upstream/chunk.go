@@ -3,11 +3,13 @@ package upstream
 import (
 	"fmt"
 	"slices"
+
+	"github.com/loomgate/loom/internal/jsonscan"
 )
 
 // IntField reads an object of which only the integer under key matters
 // (usage details: {"cached_tokens": N}); a null leaves *v alone.
-func IntField(s *Scanner, key string, v *int) error {
+func IntField(s *jsonscan.Scanner, key string, v *int) error {
 	return s.Object(func(k []byte) error {
 		if string(k) != key {
 			return s.Skip()
@@ -32,7 +34,7 @@ type Chunk[C any] struct {
 // what it wants to reuse, a slice's array); choice reads one. Other keys
 // are skipped. The error object an engine sends instead of a chunk is an
 // upstream error; malformed JSON a malformed stream.
-func (c *Chunk[C]) Decode(s *Scanner, payload []byte, reset func(*C), choice func(*Scanner, *C) error) error {
+func (c *Chunk[C]) Decode(s *jsonscan.Scanner, payload []byte, reset func(*C), choice func(*jsonscan.Scanner, *C) error) error {
 	choices := c.Choices[:cap(c.Choices)]
 	for i := range choices {
 		reset(&choices[i])
@@ -87,7 +89,7 @@ type Usage struct {
 }
 
 // DecodeUsage reads a usage object into u.
-func DecodeUsage(s *Scanner, u *Usage) error {
+func DecodeUsage(s *jsonscan.Scanner, u *Usage) error {
 	return s.Object(func(k []byte) error {
 		var err error
 		switch string(k) {

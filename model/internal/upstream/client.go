@@ -2,9 +2,9 @@
 // retrying client that retries only before the first byte of a response
 // (loom's retry rule, internal/httpretry), a first-byte timeout, the SSE
 // line reader (and the DeltaPause it emits when the upstream has nothing
-// more buffered), the reading of a non-streamed answer, the one-pass JSON
-// scanner and the chunk envelope every OpenAI-style endpoint shares
-// (scan.go, chunk.go), and the mapping of every failure to a *model.Error
+// more buffered), the reading of a non-streamed answer, the chunk envelope
+// every OpenAI-style endpoint shares, read in one pass with
+// internal/jsonscan (chunk.go), and the mapping of every failure to a *model.Error
 // with a message safe for clients. Each backend keeps only its wire
 // format: the request body, the fields of its choices and what it makes
 // of them.
