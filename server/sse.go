@@ -194,12 +194,22 @@ func (s *sseWriter) start() {
 	}
 	s.started = true
 	h := s.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", "keep-alive")
-	h.Set("X-Accel-Buffering", "no")
+	// Canonical keys set directly, to values shared by every stream: Set
+	// would canonicalise each key again and allocate each value.
+	h["Content-Type"] = headerEventStream
+	h["Cache-Control"] = headerNoCache
+	h["Connection"] = headerKeepAlive
+	h["X-Accel-Buffering"] = headerNo
 	s.w.WriteHeader(http.StatusOK)
 }
+
+// The headers of a stream; net/http only reads them.
+var (
+	headerEventStream = []string{"text/event-stream"}
+	headerNoCache     = []string{"no-cache"}
+	headerKeepAlive   = []string{"keep-alive"}
+	headerNo          = []string{"no"}
+)
 
 // send writes the buffer and flushes; the caller holds mu.
 func (s *sseWriter) send() error {
