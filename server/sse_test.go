@@ -34,8 +34,12 @@ func TestSSEWriterCoalesces(t *testing.T) {
 	if got := strings.Count(rec.Body.String(), "event: response.output_text.delta\n"); got != 3 || !rec.Flushed {
 		t.Fatalf("after Flush: %d events, flushed %t: %q", got, rec.Flushed, rec.Body.String())
 	}
+	rec.Flushed = false
 	if err := s.Done(); err != nil || !strings.HasSuffix(rec.Body.String(), "data: [DONE]\n\n") {
 		t.Fatalf("Done: %v, body %q", err, rec.Body.String())
+	}
+	if rec.Flushed {
+		t.Error("Done flushed: the server's last write, when the handler returns, is to carry [DONE]")
 	}
 
 	plain := httptest.NewRecorder()
@@ -91,4 +95,25 @@ func TestSSEWriterBoundsItsBuffer(t *testing.T) {
 	if rec.Body.Len() < maxPending {
 		t.Fatalf("%d bytes written, want the buffer sent past %d", rec.Body.Len(), maxPending)
 	}
+}
+
+// TestSSEWriterDoneIsLast: nothing is written after [DONE], not even a
+// keep-alive while the handler is on its way out (fake time).
+func TestSSEWriterDoneIsLast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := httptest.NewRecorder()
+		s := newSSEWriter(rec, responses.DialectOpenAI, time.Millisecond)
+		defer s.Close()
+		if err := s.Event(textDelta(0, "a")); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Done(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+		synctest.Wait()
+		if !strings.HasSuffix(rec.Body.String(), "data: [DONE]\n\n") {
+			t.Fatalf("written after [DONE]: %q", rec.Body.String())
+		}
+	})
 }
