@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"bytes"
 	"encoding/json"
 	"maps"
 	"reflect"
@@ -23,6 +24,10 @@ type scanner struct {
 
 // next skips white space and returns the next byte (0 at the end).
 func (s *scanner) next() byte {
+	// Most bodies are compact: the next byte is the token itself.
+	if s.pos < len(s.data) && s.data[s.pos] > ' ' {
+		return s.data[s.pos]
+	}
 	for s.pos < len(s.data) {
 		switch c := s.data[s.pos]; c {
 		case ' ', '\t', '\n', '\r':
@@ -69,21 +74,35 @@ func (s *scanner) value() []byte {
 
 // skipString moves past the string that starts at pos and reports whether
 // it holds an escape.
+//
+// The text is checked, so the string ends at the first quote not escaped:
+// bytes.IndexByte (vector instructions) finds each quote, and a quote
+// is escaped when an odd run of backslashes comes before it.
 func (s *scanner) skipString() (escaped bool) {
 	s.pos++
-	for s.pos < len(s.data) {
-		switch s.data[s.pos] {
-		case '\\':
-			escaped = true
-			s.pos += 2
-			continue
-		case '"':
-			s.pos++
+	for {
+		q := bytes.IndexByte(s.data[s.pos:], '"')
+		if q < 0 {
+			s.pos = len(s.data)
 			return escaped
 		}
-		s.pos++
+		end := s.pos + q
+		if !escaped && bytes.IndexByte(s.data[s.pos:end], '\\') < 0 {
+			s.pos = end + 1
+			return false
+		}
+		escaped = true
+		// The byte before this span is a quote (the opening one, or one
+		// found escaped), so the run of backslashes ends inside it.
+		run := 0
+		for j := end - 1; j >= s.pos && s.data[j] == '\\'; j-- {
+			run++
+		}
+		s.pos = end + 1
+		if run%2 == 0 {
+			return true
+		}
 	}
-	return escaped
 }
 
 // str decodes the string at pos; ok is false if the next value is not one.

@@ -242,3 +242,32 @@ func FuzzToolDecode(f *testing.F) {
 		}
 	})
 }
+
+// The scanner finds a string's end by its quotes: a quote after an odd
+// run of backslashes is part of the string, after an even one it ends
+// it, at every position of texts that cross the 8-byte words, in texts
+// and in keys and values the items' decoder skips.
+func TestDecodeItemsStringEnds(t *testing.T) {
+	for _, special := range []string{`\"`, `\\`, `\\\"`, `\\\\`, `\\\\\"`, `\"\"`, `\\"\\`, `]`, `}`, `,`, `\u0022`, `\\u0022`, `é`} {
+		for n := range 18 {
+			for pos := range n + 1 {
+				text := bytes.Repeat([]byte("x"), n)
+				text = append(text[:pos:pos], append([]byte(special), text[pos:]...)...)
+				for _, in := range []string{
+					fmt.Sprintf(`[{"role":"user","content":"%s"}]`, text),
+					fmt.Sprintf(`[{"role":"user","content":[{"type":"input_text","text":"%s"}],"extra":"%s"}]`, text, text),
+					fmt.Sprintf(`[{"role":"user","x%s":{"%s":["%s"]},"content":"a"}]`, text, text, text),
+				} {
+					if !json.Valid([]byte(in)) {
+						continue // an unescaped quote in the text
+					}
+					want, wantErr := referenceItems([]byte(in))
+					got, gotErr := decodeItems([]byte(in))
+					if (wantErr == nil) != (gotErr == nil) || wantErr == nil && !reflect.DeepEqual(got, want) {
+						t.Fatalf("%s:\n got %#v (%v)\nwant %#v (%v)", in, got, gotErr, want, wantErr)
+					}
+				}
+			}
+		}
+	}
+}

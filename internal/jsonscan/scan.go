@@ -1,6 +1,7 @@
 package jsonscan
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
@@ -40,6 +41,10 @@ func (s *Scanner) syntax(what string) error {
 }
 
 func (s *Scanner) space() {
+	// Most bodies are compact: the next byte is the token itself.
+	if s.i < len(s.b) && s.b[s.i] > ' ' {
+		return
+	}
 	for s.i < len(s.b) {
 		switch s.b[s.i] {
 		case ' ', '\t', '\n', '\r':
@@ -165,11 +170,10 @@ func (s *Scanner) String() (string, error) {
 		return "", nil
 	}
 	// rawString stops at the closing quote without unescaping; most
-	// tokens hold no escape and are valid UTF-8, and are copied once.
-	for _, c := range raw {
-		if c == '\\' || c >= utf8.RuneSelf {
-			return unquote(s.b[start : start+len(raw)])
-		}
+	// tokens hold no escape and are valid UTF-8 (for which unquote would
+	// change nothing), and are copied once.
+	if bytes.IndexByte(raw, '\\') >= 0 || !utf8.Valid(raw) {
+		return unquote(s.b[start : start+len(raw)])
 	}
 	return string(raw), nil
 }
@@ -179,9 +183,12 @@ func (s *Scanner) String() (string, error) {
 func (s *Scanner) rawString() ([]byte, error) {
 	s.i++ // the opening quote
 	start := s.i
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		switch {
+	for {
+		s.i = PlainRun(s.b, s.i)
+		if s.i >= len(s.b) {
+			return nil, errUnexpectedEnd
+		}
+		switch c := s.b[s.i]; {
 		case c == '"':
 			s.i++
 			return s.b[start : s.i-1], nil
@@ -189,14 +196,10 @@ func (s *Scanner) rawString() ([]byte, error) {
 			if err := s.escape(); err != nil {
 				return nil, err
 			}
-		case c < 0x20:
-			return nil, s.syntax("in a string")
 		default:
-			s.i++
+			return nil, s.syntax("in a string")
 		}
 	}
-	s.i = len(s.b)
-	return nil, errUnexpectedEnd
 }
 
 // escape checks the escape at i (a backslash) and moves past it.
