@@ -20,16 +20,15 @@ import (
 // key, which must consume that key's value (with String, Int, Object,
 // Array, Null or Skip); End reports whether anything follows the value.
 type Scanner struct {
-	b     []byte
-	i     int
-	depth int // of the values Skip is inside
+	b []byte
+	i int
 }
 
 // NewScanner returns a Scanner over one JSON value.
 func NewScanner(b []byte) *Scanner { return &Scanner{b: b} }
 
 // Reset starts the Scanner over b, so one Scanner serves every chunk.
-func (s *Scanner) Reset(b []byte) { s.b, s.i, s.depth = b, 0, 0 }
+func (s *Scanner) Reset(b []byte) { s.b, s.i = b, 0 }
 
 var errUnexpectedEnd = errors.New("unexpected end of JSON input")
 
@@ -367,31 +366,112 @@ func (s *Scanner) number() error {
 const MaxDepth = 10000
 
 // Skip consumes any value, checking it.
+//
+// It walks nested values in a loop, not by recursion through Object and
+// Array: skipping is most of the work of checking a long input, and a
+// closure call per value was a large part of that.
 func (s *Scanner) Skip() error {
-	switch c := s.peek(); c {
-	case '{', '[':
-		if s.depth++; s.depth > MaxDepth {
-			return fmt.Errorf("exceeded max depth at offset %d", s.i)
-		}
-		defer func() { s.depth-- }()
-		if c == '[' {
-			return s.Array(s.Skip)
-		}
-		return s.Object(func([]byte) error { return s.Skip() })
-	case '"':
-		_, err := s.rawString()
-		return err
-	case 't', 'f', 'n':
-		for _, lit := range [...]string{"true", "false", "null"} {
-			if len(s.b)-s.i >= len(lit) && string(s.b[s.i:s.i+len(lit)]) == lit {
-				s.i += len(lit)
-				return nil
+	// Bit d of inObject says whether the container at depth d is an
+	// object; 256 levels fit without an allocation.
+	var words [4]uint64
+	inObject := words[:]
+	depth := 0
+	for {
+		// A value starts here.
+		switch c := s.peek(); c {
+		case '{', '[':
+			if depth >= MaxDepth {
+				return fmt.Errorf("exceeded max depth at offset %d", s.i)
+			}
+			if depth/64 == len(inObject) {
+				inObject = append(inObject, make([]uint64, len(inObject))...)
+			}
+			bit := uint64(1) << (depth % 64)
+			inObject[depth/64] &^= bit
+			s.i++
+			if c == '{' {
+				inObject[depth/64] |= bit
+				if s.peek() == '}' {
+					s.i++
+					break
+				}
+				depth++
+				if err := s.objectKey(); err != nil {
+					return err
+				}
+				continue
+			}
+			if s.peek() == ']' {
+				s.i++
+				break
+			}
+			depth++
+			continue
+		case '"':
+			if _, err := s.rawString(); err != nil {
+				return err
+			}
+		case 't', 'f', 'n':
+			if err := s.literal(); err != nil {
+				return err
+			}
+		default:
+			if err := s.number(); err != nil {
+				return err
 			}
 		}
-		return s.syntax("looking for a value")
-	default:
-		return s.number()
+		// A value ended: what follows it closes its containers or
+		// starts the next value.
+		for next := false; !next; {
+			if depth == 0 {
+				return nil
+			}
+			object := inObject[(depth-1)/64]&(uint64(1)<<((depth-1)%64)) != 0
+			switch c := s.peek(); {
+			case c == ',':
+				s.i++
+				if object {
+					if err := s.objectKey(); err != nil {
+						return err
+					}
+				}
+				next = true
+			case object && c == '}', !object && c == ']':
+				s.i++
+				depth--
+			case object:
+				return s.syntax("after an object value")
+			default:
+				return s.syntax("after an array element")
+			}
+		}
 	}
+}
+
+// objectKey consumes an object key and the colon after it.
+func (s *Scanner) objectKey() error {
+	if s.peek() != '"' {
+		return s.syntax("looking for an object key")
+	}
+	if _, err := s.rawString(); err != nil {
+		return err
+	}
+	if s.peek() != ':' {
+		return s.syntax("after an object key")
+	}
+	s.i++
+	return nil
+}
+
+// literal consumes true, false or null.
+func (s *Scanner) literal() error {
+	for _, lit := range [...]string{"true", "false", "null"} {
+		if len(s.b)-s.i >= len(lit) && string(s.b[s.i:s.i+len(lit)]) == lit {
+			s.i += len(lit)
+			return nil
+		}
+	}
+	return s.syntax("looking for a value")
 }
 
 // Raw consumes any value and returns its bytes; a null gives nil.
