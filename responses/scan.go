@@ -21,6 +21,9 @@ import (
 type scanner struct {
 	data []byte
 	pos  int
+	// blocks, when set, hold the strings, parts and raw values decoded
+	// (a list of items or tools); otherwise each is allocated on its own.
+	blocks *scanBlocks
 }
 
 // next skips white space and returns the next byte (0 at the end).
@@ -101,7 +104,7 @@ func (s *scanner) str() (string, bool) {
 	}
 	start := s.pos
 	if !s.skipString() {
-		return intern(s.data[start+1 : s.pos-1]), true
+		return s.text(s.data[start+1 : s.pos-1]), true
 	}
 	var v string
 	if json.Unmarshal(s.data[start:s.pos], &v) != nil {
@@ -110,37 +113,68 @@ func (s *scanner) str() (string, bool) {
 	return v, true
 }
 
-// intern returns the text as a string, without allocating one for the
-// values every item of a long input repeats (its type, role, status and
-// part types) or every tool of a long list (its type).
-func intern(b []byte) string {
-	switch string(b) { // compared without a conversion
-	case ItemMessage:
-		return ItemMessage
-	case "user":
-		return "user"
-	case "assistant":
-		return "assistant"
-	case "system":
-		return "system"
-	case "developer":
-		return "developer"
-	case PartInputText:
-		return PartInputText
-	case PartOutputText:
-		return PartOutputText
-	case StatusCompleted:
-		return StatusCompleted
-	case ItemFunctionCall:
-		return ItemFunctionCall
-	case ItemFunctionCallOutput:
-		return ItemFunctionCallOutput
-	case ItemReasoning:
-		return ItemReasoning
-	case ToolFunction:
-		return ToolFunction
+// text returns b, a string's text without escapes, as a string: one of
+// the values every item or tool repeats (intern), or a copy, in the
+// blocks when the scanner has them.
+func (s *scanner) text(b []byte) string {
+	if v, ok := intern(b); ok {
+		return v
+	}
+	if s.blocks != nil {
+		return s.blocks.string(b)
 	}
 	return string(b)
+}
+
+// rawCopy returns a copy of a raw value's text, in the blocks when the
+// scanner has them.
+func (s *scanner) rawCopy(b []byte) json.RawMessage {
+	if s.blocks != nil {
+		return s.blocks.rawCopy(b)
+	}
+	return append(json.RawMessage(nil), b...)
+}
+
+// partList returns a list of n zero parts, from the blocks when the
+// scanner has them.
+func (s *scanner) partList(n int) []ContentPart {
+	if s.blocks != nil {
+		return s.blocks.partList(n)
+	}
+	return make([]ContentPart, n)
+}
+
+// intern returns the text as a string, without allocating one, when it
+// is one of the values every item of a long input repeats (its type,
+// role, status and part types) or every tool of a long list (its type).
+func intern(b []byte) (string, bool) {
+	switch string(b) { // compared without a conversion
+	case ItemMessage:
+		return ItemMessage, true
+	case "user":
+		return "user", true
+	case "assistant":
+		return "assistant", true
+	case "system":
+		return "system", true
+	case "developer":
+		return "developer", true
+	case PartInputText:
+		return PartInputText, true
+	case PartOutputText:
+		return PartOutputText, true
+	case StatusCompleted:
+		return StatusCompleted, true
+	case ItemFunctionCall:
+		return ItemFunctionCall, true
+	case ItemFunctionCallOutput:
+		return ItemFunctionCallOutput, true
+	case ItemReasoning:
+		return ItemReasoning, true
+	case ToolFunction:
+		return ToolFunction, true
+	}
+	return "", false
 }
 
 // stringField decodes a string into dst as encoding/json does (null
@@ -307,9 +341,9 @@ func decodeCountedItems(data []byte, n int) ([]Item, error) {
 // decodeElements decodes the elements of the checked JSON array in
 // data into list, which has one per element: each by fast from the
 // scanner at its start, or, where fast declines, by slow from its text
-// into a zero value.
+// into a zero value. What fast decodes is cut from shared blocks.
 func decodeElements[T any](data []byte, list []T, fast func(s *scanner, v *T, i int) bool, slow func(v *T, raw []byte) error) error {
-	s := &scanner{data: data}
+	s := &scanner{data: data, blocks: newScanBlocks(len(list))}
 	s.next()
 	s.pos++ // '['
 	for i := range list {
@@ -354,7 +388,7 @@ func (s *scanner) item(it *Item) bool {
 		case "arguments":
 			return s.stringField(&it.EditCall().Arguments)
 		case "output":
-			it.EditCall().Output = append(json.RawMessage(nil), s.value()...)
+			it.EditCall().Output = s.rawCopy(s.value())
 			return true
 		case "content":
 			var ok bool
@@ -363,10 +397,12 @@ func (s *scanner) item(it *Item) bool {
 		}
 		return s.ignored(key, itemKeys)
 	})
-	if ok && isText {
-		it.normalise(&text)
-	} else if ok {
+	if ok {
 		it.normalise(nil)
+		if isText {
+			it.Content = s.partList(1)
+			it.Content[0] = textPart(it.Role, text)
+		}
 	}
 	return ok
 }
@@ -389,7 +425,10 @@ func (s *scanner) content(it *Item) (text string, isText, ok bool) {
 		return "", false, false
 	}
 	s.pos++
-	parts := make([]ContentPart, 0, 1)
+	// The parts are decoded here, then copied into a list of their
+	// number (from the blocks).
+	var decoded [4]ContentPart
+	parts := decoded[:0]
 	for {
 		switch s.next() {
 		case ',':
@@ -397,7 +436,8 @@ func (s *scanner) content(it *Item) (text string, isText, ok bool) {
 			continue
 		case ']':
 			s.pos++
-			it.Content = parts
+			it.Content = s.partList(len(parts))
+			copy(it.Content, parts)
 			return "", false, true
 		}
 		var p ContentPart
@@ -464,7 +504,7 @@ func (s *scanner) functionAt(t *Tool, v *functionValues) bool {
 		case "description":
 			t.Description, ok = s.optionalString(&v.description)
 		case "parameters":
-			t.Parameters = append(json.RawMessage(nil), s.value()...)
+			t.Parameters = s.rawCopy(s.value())
 			ok = true
 		case "strict":
 			t.Strict, ok = s.optionalBool(&v.strict)
