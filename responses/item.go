@@ -351,7 +351,7 @@ func (it *Item) OutputString() string {
 // is decoded on every request that continues it); the others here.
 func (it *Item) UnmarshalJSON(data []byte) error {
 	var fast Item
-	if utf8.Valid(data) && (&scanner{data: data}).item(&fast) {
+	if utf8.Valid(data) && newScanner(data).item(&fast) {
 		*it = fast
 		return nil
 	}

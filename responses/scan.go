@@ -1,7 +1,9 @@
 package responses
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"maps"
 	"reflect"
 	"strings"
@@ -10,107 +12,56 @@ import (
 	"github.com/loomgate/loom/internal/jsonscan"
 )
 
-// scanner reads JSON text that has already been checked, by encoding/json
-// (an UnmarshalJSON method is only ever handed a complete, valid value) or
-// by the validating scanner of scanRequest (internal/jsonscan). It
-// decodes the hot shapes of a request (the items of a long input) in the
-// same pass that finds their ends, where encoding/json would validate and
-// scan each nested level again for every UnmarshalJSON it calls. Whatever
-// it does not know it leaves to encoding/json, so that every accepted
-// shape and every error stays exactly what encoding/json makes of it.
+// scanner decodes the hot shapes of a request (the items of a long
+// input, function tools) straight from the text, in the same walk that
+// checks it (the validating jsonscan.Scanner): where encoding/json would
+// validate and scan each nested level again for every UnmarshalJSON it
+// calls, and where a request was checked by one walk and decoded by a
+// second. Whatever it does not know it leaves to encoding/json, so that
+// every accepted shape and every error stays exactly what encoding/json
+// makes of it. The text it decodes is valid UTF-8 (its callers check
+// that first): a string without escapes is then its bytes.
 type scanner struct {
-	data []byte
-	pos  int
+	js   *jsonscan.Scanner
+	data []byte // what js reads
 	// blocks, when set, hold the strings, parts and raw values decoded
 	// (a list of items or tools); otherwise each is allocated on its own.
 	blocks *scanBlocks
 }
 
-// next skips white space and returns the next byte (0 at the end).
-func (s *scanner) next() byte {
-	// Most bodies are compact: the next byte is the token itself.
-	if s.pos < len(s.data) && s.data[s.pos] > ' ' {
-		return s.data[s.pos]
-	}
-	for s.pos < len(s.data) {
-		switch c := s.data[s.pos]; c {
-		case ' ', '\t', '\n', '\r':
-			s.pos++
-		default:
-			return c
-		}
-	}
-	return 0
+// newScanner returns a scanner over data.
+func newScanner(data []byte) *scanner {
+	return &scanner{js: jsonscan.NewScanner(data), data: data}
 }
 
-// value moves past the next value and returns its text.
-func (s *scanner) value() []byte {
-	s.next()
-	start, depth := s.pos, 0
-	for s.pos < len(s.data) {
-		switch s.data[s.pos] {
-		case '"':
-			s.skipString()
-			if depth == 0 {
-				return s.data[start:s.pos]
-			}
-			continue
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 0 {
-				return s.data[start:s.pos]
-			}
-			depth--
-			if depth == 0 {
-				s.pos++
-				return s.data[start:s.pos]
-			}
-		case ',', ':', ' ', '\t', '\n', '\r':
-			if depth == 0 {
-				return s.data[start:s.pos]
-			}
-		}
-		s.pos++
-	}
-	return s.data[start:s.pos]
+// errDeclined stops a walk of the scanner's at a key or value it leaves
+// to encoding/json.
+var errDeclined = errors.New("left to encoding/json")
+
+// next returns the first byte of the next value (0 at the end).
+func (s *scanner) next() byte { return s.js.Peek() }
+
+// value moves past the next value, checking it, and returns its text
+// (null as the text null).
+func (s *scanner) value() ([]byte, bool) {
+	raw, err := rawOrNull(s.js)
+	return raw, err == nil
 }
 
-// skipString moves past the string that starts at pos and reports whether
-// it holds an escape. The text is checked: the string ends at the first
-// quote that is not escaped, and jsonscan.PlainRun finds the next quote
-// or backslash 8 bytes a step (most strings are a few words long, where
-// a call of bytes.IndexByte per string cost more than the scan).
-func (s *scanner) skipString() (escaped bool) {
-	s.pos++
-	for {
-		s.pos = jsonscan.PlainRun(s.data, s.pos)
-		if s.pos >= len(s.data) {
-			return escaped
-		}
-		if s.data[s.pos] == '"' {
-			s.pos++
-			return escaped
-		}
-		escaped = true
-		s.pos += 2 // a backslash and the character it escapes
-	}
-}
-
-// str decodes the string at pos; ok is false if the next value is not one.
+// str decodes the string at the scanner; ok is false if the next value
+// is not one, or not a valid one.
 func (s *scanner) str() (string, bool) {
-	if s.next() != '"' {
+	start := s.js.Offset()
+	raw, escaped, err := s.js.RawString()
+	switch {
+	case err != nil:
 		return "", false
+	case !escaped:
+		return s.text(raw), true
 	}
-	start := s.pos
-	if !s.skipString() {
-		return s.text(s.data[start+1 : s.pos-1]), true
-	}
-	var v string
-	if json.Unmarshal(s.data[start:s.pos], &v) != nil {
-		return "", false
-	}
-	return v, true
+	s.js.Seek(start)
+	v, err := s.js.String()
+	return v, err == nil
 }
 
 // text returns b, a string's text without escapes, as a string: one of
@@ -186,55 +137,28 @@ func (s *scanner) stringField(dst *string) bool {
 		*dst = v
 		return ok
 	case 'n':
-		s.value()
-		return true
+		return s.js.Null()
 	}
 	return false
 }
 
-// object decodes the object at pos, handing each member's key to field,
-// which decodes its value; false (an unknown key, a value of another
-// kind) stops it. The key is the text of the object when it holds no
-// escape (field reads it, as switch string(key) does, without a copy:
-// a string made of each would be one allocation per key per item).
+// object decodes the object at the scanner, handing each member's key to
+// field, which decodes its value; false (an unknown key, a value of
+// another kind, text that is not JSON) stops it. The key is the text
+// between its quotes, escapes as they are: field reads it, as switch
+// string(key) does, without a copy (a string made of each would be one
+// allocation per key per item), and no key of a switch has an escape, so
+// that one with an escape reaches ignored, which declines it.
 func (s *scanner) object(field func(key []byte) bool) bool {
 	if s.next() != '{' {
 		return false
 	}
-	s.pos++
-	for {
-		if s.next() == ',' {
-			s.pos++
-		}
-		if s.next() == '}' {
-			s.pos++
-			return true
-		}
-		key, ok := s.key()
-		if !ok || s.next() != ':' {
-			return false
-		}
-		s.pos++
+	return s.js.Object(func(key []byte) error {
 		if !field(key) {
-			return false
+			return errDeclined
 		}
-	}
-}
-
-// key returns the text of the key at pos, decoded if it holds an escape.
-func (s *scanner) key() ([]byte, bool) {
-	if s.next() != '"' {
-		return nil, false
-	}
-	start := s.pos
-	if !s.skipString() {
-		return s.data[start+1 : s.pos-1], true
-	}
-	var v string
-	if json.Unmarshal(s.data[start:s.pos], &v) != nil {
-		return nil, false
-	}
-	return []byte(v), true
+		return nil
+	}) == nil
 }
 
 // jsonKeys returns the keys encoding/json decodes into a struct of type
@@ -273,28 +197,29 @@ var (
 
 // ignored skips the value of a key that encoding/json would ignore, one
 // that names no field of the type whose keys are known; false for a key
-// that does (in any case) and that the scanner leaves to encoding/json.
+// that does (in any case) and that the scanner leaves to encoding/json,
+// and for a key with an escape (encoding/json matches it unescaped).
 func (s *scanner) ignored(key []byte, known map[string]bool) bool {
 	for i := range len(key) {
-		if key[i] >= utf8.RuneSelf {
+		if key[i] >= utf8.RuneSelf || key[i] == '\\' {
 			return false // encoding/json folds some non-ASCII letters
 		}
 	}
 	if known[strings.ToLower(string(key))] {
 		return false
 	}
-	s.value()
-	return true
+	_, ok := s.value()
+	return ok
 }
 
-// decodeItems decodes a JSON array of input items. Items of the common
-// shapes (messages, function calls and their outputs) are decoded here;
-// any other item, or one with a key or value this scanner does not take,
-// goes to Item.UnmarshalJSON as it is.
 // outputRoom is how many items past the end a decoded input list has room
 // for: a turn's output (reasoning, a message, a call and its result).
 const outputRoom = 8
 
+// decodeItems decodes a JSON array of input items, valid JSON. Items of
+// the common shapes (messages, function calls and their outputs) are
+// decoded here; any other item, or one with a key or value this scanner
+// does not take, goes to Item.UnmarshalJSON as it is.
 func decodeItems(data []byte) ([]Item, error) {
 	if !utf8.Valid(data) {
 		// encoding/json replaces invalid UTF-8; let it.
@@ -302,66 +227,108 @@ func decodeItems(data []byte) ([]Item, error) {
 		err := json.Unmarshal(data, &items)
 		return items, err
 	}
-	s := &scanner{data: data}
-	s.next()
-	s.pos++ // '['
-	// Count first, so that the slice is allocated once at its size: a
-	// long input would otherwise leave a trail of half-sized copies.
-	n := 0
-	for s.next() != ']' && s.pos < len(data) {
-		s.value()
-		n++
-		if s.next() == ',' {
-			s.pos++
-		}
-	}
-	return decodeCountedItems(data, n)
+	return newScanner(data).items()
 }
 
-// decodeCountedItems decodes an array of n input items, valid UTF-8 and
-// checked JSON, as decodeItems does.
-func decodeCountedItems(data []byte, n int) ([]Item, error) {
-	if n > MaxInputItems {
-		// Refused before a single item is built.
-		return nil, tooManyItems(n)
+// items decodes the array of input items at the scanner, in the walk
+// that checks it, into a list allocated once: a long input would
+// otherwise leave a trail of half-sized copies. Its size comes from the
+// number of '{' in the rest of the text (bytes.Count, vector
+// instructions), which no list of objects can exceed; where that bound
+// is loose enough to waste memory (many braces for few bytes: inside
+// strings, nested values), the items are counted first by a walk that
+// checks them. A limit is refused before a single item is built.
+func (s *scanner) items() ([]Item, error) {
+	start := s.js.Offset()
+	rest := s.data[start:]
+	n := bytes.Count(rest, []byte{'{'})
+	if n > len(rest)/itemBytesPerBrace || n > MaxInputItems {
+		_, count, err := s.js.RawArray()
+		if err != nil {
+			return nil, errNotScanned
+		}
+		if count > MaxInputItems {
+			return nil, tooManyItems(count)
+		}
+		n = count
+		s.js.Seek(start)
 	}
 	// The room past the end is for the response's output: a server runs
 	// the conversation on the input it decoded and appends the model's
 	// items to it, which would otherwise copy the whole input.
-	items := make([]Item, n, n+outputRoom)
-	err := decodeElements(data, items,
+	items := make([]Item, 0, n+outputRoom)
+	items, err := decodeElements(s, items, MaxInputItems,
 		func(s *scanner, it *Item, _ int) bool { return s.item(it) },
 		(*Item).decodeFields)
-	if err != nil {
-		return nil, err
+	if err == errTooMany {
+		s.js.Seek(start)
+		_, count, err := s.js.RawArray()
+		if err != nil {
+			return nil, errNotScanned
+		}
+		return nil, tooManyItems(count)
 	}
-	return items, nil
+	return items, err
 }
 
-// decodeElements decodes the elements of the checked JSON array in
-// data into list, which has one per element: each by fast from the
-// scanner at its start, or, where fast declines, by slow from its text
-// into a zero value. What fast decodes is cut from shared blocks.
-func decodeElements[T any](data []byte, list []T, fast func(s *scanner, v *T, i int) bool, slow func(v *T, raw []byte) error) error {
-	s := &scanner{data: data, blocks: newScanBlocks(len(list))}
-	s.next()
-	s.pos++ // '['
-	for i := range list {
-		if s.next() == ',' {
-			s.pos++
+// itemBytesPerBrace is the fewest bytes of text per '{' for which items
+// sizes the list by the braces: at most one unused Item per 32 bytes of
+// text.
+const itemBytesPerBrace = 32
+
+// errTooMany says that a list has more elements than decodeElements was
+// told to take.
+var errTooMany = errors.New("too many elements")
+
+// decodeElements decodes the elements of the array at the scanner,
+// checking it, appended to list (whose room past its length is zero), at
+// most limit of them (errTooMany):
+// each by fast from the scanner at its start, or, where fast declines, by
+// slow from its text into a zero value. What fast decodes is cut from
+// shared blocks. Text that is not JSON is errNotScanned, for
+// encoding/json to report.
+func decodeElements[T any](s *scanner, list []T, limit int, fast func(s *scanner, v *T, i int) bool, slow func(v *T, raw []byte) error) ([]T, error) {
+	if s.next() != '[' {
+		return nil, errNotScanned
+	}
+	s.blocks = newScanBlocks(cap(list))
+	var zero T
+	var failed error
+	err := s.js.Array(func() error {
+		i := len(list)
+		if i == limit {
+			return errTooMany
 		}
-		start := s.pos
+		if i < cap(list) {
+			list = list[:i+1] // zero: the list's room was never written
+		} else {
+			list = append(list, zero)
+		}
+		start := s.js.Offset()
 		if fast(s, &list[i], i) {
-			continue
+			return nil
 		}
-		s.pos = start
-		var zero T
+		s.js.Seek(start)
 		list[i] = zero
-		if err := slow(&list[i], s.value()); err != nil {
+		raw, err := rawOrNull(s.js)
+		if err != nil {
 			return err
 		}
+		if err := slow(&list[i], raw); err != nil {
+			failed = err
+			return err
+		}
+		return nil
+	})
+	switch {
+	case failed != nil:
+		return nil, failed
+	case err == errTooMany:
+		return nil, err
+	case err != nil:
+		return nil, errNotScanned
 	}
-	return nil
+	return list, nil
 }
 
 // item decodes one input item of a common shape; false leaves it to
@@ -388,8 +355,9 @@ func (s *scanner) item(it *Item) bool {
 		case "arguments":
 			return s.stringField(&it.EditCall().Arguments)
 		case "output":
-			it.EditCall().Output = s.rawCopy(s.value())
-			return true
+			raw, ok := s.value()
+			it.EditCall().Output = s.rawCopy(raw)
+			return ok
 		case "content":
 			var ok bool
 			text, isText, ok = s.content(it)
@@ -417,29 +385,17 @@ func (s *scanner) content(it *Item) (text string, isText, ok bool) {
 		text, ok = s.str()
 		return text, true, ok
 	case 'n':
-		s.value()
 		it.Content = nil
-		return "", false, true
+		return "", false, s.js.Null()
 	case '[':
 	default:
 		return "", false, false
 	}
-	s.pos++
 	// The parts are decoded here, then copied into a list of their
 	// number (from the blocks).
 	var decoded [4]ContentPart
 	parts := decoded[:0]
-	for {
-		switch s.next() {
-		case ',':
-			s.pos++
-			continue
-		case ']':
-			s.pos++
-			it.Content = s.partList(len(parts))
-			copy(it.Content, parts)
-			return "", false, true
-		}
+	err := s.js.Array(func() error {
 		var p ContentPart
 		ok := s.object(func(key []byte) bool {
 			switch string(key) {
@@ -453,10 +409,17 @@ func (s *scanner) content(it *Item) (text string, isText, ok bool) {
 			return s.ignored(key, partKeys)
 		})
 		if !ok {
-			return "", false, false
+			return errDeclined
 		}
 		parts = append(parts, p)
+		return nil
+	})
+	if err != nil {
+		return "", false, false
 	}
+	it.Content = s.partList(len(parts))
+	copy(it.Content, parts)
+	return "", false, true
 }
 
 // emptyArray decodes [] as encoding/json does (an empty, non-nil slice);
@@ -465,11 +428,9 @@ func (s *scanner) emptyArray(dst *[]json.RawMessage) bool {
 	if s.next() != '[' {
 		return false
 	}
-	s.pos++
-	if s.next() != ']' {
+	if s.js.Array(func() error { return errDeclined }) != nil {
 		return false
 	}
-	s.pos++
 	*dst = []json.RawMessage{}
 	return true
 }
@@ -480,19 +441,19 @@ func (s *scanner) function(t *Tool) bool {
 	if !utf8.Valid(s.data) {
 		return false
 	}
-	return s.functionAt(t, new(functionValues))
+	return s.functionAt(t, new(functionValues)) && s.js.End() == nil
 }
 
 // functionValues holds what a decoded function tool points at: its
 // description and strict flag. A list of tools takes them from one
-// block (decodeCountedTools), not two allocations per tool.
+// block (tools), not two allocations per tool.
 type functionValues struct {
 	description string
 	strict      bool
 }
 
-// functionAt decodes the function tool at pos, of valid UTF-8, as
-// function does, its pointers into v.
+// functionAt decodes the function tool at the scanner as function does,
+// its pointers into v.
 func (s *scanner) functionAt(t *Tool, v *functionValues) bool {
 	ok := s.object(func(key []byte) bool {
 		var ok bool
@@ -504,8 +465,9 @@ func (s *scanner) functionAt(t *Tool, v *functionValues) bool {
 		case "description":
 			t.Description, ok = s.optionalString(&v.description)
 		case "parameters":
-			t.Parameters = s.rawCopy(s.value())
-			ok = true
+			var raw []byte
+			raw, ok = s.value()
+			t.Parameters = s.rawCopy(raw)
 		case "strict":
 			t.Strict, ok = s.optionalBool(&v.strict)
 		default:
@@ -520,8 +482,7 @@ func (s *scanner) functionAt(t *Tool, v *functionValues) bool {
 // into nil, as encoding/json does.
 func (s *scanner) optionalString(into *string) (*string, bool) {
 	if s.next() == 'n' {
-		s.value()
-		return nil, true
+		return nil, s.js.Null()
 	}
 	v, ok := s.str()
 	*into = v
@@ -531,67 +492,38 @@ func (s *scanner) optionalString(into *string) (*string, bool) {
 // optionalBool decodes true or false into *into and returns into, or
 // null into nil.
 func (s *scanner) optionalBool(into *bool) (*bool, bool) {
-	switch string(s.value()) {
-	case "true":
-		*into = true
-		return into, true
-	case "false":
-		*into = false
-		return into, true
-	case "null":
-		return nil, true
+	switch s.next() {
+	case 'n':
+		return nil, s.js.Null()
+	case 't', 'f':
+		v, err := s.js.Bool()
+		*into = v
+		return into, err == nil
 	}
 	return nil, false
 }
 
-// decodeCountedTools decodes an array of n tools, valid UTF-8 and
-// checked JSON: function tools of the usual shape here, any other as
+// tools decodes the array of tools at the scanner, in the walk that
+// checks it: function tools of the usual shape here, any other as
 // Tool.UnmarshalJSON decodes it. An element that is not an object is
-// errNotScanned, for encoding/json to refuse.
-func decodeCountedTools(data []byte, n int) ([]Tool, error) {
-	tools := make([]Tool, n)
+// errNotScanned, for encoding/json to refuse. The list is sized by the
+// number of "name" keys in the rest of the text, a guess (a tool has one,
+// a schema may have more) that only saves the list's growing.
+func (s *scanner) tools() ([]Tool, error) {
+	n := min(bytes.Count(s.data[s.js.Offset():], []byte(`"name"`)), MaxTools+1)
+	tools := make([]Tool, 0, n)
 	values := make([]functionValues, n)
-	err := decodeElements(data, tools,
-		func(s *scanner, t *Tool, i int) bool { return s.functionAt(t, &values[i]) },
+	return decodeElements(s, tools, -1,
+		func(s *scanner, t *Tool, i int) bool {
+			if i < len(values) {
+				return s.functionAt(t, &values[i])
+			}
+			return s.functionAt(t, new(functionValues))
+		},
 		func(t *Tool, raw []byte) error {
 			if raw[0] != '{' {
 				return errNotScanned
 			}
 			return t.UnmarshalJSON(raw)
 		})
-	if err != nil {
-		return nil, err
-	}
-	return tools, nil
-}
-
-// depth returns how deeply the value at pos nests objects and arrays (0
-// for a scalar) and moves past it.
-func (s *scanner) depth() int {
-	if c := s.next(); c != '{' && c != '[' {
-		s.value()
-		return 0
-	}
-	depth, deepest := 0, 0
-	for s.pos < len(s.data) {
-		switch s.data[s.pos] {
-		case '"':
-			s.skipString()
-			if depth == 0 {
-				return deepest
-			}
-			continue
-		case '{', '[':
-			depth++
-			deepest = max(deepest, depth)
-		case '}', ']':
-			depth--
-			if depth <= 0 {
-				s.pos++
-				return deepest
-			}
-		}
-		s.pos++
-	}
-	return deepest
 }

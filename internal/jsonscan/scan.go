@@ -1,7 +1,6 @@
 package jsonscan
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
@@ -160,19 +159,15 @@ func (s *Scanner) String() (string, error) {
 	if s.peek() != '"' {
 		return "", s.syntax("looking for a string")
 	}
-	start := s.i + 1
-	raw, err := s.rawString()
+	raw, escaped, err := s.RawString()
 	if err != nil {
 		return "", err
 	}
-	if len(raw) == 0 {
-		return "", nil
-	}
-	// rawString stops at the closing quote without unescaping; most
+	// RawString stops at the closing quote without unescaping; most
 	// tokens hold no escape and are valid UTF-8 (for which unquote would
 	// change nothing), and are copied once.
-	if bytes.IndexByte(raw, '\\') >= 0 || !utf8.Valid(raw) {
-		return unquote(s.b[start : start+len(raw)])
+	if escaped || !utf8.Valid(raw) {
+		return unquote(raw)
 	}
 	return string(raw), nil
 }
@@ -180,23 +175,35 @@ func (s *Scanner) String() (string, error) {
 // rawString consumes a string and returns its bytes between the quotes,
 // escapes left as they are.
 func (s *Scanner) rawString() ([]byte, error) {
+	raw, _, err := s.RawString()
+	return raw, err
+}
+
+// RawString consumes a string, checking it, and returns its bytes
+// between the quotes, escapes left as they are, and whether it holds
+// any. The bytes are the input's: a caller that keeps them copies them.
+func (s *Scanner) RawString() (raw []byte, escaped bool, err error) {
+	if s.peek() != '"' {
+		return nil, false, s.syntax("looking for a string")
+	}
 	s.i++ // the opening quote
 	start := s.i
 	for {
 		s.i = PlainRun(s.b, s.i)
 		if s.i >= len(s.b) {
-			return nil, errUnexpectedEnd
+			return nil, false, errUnexpectedEnd
 		}
 		switch c := s.b[s.i]; {
 		case c == '"':
 			s.i++
-			return s.b[start : s.i-1], nil
+			return s.b[start : s.i-1], escaped, nil
 		case c == '\\':
+			escaped = true
 			if err := s.escape(); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 		default:
-			return nil, s.syntax("in a string")
+			return nil, false, s.syntax("in a string")
 		}
 	}
 }
@@ -366,11 +373,18 @@ func (s *Scanner) number() error {
 const MaxDepth = 10000
 
 // Skip consumes any value, checking it.
+func (s *Scanner) Skip() error {
+	_, err := s.SkipDepth()
+	return err
+}
+
+// SkipDepth consumes any value, checking it, and returns how deeply it
+// nests objects and arrays (0 for a scalar, 1 for [1]).
 //
 // It walks nested values in a loop, not by recursion through Object and
 // Array: skipping is most of the work of checking a long input, and a
 // closure call per value was a large part of that.
-func (s *Scanner) Skip() error {
+func (s *Scanner) SkipDepth() (deepest int, err error) {
 	// Bit d of inObject says whether the container at depth d is an
 	// object; 256 levels fit without an allocation.
 	var words [4]uint64
@@ -381,11 +395,12 @@ func (s *Scanner) Skip() error {
 		switch c := s.peek(); c {
 		case '{', '[':
 			if depth >= MaxDepth {
-				return fmt.Errorf("exceeded max depth at offset %d", s.i)
+				return deepest, fmt.Errorf("exceeded max depth at offset %d", s.i)
 			}
 			if depth/64 == len(inObject) {
 				inObject = append(inObject, make([]uint64, len(inObject))...)
 			}
+			deepest = max(deepest, depth+1)
 			bit := uint64(1) << (depth % 64)
 			inObject[depth/64] &^= bit
 			s.i++
@@ -397,7 +412,7 @@ func (s *Scanner) Skip() error {
 				}
 				depth++
 				if err := s.objectKey(); err != nil {
-					return err
+					return deepest, err
 				}
 				continue
 			}
@@ -409,22 +424,22 @@ func (s *Scanner) Skip() error {
 			continue
 		case '"':
 			if _, err := s.rawString(); err != nil {
-				return err
+				return deepest, err
 			}
 		case 't', 'f', 'n':
 			if err := s.literal(); err != nil {
-				return err
+				return deepest, err
 			}
 		default:
 			if err := s.number(); err != nil {
-				return err
+				return deepest, err
 			}
 		}
 		// A value ended: what follows it closes its containers or
 		// starts the next value.
 		for next := false; !next; {
 			if depth == 0 {
-				return nil
+				return deepest, nil
 			}
 			object := inObject[(depth-1)/64]&(uint64(1)<<((depth-1)%64)) != 0
 			switch c := s.peek(); {
@@ -432,7 +447,7 @@ func (s *Scanner) Skip() error {
 				s.i++
 				if object {
 					if err := s.objectKey(); err != nil {
-						return err
+						return deepest, err
 					}
 				}
 				next = true
@@ -440,9 +455,9 @@ func (s *Scanner) Skip() error {
 				s.i++
 				depth--
 			case object:
-				return s.syntax("after an object value")
+				return deepest, s.syntax("after an object value")
 			default:
-				return s.syntax("after an array element")
+				return deepest, s.syntax("after an array element")
 			}
 		}
 	}
@@ -485,6 +500,13 @@ func (s *Scanner) Raw() ([]byte, error) {
 	}
 	return s.b[start:s.i], nil
 }
+
+// Offset returns how many bytes of the input the Scanner has consumed.
+func (s *Scanner) Offset() int { return s.i }
+
+// Seek moves the Scanner back (or on) to an offset Offset returned, so
+// that a caller can read a value again another way.
+func (s *Scanner) Seek(offset int) { s.i = offset }
 
 // Peek returns the first byte of the next value ('{', '[', '"', 't',
 // 'f', 'n', a digit or '-'), after white space; 0 at the end of the

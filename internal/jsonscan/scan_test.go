@@ -143,3 +143,49 @@ func TestScannerRawArray(t *testing.T) {
 		}
 	}
 }
+
+// TestScannerSkipDepth reports how deeply a value nests, and checks it
+// as Skip does.
+func TestScannerSkipDepth(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		depth int
+		fail  bool
+	}{
+		{`1`, 0, false}, {`"x"`, 0, false}, {`{}`, 1, false}, {`[]`, 1, false}, {`[1]`, 1, false},
+		{`{"a":[{"b":{}}],"c":[]}`, 4, false}, {`[[],[[]],{}]`, 3, false},
+		{`[[1,]]`, 0, true}, {`{"a":}`, 0, true},
+	} {
+		s := NewScanner([]byte(tc.in))
+		d, err := s.SkipDepth()
+		if err == nil {
+			err = s.End()
+		}
+		if tc.fail != (err != nil) || !tc.fail && d != tc.depth {
+			t.Errorf("%s: depth %d, %v; want %d (fail %v)", tc.in, d, err, tc.depth, tc.fail)
+		}
+	}
+}
+
+// TestScannerRawStringAndSeek: RawString returns a string's text as
+// sent and whether it holds an escape; Seek goes back to read it again.
+func TestScannerRawStringAndSeek(t *testing.T) {
+	s := NewScanner([]byte(` "plain" , "a\"b" `))
+	raw, escaped, err := s.RawString()
+	if err != nil || string(raw) != "plain" || escaped {
+		t.Fatalf("%q %v %v", raw, escaped, err)
+	}
+	s.Seek(s.Offset() + 2) // past the comma and the space
+	at := s.Offset()
+	raw, escaped, err = s.RawString()
+	if err != nil || string(raw) != `a\"b` || !escaped {
+		t.Fatalf("%q %v %v", raw, escaped, err)
+	}
+	s.Seek(at)
+	if v, err := s.String(); err != nil || v != `a"b` || s.End() != nil {
+		t.Fatalf("again: %q %v", v, err)
+	}
+	if _, _, err := NewScanner([]byte(`5`)).RawString(); err == nil {
+		t.Error("a number read as a string")
+	}
+}
