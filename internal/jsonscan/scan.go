@@ -1,8 +1,10 @@
 package jsonscan
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -186,24 +188,47 @@ func (s *Scanner) RawString() (raw []byte, escaped bool, err error) {
 	if s.peek() != '"' {
 		return nil, false, s.syntax("looking for a string")
 	}
-	s.i++ // the opening quote
-	start := s.i
+	start := s.i + 1
+	if escaped, err = s.stringBody(); err != nil {
+		return nil, false, err
+	}
+	return s.b[start : s.i-1], escaped, nil
+}
+
+// stringBody consumes the string whose opening quote is at i, checking
+// it, and reports whether it holds an escape.
+func (s *Scanner) stringBody() (escaped bool, err error) {
+	i := s.i + 1
 	for {
-		s.i = PlainRun(s.b, s.i)
-		if s.i >= len(s.b) {
-			return nil, false, errUnexpectedEnd
-		}
-		switch c := s.b[s.i]; {
-		case c == '"':
-			s.i++
-			return s.b[start : s.i-1], escaped, nil
-		case c == '\\':
-			escaped = true
-			if err := s.escape(); err != nil {
-				return nil, false, err
+		// Most strings (keys, values of a few words) end in their first
+		// 8 bytes, which are checked here without a call.
+		if i+8 <= len(s.b) {
+			if m := specialBytes(binary.LittleEndian.Uint64(s.b[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) / 8
+			} else {
+				i = PlainRun(s.b, i+8)
 			}
+		} else {
+			i = PlainRun(s.b, i)
+		}
+		if i >= len(s.b) {
+			s.i = len(s.b)
+			return escaped, errUnexpectedEnd
+		}
+		switch s.b[i] {
+		case '"':
+			s.i = i + 1
+			return escaped, nil
+		case '\\':
+			escaped = true
+			s.i = i
+			if err := s.escape(); err != nil {
+				return escaped, err
+			}
+			i = s.i
 		default:
-			return nil, false, s.syntax("in a string")
+			s.i = i
+			return escaped, s.syntax("in a string")
 		}
 	}
 }
@@ -423,7 +448,7 @@ func (s *Scanner) SkipDepth() (deepest int, err error) {
 			depth++
 			continue
 		case '"':
-			if _, err := s.rawString(); err != nil {
+			if _, err := s.stringBody(); err != nil {
 				return deepest, err
 			}
 		case 't', 'f', 'n':
@@ -468,7 +493,7 @@ func (s *Scanner) objectKey() error {
 	if s.peek() != '"' {
 		return s.syntax("looking for an object key")
 	}
-	if _, err := s.rawString(); err != nil {
+	if _, err := s.stringBody(); err != nil {
 		return err
 	}
 	if s.peek() != ':' {
