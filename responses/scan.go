@@ -506,20 +506,13 @@ func (s *scanner) optionalBool(into *bool) (*bool, bool) {
 // tools decodes the array of tools at the scanner, in the walk that
 // checks it: function tools of the usual shape here, any other as
 // Tool.UnmarshalJSON decodes it. An element that is not an object is
-// errNotScanned, for encoding/json to refuse. The list is sized by the
-// number of "name" keys in the rest of the text, a guess (a tool has one,
-// a schema may have more) that only saves the list's growing.
+// errNotScanned, for encoding/json to refuse. The list grows as it is
+// decoded: nothing cheap bounds its length closely (bytes.Count of a key
+// was a tenth of the decode; the count of braces is several times the
+// tools, each brace a Tool of room).
 func (s *scanner) tools() ([]Tool, error) {
-	n := min(bytes.Count(s.data[s.js.Offset():], []byte(`"name"`)), MaxTools+1)
-	tools := make([]Tool, 0, n)
-	values := make([]functionValues, n)
-	return decodeElements(s, tools, -1,
-		func(s *scanner, t *Tool, i int) bool {
-			if i < len(values) {
-				return s.functionAt(t, &values[i])
-			}
-			return s.functionAt(t, new(functionValues))
-		},
+	return decodeElements(s, make([]Tool, 0, 8), -1,
+		func(s *scanner, t *Tool, _ int) bool { return s.functionAt(t, s.blocks.functionValues()) },
 		func(t *Tool, raw []byte) error {
 			if raw[0] != '{' {
 				return errNotScanned

@@ -15,6 +15,7 @@ type scanBlocks struct {
 	parts     []ContentPart   // free parts of the current block
 	partBlock int             // parts of a new block
 	raw       []byte          // free bytes for raw values
+	functions []functionValues
 }
 
 // Blocks of bytes start small and double up to maxByteBlock, so that a
@@ -27,7 +28,8 @@ const (
 	maxPartBlock = 1024
 )
 
-// newScanBlocks returns the blocks for a list of n elements.
+// newScanBlocks returns the blocks for a list of n elements (a guess:
+// blocks of parts and function values double up to maxPartBlock).
 func newScanBlocks(n int) *scanBlocks {
 	return &scanBlocks{partBlock: min(max(n, 8), maxPartBlock)}
 }
@@ -62,6 +64,7 @@ func (sb *scanBlocks) partList(n int) []ContentPart {
 	}
 	if len(sb.parts) < n {
 		sb.parts = make([]ContentPart, max(n, sb.partBlock))
+		sb.partBlock = min(2*sb.partBlock, maxPartBlock)
 	}
 	list := sb.parts[:n:n]
 	sb.parts = sb.parts[n:]
@@ -80,4 +83,16 @@ func (sb *scanBlocks) rawCopy(b []byte) []byte {
 	start := len(sb.raw)
 	sb.raw = append(sb.raw, b...)
 	return sb.raw[start:len(sb.raw):len(sb.raw)]
+}
+
+// functionValues returns the values a function tool points at, from the
+// current block of them.
+func (sb *scanBlocks) functionValues() *functionValues {
+	if len(sb.functions) == 0 {
+		sb.functions = make([]functionValues, sb.partBlock)
+		sb.partBlock = min(2*sb.partBlock, maxPartBlock)
+	}
+	v := &sb.functions[0]
+	sb.functions = sb.functions[1:]
+	return v
 }
