@@ -77,6 +77,8 @@ var requestBodies = []struct {
 	{`"text"`, false},
 	{`{"model":"m"`, false},
 	{`{"model":"m"} x`, false},
+	{"{\"model\":\"m\"}\x00", false},
+	{"{\"model\":\"m\"} \x00", false},
 	{`{"model":"m",}`, false},
 	{`{"model" "m"}`, false},
 	{`{"model":5}`, false},
@@ -182,4 +184,18 @@ func TestScanRequestLimit(t *testing.T) {
 	} {
 		checkDecode(t, []byte(body), true)
 	}
+}
+
+// FuzzScanRequest holds DecodeRequest, which decodes a request in the
+// walk that checks it, to encoding/json on any body: the same request,
+// or a failure where encoding/json fails.
+func FuzzScanRequest(f *testing.F) {
+	for _, tc := range requestBodies {
+		if len(tc.body) < 2000 {
+			f.Add([]byte(tc.body))
+		}
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checkDecode(t, body, false)
+	})
 }

@@ -67,7 +67,8 @@ func (s *Scanner) peek() byte {
 
 // End checks that nothing but white space follows the value read.
 func (s *Scanner) End() error {
-	if s.peek() != 0 {
+	// Not peek() != 0: peek returns 0 for a NUL byte too.
+	if s.space(); s.i < len(s.b) {
 		return s.syntax("after the top-level value")
 	}
 	return nil

@@ -35,7 +35,7 @@ func TestScannerRejectsWhatEncodingJSONRejects(t *testing.T) {
 	for _, in := range []string{
 		`{not json`, `{"a":1`, `{"a" 1}`, `{"a":1,}`, `{"skip":[1,2,}`, `{"skip":{"x":tru}}`,
 		`{"skip":"ctl` + "\x01" + `"}`, `{"skip":-}`, `{"skip":1.}`, `{"skip":1e}`, `{"s":"\q"}`,
-		`{"s":"\u12"}`, `{"n":1.5}`, `{"a":1} x`, ``, `[`,
+		`{"s":"\u12"}`, `{"n":1.5}`, `{"a":1} x`, "{\"a\":1}\x00", ``, `[`,
 		`{"skip":"\q"}`, `{"skip":"\u12"}`, `{"skip":"\u12x4"}`, `{"skip":"\`, `{"skip":01}`, `{"skip":-01}`, `{"skip":-}`,
 		`{"skip":00}`, `{"skip":1.5.1}`, `{"skip":+1}`, `{"skip":.5}`, `{"skip":nul}`, `{"skip":True}`,
 		`{"skip":` + strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1) + `}`,
