@@ -233,15 +233,16 @@ func decodeItems(data []byte) ([]Item, error) {
 // items decodes the array of input items at the scanner, in the walk
 // that checks it, into a list allocated once: a long input would
 // otherwise leave a trail of half-sized copies. Its size comes from the
-// number of '{' in the rest of the text (bytes.Count, vector
-// instructions), which no list of objects can exceed; where that bound
+// number of '{' in the rest of the text (itemsBound, by bytes.Count with
+// vector instructions), which no list of objects can exceed; where that bound
 // is loose enough to waste memory (many braces for few bytes: inside
 // strings, nested values), the items are counted first by a walk that
 // checks them. A limit is refused before a single item is built.
 func (s *scanner) items() ([]Item, error) {
+	s.next() // the bound counts from the '['
 	start := s.js.Offset()
 	rest := s.data[start:]
-	n := bytes.Count(rest, []byte{'{'})
+	n := itemsBound(rest)
 	if n > len(rest)/itemBytesPerBrace || n > MaxInputItems {
 		_, count, err := s.js.RawArray()
 		if err != nil {
@@ -269,6 +270,19 @@ func (s *scanner) items() ([]Item, error) {
 		return nil, tooManyItems(count)
 	}
 	return items, err
+}
+
+// itemsBound returns at least the number of objects in the array that
+// starts rest: its '{' less those that open the first element of an
+// array other than this one ("[{", a message's first content part, a
+// tools list), which are not its elements either. ('[' is rare enough in
+// JSON for bytes.Count of "[{" to cost little.)
+func itemsBound(rest []byte) int {
+	n := bytes.Count(rest, []byte{'{'}) - bytes.Count(rest, []byte("[{"))
+	if bytes.HasPrefix(rest, []byte("[{")) {
+		n++ // the first element of this array
+	}
+	return n
 }
 
 // itemBytesPerBrace is the fewest bytes of text per '{' for which items
