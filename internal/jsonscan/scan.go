@@ -101,10 +101,11 @@ func (s *Scanner) Object(key func(k []byte) error) error {
 		if s.peek() != '"' {
 			return s.syntax("looking for an object key")
 		}
-		k, err := s.rawString()
-		if err != nil {
+		start := s.i + 1
+		if _, err := s.stringBody(); err != nil {
 			return err
 		}
+		k := s.b[start : s.i-1]
 		if s.peek() != ':' {
 			return s.syntax("after an object key")
 		}
@@ -173,13 +174,6 @@ func (s *Scanner) String() (string, error) {
 		return unquote(raw)
 	}
 	return string(raw), nil
-}
-
-// rawString consumes a string and returns its bytes between the quotes,
-// escapes left as they are.
-func (s *Scanner) rawString() ([]byte, error) {
-	raw, _, err := s.RawString()
-	return raw, err
 }
 
 // RawString consumes a string, checking it, and returns its bytes
