@@ -5,14 +5,14 @@ import (
 	"math/bits"
 )
 
-// PlainRun returns the index of the first byte of b at or after i that
+// plainRun returns the index of the first byte of b at or after i that
 // ends a plain run inside a JSON string: a quote, a backslash or a
 // control character (< 0x20); len(b) if there is none. Bytes of 0x80 and
 // above are plain: a string's UTF-8 is checked where it is decoded.
 //
 // It reads 8 bytes a step (SWAR): strings are most of a request's bytes,
 // and one byte a step was the largest part of decoding a long input.
-func PlainRun(b []byte, i int) int {
+func plainRun(b []byte, i int) int {
 	for ; i+8 <= len(b); i += 8 {
 		if m := specialBytes(binary.LittleEndian.Uint64(b[i:])); m != 0 {
 			return i + bits.TrailingZeros64(m)/8

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// plainRunByByte is PlainRun one byte a step: the reference.
+// plainRunByByte is plainRun one byte a step: the reference.
 func plainRunByByte(b []byte, i int) int {
 	for ; i < len(b); i++ {
 		if c := b[i]; c == '"' || c == '\\' || c < 0x20 {
@@ -28,7 +28,7 @@ func TestPlainRunEveryByteEveryPosition(t *testing.T) {
 				for c := range 256 {
 					b[pos] = byte(c)
 					for from := range min(pos+1, 9) {
-						if got, want := PlainRun(b, from), plainRunByByte(b, from); got != want {
+						if got, want := plainRun(b, from), plainRunByByte(b, from); got != want {
 							t.Fatalf("fill %#x, %d bytes, %#x at %d, from %d: %d, want %d", fill, n, c, pos, from, got, want)
 						}
 					}

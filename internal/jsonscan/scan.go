@@ -201,10 +201,10 @@ func (s *Scanner) stringBody() (escaped bool, err error) {
 			if m := specialBytes(binary.LittleEndian.Uint64(s.b[i:])); m != 0 {
 				i += bits.TrailingZeros64(m) / 8
 			} else {
-				i = PlainRun(s.b, i+8)
+				i = plainRun(s.b, i+8)
 			}
 		} else {
-			i = PlainRun(s.b, i)
+			i = plainRun(s.b, i)
 		}
 		if i >= len(s.b) {
 			s.i = len(s.b)
