@@ -233,8 +233,8 @@ func decodeItems(data []byte) ([]Item, error) {
 // items decodes the array of input items at the scanner, in the walk
 // that checks it, into a list allocated once: a long input would
 // otherwise leave a trail of half-sized copies. Its size comes from the
-// number of '{' in the rest of the text (itemsBound, by bytes.Count with
-// vector instructions), which no list of objects can exceed; where that bound
+// braces in the rest of the text (itemsBound, by bytes.Count with vector
+// instructions), which no list of objects can exceed; where that bound
 // is loose enough to waste memory (many braces for few bytes: inside
 // strings, nested values), the items are counted first by a walk that
 // checks them. A limit is refused before a single item is built.
@@ -296,11 +296,10 @@ var errTooMany = errors.New("too many elements")
 
 // decodeElements decodes the elements of the array at the scanner,
 // checking it, appended to list (whose room past its length is zero), at
-// most limit of them (errTooMany):
-// each by fast from the scanner at its start, or, where fast declines, by
-// slow from its text into a zero value. What fast decodes is cut from
-// shared blocks. Text that is not JSON is errNotScanned, for
-// encoding/json to report.
+// most limit of them (errTooMany): each by fast from the scanner at its
+// start, or, where fast declines, by slow from its text into a zero
+// value. What fast decodes is cut from shared blocks. Text that is not
+// JSON is errNotScanned, for encoding/json to report.
 func decodeElements[T any](s *scanner, list []T, limit int, fast func(s *scanner, v *T, i int) bool, slow func(v *T, raw []byte) error) ([]T, error) {
 	if s.next() != '[' {
 		return nil, errNotScanned
