@@ -351,7 +351,7 @@ func (it *Item) OutputString() string {
 // is decoded on every request that continues it); the others here.
 func (it *Item) UnmarshalJSON(data []byte) error {
 	var fast Item
-	if utf8.Valid(data) && (&scanner{data: data}).item(&fast) {
+	if utf8.Valid(data) && newScanner(data).item(&fast) {
 		*it = fast
 		return nil
 	}
@@ -418,12 +418,17 @@ func (it *Item) normalise(text *string) {
 		it.Type = ItemMessage
 	}
 	if text != nil {
-		typ := PartInputText
-		if it.Role == "assistant" {
-			typ = PartOutputText
-		}
-		it.Content = []ContentPart{{Type: typ, Text: *text}}
+		it.Content = []ContentPart{textPart(it.Role, *text)}
 	}
+}
+
+// textPart is the part that content sent as a string becomes: input
+// text, or output text in an assistant's message.
+func textPart(role, text string) ContentPart {
+	if role == "assistant" {
+		return ContentPart{Type: PartOutputText, Text: text}
+	}
+	return ContentPart{Type: PartInputText, Text: text}
 }
 
 // MarshalJSON writes the item in the OpenAI dialect, as appendJSON does.

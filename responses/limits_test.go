@@ -31,6 +31,7 @@ func TestRequestLimits(t *testing.T) {
 		{"parameters at the depth limit", tool(nested(MaxSchemaDepth / 2)), ""},
 		{"parameters past the depth limit", tool(nested(MaxSchemaDepth/2 + 1)), "tools[0].parameters"},
 		{"parameters deep in arrays", tool(`{"enum":` + strings.Repeat("[", MaxSchemaDepth) + strings.Repeat("]", MaxSchemaDepth) + `}`), "tools[0].parameters"},
+		{"many brackets, shallow", tool(`{"enum":[` + repeat(`[{}]`, MaxSchemaDepth) + `]}`), ""},
 		{"brackets in strings do not count", tool(`{"description":"` + strings.Repeat("{[", 100) + `"}`), ""},
 		{"text schema past the depth limit", schema(nested(MaxSchemaDepth/2 + 1)), "text.format.schema"},
 		{"text schema null, as before", schema(`null`), ""},

@@ -165,7 +165,7 @@ type Tool struct {
 // function.
 func (t *Tool) UnmarshalJSON(data []byte) error {
 	var fast Tool
-	if (&scanner{data: data}).function(&fast) {
+	if newScanner(data).function(&fast) {
 		*t = fast
 		return nil
 	}

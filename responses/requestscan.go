@@ -24,7 +24,8 @@ var errNotScanned = BadRequest("", "not scanned")
 // is valid UTF-8 (validText). A limit refused while decoding (too many
 // items) is returned as it is.
 func scanRequest(body []byte, r *Request) *APIError {
-	s := jsonscan.NewScanner(body)
+	sc := newScanner(body)
+	s := sc.js
 	if s.Peek() != '{' {
 		return errNotScanned
 	}
@@ -42,7 +43,7 @@ func scanRequest(body []byte, r *Request) *APIError {
 			return errNotScanned // the last one wins: encoding/json's rule
 		}
 		seen[i] = true
-		err := requestFields[i].decode(s, r)
+		err := requestFields[i].decode(sc, r)
 		if limit, ok := err.(*APIError); ok && limit != errNotScanned {
 			// A limit is refused once the whole body is known to be
 			// JSON, as encoding/json, which checks the body first,
@@ -74,41 +75,41 @@ func skippable(key []byte) bool {
 // requestField decodes one key of the request.
 type requestField struct {
 	key    string
-	decode func(s *jsonscan.Scanner, r *Request) error
+	decode func(s *scanner, r *Request) error
 }
 
 // requestFields are the keys of Request, each with its decoder.
 var requestFields = [...]requestField{
-	{"model", func(s *jsonscan.Scanner, r *Request) error { return scanString(s, &r.Model) }},
+	{"model", func(s *scanner, r *Request) error { return scanString(s.js, &r.Model) }},
 	{"input", scanInput},
-	{"instructions", func(s *jsonscan.Scanner, r *Request) error { return scanOptionalString(s, &r.Instructions) }},
+	{"instructions", func(s *scanner, r *Request) error { return scanOptionalString(s.js, &r.Instructions) }},
 	{"tools", scanTools},
-	{"tool_choice", func(s *jsonscan.Scanner, r *Request) error { return scanUnmarshaler(s, &r.ToolChoice) }},
-	{"parallel_tool_calls", func(s *jsonscan.Scanner, r *Request) error { return scanOptionalBool(s, &r.ParallelToolCalls) }},
-	{"max_tool_calls", func(s *jsonscan.Scanner, r *Request) error { return scanOptionalInt(s, &r.MaxToolCalls) }},
-	{"max_output_tokens", func(s *jsonscan.Scanner, r *Request) error { return scanOptionalInt(s, &r.MaxOutputTokens) }},
-	{"temperature", func(s *jsonscan.Scanner, r *Request) error { return scanOptionalFloat(s, &r.Temperature) }},
-	{"top_p", func(s *jsonscan.Scanner, r *Request) error { return scanOptionalFloat(s, &r.TopP) }},
-	{"top_logprobs", func(s *jsonscan.Scanner, r *Request) error { return scanOptionalInt(s, &r.TopLogprobs) }},
-	{"presence_penalty", func(s *jsonscan.Scanner, r *Request) error { return scanOptionalFloat(s, &r.PresencePenalty) }},
-	{"frequency_penalty", func(s *jsonscan.Scanner, r *Request) error { return scanOptionalFloat(s, &r.FrequencyPenalty) }},
-	{"text", func(s *jsonscan.Scanner, r *Request) error { return scanValue(s, &r.Text) }},
-	{"reasoning", func(s *jsonscan.Scanner, r *Request) error { return scanValue(s, &r.Reasoning) }},
-	{"include", scanInclude},
-	{"store", func(s *jsonscan.Scanner, r *Request) error { return scanOptionalBool(s, &r.Store) }},
-	{"background", func(s *jsonscan.Scanner, r *Request) error { return scanOptionalBool(s, &r.Background) }},
-	{"previous_response_id", func(s *jsonscan.Scanner, r *Request) error { return scanOptionalString(s, &r.PreviousResponseID) }},
-	{"conversation", func(s *jsonscan.Scanner, r *Request) error { return scanRaw(s, &r.Conversation) }},
-	{"stream", scanStream},
-	{"stream_options", func(s *jsonscan.Scanner, r *Request) error { return scanRaw(s, &r.StreamOptions) }},
-	{"truncation", func(s *jsonscan.Scanner, r *Request) error { return scanOptionalString(s, &r.Truncation) }},
-	{"metadata", func(s *jsonscan.Scanner, r *Request) error { return scanValue(s, &r.Metadata) }},
-	{"prompt_cache_key", func(s *jsonscan.Scanner, r *Request) error { return scanOptionalString(s, &r.PromptCacheKey) }},
-	{"safety_identifier", func(s *jsonscan.Scanner, r *Request) error { return scanOptionalString(s, &r.SafetyIdentifier) }},
-	{"service_tier", func(s *jsonscan.Scanner, r *Request) error { return scanOptionalString(s, &r.ServiceTier) }},
-	{"user", func(s *jsonscan.Scanner, r *Request) error { return scanOptionalString(s, &r.User) }},
-	{"prompt", func(s *jsonscan.Scanner, r *Request) error { return scanRaw(s, &r.Prompt) }},
-	{"context_management", func(s *jsonscan.Scanner, r *Request) error { return scanRaw(s, &r.ContextManagement) }},
+	{"tool_choice", func(s *scanner, r *Request) error { return scanUnmarshaler(s.js, &r.ToolChoice) }},
+	{"parallel_tool_calls", func(s *scanner, r *Request) error { return scanOptionalBool(s.js, &r.ParallelToolCalls) }},
+	{"max_tool_calls", func(s *scanner, r *Request) error { return scanOptionalInt(s.js, &r.MaxToolCalls) }},
+	{"max_output_tokens", func(s *scanner, r *Request) error { return scanOptionalInt(s.js, &r.MaxOutputTokens) }},
+	{"temperature", func(s *scanner, r *Request) error { return scanOptionalFloat(s.js, &r.Temperature) }},
+	{"top_p", func(s *scanner, r *Request) error { return scanOptionalFloat(s.js, &r.TopP) }},
+	{"top_logprobs", func(s *scanner, r *Request) error { return scanOptionalInt(s.js, &r.TopLogprobs) }},
+	{"presence_penalty", func(s *scanner, r *Request) error { return scanOptionalFloat(s.js, &r.PresencePenalty) }},
+	{"frequency_penalty", func(s *scanner, r *Request) error { return scanOptionalFloat(s.js, &r.FrequencyPenalty) }},
+	{"text", func(s *scanner, r *Request) error { return scanValue(s.js, &r.Text) }},
+	{"reasoning", func(s *scanner, r *Request) error { return scanValue(s.js, &r.Reasoning) }},
+	{"include", func(s *scanner, r *Request) error { return scanInclude(s.js, r) }},
+	{"store", func(s *scanner, r *Request) error { return scanOptionalBool(s.js, &r.Store) }},
+	{"background", func(s *scanner, r *Request) error { return scanOptionalBool(s.js, &r.Background) }},
+	{"previous_response_id", func(s *scanner, r *Request) error { return scanOptionalString(s.js, &r.PreviousResponseID) }},
+	{"conversation", func(s *scanner, r *Request) error { return scanRaw(s.js, &r.Conversation) }},
+	{"stream", func(s *scanner, r *Request) error { return scanStream(s.js, r) }},
+	{"stream_options", func(s *scanner, r *Request) error { return scanRaw(s.js, &r.StreamOptions) }},
+	{"truncation", func(s *scanner, r *Request) error { return scanOptionalString(s.js, &r.Truncation) }},
+	{"metadata", func(s *scanner, r *Request) error { return scanValue(s.js, &r.Metadata) }},
+	{"prompt_cache_key", func(s *scanner, r *Request) error { return scanOptionalString(s.js, &r.PromptCacheKey) }},
+	{"safety_identifier", func(s *scanner, r *Request) error { return scanOptionalString(s.js, &r.SafetyIdentifier) }},
+	{"service_tier", func(s *scanner, r *Request) error { return scanOptionalString(s.js, &r.ServiceTier) }},
+	{"user", func(s *scanner, r *Request) error { return scanOptionalString(s.js, &r.User) }},
+	{"prompt", func(s *scanner, r *Request) error { return scanRaw(s.js, &r.Prompt) }},
+	{"context_management", func(s *scanner, r *Request) error { return scanRaw(s.js, &r.ContextManagement) }},
 }
 
 // requestKeys are the keys encoding/json decodes into a Request, in
@@ -293,17 +294,11 @@ func rawOrNull(s *jsonscan.Scanner) ([]byte, error) {
 }
 
 // scanInput decodes input: a string or a list of items, the items
-// decoded from the checked text (decodeItems), a limit refused before
-// they are built.
-func scanInput(s *jsonscan.Scanner, r *Request) error {
-	if s.Peek() == '[' {
-		// The body is valid UTF-8 and the scanner checks the array and
-		// counts its items in one pass: decodeItems need do neither.
-		raw, n, err := s.RawArray()
-		if err != nil {
-			return err
-		}
-		items, err := decodeCountedItems(raw, n)
+// decoded in the walk that checks them (scanner.items), a limit refused
+// before they are built.
+func scanInput(s *scanner, r *Request) error {
+	if s.next() == '[' {
+		items, err := s.items()
 		if err != nil {
 			if limit, ok := err.(*APIError); ok {
 				return limit
@@ -313,7 +308,7 @@ func scanInput(s *jsonscan.Scanner, r *Request) error {
 		r.Input = Input{Items: items, Set: true}
 		return nil
 	}
-	raw, err := rawOrNull(s)
+	raw, err := rawOrNull(s.js)
 	if err != nil {
 		return err
 	}
@@ -326,24 +321,17 @@ func scanInput(s *jsonscan.Scanner, r *Request) error {
 	return nil
 }
 
-// scanTools decodes the tools, each from its checked text as
+// scanTools decodes the tools, each in the walk that checks it, as
 // Tool.UnmarshalJSON decodes it; null is none.
-func scanTools(s *jsonscan.Scanner, r *Request) error {
-	if s.Null() {
+func scanTools(s *scanner, r *Request) error {
+	if s.js.Null() {
 		r.Tools = nil
 		return nil
 	}
-	if s.Peek() != '[' {
+	if s.next() != '[' {
 		return errNotScanned
 	}
-	// The scanner checks the array and counts its tools in one pass;
-	// they are then decoded from its checked text into a list of that
-	// size.
-	raw, n, err := s.RawArray()
-	if err != nil {
-		return err
-	}
-	tools, err := decodeCountedTools(raw, n)
+	tools, err := s.tools()
 	if err != nil {
 		return errNotScanned
 	}

@@ -50,6 +50,12 @@ var requestBodies = []struct {
 	{`{"model":"m","tools":[],"include":[],"metadata":{},"input":[]}`, true},
 	{`{"model":"m","tool_choice":"required","temperature":-0,"top_p":1E-2,"max_output_tokens":-5}`, true},
 	{`{"model":"m","unknown":"x","unknown":[1]}`, true},
+	// Braces in strings: more of them than items, and many for the
+	// bytes, where the list is sized by counting the items first.
+	{`{"model":"m","input":[{"role":"user","content":"{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{"},{"role":"user","content":"{}"}]}`, true},
+	{`{"model":"m","input":[{"role":"user","content":"{"}],"tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{"a":{"type":"object"}}}}]}`, true},
+	{`{"model":"m","input":[null,{"role":"user","content":"a"},null]}`, true},
+	{`{"model":"m","input":[{"role":"user","content":"a"}],"input2":[{},{},{}]}`, true},
 	// Taken by encoding/json: keys in another case or with escapes, a key
 	// twice, values of kinds the scanner leaves to it.
 	{`{"Model":"m"}`, false},
@@ -71,6 +77,8 @@ var requestBodies = []struct {
 	{`"text"`, false},
 	{`{"model":"m"`, false},
 	{`{"model":"m"} x`, false},
+	{"{\"model\":\"m\"}\x00", false},
+	{"{\"model\":\"m\"} \x00", false},
 	{`{"model":"m",}`, false},
 	{`{"model" "m"}`, false},
 	{`{"model":5}`, false},
@@ -165,10 +173,29 @@ func TestScanRequestMutationsMatchEncodingJSON(t *testing.T) {
 // a body that is JSON throughout.
 func TestScanRequestLimit(t *testing.T) {
 	items := "[" + strings.Repeat(`{"role":"user","content":"a"},`, MaxInputItems) + `{"role":"user","content":"a"}]`
+	// Items that are not objects are not in the count of braces that
+	// sizes the list.
+	nulls := "[" + strings.Repeat(`null,`, MaxInputItems) + `{"role":"user","content":"a"}]`
 	for _, body := range []string{
 		`{"model":"m","input":` + items + `}`,
 		`{"model":"m","input":` + items + `,"x":tru}`,
+		`{"model":"m","input":` + nulls + `}`,
+		`{"model":"m","input":` + nulls + `,"x":tru}`,
 	} {
 		checkDecode(t, []byte(body), true)
 	}
+}
+
+// FuzzScanRequest holds DecodeRequest, which decodes a request in the
+// walk that checks it, to encoding/json on any body: the same request,
+// or a failure where encoding/json fails.
+func FuzzScanRequest(f *testing.F) {
+	for _, tc := range requestBodies {
+		if len(tc.body) < 2000 {
+			f.Add([]byte(tc.body))
+		}
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checkDecode(t, body, false)
+	})
 }

@@ -1,138 +1,131 @@
 package responses
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"maps"
 	"reflect"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/loomgate/loom/internal/jsonscan"
 )
 
-// scanner reads JSON text that has already been checked, by encoding/json
-// (an UnmarshalJSON method is only ever handed a complete, valid value) or
-// by the validating scanner of scanRequest (internal/jsonscan). It
-// decodes the hot shapes of a request (the items of a long input) in the
-// same pass that finds their ends, where encoding/json would validate and
-// scan each nested level again for every UnmarshalJSON it calls. Whatever
-// it does not know it leaves to encoding/json, so that every accepted
-// shape and every error stays exactly what encoding/json makes of it.
+// scanner decodes the hot shapes of a request (the items of a long
+// input, function tools) straight from the text, in the same walk that
+// checks it (the validating jsonscan.Scanner): where encoding/json would
+// validate and scan each nested level again for every UnmarshalJSON it
+// calls, and where a request was checked by one walk and decoded by a
+// second. Whatever it does not know it leaves to encoding/json, so that
+// every accepted shape and every error stays exactly what encoding/json
+// makes of it. The text it decodes is valid UTF-8 (its callers check
+// that first): a string without escapes is then its bytes.
 type scanner struct {
-	data []byte
-	pos  int
+	js   *jsonscan.Scanner
+	data []byte // what js reads
+	// blocks, when set, hold the strings, parts and raw values decoded
+	// (a list of items or tools); otherwise each is allocated on its own.
+	blocks *scanBlocks
 }
 
-// next skips white space and returns the next byte (0 at the end).
-func (s *scanner) next() byte {
-	for s.pos < len(s.data) {
-		switch c := s.data[s.pos]; c {
-		case ' ', '\t', '\n', '\r':
-			s.pos++
-		default:
-			return c
-		}
-	}
-	return 0
+// newScanner returns a scanner over data.
+func newScanner(data []byte) *scanner {
+	return &scanner{js: jsonscan.NewScanner(data), data: data}
 }
 
-// value moves past the next value and returns its text.
-func (s *scanner) value() []byte {
-	s.next()
-	start, depth := s.pos, 0
-	for s.pos < len(s.data) {
-		switch s.data[s.pos] {
-		case '"':
-			s.skipString()
-			if depth == 0 {
-				return s.data[start:s.pos]
-			}
-			continue
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 0 {
-				return s.data[start:s.pos]
-			}
-			depth--
-			if depth == 0 {
-				s.pos++
-				return s.data[start:s.pos]
-			}
-		case ',', ':', ' ', '\t', '\n', '\r':
-			if depth == 0 {
-				return s.data[start:s.pos]
-			}
-		}
-		s.pos++
-	}
-	return s.data[start:s.pos]
+// errDeclined stops a walk of the scanner's at a key or value it leaves
+// to encoding/json.
+var errDeclined = errors.New("left to encoding/json")
+
+// next returns the first byte of the next value (0 at the end).
+func (s *scanner) next() byte { return s.js.Peek() }
+
+// value moves past the next value, checking it, and returns its text
+// (null as the text null).
+func (s *scanner) value() ([]byte, bool) {
+	raw, err := rawOrNull(s.js)
+	return raw, err == nil
 }
 
-// skipString moves past the string that starts at pos and reports whether
-// it holds an escape.
-func (s *scanner) skipString() (escaped bool) {
-	s.pos++
-	for s.pos < len(s.data) {
-		switch s.data[s.pos] {
-		case '\\':
-			escaped = true
-			s.pos += 2
-			continue
-		case '"':
-			s.pos++
-			return escaped
-		}
-		s.pos++
-	}
-	return escaped
-}
-
-// str decodes the string at pos; ok is false if the next value is not one.
+// str decodes the string at the scanner; ok is false if the next value
+// is not one, or not a valid one.
 func (s *scanner) str() (string, bool) {
-	if s.next() != '"' {
+	start := s.js.Offset()
+	raw, escaped, err := s.js.RawString()
+	switch {
+	case err != nil:
 		return "", false
+	case !escaped:
+		return s.text(raw), true
 	}
-	start := s.pos
-	if !s.skipString() {
-		return intern(s.data[start+1 : s.pos-1]), true
-	}
-	var v string
-	if json.Unmarshal(s.data[start:s.pos], &v) != nil {
-		return "", false
-	}
-	return v, true
+	s.js.Seek(start)
+	v, err := s.js.String()
+	return v, err == nil
 }
 
-// intern returns the text as a string, without allocating one for the
-// values every item of a long input repeats (its type, role, status and
-// part types) or every tool of a long list (its type).
-func intern(b []byte) string {
-	switch string(b) { // compared without a conversion
-	case ItemMessage:
-		return ItemMessage
-	case "user":
-		return "user"
-	case "assistant":
-		return "assistant"
-	case "system":
-		return "system"
-	case "developer":
-		return "developer"
-	case PartInputText:
-		return PartInputText
-	case PartOutputText:
-		return PartOutputText
-	case StatusCompleted:
-		return StatusCompleted
-	case ItemFunctionCall:
-		return ItemFunctionCall
-	case ItemFunctionCallOutput:
-		return ItemFunctionCallOutput
-	case ItemReasoning:
-		return ItemReasoning
-	case ToolFunction:
-		return ToolFunction
+// text returns b, a string's text without escapes, as a string: one of
+// the values every item or tool repeats (intern), or a copy, in the
+// blocks when the scanner has them.
+func (s *scanner) text(b []byte) string {
+	if v, ok := intern(b); ok {
+		return v
+	}
+	if s.blocks != nil {
+		return s.blocks.string(b)
 	}
 	return string(b)
+}
+
+// rawCopy returns a copy of a raw value's text, in the blocks when the
+// scanner has them.
+func (s *scanner) rawCopy(b []byte) json.RawMessage {
+	if s.blocks != nil {
+		return s.blocks.rawCopy(b)
+	}
+	return append(json.RawMessage(nil), b...)
+}
+
+// partList returns a list of n zero parts, from the blocks when the
+// scanner has them.
+func (s *scanner) partList(n int) []ContentPart {
+	if s.blocks != nil {
+		return s.blocks.partList(n)
+	}
+	return make([]ContentPart, n)
+}
+
+// intern returns the text as a string, without allocating one, when it
+// is one of the values every item of a long input repeats (its type,
+// role, status and part types) or every tool of a long list (its type).
+func intern(b []byte) (string, bool) {
+	switch string(b) { // compared without a conversion
+	case ItemMessage:
+		return ItemMessage, true
+	case "user":
+		return "user", true
+	case "assistant":
+		return "assistant", true
+	case "system":
+		return "system", true
+	case "developer":
+		return "developer", true
+	case PartInputText:
+		return PartInputText, true
+	case PartOutputText:
+		return PartOutputText, true
+	case StatusCompleted:
+		return StatusCompleted, true
+	case ItemFunctionCall:
+		return ItemFunctionCall, true
+	case ItemFunctionCallOutput:
+		return ItemFunctionCallOutput, true
+	case ItemReasoning:
+		return ItemReasoning, true
+	case ToolFunction:
+		return ToolFunction, true
+	}
+	return "", false
 }
 
 // stringField decodes a string into dst as encoding/json does (null
@@ -144,55 +137,28 @@ func (s *scanner) stringField(dst *string) bool {
 		*dst = v
 		return ok
 	case 'n':
-		s.value()
-		return true
+		return s.js.Null()
 	}
 	return false
 }
 
-// object decodes the object at pos, handing each member's key to field,
-// which decodes its value; false (an unknown key, a value of another
-// kind) stops it. The key is the text of the object when it holds no
-// escape (field reads it, as switch string(key) does, without a copy:
-// a string made of each would be one allocation per key per item).
+// object decodes the object at the scanner, handing each member's key to
+// field, which decodes its value; false (an unknown key, a value of
+// another kind, text that is not JSON) stops it. The key is the text
+// between its quotes, escapes as they are: field reads it, as switch
+// string(key) does, without a copy (a string made of each would be one
+// allocation per key per item), and no key of a switch has an escape, so
+// that one with an escape reaches ignored, which declines it.
 func (s *scanner) object(field func(key []byte) bool) bool {
 	if s.next() != '{' {
 		return false
 	}
-	s.pos++
-	for {
-		if s.next() == ',' {
-			s.pos++
-		}
-		if s.next() == '}' {
-			s.pos++
-			return true
-		}
-		key, ok := s.key()
-		if !ok || s.next() != ':' {
-			return false
-		}
-		s.pos++
+	return s.js.Object(func(key []byte) error {
 		if !field(key) {
-			return false
+			return errDeclined
 		}
-	}
-}
-
-// key returns the text of the key at pos, decoded if it holds an escape.
-func (s *scanner) key() ([]byte, bool) {
-	if s.next() != '"' {
-		return nil, false
-	}
-	start := s.pos
-	if !s.skipString() {
-		return s.data[start+1 : s.pos-1], true
-	}
-	var v string
-	if json.Unmarshal(s.data[start:s.pos], &v) != nil {
-		return nil, false
-	}
-	return []byte(v), true
+		return nil
+	}) == nil
 }
 
 // jsonKeys returns the keys encoding/json decodes into a struct of type
@@ -231,28 +197,29 @@ var (
 
 // ignored skips the value of a key that encoding/json would ignore, one
 // that names no field of the type whose keys are known; false for a key
-// that does (in any case) and that the scanner leaves to encoding/json.
+// that does (in any case) and that the scanner leaves to encoding/json,
+// and for a key with an escape (encoding/json matches it unescaped).
 func (s *scanner) ignored(key []byte, known map[string]bool) bool {
 	for i := range len(key) {
-		if key[i] >= utf8.RuneSelf {
+		if key[i] >= utf8.RuneSelf || key[i] == '\\' {
 			return false // encoding/json folds some non-ASCII letters
 		}
 	}
 	if known[strings.ToLower(string(key))] {
 		return false
 	}
-	s.value()
-	return true
+	_, ok := s.value()
+	return ok
 }
 
-// decodeItems decodes a JSON array of input items. Items of the common
-// shapes (messages, function calls and their outputs) are decoded here;
-// any other item, or one with a key or value this scanner does not take,
-// goes to Item.UnmarshalJSON as it is.
 // outputRoom is how many items past the end a decoded input list has room
 // for: a turn's output (reasoning, a message, a call and its result).
 const outputRoom = 8
 
+// decodeItems decodes a JSON array of input items, valid JSON. Items of
+// the common shapes (messages, function calls and their outputs) are
+// decoded here; any other item, or one with a key or value this scanner
+// does not take, goes to Item.UnmarshalJSON as it is.
 func decodeItems(data []byte) ([]Item, error) {
 	if !utf8.Valid(data) {
 		// encoding/json replaces invalid UTF-8; let it.
@@ -260,66 +227,121 @@ func decodeItems(data []byte) ([]Item, error) {
 		err := json.Unmarshal(data, &items)
 		return items, err
 	}
-	s := &scanner{data: data}
-	s.next()
-	s.pos++ // '['
-	// Count first, so that the slice is allocated once at its size: a
-	// long input would otherwise leave a trail of half-sized copies.
-	n := 0
-	for s.next() != ']' && s.pos < len(data) {
-		s.value()
-		n++
-		if s.next() == ',' {
-			s.pos++
-		}
-	}
-	return decodeCountedItems(data, n)
+	return newScanner(data).items()
 }
 
-// decodeCountedItems decodes an array of n input items, valid UTF-8 and
-// checked JSON, as decodeItems does.
-func decodeCountedItems(data []byte, n int) ([]Item, error) {
-	if n > MaxInputItems {
-		// Refused before a single item is built.
-		return nil, tooManyItems(n)
+// items decodes the array of input items at the scanner, in the walk
+// that checks it, into a list allocated once: a long input would
+// otherwise leave a trail of half-sized copies. Its size comes from the
+// braces in the rest of the text (itemsBound, by bytes.Count with vector
+// instructions), which no list of objects can exceed; where that bound
+// is loose enough to waste memory (many braces for few bytes: inside
+// strings, nested values), the items are counted first by a walk that
+// checks them. A limit is refused before a single item is built.
+func (s *scanner) items() ([]Item, error) {
+	s.next() // the bound counts from the '['
+	start := s.js.Offset()
+	rest := s.data[start:]
+	n := itemsBound(rest)
+	if n > len(rest)/itemBytesPerBrace || n > MaxInputItems {
+		_, count, err := s.js.RawArray()
+		if err != nil {
+			return nil, errNotScanned
+		}
+		if count > MaxInputItems {
+			return nil, tooManyItems(count)
+		}
+		n = count
+		s.js.Seek(start)
 	}
 	// The room past the end is for the response's output: a server runs
 	// the conversation on the input it decoded and appends the model's
 	// items to it, which would otherwise copy the whole input.
-	items := make([]Item, n, n+outputRoom)
-	err := decodeElements(data, items,
+	items := make([]Item, 0, n+outputRoom)
+	items, err := decodeElements(s, items, MaxInputItems,
 		func(s *scanner, it *Item, _ int) bool { return s.item(it) },
 		(*Item).decodeFields)
-	if err != nil {
-		return nil, err
+	if err == errTooMany {
+		s.js.Seek(start)
+		_, count, err := s.js.RawArray()
+		if err != nil {
+			return nil, errNotScanned
+		}
+		return nil, tooManyItems(count)
 	}
-	return items, nil
+	return items, err
 }
 
-// decodeElements decodes the elements of the checked JSON array in
-// data into list, which has one per element: each by fast from the
-// scanner at its start, or, where fast declines, by slow from its text
-// into a zero value.
-func decodeElements[T any](data []byte, list []T, fast func(s *scanner, v *T, i int) bool, slow func(v *T, raw []byte) error) error {
-	s := &scanner{data: data}
-	s.next()
-	s.pos++ // '['
-	for i := range list {
-		if s.next() == ',' {
-			s.pos++
+// itemsBound returns at least the number of objects in the array that
+// starts rest: its '{' less those that open the first element of an
+// array other than this one ("[{", a message's first content part, a
+// tools list), which are not its elements either. ('[' is rare enough in
+// JSON for bytes.Count of "[{" to cost little.)
+func itemsBound(rest []byte) int {
+	n := bytes.Count(rest, []byte{'{'}) - bytes.Count(rest, []byte("[{"))
+	if bytes.HasPrefix(rest, []byte("[{")) {
+		n++ // the first element of this array
+	}
+	return n
+}
+
+// itemBytesPerBrace is the fewest bytes of text per '{' for which items
+// sizes the list by the braces: at most one unused Item per 32 bytes of
+// text.
+const itemBytesPerBrace = 32
+
+// errTooMany says that a list has more elements than decodeElements was
+// told to take.
+var errTooMany = errors.New("too many elements")
+
+// decodeElements decodes the elements of the array at the scanner,
+// checking it, appended to list (whose room past its length is zero), at
+// most limit of them (errTooMany): each by fast from the scanner at its
+// start, or, where fast declines, by slow from its text into a zero
+// value. What fast decodes is cut from shared blocks. Text that is not
+// JSON is errNotScanned, for encoding/json to report.
+func decodeElements[T any](s *scanner, list []T, limit int, fast func(s *scanner, v *T, i int) bool, slow func(v *T, raw []byte) error) ([]T, error) {
+	if s.next() != '[' {
+		return nil, errNotScanned
+	}
+	s.blocks = newScanBlocks(cap(list))
+	var zero T
+	var failed error
+	err := s.js.Array(func() error {
+		i := len(list)
+		if i == limit {
+			return errTooMany
 		}
-		start := s.pos
+		if i < cap(list) {
+			list = list[:i+1] // zero: the list's room was never written
+		} else {
+			list = append(list, zero)
+		}
+		start := s.js.Offset()
 		if fast(s, &list[i], i) {
-			continue
+			return nil
 		}
-		s.pos = start
-		var zero T
+		s.js.Seek(start)
 		list[i] = zero
-		if err := slow(&list[i], s.value()); err != nil {
+		raw, err := rawOrNull(s.js)
+		if err != nil {
 			return err
 		}
+		if err := slow(&list[i], raw); err != nil {
+			failed = err
+			return err
+		}
+		return nil
+	})
+	switch {
+	case failed != nil:
+		return nil, failed
+	case err == errTooMany:
+		return nil, err
+	case err != nil:
+		return nil, errNotScanned
 	}
-	return nil
+	return list, nil
 }
 
 // item decodes one input item of a common shape; false leaves it to
@@ -346,8 +368,9 @@ func (s *scanner) item(it *Item) bool {
 		case "arguments":
 			return s.stringField(&it.EditCall().Arguments)
 		case "output":
-			it.EditCall().Output = append(json.RawMessage(nil), s.value()...)
-			return true
+			raw, ok := s.value()
+			it.EditCall().Output = s.rawCopy(raw)
+			return ok
 		case "content":
 			var ok bool
 			text, isText, ok = s.content(it)
@@ -355,10 +378,12 @@ func (s *scanner) item(it *Item) bool {
 		}
 		return s.ignored(key, itemKeys)
 	})
-	if ok && isText {
-		it.normalise(&text)
-	} else if ok {
+	if ok {
 		it.normalise(nil)
+		if isText {
+			it.Content = s.partList(1)
+			it.Content[0] = textPart(it.Role, text)
+		}
 	}
 	return ok
 }
@@ -373,25 +398,17 @@ func (s *scanner) content(it *Item) (text string, isText, ok bool) {
 		text, ok = s.str()
 		return text, true, ok
 	case 'n':
-		s.value()
 		it.Content = nil
-		return "", false, true
+		return "", false, s.js.Null()
 	case '[':
 	default:
 		return "", false, false
 	}
-	s.pos++
-	parts := make([]ContentPart, 0, 1)
-	for {
-		switch s.next() {
-		case ',':
-			s.pos++
-			continue
-		case ']':
-			s.pos++
-			it.Content = parts
-			return "", false, true
-		}
+	// The parts are decoded here, then copied into a list of their
+	// number (from the blocks).
+	var decoded [4]ContentPart
+	parts := decoded[:0]
+	err := s.js.Array(func() error {
 		var p ContentPart
 		ok := s.object(func(key []byte) bool {
 			switch string(key) {
@@ -405,10 +422,17 @@ func (s *scanner) content(it *Item) (text string, isText, ok bool) {
 			return s.ignored(key, partKeys)
 		})
 		if !ok {
-			return "", false, false
+			return errDeclined
 		}
 		parts = append(parts, p)
+		return nil
+	})
+	if err != nil {
+		return "", false, false
 	}
+	it.Content = s.partList(len(parts))
+	copy(it.Content, parts)
+	return "", false, true
 }
 
 // emptyArray decodes [] as encoding/json does (an empty, non-nil slice);
@@ -417,11 +441,9 @@ func (s *scanner) emptyArray(dst *[]json.RawMessage) bool {
 	if s.next() != '[' {
 		return false
 	}
-	s.pos++
-	if s.next() != ']' {
+	if s.js.Array(func() error { return errDeclined }) != nil {
 		return false
 	}
-	s.pos++
 	*dst = []json.RawMessage{}
 	return true
 }
@@ -432,19 +454,19 @@ func (s *scanner) function(t *Tool) bool {
 	if !utf8.Valid(s.data) {
 		return false
 	}
-	return s.functionAt(t, new(functionValues))
+	return s.functionAt(t, new(functionValues)) && s.js.End() == nil
 }
 
 // functionValues holds what a decoded function tool points at: its
 // description and strict flag. A list of tools takes them from one
-// block (decodeCountedTools), not two allocations per tool.
+// block (tools), not two allocations per tool.
 type functionValues struct {
 	description string
 	strict      bool
 }
 
-// functionAt decodes the function tool at pos, of valid UTF-8, as
-// function does, its pointers into v.
+// functionAt decodes the function tool at the scanner as function does,
+// its pointers into v.
 func (s *scanner) functionAt(t *Tool, v *functionValues) bool {
 	ok := s.object(func(key []byte) bool {
 		var ok bool
@@ -456,8 +478,9 @@ func (s *scanner) functionAt(t *Tool, v *functionValues) bool {
 		case "description":
 			t.Description, ok = s.optionalString(&v.description)
 		case "parameters":
-			t.Parameters = append(json.RawMessage(nil), s.value()...)
-			ok = true
+			var raw []byte
+			raw, ok = s.value()
+			t.Parameters = s.rawCopy(raw)
 		case "strict":
 			t.Strict, ok = s.optionalBool(&v.strict)
 		default:
@@ -472,8 +495,7 @@ func (s *scanner) functionAt(t *Tool, v *functionValues) bool {
 // into nil, as encoding/json does.
 func (s *scanner) optionalString(into *string) (*string, bool) {
 	if s.next() == 'n' {
-		s.value()
-		return nil, true
+		return nil, s.js.Null()
 	}
 	v, ok := s.str()
 	*into = v
@@ -483,67 +505,31 @@ func (s *scanner) optionalString(into *string) (*string, bool) {
 // optionalBool decodes true or false into *into and returns into, or
 // null into nil.
 func (s *scanner) optionalBool(into *bool) (*bool, bool) {
-	switch string(s.value()) {
-	case "true":
-		*into = true
-		return into, true
-	case "false":
-		*into = false
-		return into, true
-	case "null":
-		return nil, true
+	switch s.next() {
+	case 'n':
+		return nil, s.js.Null()
+	case 't', 'f':
+		v, err := s.js.Bool()
+		*into = v
+		return into, err == nil
 	}
 	return nil, false
 }
 
-// decodeCountedTools decodes an array of n tools, valid UTF-8 and
-// checked JSON: function tools of the usual shape here, any other as
+// tools decodes the array of tools at the scanner, in the walk that
+// checks it: function tools of the usual shape here, any other as
 // Tool.UnmarshalJSON decodes it. An element that is not an object is
-// errNotScanned, for encoding/json to refuse.
-func decodeCountedTools(data []byte, n int) ([]Tool, error) {
-	tools := make([]Tool, n)
-	values := make([]functionValues, n)
-	err := decodeElements(data, tools,
-		func(s *scanner, t *Tool, i int) bool { return s.functionAt(t, &values[i]) },
+// errNotScanned, for encoding/json to refuse. The list grows as it is
+// decoded: nothing cheap bounds its length closely (bytes.Count of a key
+// was a tenth of the decode; the count of braces is several times the
+// tools, each brace a Tool of room).
+func (s *scanner) tools() ([]Tool, error) {
+	return decodeElements(s, make([]Tool, 0, 8), -1,
+		func(s *scanner, t *Tool, _ int) bool { return s.functionAt(t, s.blocks.functionValues()) },
 		func(t *Tool, raw []byte) error {
 			if raw[0] != '{' {
 				return errNotScanned
 			}
 			return t.UnmarshalJSON(raw)
 		})
-	if err != nil {
-		return nil, err
-	}
-	return tools, nil
-}
-
-// depth returns how deeply the value at pos nests objects and arrays (0
-// for a scalar) and moves past it.
-func (s *scanner) depth() int {
-	if c := s.next(); c != '{' && c != '[' {
-		s.value()
-		return 0
-	}
-	depth, deepest := 0, 0
-	for s.pos < len(s.data) {
-		switch s.data[s.pos] {
-		case '"':
-			s.skipString()
-			if depth == 0 {
-				return deepest
-			}
-			continue
-		case '{', '[':
-			depth++
-			deepest = max(deepest, depth)
-		case '}', ']':
-			depth--
-			if depth <= 0 {
-				s.pos++
-				return deepest
-			}
-		}
-		s.pos++
-	}
-	return deepest
 }

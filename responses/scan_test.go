@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -93,6 +94,32 @@ func TestDecodeItemsMatchesEncodingJSON(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s:\n got %#v\nwant %#v", in, got, want)
 		}
+	}
+}
+
+// itemsBound, which sizes a decoded list, is never less than the number
+// of objects in it: braces in strings, in nested arrays, after the
+// array, with and without white space.
+func TestItemsBound(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		objects int
+	}{
+		{`[]`, 0}, {`[{}]`, 1}, {` [ {} , {} ]`, 2}, {`[{},{},{}]`, 3}, {`[null,{}]`, 1},
+		{`[{"a":"[{"}]`, 1}, {`[{"a":"[{[{[{"},{"b":"{{"}]`, 2},
+		{`[{"content":[{"x":1},{"y":2}]},{"content":[ {"z":[{}]}]}]`, 2},
+		{`[{"a":1}],"tools":[{"type":"function","parameters":{"properties":{"p":{}}}}]}`, 1},
+		{string(historyBody(20))[strings.Index(string(historyBody(20)), "["):], 21},
+	} {
+		if n := itemsBound([]byte(tc.in)); n < tc.objects {
+			t.Errorf("%s: bound %d, %d objects", tc.in, n, tc.objects)
+		}
+	}
+	// The history of the benchmark: one message part per assistant item,
+	// a bound with no room to spare.
+	body := historyBody(1000)
+	if n := itemsBound(body[bytes.IndexByte(body, '['):]); n != 1001 {
+		t.Errorf("history of 1001 items: bound %d", n)
 	}
 }
 
@@ -214,6 +241,9 @@ func FuzzDecodeItems(f *testing.F) {
 			return // UnmarshalJSON is only handed valid JSON; Input only arrays
 		}
 		want, wantErr := referenceItems(data)
+		if n := itemsBound(bytes.TrimSpace(data)); wantErr == nil && n < len(want) {
+			t.Fatalf("%s: bound %d, %d items", data, n, len(want))
+		}
 		got, gotErr := decodeItems(data)
 		if (wantErr == nil) != (gotErr == nil) {
 			t.Fatalf("%s: error %v, encoding/json says %v", data, gotErr, wantErr)
@@ -241,4 +271,33 @@ func FuzzToolDecode(f *testing.F) {
 			t.Fatalf("%s: got %#v (%v), want %#v (%v)", data, got, gotErr, want, wantErr)
 		}
 	})
+}
+
+// The scanner finds a string's end by its quotes: a quote after an odd
+// run of backslashes is part of the string, after an even one it ends
+// it, at every position of texts that cross the 8-byte words, in texts
+// and in keys and values the items' decoder skips.
+func TestDecodeItemsStringEnds(t *testing.T) {
+	for _, special := range []string{`\"`, `\\`, `\\\"`, `\\\\`, `\\\\\"`, `\"\"`, `\\"\\`, `]`, `}`, `,`, `\u0022`, `\\u0022`, `é`} {
+		for n := range 18 {
+			for pos := range n + 1 {
+				text := bytes.Repeat([]byte("x"), n)
+				text = append(text[:pos:pos], append([]byte(special), text[pos:]...)...)
+				for _, in := range []string{
+					fmt.Sprintf(`[{"role":"user","content":"%s"}]`, text),
+					fmt.Sprintf(`[{"role":"user","content":[{"type":"input_text","text":"%s"}],"extra":"%s"}]`, text, text),
+					fmt.Sprintf(`[{"role":"user","x%s":{"%s":["%s"]},"content":"a"}]`, text, text, text),
+				} {
+					if !json.Valid([]byte(in)) {
+						continue // an unescaped quote in the text
+					}
+					want, wantErr := referenceItems([]byte(in))
+					got, gotErr := decodeItems([]byte(in))
+					if (wantErr == nil) != (gotErr == nil) || wantErr == nil && !reflect.DeepEqual(got, want) {
+						t.Fatalf("%s:\n got %#v (%v)\nwant %#v (%v)", in, got, gotErr, want, wantErr)
+					}
+				}
+			}
+		}
+	}
 }

@@ -1,8 +1,10 @@
 package jsonscan
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -19,16 +21,15 @@ import (
 // key, which must consume that key's value (with String, Int, Object,
 // Array, Null or Skip); End reports whether anything follows the value.
 type Scanner struct {
-	b     []byte
-	i     int
-	depth int // of the values Skip is inside
+	b []byte
+	i int
 }
 
 // NewScanner returns a Scanner over one JSON value.
 func NewScanner(b []byte) *Scanner { return &Scanner{b: b} }
 
 // Reset starts the Scanner over b, so one Scanner serves every chunk.
-func (s *Scanner) Reset(b []byte) { s.b, s.i, s.depth = b, 0, 0 }
+func (s *Scanner) Reset(b []byte) { s.b, s.i = b, 0 }
 
 var errUnexpectedEnd = errors.New("unexpected end of JSON input")
 
@@ -40,6 +41,10 @@ func (s *Scanner) syntax(what string) error {
 }
 
 func (s *Scanner) space() {
+	// Most bodies are compact: the next byte is the token itself.
+	if s.i < len(s.b) && s.b[s.i] > ' ' {
+		return
+	}
 	for s.i < len(s.b) {
 		switch s.b[s.i] {
 		case ' ', '\t', '\n', '\r':
@@ -62,7 +67,8 @@ func (s *Scanner) peek() byte {
 
 // End checks that nothing but white space follows the value read.
 func (s *Scanner) End() error {
-	if s.peek() != 0 {
+	// Not peek() != 0: peek returns 0 for a NUL byte too.
+	if s.space(); s.i < len(s.b) {
 		return s.syntax("after the top-level value")
 	}
 	return nil
@@ -95,10 +101,11 @@ func (s *Scanner) Object(key func(k []byte) error) error {
 		if s.peek() != '"' {
 			return s.syntax("looking for an object key")
 		}
-		k, err := s.rawString()
-		if err != nil {
+		start := s.i + 1
+		if _, err := s.stringBody(); err != nil {
 			return err
 		}
+		k := s.b[start : s.i-1]
 		if s.peek() != ':' {
 			return s.syntax("after an object key")
 		}
@@ -156,47 +163,69 @@ func (s *Scanner) String() (string, error) {
 	if s.peek() != '"' {
 		return "", s.syntax("looking for a string")
 	}
-	start := s.i + 1
-	raw, err := s.rawString()
+	raw, escaped, err := s.RawString()
 	if err != nil {
 		return "", err
 	}
-	if len(raw) == 0 {
-		return "", nil
-	}
-	// rawString stops at the closing quote without unescaping; most
-	// tokens hold no escape and are valid UTF-8, and are copied once.
-	for _, c := range raw {
-		if c == '\\' || c >= utf8.RuneSelf {
-			return unquote(s.b[start : start+len(raw)])
-		}
+	// RawString stops at the closing quote without unescaping; most
+	// tokens hold no escape and are valid UTF-8 (for which unquote would
+	// change nothing), and are copied once.
+	if escaped || !utf8.Valid(raw) {
+		return unquote(raw)
 	}
 	return string(raw), nil
 }
 
-// rawString consumes a string and returns its bytes between the quotes,
-// escapes left as they are.
-func (s *Scanner) rawString() ([]byte, error) {
-	s.i++ // the opening quote
-	start := s.i
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		switch {
-		case c == '"':
-			s.i++
-			return s.b[start : s.i-1], nil
-		case c == '\\':
-			if err := s.escape(); err != nil {
-				return nil, err
+// RawString consumes a string, checking it, and returns its bytes
+// between the quotes, escapes left as they are, and whether it holds
+// any. The bytes are the input's: a caller that keeps them copies them.
+func (s *Scanner) RawString() (raw []byte, escaped bool, err error) {
+	if s.peek() != '"' {
+		return nil, false, s.syntax("looking for a string")
+	}
+	start := s.i + 1
+	if escaped, err = s.stringBody(); err != nil {
+		return nil, false, err
+	}
+	return s.b[start : s.i-1], escaped, nil
+}
+
+// stringBody consumes the string whose opening quote is at i, checking
+// it, and reports whether it holds an escape.
+func (s *Scanner) stringBody() (escaped bool, err error) {
+	i := s.i + 1
+	for {
+		// Most strings (keys, values of a few words) end in their first
+		// 8 bytes, which are checked here without a call.
+		if i+8 <= len(s.b) {
+			if m := specialBytes(binary.LittleEndian.Uint64(s.b[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) / 8
+			} else {
+				i = plainRun(s.b, i+8)
 			}
-		case c < 0x20:
-			return nil, s.syntax("in a string")
+		} else {
+			i = plainRun(s.b, i)
+		}
+		if i >= len(s.b) {
+			s.i = len(s.b)
+			return escaped, errUnexpectedEnd
+		}
+		switch s.b[i] {
+		case '"':
+			s.i = i + 1
+			return escaped, nil
+		case '\\':
+			escaped = true
+			s.i = i
+			if err := s.escape(); err != nil {
+				return escaped, err
+			}
+			i = s.i
 		default:
-			s.i++
+			s.i = i
+			return escaped, s.syntax("in a string")
 		}
 	}
-	s.i = len(s.b)
-	return nil, errUnexpectedEnd
 }
 
 // escape checks the escape at i (a backslash) and moves past it.
@@ -365,30 +394,119 @@ const MaxDepth = 10000
 
 // Skip consumes any value, checking it.
 func (s *Scanner) Skip() error {
-	switch c := s.peek(); c {
-	case '{', '[':
-		if s.depth++; s.depth > MaxDepth {
-			return fmt.Errorf("exceeded max depth at offset %d", s.i)
-		}
-		defer func() { s.depth-- }()
-		if c == '[' {
-			return s.Array(s.Skip)
-		}
-		return s.Object(func([]byte) error { return s.Skip() })
-	case '"':
-		_, err := s.rawString()
-		return err
-	case 't', 'f', 'n':
-		for _, lit := range [...]string{"true", "false", "null"} {
-			if len(s.b)-s.i >= len(lit) && string(s.b[s.i:s.i+len(lit)]) == lit {
-				s.i += len(lit)
-				return nil
+	_, err := s.SkipDepth()
+	return err
+}
+
+// SkipDepth consumes any value, checking it, and returns how deeply it
+// nests objects and arrays (0 for a scalar, 1 for [1]).
+//
+// It walks nested values in a loop, not by recursion through Object and
+// Array: skipping is most of the work of checking a long input, and a
+// closure call per value was a large part of that.
+func (s *Scanner) SkipDepth() (deepest int, err error) {
+	// Bit d of inObject says whether the container at depth d is an
+	// object; 256 levels fit without an allocation.
+	var words [4]uint64
+	inObject := words[:]
+	depth := 0
+	for {
+		// A value starts here.
+		switch c := s.peek(); c {
+		case '{', '[':
+			if depth >= MaxDepth {
+				return deepest, fmt.Errorf("exceeded max depth at offset %d", s.i)
+			}
+			if depth/64 == len(inObject) {
+				inObject = append(inObject, make([]uint64, len(inObject))...)
+			}
+			deepest = max(deepest, depth+1)
+			bit := uint64(1) << (depth % 64)
+			inObject[depth/64] &^= bit
+			s.i++
+			if c == '{' {
+				inObject[depth/64] |= bit
+				if s.peek() == '}' {
+					s.i++
+					break
+				}
+				depth++
+				if err := s.objectKey(); err != nil {
+					return deepest, err
+				}
+				continue
+			}
+			if s.peek() == ']' {
+				s.i++
+				break
+			}
+			depth++
+			continue
+		case '"':
+			if _, err := s.stringBody(); err != nil {
+				return deepest, err
+			}
+		case 't', 'f', 'n':
+			if err := s.literal(); err != nil {
+				return deepest, err
+			}
+		default:
+			if err := s.number(); err != nil {
+				return deepest, err
 			}
 		}
-		return s.syntax("looking for a value")
-	default:
-		return s.number()
+		// A value ended: what follows it closes its containers or
+		// starts the next value.
+		for next := false; !next; {
+			if depth == 0 {
+				return deepest, nil
+			}
+			object := inObject[(depth-1)/64]&(uint64(1)<<((depth-1)%64)) != 0
+			switch c := s.peek(); {
+			case c == ',':
+				s.i++
+				if object {
+					if err := s.objectKey(); err != nil {
+						return deepest, err
+					}
+				}
+				next = true
+			case object && c == '}', !object && c == ']':
+				s.i++
+				depth--
+			case object:
+				return deepest, s.syntax("after an object value")
+			default:
+				return deepest, s.syntax("after an array element")
+			}
+		}
 	}
+}
+
+// objectKey consumes an object key and the colon after it.
+func (s *Scanner) objectKey() error {
+	if s.peek() != '"' {
+		return s.syntax("looking for an object key")
+	}
+	if _, err := s.stringBody(); err != nil {
+		return err
+	}
+	if s.peek() != ':' {
+		return s.syntax("after an object key")
+	}
+	s.i++
+	return nil
+}
+
+// literal consumes true, false or null.
+func (s *Scanner) literal() error {
+	for _, lit := range [...]string{"true", "false", "null"} {
+		if len(s.b)-s.i >= len(lit) && string(s.b[s.i:s.i+len(lit)]) == lit {
+			s.i += len(lit)
+			return nil
+		}
+	}
+	return s.syntax("looking for a value")
 }
 
 // Raw consumes any value and returns its bytes; a null gives nil.
@@ -402,6 +520,13 @@ func (s *Scanner) Raw() ([]byte, error) {
 	}
 	return s.b[start:s.i], nil
 }
+
+// Offset returns how many bytes of the input the Scanner has consumed.
+func (s *Scanner) Offset() int { return s.i }
+
+// Seek moves the Scanner back (or on) to an offset Offset returned, so
+// that a caller can read a value again another way.
+func (s *Scanner) Seek(offset int) { s.i = offset }
 
 // Peek returns the first byte of the next value ('{', '[', '"', 't',
 // 'f', 'n', a digit or '-'), after white space; 0 at the end of the

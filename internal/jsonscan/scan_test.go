@@ -35,7 +35,7 @@ func TestScannerRejectsWhatEncodingJSONRejects(t *testing.T) {
 	for _, in := range []string{
 		`{not json`, `{"a":1`, `{"a" 1}`, `{"a":1,}`, `{"skip":[1,2,}`, `{"skip":{"x":tru}}`,
 		`{"skip":"ctl` + "\x01" + `"}`, `{"skip":-}`, `{"skip":1.}`, `{"skip":1e}`, `{"s":"\q"}`,
-		`{"s":"\u12"}`, `{"n":1.5}`, `{"a":1} x`, ``, `[`,
+		`{"s":"\u12"}`, `{"n":1.5}`, `{"a":1} x`, "{\"a\":1}\x00", ``, `[`,
 		`{"skip":"\q"}`, `{"skip":"\u12"}`, `{"skip":"\u12x4"}`, `{"skip":"\`, `{"skip":01}`, `{"skip":-01}`, `{"skip":-}`,
 		`{"skip":00}`, `{"skip":1.5.1}`, `{"skip":+1}`, `{"skip":.5}`, `{"skip":nul}`, `{"skip":True}`,
 		`{"skip":` + strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1) + `}`,
@@ -141,5 +141,51 @@ func TestScannerRawArray(t *testing.T) {
 		if err != nil || n != tc.n || string(raw) != strings.TrimSpace(tc.in) {
 			t.Errorf("%s: %q, %d, %v; want %d elements", tc.in, raw, n, err, tc.n)
 		}
+	}
+}
+
+// TestScannerSkipDepth reports how deeply a value nests, and checks it
+// as Skip does.
+func TestScannerSkipDepth(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		depth int
+		fail  bool
+	}{
+		{`1`, 0, false}, {`"x"`, 0, false}, {`{}`, 1, false}, {`[]`, 1, false}, {`[1]`, 1, false},
+		{`{"a":[{"b":{}}],"c":[]}`, 4, false}, {`[[],[[]],{}]`, 3, false},
+		{`[[1,]]`, 0, true}, {`{"a":}`, 0, true},
+	} {
+		s := NewScanner([]byte(tc.in))
+		d, err := s.SkipDepth()
+		if err == nil {
+			err = s.End()
+		}
+		if tc.fail != (err != nil) || !tc.fail && d != tc.depth {
+			t.Errorf("%s: depth %d, %v; want %d (fail %v)", tc.in, d, err, tc.depth, tc.fail)
+		}
+	}
+}
+
+// TestScannerRawStringAndSeek: RawString returns a string's text as
+// sent and whether it holds an escape; Seek goes back to read it again.
+func TestScannerRawStringAndSeek(t *testing.T) {
+	s := NewScanner([]byte(` "plain" , "a\"b" `))
+	raw, escaped, err := s.RawString()
+	if err != nil || string(raw) != "plain" || escaped {
+		t.Fatalf("%q %v %v", raw, escaped, err)
+	}
+	s.Seek(s.Offset() + 2) // past the comma and the space
+	at := s.Offset()
+	raw, escaped, err = s.RawString()
+	if err != nil || string(raw) != `a\"b` || !escaped {
+		t.Fatalf("%q %v %v", raw, escaped, err)
+	}
+	s.Seek(at)
+	if v, err := s.String(); err != nil || v != `a"b` || s.End() != nil {
+		t.Fatalf("again: %q %v", v, err)
+	}
+	if _, _, err := NewScanner([]byte(`5`)).RawString(); err == nil {
+		t.Error("a number read as a string")
 	}
 }
