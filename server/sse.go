@@ -58,7 +58,11 @@ func newSSEWriter(w http.ResponseWriter, d responses.Dialect, keepAlive time.Dur
 		dialect: d,
 		every:   keepAlive,
 	}
+	// tick reads s.timer under mu; it may fire before AfterFunc has
+	// returned when the interval is short.
+	s.mu.Lock()
 	s.timer = time.AfterFunc(keepAlive, s.tick)
+	s.mu.Unlock()
 	return s
 }
 
