@@ -61,7 +61,11 @@ import (
 //	go test ./integration -run '^$' -bench StreamMemory -benchtime 1x -count 3
 //
 // With STREAMMEM_HEAPPROFILE=<file> set, a heap profile (inuse_space) is
-// written while the streams through loom are idle and open.
+// written while the streams through loom are idle and open, and another,
+// <file>.direct, while the direct streams are: loom's share by allocation
+// site is then
+//
+//	go tool pprof -sample_index=inuse_space -diff_base <file>.direct <file>
 func BenchmarkStreamMemory(b *testing.B) {
 	h := newHarness(b, &harnessOptions{SkipSchema: true})
 	// loom as a client sees it: without the harness's capture wrapper,
@@ -110,8 +114,13 @@ func BenchmarkStreamMemory(b *testing.B) {
 	var sum streamMemSums
 	b.ResetTimer()
 	for range b.N {
-		direct := measureIdleStreams(b, h, client, directTarget, "")
-		open := measureIdleStreams(b, h, client, loomTarget, os.Getenv("STREAMMEM_HEAPPROFILE"))
+		profile := os.Getenv("STREAMMEM_HEAPPROFILE")
+		directProfile := ""
+		if profile != "" {
+			directProfile = profile + ".direct"
+		}
+		direct := measureIdleStreams(b, h, client, directTarget, directProfile)
+		open := measureIdleStreams(b, h, client, loomTarget, profile)
 		sum.add(direct, open)
 	}
 	b.StopTimer()
