@@ -5,8 +5,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -38,7 +41,10 @@ import (
 //
 // which assumes that the client costs the same per connection in both
 // cases and that the upstream costs the same whether loom or the
-// benchmark's client calls it. The upstream also keeps a record of every
+// benchmark's client calls it. The same streams through a bare
+// httputil.ReverseProxy hop (pooled transport, as in the latency
+// benchmarks) give the proxy's share the same way, side by side: what one
+// HTTP/1.1 hop on net/http costs before anything of loom's. The upstream also keeps a record of every
 // request (body, headers, decoded body) until reset; that part is measured
 // on its own (mock-records-bytes/stream) and left out of both sides.
 //
@@ -54,6 +60,10 @@ import (
 //	loom-heap-bytes/stream   of which heap
 //	loom-stack-bytes/stream  of which stacks
 //	loom-goroutines/stream
+//	proxy-bytes/stream       the proxy's share (heap + stacks), like loom's
+//	proxy-heap-bytes/stream  of which heap
+//	proxy-stack-bytes/stream of which stacks
+//	proxy-goroutines/stream
 //	mock-records-bytes/stream the upstream's request records (excluded)
 //
 // Run it with:
@@ -93,6 +103,21 @@ func BenchmarkStreamMemory(b *testing.B) {
 		// The upstream's second data line is its first piece of text.
 		reached: func(_ string, n int) bool { return n == 2 },
 	}
+	mockRoot, err := url.Parse(strings.TrimSuffix(h.MockURL, "/v1"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(mockRoot)
+	proxyTransport := pooledTransport()
+	rp.Transport = proxyTransport
+	// Closing the idle streams is the benchmark's doing: the proxy's
+	// complaint about each cut copy is noise here.
+	rp.ErrorLog = log.New(io.Discard, "", 0)
+	proxy := httptest.NewServer(rp)
+	b.Cleanup(proxy.Close)
+	b.Cleanup(proxyTransport.CloseIdleConnections)
+	proxyTarget := directTarget
+	proxyTarget.name, proxyTarget.url = "proxy", proxy.URL+"/v1/chat/completions"
 
 	transport := &http.Transport{MaxIdleConnsPerHost: 8}
 	b.Cleanup(transport.CloseIdleConnections)
@@ -101,7 +126,7 @@ func BenchmarkStreamMemory(b *testing.B) {
 	// Warm up: one whole answer through each path, so that lazily built
 	// state (prepared statements, JSON encoders' caches, pools) is in the
 	// baseline rather than charged to the streams.
-	for _, t := range []streamMemTarget{directTarget, loomTarget} {
+	for _, t := range []streamMemTarget{directTarget, loomTarget, proxyTarget} {
 		warm := t
 		warm.body = strings.Replace(t.body, `\n#stall 2`, "", 1)
 		if err := warm.readAll(client); err != nil {
@@ -110,6 +135,7 @@ func BenchmarkStreamMemory(b *testing.B) {
 	}
 	transport.CloseIdleConnections()
 	h.Upstream.CloseIdleConnections()
+	proxyTransport.CloseIdleConnections()
 
 	var sum streamMemSums
 	b.ResetTimer()
@@ -121,7 +147,8 @@ func BenchmarkStreamMemory(b *testing.B) {
 		}
 		direct := measureIdleStreams(b, h, client, directTarget, directProfile)
 		open := measureIdleStreams(b, h, client, loomTarget, profile)
-		sum.add(direct, open)
+		proxied := measureIdleStreams(b, h, client, proxyTarget, "")
+		sum.add(direct, open, proxied)
 	}
 	b.StopTimer()
 	sum.report(b)
@@ -347,20 +374,22 @@ func measureIdleStreams(b *testing.B, h *harness, client *http.Client, t streamM
 
 // streamMemSums adds up the measurements of all iterations.
 type streamMemSums struct {
-	n            int
-	direct, loom idleResult
+	n                   int
+	direct, loom, proxy idleResult
 }
 
-func (s *streamMemSums) add(direct, loom idleResult) {
+func (s *streamMemSums) add(direct, loom, proxy idleResult) {
 	s.n++
-	s.direct.heap += direct.heap
-	s.direct.stack += direct.stack
-	s.direct.goroutines += direct.goroutines
-	s.direct.records += direct.records
-	s.loom.heap += loom.heap
-	s.loom.stack += loom.stack
-	s.loom.goroutines += loom.goroutines
-	s.loom.records += loom.records
+	s.direct.addUp(direct)
+	s.loom.addUp(loom)
+	s.proxy.addUp(proxy)
+}
+
+func (r *idleResult) addUp(o idleResult) {
+	r.heap += o.heap
+	r.stack += o.stack
+	r.goroutines += o.goroutines
+	r.records += o.records
 }
 
 func (s *streamMemSums) report(b *testing.B) {
@@ -368,7 +397,7 @@ func (s *streamMemSums) report(b *testing.B) {
 		return
 	}
 	n := float64(s.n)
-	d, l := s.direct, s.loom
+	d, l, p := s.direct, s.loom, s.proxy
 	b.ReportMetric((l.heap+l.stack)/n, "bytes/stream")
 	b.ReportMetric(l.heap/n, "heap-bytes/stream")
 	b.ReportMetric(l.stack/n, "stack-bytes/stream")
@@ -379,5 +408,9 @@ func (s *streamMemSums) report(b *testing.B) {
 	b.ReportMetric((l.heap-d.heap)/n, "loom-heap-bytes/stream")
 	b.ReportMetric((l.stack-d.stack)/n, "loom-stack-bytes/stream")
 	b.ReportMetric((l.goroutines-d.goroutines)/n, "loom-goroutines/stream")
+	b.ReportMetric((p.heap+p.stack-d.heap-d.stack)/n, "proxy-bytes/stream")
+	b.ReportMetric((p.heap-d.heap)/n, "proxy-heap-bytes/stream")
+	b.ReportMetric((p.stack-d.stack)/n, "proxy-stack-bytes/stream")
+	b.ReportMetric((p.goroutines-d.goroutines)/n, "proxy-goroutines/stream")
 	b.ReportMetric(l.records/n, "mock-records-bytes/stream")
 }
