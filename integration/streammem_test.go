@@ -72,8 +72,8 @@ import (
 //
 // With STREAMMEM_HEAPPROFILE=<file> set, a heap profile (inuse_space) is
 // written while the streams through loom are idle and open, and another,
-// <file>.direct, while the direct streams are: loom's share by allocation
-// site is then
+// <file>.direct, while the direct streams are (and <file>.proxy for the
+// proxy's): loom's share by allocation site is then
 //
 //	go tool pprof -sample_index=inuse_space -diff_base <file>.direct <file>
 func BenchmarkStreamMemory(b *testing.B) {
@@ -141,13 +141,16 @@ func BenchmarkStreamMemory(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		profile := os.Getenv("STREAMMEM_HEAPPROFILE")
-		directProfile := ""
+		directProfile, proxyProfile := "", ""
 		if profile != "" {
-			directProfile = profile + ".direct"
+			directProfile, proxyProfile = profile+".direct", profile+".proxy"
 		}
+		// The proxy before loom: loom's stored responses are still being
+		// written after its streams close, and would be freed inside
+		// the next measurement.
 		direct := measureIdleStreams(b, h, client, directTarget, directProfile)
+		proxied := measureIdleStreams(b, h, client, proxyTarget, proxyProfile)
 		open := measureIdleStreams(b, h, client, loomTarget, profile)
-		proxied := measureIdleStreams(b, h, client, proxyTarget, "")
 		sum.add(direct, open, proxied)
 	}
 	b.StopTimer()
