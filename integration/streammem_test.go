@@ -64,6 +64,8 @@ import (
 //	proxy-heap-bytes/stream  of which heap
 //	proxy-stack-bytes/stream of which stacks
 //	proxy-goroutines/stream
+//	proxy-lean-bytes/stream  the same proxy with 1 KB transport buffers and
+//	                         512-byte copy buffers (heap, stack: as above)
 //	mock-records-bytes/stream the upstream's request records (excluded)
 //
 // Run it with:
@@ -103,21 +105,15 @@ func BenchmarkStreamMemory(b *testing.B) {
 		// The upstream's second data line is its first piece of text.
 		reached: func(_ string, n int) bool { return n == 2 },
 	}
-	mockRoot, err := url.Parse(strings.TrimSuffix(h.MockURL, "/v1"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	rp := httputil.NewSingleHostReverseProxy(mockRoot)
 	proxyTransport := pooledTransport()
-	rp.Transport = proxyTransport
-	// Closing the idle streams is the benchmark's doing: the proxy's
-	// complaint about each cut copy is noise here.
-	rp.ErrorLog = log.New(io.Discard, "", 0)
-	proxy := httptest.NewServer(rp)
-	b.Cleanup(proxy.Close)
-	b.Cleanup(proxyTransport.CloseIdleConnections)
-	proxyTarget := directTarget
-	proxyTarget.name, proxyTarget.url = "proxy", proxy.URL+"/v1/chat/completions"
+	proxyTarget := streamMemProxy(b, h, directTarget, "proxy", proxyTransport, nil)
+	// The same hop at its leanest: 1 KB transport buffers (loom's) and a
+	// 512-byte copy buffer instead of net/http's 4 KB and the proxy's
+	// 32 KB: what one HTTP/1.1 hop on net/http costs per idle stream
+	// whatever runs in it.
+	leanTransport := pooledTransport()
+	leanTransport.ReadBufferSize, leanTransport.WriteBufferSize = 1<<10, 1<<10
+	leanTarget := streamMemProxy(b, h, directTarget, "proxy-lean", leanTransport, smallCopyBuffers{})
 
 	transport := &http.Transport{MaxIdleConnsPerHost: 8}
 	b.Cleanup(transport.CloseIdleConnections)
@@ -126,7 +122,7 @@ func BenchmarkStreamMemory(b *testing.B) {
 	// Warm up: one whole answer through each path, so that lazily built
 	// state (prepared statements, JSON encoders' caches, pools) is in the
 	// baseline rather than charged to the streams.
-	for _, t := range []streamMemTarget{directTarget, loomTarget, proxyTarget} {
+	for _, t := range []streamMemTarget{directTarget, loomTarget, proxyTarget, leanTarget} {
 		warm := t
 		warm.body = strings.Replace(t.body, `\n#stall 2`, "", 1)
 		if err := warm.readAll(client); err != nil {
@@ -136,6 +132,7 @@ func BenchmarkStreamMemory(b *testing.B) {
 	transport.CloseIdleConnections()
 	h.Upstream.CloseIdleConnections()
 	proxyTransport.CloseIdleConnections()
+	leanTransport.CloseIdleConnections()
 
 	var sum streamMemSums
 	b.ResetTimer()
@@ -150,12 +147,42 @@ func BenchmarkStreamMemory(b *testing.B) {
 		// the next measurement.
 		direct := measureIdleStreams(b, h, client, directTarget, directProfile)
 		proxied := measureIdleStreams(b, h, client, proxyTarget, proxyProfile)
+		lean := measureIdleStreams(b, h, client, leanTarget, "")
 		open := measureIdleStreams(b, h, client, loomTarget, profile)
-		sum.add(direct, open, proxied)
+		sum.add(direct, open, proxied, lean)
 	}
 	b.StopTimer()
 	sum.report(b)
 }
+
+// streamMemProxy serves a bare httputil.ReverseProxy to the upstream over
+// transport (with copy buffers from pool, nil: the proxy's own) and
+// returns the direct target through it.
+func streamMemProxy(b *testing.B, h *harness, direct streamMemTarget, name string, transport *http.Transport, pool httputil.BufferPool) streamMemTarget {
+	b.Helper()
+	mockRoot, err := url.Parse(strings.TrimSuffix(h.MockURL, "/v1"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(mockRoot)
+	rp.Transport = transport
+	rp.BufferPool = pool
+	// Closing the idle streams is the benchmark's doing: the proxy's
+	// complaint about each cut copy is noise here.
+	rp.ErrorLog = log.New(io.Discard, "", 0)
+	proxy := httptest.NewServer(rp)
+	b.Cleanup(proxy.Close)
+	b.Cleanup(transport.CloseIdleConnections)
+	t := direct
+	t.name, t.url = name, proxy.URL+"/v1/chat/completions"
+	return t
+}
+
+// smallCopyBuffers gives the lean proxy 512-byte copy buffers.
+type smallCopyBuffers struct{}
+
+func (smallCopyBuffers) Get() []byte { return make([]byte, 512) }
+func (smallCopyBuffers) Put([]byte)  {}
 
 // streamMemK is how many streams are held open at once.
 const streamMemK = 1000
@@ -377,15 +404,16 @@ func measureIdleStreams(b *testing.B, h *harness, client *http.Client, t streamM
 
 // streamMemSums adds up the measurements of all iterations.
 type streamMemSums struct {
-	n                   int
-	direct, loom, proxy idleResult
+	n                         int
+	direct, loom, proxy, lean idleResult
 }
 
-func (s *streamMemSums) add(direct, loom, proxy idleResult) {
+func (s *streamMemSums) add(direct, loom, proxy, lean idleResult) {
 	s.n++
 	s.direct.addUp(direct)
 	s.loom.addUp(loom)
 	s.proxy.addUp(proxy)
+	s.lean.addUp(lean)
 }
 
 func (r *idleResult) addUp(o idleResult) {
@@ -400,7 +428,7 @@ func (s *streamMemSums) report(b *testing.B) {
 		return
 	}
 	n := float64(s.n)
-	d, l, p := s.direct, s.loom, s.proxy
+	d, l, p, q := s.direct, s.loom, s.proxy, s.lean
 	b.ReportMetric((l.heap+l.stack)/n, "bytes/stream")
 	b.ReportMetric(l.heap/n, "heap-bytes/stream")
 	b.ReportMetric(l.stack/n, "stack-bytes/stream")
@@ -415,5 +443,8 @@ func (s *streamMemSums) report(b *testing.B) {
 	b.ReportMetric((p.heap-d.heap)/n, "proxy-heap-bytes/stream")
 	b.ReportMetric((p.stack-d.stack)/n, "proxy-stack-bytes/stream")
 	b.ReportMetric((p.goroutines-d.goroutines)/n, "proxy-goroutines/stream")
+	b.ReportMetric((q.heap+q.stack-d.heap-d.stack)/n, "proxy-lean-bytes/stream")
+	b.ReportMetric((q.heap-d.heap)/n, "proxy-lean-heap-bytes/stream")
+	b.ReportMetric((q.stack-d.stack)/n, "proxy-lean-stack-bytes/stream")
 	b.ReportMetric(l.records/n, "mock-records-bytes/stream")
 }
