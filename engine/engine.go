@@ -619,10 +619,11 @@ func (l *eventLog) keep(typ string, b []byte) {
 		}
 	}
 	if l.events == nil {
-		// The first event is response.created (or, for a run that
-		// resumes, what comes first): room for it twice holds what a
-		// stream sends up to its first delta without growing.
-		l.events = make([]byte, 0, 2*len(b))
+		// The first event is response.created: with room for as much
+		// again (up to 2 KB) the buffer holds what a stream sends up to
+		// its first delta without growing, and a large response object
+		// (a long echo of tools) is not allocated twice over.
+		l.events = make([]byte, 0, len(b)+min(len(b), 2<<10))
 	}
 	l.events = append(l.events, b...)
 	l.eventEnds = append(l.eventEnds, len(l.events))
