@@ -5,8 +5,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -38,7 +41,10 @@ import (
 //
 // which assumes that the client costs the same per connection in both
 // cases and that the upstream costs the same whether loom or the
-// benchmark's client calls it. The upstream also keeps a record of every
+// benchmark's client calls it. The same streams through a bare
+// httputil.ReverseProxy hop (pooled transport, as in the latency
+// benchmarks) give the proxy's share the same way, side by side: what one
+// HTTP/1.1 hop on net/http costs before anything of loom's. The upstream also keeps a record of every
 // request (body, headers, decoded body) until reset; that part is measured
 // on its own (mock-records-bytes/stream) and left out of both sides.
 //
@@ -54,6 +60,12 @@ import (
 //	loom-heap-bytes/stream   of which heap
 //	loom-stack-bytes/stream  of which stacks
 //	loom-goroutines/stream
+//	proxy-bytes/stream       the proxy's share (heap + stacks), like loom's
+//	proxy-heap-bytes/stream  of which heap
+//	proxy-stack-bytes/stream of which stacks
+//	proxy-goroutines/stream
+//	proxy-lean-bytes/stream  the same proxy with 1 KB transport buffers and
+//	                         512-byte copy buffers (heap, stack: as above)
 //	mock-records-bytes/stream the upstream's request records (excluded)
 //
 // Run it with:
@@ -61,7 +73,11 @@ import (
 //	go test ./integration -run '^$' -bench StreamMemory -benchtime 1x -count 3
 //
 // With STREAMMEM_HEAPPROFILE=<file> set, a heap profile (inuse_space) is
-// written while the streams through loom are idle and open.
+// written while the streams through loom are idle and open, and another,
+// <file>.direct, while the direct streams are (and <file>.proxy for the
+// proxy's): loom's share by allocation site is then
+//
+//	go tool pprof -sample_index=inuse_space -diff_base <file>.direct <file>
 func BenchmarkStreamMemory(b *testing.B) {
 	h := newHarness(b, &harnessOptions{SkipSchema: true})
 	// loom as a client sees it: without the harness's capture wrapper,
@@ -89,6 +105,15 @@ func BenchmarkStreamMemory(b *testing.B) {
 		// The upstream's second data line is its first piece of text.
 		reached: func(_ string, n int) bool { return n == 2 },
 	}
+	proxyTransport := pooledTransport()
+	proxyTarget := streamMemProxy(b, h, directTarget, "proxy", proxyTransport, nil)
+	// The same hop at its leanest: 1 KB transport buffers (loom's) and a
+	// 512-byte copy buffer instead of net/http's 4 KB and the proxy's
+	// 32 KB: what one HTTP/1.1 hop on net/http costs per idle stream
+	// whatever runs in it.
+	leanTransport := pooledTransport()
+	leanTransport.ReadBufferSize, leanTransport.WriteBufferSize = 1<<10, 1<<10
+	leanTarget := streamMemProxy(b, h, directTarget, "proxy-lean", leanTransport, smallCopyBuffers{})
 
 	transport := &http.Transport{MaxIdleConnsPerHost: 8}
 	b.Cleanup(transport.CloseIdleConnections)
@@ -97,7 +122,7 @@ func BenchmarkStreamMemory(b *testing.B) {
 	// Warm up: one whole answer through each path, so that lazily built
 	// state (prepared statements, JSON encoders' caches, pools) is in the
 	// baseline rather than charged to the streams.
-	for _, t := range []streamMemTarget{directTarget, loomTarget} {
+	for _, t := range []streamMemTarget{directTarget, loomTarget, proxyTarget, leanTarget} {
 		warm := t
 		warm.body = strings.Replace(t.body, `\n#stall 2`, "", 1)
 		if err := warm.readAll(client); err != nil {
@@ -106,17 +131,58 @@ func BenchmarkStreamMemory(b *testing.B) {
 	}
 	transport.CloseIdleConnections()
 	h.Upstream.CloseIdleConnections()
+	proxyTransport.CloseIdleConnections()
+	leanTransport.CloseIdleConnections()
 
 	var sum streamMemSums
 	b.ResetTimer()
 	for range b.N {
-		direct := measureIdleStreams(b, h, client, directTarget, "")
-		open := measureIdleStreams(b, h, client, loomTarget, os.Getenv("STREAMMEM_HEAPPROFILE"))
-		sum.add(direct, open)
+		profile := os.Getenv("STREAMMEM_HEAPPROFILE")
+		directProfile, proxyProfile := "", ""
+		if profile != "" {
+			directProfile, proxyProfile = profile+".direct", profile+".proxy"
+		}
+		// The proxy before loom: loom's stored responses are still being
+		// written after its streams close, and would be freed inside
+		// the next measurement.
+		direct := measureIdleStreams(b, h, client, directTarget, directProfile)
+		proxied := measureIdleStreams(b, h, client, proxyTarget, proxyProfile)
+		lean := measureIdleStreams(b, h, client, leanTarget, "")
+		open := measureIdleStreams(b, h, client, loomTarget, profile)
+		sum.add(direct, open, proxied, lean)
 	}
 	b.StopTimer()
 	sum.report(b)
 }
+
+// streamMemProxy serves a bare httputil.ReverseProxy to the upstream over
+// transport (with copy buffers from pool, nil: the proxy's own) and
+// returns the direct target through it.
+func streamMemProxy(b *testing.B, h *harness, direct streamMemTarget, name string, transport *http.Transport, pool httputil.BufferPool) streamMemTarget {
+	b.Helper()
+	mockRoot, err := url.Parse(strings.TrimSuffix(h.MockURL, "/v1"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(mockRoot)
+	rp.Transport = transport
+	rp.BufferPool = pool
+	// Closing the idle streams is the benchmark's doing: the proxy's
+	// complaint about each cut copy is noise here.
+	rp.ErrorLog = log.New(io.Discard, "", 0)
+	proxy := httptest.NewServer(rp)
+	b.Cleanup(proxy.Close)
+	b.Cleanup(transport.CloseIdleConnections)
+	t := direct
+	t.name, t.url = name, proxy.URL+"/v1/chat/completions"
+	return t
+}
+
+// smallCopyBuffers gives the lean proxy 512-byte copy buffers.
+type smallCopyBuffers struct{}
+
+func (smallCopyBuffers) Get() []byte { return make([]byte, 512) }
+func (smallCopyBuffers) Put([]byte)  {}
 
 // streamMemK is how many streams are held open at once.
 const streamMemK = 1000
@@ -338,20 +404,23 @@ func measureIdleStreams(b *testing.B, h *harness, client *http.Client, t streamM
 
 // streamMemSums adds up the measurements of all iterations.
 type streamMemSums struct {
-	n            int
-	direct, loom idleResult
+	n                         int
+	direct, loom, proxy, lean idleResult
 }
 
-func (s *streamMemSums) add(direct, loom idleResult) {
+func (s *streamMemSums) add(direct, loom, proxy, lean idleResult) {
 	s.n++
-	s.direct.heap += direct.heap
-	s.direct.stack += direct.stack
-	s.direct.goroutines += direct.goroutines
-	s.direct.records += direct.records
-	s.loom.heap += loom.heap
-	s.loom.stack += loom.stack
-	s.loom.goroutines += loom.goroutines
-	s.loom.records += loom.records
+	s.direct.addUp(direct)
+	s.loom.addUp(loom)
+	s.proxy.addUp(proxy)
+	s.lean.addUp(lean)
+}
+
+func (r *idleResult) addUp(o idleResult) {
+	r.heap += o.heap
+	r.stack += o.stack
+	r.goroutines += o.goroutines
+	r.records += o.records
 }
 
 func (s *streamMemSums) report(b *testing.B) {
@@ -359,7 +428,7 @@ func (s *streamMemSums) report(b *testing.B) {
 		return
 	}
 	n := float64(s.n)
-	d, l := s.direct, s.loom
+	d, l, p, q := s.direct, s.loom, s.proxy, s.lean
 	b.ReportMetric((l.heap+l.stack)/n, "bytes/stream")
 	b.ReportMetric(l.heap/n, "heap-bytes/stream")
 	b.ReportMetric(l.stack/n, "stack-bytes/stream")
@@ -370,5 +439,12 @@ func (s *streamMemSums) report(b *testing.B) {
 	b.ReportMetric((l.heap-d.heap)/n, "loom-heap-bytes/stream")
 	b.ReportMetric((l.stack-d.stack)/n, "loom-stack-bytes/stream")
 	b.ReportMetric((l.goroutines-d.goroutines)/n, "loom-goroutines/stream")
+	b.ReportMetric((p.heap+p.stack-d.heap-d.stack)/n, "proxy-bytes/stream")
+	b.ReportMetric((p.heap-d.heap)/n, "proxy-heap-bytes/stream")
+	b.ReportMetric((p.stack-d.stack)/n, "proxy-stack-bytes/stream")
+	b.ReportMetric((p.goroutines-d.goroutines)/n, "proxy-goroutines/stream")
+	b.ReportMetric((q.heap+q.stack-d.heap-d.stack)/n, "proxy-lean-bytes/stream")
+	b.ReportMetric((q.heap-d.heap)/n, "proxy-lean-heap-bytes/stream")
+	b.ReportMetric((q.stack-d.stack)/n, "proxy-lean-stack-bytes/stream")
 	b.ReportMetric(l.records/n, "mock-records-bytes/stream")
 }
