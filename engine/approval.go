@@ -32,6 +32,22 @@ type approval struct {
 // and approve that. Without a chain, the client sends the whole
 // conversation, and its mcp_approval_request items are all there is.
 func checkApprovals(history, input []responses.Item) ([]approval, error) {
+	for _, it := range input {
+		if it.Type == responses.ItemMCPApprovalRequest || it.Type == responses.ItemMCPApprovalResponse {
+			return matchApprovals(history, input)
+		}
+	}
+	// Nothing to match (as in nearly every request): the history is not
+	// walked, and matchApprovals' maps, which live in its ~3 KB stack
+	// frame, are not made. That frame would otherwise be part of the
+	// deepest path of every request, which sets the size of the stack a
+	// streaming handler keeps while it waits.
+	return nil, nil
+}
+
+// matchApprovals is checkApprovals for an input that holds approval
+// requests or answers.
+func matchApprovals(history, input []responses.Item) ([]approval, error) {
 	requests := map[string]responses.Item{}
 	answered := map[string]bool{}
 	for _, it := range history {
