@@ -19,12 +19,13 @@ var idSources = sync.Pool{New: func() any {
 	return rand.NewChaCha8(seed)
 }}
 
-// idRandomBytes is how many random bytes an id has: 24 make ids
-// unguessable, so knowing one response id tells nothing about another.
-const idRandomBytes = 24
+// idDigits is how many random hex digits an id has: 48, 24 random bytes,
+// make ids unguessable, so knowing one response id tells nothing about
+// another.
+const idDigits = 48
 
 // NewID returns a random id with the given prefix, such as "resp_3f9a…":
-// the prefix, an underscore and idRandomBytes random bytes in hex.
+// the prefix, an underscore and idDigits random hex digits.
 func NewID(prefix string) string {
 	src := idSources.Get().(*rand.ChaCha8)
 	var buf [64]byte
@@ -33,63 +34,79 @@ func NewID(prefix string) string {
 	return string(out)
 }
 
-// appendID appends an id with the prefix, its random bytes from src.
+// appendID appends an id with the prefix, its digits from src: each
+// 64-bit random word gives 16 digits, 4 bits each, made 8 at a time.
 func appendID(dst []byte, src *rand.ChaCha8, prefix string) []byte {
-	var b [idRandomBytes]byte
-	for i := 0; i < idRandomBytes; i += 8 {
-		binary.LittleEndian.PutUint64(b[i:], src.Uint64())
-	}
-	var h [2 * idRandomBytes]byte
-	for i, c := range b {
-		h[2*i], h[2*i+1] = hexPairs[2*int(c)], hexPairs[2*int(c)+1]
+	var h [idDigits]byte
+	for i := 0; i < idDigits; i += 16 {
+		w := src.Uint64()
+		binary.LittleEndian.PutUint64(h[i:], hexDigits8(uint32(w)))
+		binary.LittleEndian.PutUint64(h[i+8:], hexDigits8(uint32(w>>32)))
 	}
 	dst = append(dst, prefix...)
 	dst = append(dst, '_')
 	return append(dst, h[:]...)
 }
 
-// hexPairs holds the two hex digits of every byte, in order: a byte's
-// digits in one look-up, where encoding/hex takes two.
-var hexPairs = func() (pairs [512]byte) {
-	const digits = "0123456789abcdef"
-	for c := range 256 {
-		pairs[2*c], pairs[2*c+1] = digits[c>>4], digits[c&0xf]
-	}
-	return pairs
-}()
+// hexDigits8 spreads the 8 nibbles of v over the bytes of a word, one
+// each, and makes each the hex digit of its value. The digits' order is
+// not v's (the id's digits are random: any one-to-one spread will do).
+func hexDigits8(v uint32) uint64 {
+	t := uint64(v)
+	t = (t | t<<16) & 0x0000ffff0000ffff
+	t = (t | t<<8) & 0x00ff00ff00ff00ff
+	t = (t | t<<4) & 0x0f0f0f0f0f0f0f0f
+	// Per byte, n+6 carries into bit 4 for n >= 10: those get 'a'-10,
+	// the others '0' (no byte overflows into the next).
+	letters := (t + 0x0606060606060606) >> 4 & 0x0101010101010101
+	return t + 0x3030303030303030 + letters*('a'-'0'-10)
+}
+
+// idChunk is how many ids newItemIDs writes into one string: enough that
+// a long input costs few allocations, few enough that each is a small
+// one (a large allocation is fresh memory to fault in and zero).
+const idChunk = 32
 
 // newItemIDs gives every item without an id the id NewID would give it
-// (prefixed by its type), all from one generator and written into one
-// string: a long input has an id per item, and one allocation and one
+// (prefixed by its type), all from one generator and written idChunk to
+// a string: a long input has an id per item, and one allocation and one
 // borrowed generator for each was most of what loom spent on the items
 // of a long input before they reach the model.
 func newItemIDs(items []responses.Item) {
-	n := 0
-	for i := range items {
-		if items[i].ID == "" {
-			n += len(itemPrefix(items[i].Type)) + 1 + 2*idRandomBytes
-		}
-	}
-	if n == 0 {
-		return
-	}
-	var all strings.Builder
-	all.Grow(n)
-	src := idSources.Get().(*rand.ChaCha8)
+	var src *rand.ChaCha8
 	var buf [64]byte
-	for i := range items {
-		if items[i].ID == "" {
-			all.Write(appendID(buf[:0], src, itemPrefix(items[i].Type)))
+	for start := 0; start < len(items); {
+		n, end, size := 0, start, 0
+		for ; end < len(items) && n < idChunk; end++ {
+			if items[end].ID == "" {
+				n++
+				size += len(itemPrefix(items[end].Type)) + 1 + idDigits
+			}
 		}
+		if n > 0 {
+			if src == nil {
+				src = idSources.Get().(*rand.ChaCha8)
+			}
+			var all strings.Builder
+			all.Grow(size)
+			for i := start; i < end; i++ {
+				if items[i].ID == "" {
+					all.Write(appendID(buf[:0], src, itemPrefix(items[i].Type)))
+				}
+			}
+			// Cut the ids out of the string, in the same order.
+			s := all.String()
+			for i := start; i < end; i++ {
+				if items[i].ID == "" {
+					size := len(itemPrefix(items[i].Type)) + 1 + idDigits
+					items[i].ID, s = s[:size], s[size:]
+				}
+			}
+		}
+		start = end
 	}
-	idSources.Put(src)
-	// Cut the ids out of the one string, in the same order.
-	s := all.String()
-	for i := range items {
-		if items[i].ID == "" {
-			size := len(itemPrefix(items[i].Type)) + 1 + 2*idRandomBytes
-			items[i].ID, s = s[:size], s[size:]
-		}
+	if src != nil {
+		idSources.Put(src)
 	}
 }
 

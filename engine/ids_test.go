@@ -93,3 +93,38 @@ func BenchmarkItemIDs(b *testing.B) {
 		}
 	})
 }
+
+// hexDigits8 writes one hex digit per nibble of its word, each nibble's
+// value to one byte of its own: 16 values of one nibble give 16
+// different digits in one byte and leave the other bytes as they are.
+func TestHexDigits8(t *testing.T) {
+	bytesOf := func(w uint64) []byte {
+		return []byte{byte(w), byte(w >> 8), byte(w >> 16), byte(w >> 24), byte(w >> 32), byte(w >> 40), byte(w >> 48), byte(w >> 56)}
+	}
+	for p := range 8 {
+		base := uint32(0x9a3c5e71) &^ (0xf << (4 * p))
+		w0 := bytesOf(hexDigits8(base))
+		at := -1 // the byte nibble p is written to
+		for k, c := range bytesOf(hexDigits8(base | 1<<(4*p))) {
+			if c != w0[k] {
+				at = k
+			}
+		}
+		digits := map[byte]bool{}
+		for n := range uint32(16) {
+			w := bytesOf(hexDigits8(base | n<<(4*p)))
+			if strings.Trim(string(w), "0123456789abcdef") != "" {
+				t.Fatalf("%x: %q is not hex", base|n<<(4*p), w)
+			}
+			for k := range 8 {
+				if k != at && w[k] != w0[k] {
+					t.Fatalf("nibble %d changes byte %d, not only %d", p, k, at)
+				}
+			}
+			digits[w[at]] = true
+		}
+		if len(digits) != 16 {
+			t.Fatalf("nibble %d gives %d digits", p, len(digits))
+		}
+	}
+}
