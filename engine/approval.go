@@ -50,11 +50,14 @@ func checkApprovals(history, input []responses.Item) ([]approval, error) {
 func matchApprovals(history, input []responses.Item) ([]approval, error) {
 	requests := map[string]responses.Item{}
 	answered := map[string]bool{}
-	for _, it := range history {
+	// The loops look at items in place: a long history's are ~100 bytes
+	// each, and almost none is an approval.
+	for i := range history {
+		it := &history[i]
 		switch it.Type {
 		case responses.ItemMCPApprovalRequest:
 			if _, dup := requests[it.ID]; !dup {
-				requests[it.ID] = it
+				requests[it.ID] = *it
 			}
 		case responses.ItemMCPApprovalResponse:
 			if it.ToolFields().ApprovalRequestID != nil {
@@ -63,7 +66,8 @@ func matchApprovals(history, input []responses.Item) ([]approval, error) {
 		}
 	}
 	chained := len(history) > 0
-	for i, it := range input {
+	for i := range input {
+		it := &input[i]
 		if it.Type != responses.ItemMCPApprovalRequest {
 			continue
 		}
@@ -74,11 +78,12 @@ func matchApprovals(history, input []responses.Item) ([]approval, error) {
 		case !ok && chained:
 			return nil, responses.BadRequest(fmt.Sprintf("input[%d].id", i), "no approval request %q was made in this conversation", it.ID)
 		case !ok:
-			requests[it.ID] = it
+			requests[it.ID] = *it
 		}
 	}
 	var out []approval
-	for i, it := range input {
+	for i := range input {
+		it := &input[i]
 		if it.Type != responses.ItemMCPApprovalResponse {
 			continue
 		}

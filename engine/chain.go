@@ -92,6 +92,25 @@ func dropOrphanOutputs(items []responses.Item) []responses.Item {
 // checkCallOutputs makes sure every function_call_output in input answers a
 // function_call present in the conversation (history or input itself).
 func checkCallOutputs(history, input []responses.Item) *responses.APIError {
+	var calls map[string]bool // made at the first output: most inputs have none
+	for i := range input {
+		if !tools.ClientOutput(input[i].Type) {
+			continue
+		}
+		if calls == nil {
+			calls = clientCallIDs(history, input)
+		}
+		if !calls[input[i].CallFields().CallID] {
+			return responses.BadRequest(fmt.Sprintf("input[%d].call_id", i),
+				"no function call with call_id %q exists in this conversation", input[i].CallFields().CallID)
+		}
+	}
+	return nil
+}
+
+// clientCallIDs is the set of the call_ids of the client's calls in the
+// conversation.
+func clientCallIDs(history, input []responses.Item) map[string]bool {
 	calls := map[string]bool{}
 	for _, items := range [][]responses.Item{history, input} {
 		for i := range items {
@@ -100,11 +119,5 @@ func checkCallOutputs(history, input []responses.Item) *responses.APIError {
 			}
 		}
 	}
-	for i := range input {
-		if tools.ClientOutput(input[i].Type) && !calls[input[i].CallFields().CallID] {
-			return responses.BadRequest(fmt.Sprintf("input[%d].call_id", i),
-				"no function call with call_id %q exists in this conversation", input[i].CallFields().CallID)
-		}
-	}
-	return nil
+	return calls
 }

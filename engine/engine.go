@@ -119,6 +119,9 @@ type Engine struct {
 	// tracing is set when spans are recorded (Options.TracerProvider):
 	// without it, the hot path's spans are not started at all (see noSpan).
 	tracing bool
+	// ownIDs is set when ids are loom's own (Options.NewID nil), which
+	// the items of an input get all at once (setItemIDs).
+	ownIDs bool
 	// life ends with CancelBackground: background streams, which outlive
 	// their request's context, end with it.
 	life    context.Context
@@ -146,6 +149,7 @@ func New(backend model.Backend, store Store, opts *Options) *Engine {
 	}
 	if e.opts.NewID == nil {
 		e.opts.NewID = NewID
+		e.ownIDs = true
 	}
 	if e.opts.MaxTurns <= 0 {
 		e.opts.MaxTurns = 16
@@ -328,11 +332,7 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 				"set --reasoning-key (LOOM_REASONING_KEY) to the same secret on every replica, e.g. the output of `openssl rand -hex 32`")
 		})
 	}
-	for i := range input {
-		if input[i].ID == "" {
-			input[i].ID = e.opts.NewID(itemPrefix(input[i].Type))
-		}
-	}
+	e.setItemIDs(input)
 	// What the model reads: compactions opened, files as text, images
 	// checked (and fetched) -- the stored items stay as sent.
 	seen, err := e.modelInput(ctx, history, input)

@@ -36,7 +36,7 @@ func deltas(ds ...model.Delta) func(*model.Request, func(model.Delta) error) err
 	}
 }
 
-func newEngine(t *testing.T, b model.Backend) *engine.Engine {
+func newEngine(t testing.TB, b model.Backend) *engine.Engine {
 	t.Helper()
 	db, err := sqlite.Open(context.Background(), ":memory:", nil)
 	if err != nil {

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/loomgate/loom/responses"
 )
@@ -20,7 +19,7 @@ import (
 // With no history and nothing to change it is input itself, with input's
 // spare capacity (the decoder leaves some).
 func (e *Engine) modelInput(ctx context.Context, history, input []responses.Item) ([]responses.Item, error) {
-	if len(history) == 0 && !slices.ContainsFunc(input, changedForModel) {
+	if len(history) == 0 && !anyChangedForModel(input) {
 		// The model reads the input as it is: no copy of a long input.
 		return input, nil
 	}
@@ -64,16 +63,23 @@ func (e *Engine) modelInput(ctx context.Context, history, input []responses.Item
 // is appended to it without a copy of everything before.
 const historyRoom = 8
 
-// changedForModel reports whether the model reads an item other than as
-// it is: a compaction it opens, a message with media.
-func changedForModel(it responses.Item) bool {
-	return it.Type == responses.ItemCompaction || it.Type == responses.ItemMessage && hasMedia(it.Content)
+// anyChangedForModel reports whether the model reads any of the items
+// other than as it is: a compaction it opens, a message with media. It
+// looks at each item in place (a long input's items are ~100 bytes each).
+func anyChangedForModel(items []responses.Item) bool {
+	for i := range items {
+		it := &items[i]
+		if it.Type == responses.ItemCompaction || it.Type == responses.ItemMessage && hasMedia(it.Content) {
+			return true
+		}
+	}
+	return false
 }
 
 // hasMedia reports whether content holds an image or a file.
 func hasMedia(parts []responses.ContentPart) bool {
-	for _, p := range parts {
-		if p.Type == responses.PartInputImage || p.Type == responses.PartInputFile {
+	for i := range parts {
+		if t := parts[i].Type; t == responses.PartInputImage || t == responses.PartInputFile {
 			return true
 		}
 	}

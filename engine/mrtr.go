@@ -117,13 +117,15 @@ type inputAnswer struct {
 // for is a 400 naming the item.
 func checkInputResponses(history, input []responses.Item, pending map[string]*pendingCall) ([]inputAnswer, error) {
 	answered := map[string]bool{}
-	for _, it := range history {
-		if it.Type == responses.ItemMCPInputResponse {
-			answered[it.ToolFields().RequestID] = true
+	// Items looked at in place: almost none of a long history's is one.
+	for i := range history {
+		if history[i].Type == responses.ItemMCPInputResponse {
+			answered[history[i].ToolFields().RequestID] = true
 		}
 	}
 	var out []inputAnswer
-	for i, it := range input {
+	for i := range input {
+		it := &input[i]
 		if it.Type != responses.ItemMCPInputResponse {
 			continue
 		}

@@ -45,9 +45,9 @@ func (e *Engine) registry(ctx context.Context, req *responses.Request, clients [
 		return reg, nil
 	}
 	reg.ReserveFunctions(len(clients))
-	for _, ct := range clients {
-		if err := reg.AddFunction(ct.def); err != nil {
-			return nil, responses.BadRequest(fmt.Sprintf("tools[%d]", ct.index), "%v", err)
+	for i := range clients {
+		if err := reg.AddFunction(clients[i].def); err != nil {
+			return nil, responses.BadRequest(fmt.Sprintf("tools[%d]", clients[i].index), "%v", err)
 		}
 	}
 	for _, p := range e.opts.ToolProviders {

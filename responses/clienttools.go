@@ -181,8 +181,9 @@ func checkToolName(param func() string, name, offered string, names map[string]b
 	if !validFunctionName(name) {
 		return BadRequest(param()+".name", "tool name must be 1-64 letters, digits, underscores or dashes")
 	}
-	if !validFunctionName(offered) {
-		// The model is offered the namespaced name, which has the limit.
+	if offered != name && !validFunctionName(offered) {
+		// The model is offered the namespaced name, which has the limit
+		// (a name offered as it is was checked just above).
 		return BadRequest(param()+".name", "with its namespace the tool is offered as %q, which is longer than 64 characters", offered)
 	}
 	if names[offered] {

@@ -290,6 +290,9 @@ func (it *Item) validateInput(param string) *APIError {
 		return BadRequest(param+".type", "input item type is required")
 	case ItemReference:
 		return Unsupported(param+".type", "item_reference inputs are not supported yet; resend the item or use previous_response_id")
+	case ItemMessage:
+		// Most of a long input: its check without the look-up.
+		return it.validateMessage(param)
 	}
 	check, ok := inputChecks[it.Type]
 	if !ok {
@@ -332,8 +335,8 @@ var inputChecks = map[string]func(it *Item, param string) *APIError{
 func (it *Item) validateMessage(param string) *APIError {
 	switch it.Role {
 	case "user", "system", "developer":
-		for j, p := range it.Content {
-			switch p.Type {
+		for j := range it.Content {
+			switch p := &it.Content[j]; p.Type {
 			case PartInputText:
 			case PartInputImage, PartInputFile:
 				if err := p.validateMedia(fmt.Sprintf("%s.content[%d]", param, j)); err != nil {
@@ -344,8 +347,8 @@ func (it *Item) validateMessage(param string) *APIError {
 			}
 		}
 	case "assistant":
-		for j, p := range it.Content {
-			if p.Type != PartOutputText && p.Type != PartRefusal && p.Type != PartInputText {
+		for j := range it.Content {
+			if p := &it.Content[j]; p.Type != PartOutputText && p.Type != PartRefusal && p.Type != PartInputText {
 				return BadRequest(fmt.Sprintf("%s.content[%d].type", param, j), "content part type %q is not valid in an assistant message", p.Type)
 			}
 		}

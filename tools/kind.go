@@ -2,7 +2,6 @@ package tools
 
 import (
 	"encoding/json"
-	"slices"
 
 	"github.com/loomgate/loom/responses"
 )
@@ -163,10 +162,14 @@ func ClientOutput(itemType string) bool {
 // owns it next (a conversation.Context) can grow it in place. A
 // converted history has the same room past its end as items had.
 func History(items []responses.Item) []responses.Item {
-	first := slices.IndexFunc(items, func(it responses.Item) bool {
-		_, ok := historyByIt[it.Type]
-		return ok
-	})
+	first := -1
+	for i := range items {
+		// Looked at in place: a long history's items are ~100 bytes.
+		if _, ok := historyByIt[items[i].Type]; ok {
+			first = i
+			break
+		}
+	}
 	if first < 0 {
 		return items
 	}

@@ -48,8 +48,8 @@ func appendMessages(b []byte, instructions string, items []responses.Item) ([]by
 			continue
 
 		case responses.ItemMessage:
-			m, err := messageOf(it)
-			if err != nil {
+			var m message
+			if err := m.of(it); err != nil {
 				return b, err
 			}
 			if m.role == roleAssistant {
@@ -99,11 +99,10 @@ type message struct {
 	toolCallID string
 }
 
-// messageOf checks a message item and returns its chat message.
+// of sets m to the chat message of a message item, which it checks.
 // Developer messages become system messages: many engines' chat
 // templates know no developer role.
-func messageOf(it *responses.Item) (message, error) {
-	var m message
+func (m *message) of(it *responses.Item) error {
 	switch it.Role {
 	case "user":
 		m.role = roleUser
@@ -112,18 +111,18 @@ func messageOf(it *responses.Item) (message, error) {
 	case "assistant":
 		m.role = roleAssistant
 	default:
-		return m, upstream.BadRequest(fmt.Sprintf("message role %q is not supported by the chat completions backend", it.Role))
+		return upstream.BadRequest(fmt.Sprintf("message role %q is not supported by the chat completions backend", it.Role))
 	}
 	hasImage := false
-	for _, p := range it.Content {
-		switch p.Type {
+	for i := range it.Content {
+		switch p := &it.Content[i]; p.Type {
 		case responses.PartInputImage:
-			if p.MediaFields().ImageURL == "" {
-				return m, upstream.BadRequest("input_image by file_id is not supported by the chat completions backend")
+			if p.Media == nil || p.Media.ImageURL == "" {
+				return upstream.BadRequest("input_image by file_id is not supported by the chat completions backend")
 			}
 			hasImage = true
 		case responses.PartInputFile:
-			return m, upstream.BadRequest("input_file is not supported by the chat completions backend")
+			return upstream.BadRequest("input_file is not supported by the chat completions backend")
 		}
 	}
 	if hasImage {
@@ -131,7 +130,7 @@ func messageOf(it *responses.Item) (message, error) {
 	} else {
 		m.text = it.Text()
 	}
-	return m, nil
+	return nil
 }
 
 // appendMessage writes m, after a comma unless it is the first.
@@ -139,8 +138,10 @@ func appendMessage(b []byte, m *message) []byte {
 	if b[len(b)-1] != '[' {
 		b = append(b, ',')
 	}
-	b = append(b, `{"role":`...)
-	b = responses.AppendJSONString(b, m.role)
+	// The roles are this package's constants: nothing to escape.
+	b = append(b, `{"role":"`...)
+	b = append(b, m.role...)
+	b = append(b, '"')
 	switch {
 	case m.parts != nil:
 		b = appendParts(append(b, `,"content":`...), m.parts)
@@ -148,9 +149,11 @@ func appendMessage(b []byte, m *message) []byte {
 		b = append(b, `,"content":`...)
 		b = responses.AppendJSONString(b, m.text)
 	}
-	if r := reasoningContent(m.reasoning); r != "" {
-		b = append(b, `,"reasoning_content":`...)
-		b = responses.AppendJSONString(b, r)
+	if len(m.reasoning) > 0 {
+		if r := reasoningContent(m.reasoning); r != "" {
+			b = append(b, `,"reasoning_content":`...)
+			b = responses.AppendJSONString(b, r)
+		}
 	}
 	if len(m.calls) > 0 {
 		b = append(b, `,"tool_calls":[`...)
