@@ -62,12 +62,8 @@ func New(baseURL, apiKey string, opts *Options) *Backend {
 // Stream sends req upstream and emits its deltas in order. See
 // model.Backend.
 func (b *Backend) Stream(ctx context.Context, req *model.Request, emit func(model.Delta) error) error {
-	body, err := encodeRequest(req)
-	if err != nil {
-		return err
-	}
 	if req.Whole {
-		return b.client.Whole(ctx, body, emit, readWhole)
+		return b.client.Send(ctx, writeRequest(req), true, emit, readWhole)
 	}
-	return b.client.Stream(ctx, body, emit, readStream)
+	return b.client.Send(ctx, writeRequest(req), false, emit, readStream)
 }

@@ -39,6 +39,12 @@ var protectedKeys = map[string]bool{
 // and may override the sampling ones, but never a protected key. Errors
 // are *model.Error values.
 func encodeRequest(req *model.Request) ([]byte, error) {
+	return writeRequest(req).Finish()
+}
+
+// writeRequest is encodeRequest's body, not yet finished: Client.Send
+// finishes and sends it, and hands a large one's buffer back to its pool.
+func writeRequest(req *model.Request) *upstream.Body {
 	w := upstream.NewBody(bodySize(req), req.Extra, protectedKeys)
 	w.String("model", req.Model)
 	w.Append("messages", func(b []byte) ([]byte, error) { return appendMessages(b, req.Instructions, req.Items) })
@@ -80,7 +86,7 @@ func encodeRequest(req *model.Request) ([]byte, error) {
 	if req.User != "" {
 		w.String("user", req.User)
 	}
-	return w.Finish()
+	return w
 }
 
 // bodySize guesses the body's length, so that it is written into one

@@ -33,10 +33,10 @@ type Body struct {
 	err       error
 }
 
-// NewBody starts a body with room for size bytes.
+// NewBody starts a body with room for size bytes. A large one is written
+// into a pooled buffer, which Client.Send hands back (bodypool.go).
 func NewBody(size int, extra map[string]json.RawMessage, protected map[string]bool) *Body {
-	w := &Body{b: make([]byte, 1, max(size, 64)), extra: extra, protected: protected}
-	w.b[0] = '{'
+	w := &Body{b: append(bodyBuffer(size), '{'), extra: extra, protected: protected}
 	return w
 }
 

@@ -87,6 +87,10 @@ type Client struct {
 	firstByteTimeout time.Duration
 	idleTimeout      time.Duration
 	wholeTimeout     time.Duration
+	// pool: requests go straight to a net/http Transport (loom's own or
+	// the caller's), whose reading of a body Send can follow, so Send
+	// hands pooled bodies back (bodypool.go).
+	pool bool
 }
 
 // NewClient returns a Client posting to url. apiKey may be empty; when set
@@ -100,7 +104,8 @@ func NewClient(url, apiKey string, cfg Config) *Client {
 		// but the tokens it costs.
 		retry: httpretry.Policy{Retries: c.Retries, WaitMin: c.RetryWaitMin, WaitMax: c.RetryWaitMax, Idempotent: true,
 			Logger: c.Logger, Notice: "retrying upstream " + c.Name + " request"},
-		firstByteTimeout: c.FirstByteTimeout, idleTimeout: c.IdleTimeout, wholeTimeout: c.WholeTimeout}
+		firstByteTimeout: c.FirstByteTimeout, idleTimeout: c.IdleTimeout, wholeTimeout: c.WholeTimeout,
+		pool: sendsThroughNetHTTP(c.HTTPOptions)}
 	u, err := neturl.Parse(url)
 	if err == nil {
 		cl.url, cl.path = u, u.Path
@@ -125,6 +130,15 @@ func sender(o model.HTTPOptions) func(*http.Request) (*http.Response, error) {
 		return o.HTTPClient.Do
 	}
 	return o.Transport.RoundTrip
+}
+
+// sendsThroughNetHTTP reports whether requests go straight to a
+// net/http Transport: what its trace says of a request body holds only
+// for it (an http.Client or another RoundTripper may wrap it, or read a
+// body its own way).
+func sendsThroughNetHTTP(o model.HTTPOptions) bool {
+	_, ok := o.Transport.(*http.Transport)
+	return o.HTTPClient == nil && ok
 }
 
 func pooledTransport(connect time.Duration) *http.Transport {
@@ -231,6 +245,27 @@ func (c *Client) Whole(ctx context.Context, body []byte, emit func(model.Delta) 
 }
 
 const acceptSSE = "text/event-stream"
+
+// Send finishes w and posts it, as Whole when whole is set and as Stream
+// otherwise. A large body's buffer came from a pool (NewBody); Send
+// hands it back once net/http can no longer read it (bodypool.go), so w
+// and the bytes it returned must not be used after.
+func (c *Client) Send(ctx context.Context, w *Body, whole bool, emit func(model.Delta) error, read ReadFunc) error {
+	body, err := w.Finish()
+	if err != nil {
+		return err
+	}
+	accept := acceptSSE
+	if whole {
+		accept = "application/json"
+	}
+	if !c.pool || cap(body) < pooledBodyMin {
+		return c.post(ctx, body, accept, emit, read)
+	}
+	lease := newBodyLease(body)
+	defer lease.release()
+	return c.post(lease.context(ctx), body, accept, emit, read)
+}
 
 func (c *Client) post(ctx context.Context, body []byte, accept string, emit func(model.Delta) error, read ReadFunc) error {
 	err := c.send(ctx, body, accept, emit, read)

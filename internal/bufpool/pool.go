@@ -1,0 +1,35 @@
+package bufpool
+
+import "sync"
+
+// Pool lends buffers with room for Min to Max bytes; a request for less
+// or more is a new buffer, and one of that size is not taken back: a
+// small buffer costs little garbage, and a huge one (a 300k-item input)
+// should not stay held after its request.
+type Pool struct {
+	Min, Max int
+	p        sync.Pool // of *[]byte
+}
+
+// Get returns an empty buffer with room for size bytes, a lent one when
+// size is within the pool's range and one is free.
+func (p *Pool) Get(size int) []byte {
+	if size < p.Min || size > p.Max {
+		return make([]byte, 0, size)
+	}
+	if b, _ := p.p.Get().(*[]byte); b != nil && cap(*b) >= size {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, size)
+}
+
+// Put takes b back when its capacity is within the pool's range, and
+// reports whether it did. Nothing may use b after.
+func (p *Pool) Put(b []byte) bool {
+	if cap(b) < p.Min || cap(b) > p.Max {
+		return false
+	}
+	b = b[:0]
+	p.p.Put(&b)
+	return true
+}
