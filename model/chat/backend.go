@@ -62,8 +62,9 @@ func New(baseURL, apiKey string, opts *Options) *Backend {
 // Stream sends req upstream and emits its deltas in order. See
 // model.Backend.
 func (b *Backend) Stream(ctx context.Context, req *model.Request, emit func(model.Delta) error) error {
+	read := readStream
 	if req.Whole {
-		return b.client.Send(ctx, writeRequest(req), true, emit, readWhole)
+		read = readWhole
 	}
-	return b.client.Send(ctx, writeRequest(req), false, emit, readStream)
+	return b.client.Send(ctx, writeRequest(req), req.Whole, emit, read)
 }

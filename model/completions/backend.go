@@ -117,10 +117,6 @@ func (b *Backend) Stream(ctx context.Context, req *model.Request, emit func(mode
 	if err != nil {
 		return err
 	}
-	body, err := encodeRequest(req, prompt, &b.opts)
-	if err != nil {
-		return err
-	}
 
 	read := func(body io.Reader, emit func(model.Delta) error) error {
 		r := newRouter(len(prompt), emit)
@@ -130,8 +126,5 @@ func (b *Backend) Stream(ctx context.Context, req *model.Request, emit func(mode
 		}
 		return readStream(body, r)
 	}
-	if req.Whole {
-		return b.client.Whole(ctx, body, emit, read)
-	}
-	return b.client.Stream(ctx, body, emit, read)
+	return b.client.Send(ctx, writeRequest(req, prompt, &b.opts), req.Whole, emit, read)
 }

@@ -23,6 +23,12 @@ var protectedKeys = map[string]bool{
 // guided decoding, ...): it may override the sampling keys but never a
 // protected one.
 func encodeRequest(req *model.Request, prompt []uint32, o *Options) ([]byte, error) {
+	return writeRequest(req, prompt, o).Finish()
+}
+
+// writeRequest is encodeRequest's body, not yet finished: Client.Send
+// finishes and sends it, and hands a large one's buffer back to its pool.
+func writeRequest(req *model.Request, prompt []uint32, o *Options) *upstream.Body {
 	w := upstream.NewBody(len(prompt)*7+256, req.Extra, protectedKeys)
 	w.String("model", req.Model)
 	w.Append("prompt", func(b []byte) ([]byte, error) { return appendTokens(b, prompt), nil })
@@ -64,7 +70,7 @@ func encodeRequest(req *model.Request, prompt []uint32, o *Options) ([]byte, err
 		// for gpt-oss include <|return|> and <|call|>; whether special
 		// tokens appear in the text is the server's --special flag.
 	}
-	return w.Finish()
+	return w
 }
 
 // appendTokens writes token ids as a JSON array.
