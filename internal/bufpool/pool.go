@@ -29,7 +29,10 @@ func (p *Pool) Put(b []byte) bool {
 	if cap(b) < p.Min || cap(b) > p.Max {
 		return false
 	}
-	b = b[:0]
-	p.p.Put(&b)
+	// A new pointer here, not &b: that would move b to the heap on
+	// every call, also one that takes nothing back.
+	kept := new([]byte)
+	*kept = b[:0]
+	p.p.Put(kept)
 	return true
 }

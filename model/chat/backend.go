@@ -66,5 +66,7 @@ func (b *Backend) Stream(ctx context.Context, req *model.Request, emit func(mode
 	if req.Whole {
 		read = readWhole
 	}
-	return b.client.Send(ctx, writeRequest(req), req.Whole, emit, read)
+	w := upstream.NewBody(bodySize(req), req.Extra, protectedKeys)
+	writeRequest(w, req)
+	return b.client.Send(ctx, w, req.Whole, emit, read)
 }

@@ -39,13 +39,15 @@ var protectedKeys = map[string]bool{
 // and may override the sampling ones, but never a protected key. Errors
 // are *model.Error values.
 func encodeRequest(req *model.Request) ([]byte, error) {
-	return writeRequest(req).Finish()
+	w := upstream.NewBody(bodySize(req), req.Extra, protectedKeys)
+	writeRequest(w, req)
+	return w.Finish()
 }
 
-// writeRequest is encodeRequest's body, not yet finished: Client.Send
-// finishes and sends it, and hands a large one's buffer back to its pool.
-func writeRequest(req *model.Request) *upstream.Body {
-	w := upstream.NewBody(bodySize(req), req.Extra, protectedKeys)
+// writeRequest writes encodeRequest's body into w, not yet finished:
+// Client.Send finishes and sends it, and hands a large one's buffer back
+// to its pool. (w is made by its caller, where it stays on the stack.)
+func writeRequest(w *upstream.Body, req *model.Request) {
 	w.String("model", req.Model)
 	w.Append("messages", func(b []byte) ([]byte, error) { return appendMessages(b, req.Instructions, req.Items) })
 	w.Bool("stream", !req.Whole)
@@ -86,7 +88,6 @@ func writeRequest(req *model.Request) *upstream.Body {
 	if req.User != "" {
 		w.String("user", req.User)
 	}
-	return w
 }
 
 // bodySize guesses the body's length, so that it is written into one

@@ -126,5 +126,7 @@ func (b *Backend) Stream(ctx context.Context, req *model.Request, emit func(mode
 		}
 		return readStream(body, r)
 	}
-	return b.client.Send(ctx, writeRequest(req, prompt, &b.opts), req.Whole, emit, read)
+	w := upstream.NewBody(bodySize(prompt), req.Extra, protectedKeys)
+	writeRequest(w, req, prompt, &b.opts)
+	return b.client.Send(ctx, w, req.Whole, emit, read)
 }

@@ -23,13 +23,19 @@ var protectedKeys = map[string]bool{
 // guided decoding, ...): it may override the sampling keys but never a
 // protected one.
 func encodeRequest(req *model.Request, prompt []uint32, o *Options) ([]byte, error) {
-	return writeRequest(req, prompt, o).Finish()
+	w := upstream.NewBody(bodySize(prompt), req.Extra, protectedKeys)
+	writeRequest(w, req, prompt, o)
+	return w.Finish()
 }
 
-// writeRequest is encodeRequest's body, not yet finished: Client.Send
-// finishes and sends it, and hands a large one's buffer back to its pool.
-func writeRequest(req *model.Request, prompt []uint32, o *Options) *upstream.Body {
-	w := upstream.NewBody(len(prompt)*7+256, req.Extra, protectedKeys)
+// bodySize is room for the prompt's ids (up to 6 digits and a comma) and
+// the rest of the body.
+func bodySize(prompt []uint32) int { return len(prompt)*7 + 256 }
+
+// writeRequest writes encodeRequest's body into w, not yet finished:
+// Client.Send finishes and sends it, and hands a large one's buffer back
+// to its pool. (w is made by its caller, where it stays on the stack.)
+func writeRequest(w *upstream.Body, req *model.Request, prompt []uint32, o *Options) {
 	w.String("model", req.Model)
 	w.Append("prompt", func(b []byte) ([]byte, error) { return appendTokens(b, prompt), nil })
 	w.Bool("stream", !req.Whole)
@@ -70,7 +76,6 @@ func writeRequest(req *model.Request, prompt []uint32, o *Options) *upstream.Bod
 		// for gpt-oss include <|return|> and <|call|>; whether special
 		// tokens appear in the text is the server's --special flag.
 	}
-	return w
 }
 
 // appendTokens writes token ids as a JSON array.
