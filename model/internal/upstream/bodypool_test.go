@@ -181,12 +181,34 @@ func checkReceived(t *testing.T, conn net.Conn, r *bufio.Reader, want []byte) {
 	}
 }
 
+// heldRequest is a request whose head the upstream has read, and the
+// rest of its body waiting on conn.
+type heldRequest struct {
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+func nextRequest(t *testing.T, conns <-chan net.Conn) heldRequest {
+	t.Helper()
+	conn := <-conns
+	r := bufio.NewReaderSize(conn, 1<<10)
+	readRequestHead(t, r)
+	return heldRequest{conn, r}
+}
+
+const (
+	answerOK  = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 14\r\n\r\n{\"choices\":[]}"
+	answer400 = "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+	answer503 = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 2\r\n\r\n{}"
+)
+
 // TestSendKeepsBodyWhileWritten: an upstream answers before it read the
-// body (a 200; a 400, not retried; a 503, retried, and a 200 for the
-// retry), or the caller cancels while the body is being written. Send
-// returns while the transport still writes the first attempt's body;
-// the buffers the pool gives out then are scribbled over, and the
-// upstream must still read the body as sent. Run with -race.
+// body (a 200: net/http goes on writing the body after Send returned,
+// for up to 50 ms before it gives up the connection; a 400, not retried;
+// a 503, retried, and a 200 for the retry), or the caller cancels while
+// the body is being written. Once Send returns, the buffers the pool
+// gives out are scribbled over, and the upstream must still read the
+// first attempt's body as sent. Run with -race.
 func TestSendKeepsBodyWhileWritten(t *testing.T) {
 	const size = 1 << 20
 	// sync.Pool drops some of what it is given under the race
@@ -194,90 +216,48 @@ func TestSendKeepsBodyWhileWritten(t *testing.T) {
 	// early is the one scribbled over.
 	const rounds = 4
 	logger := slog.New(slog.DiscardHandler)
-	t.Run("early answer", func(t *testing.T) {
-		for range rounds {
-			// The whole answer comes first: Send returns, and net/http goes
-			// on writing the body (it waits up to 50 ms for that before it
-			// gives up the connection).
-			url, conns := rawUpstream(t)
-			c := NewClient(url, "", Config{HTTPOptions: model.HTTPOptions{Logger: logger, Retries: -1}})
-			smallWrites(c)
-			w, want := bigBody(t, size)
-			done := make(chan error, 1)
-			go func() { done <- c.Send(context.Background(), w, true, discardEmit, readWholeDiscard) }()
-			conn := <-conns
-			r := bufio.NewReaderSize(conn, 1<<10)
-			readRequestHead(t, r)
-			io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 14\r\n\r\n{\"choices\":[]}")
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
-			scribble(size)
-			checkReceived(t, conn, r, want)
-		}
-	})
-	t.Run("error answer", func(t *testing.T) {
-		for range rounds {
-			url, conns := rawUpstream(t)
-			c := NewClient(url, "", Config{HTTPOptions: model.HTTPOptions{Logger: logger, Retries: -1}})
-			smallWrites(c)
-			w, want := bigBody(t, size)
-			done := make(chan error, 1)
-			go func() { done <- c.Send(context.Background(), w, true, discardEmit, readWholeDiscard) }()
-			conn := <-conns
-			r := bufio.NewReaderSize(conn, 1<<10)
-			readRequestHead(t, r)
-			io.WriteString(conn, "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
-			if err := <-done; err == nil {
-				t.Fatal("a 400 was not an error")
-			}
-			scribble(size)
-			checkReceived(t, conn, r, want)
-		}
-	})
-	t.Run("early answer, retried", func(t *testing.T) {
-		for range rounds {
-			url, conns := rawUpstream(t)
-			c := NewClient(url, "", Config{HTTPOptions: model.HTTPOptions{Logger: logger, Retries: 1,
-				RetryWaitMin: time.Millisecond, RetryWaitMax: time.Millisecond}})
-			smallWrites(c)
-			w, want := bigBody(t, size)
-			done := make(chan error, 1)
-			go func() { done <- c.Send(context.Background(), w, true, discardEmit, readWholeDiscard) }()
-			first := <-conns
-			r1 := bufio.NewReaderSize(first, 1<<10)
-			readRequestHead(t, r1)
-			io.WriteString(first, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 2\r\n\r\n{}")
-			second := <-conns
-			r2 := bufio.NewReaderSize(second, 1<<10)
-			readRequestHead(t, r2)
-			checkReceived(t, second, r2, want)
-			io.WriteString(second, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 14\r\n\r\n{\"choices\":[]}")
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
-			scribble(size)
-			checkReceived(t, first, r1, want)
-		}
-	})
-	t.Run("cancelled while writing", func(t *testing.T) {
-		for range rounds {
-			url, conns := rawUpstream(t)
-			c := NewClient(url, "", Config{HTTPOptions: model.HTTPOptions{Logger: logger, Retries: -1}})
-			smallWrites(c)
-			w, want := bigBody(t, size)
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- c.Send(ctx, w, true, discardEmit, readWholeDiscard) }()
-			conn := <-conns
-			r := bufio.NewReaderSize(conn, 1<<10)
-			readRequestHead(t, r)
+	for _, tt := range []struct {
+		name    string
+		retries int
+		// answer answers the first request (and any retry, on conns).
+		answer func(t *testing.T, first heldRequest, conns <-chan net.Conn, want []byte, cancel func())
+		ok     func(error) bool
+	}{
+		{"early answer", -1, func(t *testing.T, first heldRequest, _ <-chan net.Conn, _ []byte, _ func()) {
+			io.WriteString(first.conn, answerOK)
+		}, func(err error) bool { return err == nil }},
+		{"error answer", -1, func(t *testing.T, first heldRequest, _ <-chan net.Conn, _ []byte, _ func()) {
+			io.WriteString(first.conn, answer400)
+		}, func(err error) bool { return err != nil }},
+		{"early answer, retried", 1, func(t *testing.T, first heldRequest, conns <-chan net.Conn, want []byte, _ func()) {
+			io.WriteString(first.conn, answer503)
+			second := nextRequest(t, conns)
+			checkReceived(t, second.conn, second.r, want)
+			io.WriteString(second.conn, answerOK)
+		}, func(err error) bool { return err == nil }},
+		{"cancelled while writing", -1, func(t *testing.T, _ heldRequest, _ <-chan net.Conn, _ []byte, cancel func()) {
 			cancel()
-			if err := <-done; !errors.Is(err, context.Canceled) {
-				t.Fatalf("Send returned %v, want the cancellation", err)
+		}, func(err error) bool { return errors.Is(err, context.Canceled) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for range rounds {
+				url, conns := rawUpstream(t)
+				c := NewClient(url, "", Config{HTTPOptions: model.HTTPOptions{Logger: logger, Retries: tt.retries,
+					RetryWaitMin: time.Millisecond, RetryWaitMax: time.Millisecond}})
+				smallWrites(c)
+				w, want := bigBody(t, size)
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() { done <- c.Send(ctx, w, true, discardEmit, readWholeDiscard) }()
+				first := nextRequest(t, conns)
+				tt.answer(t, first, conns, want, cancel)
+				if err := <-done; !tt.ok(err) {
+					t.Fatalf("Send returned %v", err)
+				}
+				cancel()
+				scribble(size)
+				checkReceived(t, first.conn, first.r, want)
 			}
-			scribble(size)
-			checkReceived(t, conn, r, want)
-		}
-	})
+		})
+	}
 }
