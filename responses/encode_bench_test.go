@@ -72,6 +72,7 @@ func BenchmarkEncodeResponseBody(b *testing.B) {
 					Text: TextConfig{Format: &TextFormat{Type: FormatText}}, TopP: 1, Temperature: 1,
 					Reasoning: &ReasoningParam{}, ServiceTier: "default", Metadata: map[string]any{}}
 				bl := NewBuilder(resp, func(p string) string { return p + "_1" }, nil)
+				bl.EncodedOnce()
 				bl.TextDelta("some words")
 				if err := bl.Complete(&Usage{InputTokens: 10, OutputTokens: 5, TotalTokens: 15}, 1); err != nil {
 					b.Fatal(err)
