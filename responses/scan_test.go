@@ -205,7 +205,7 @@ func checkSchemaNotes(t *testing.T, tools []Tool) {
 		if want := bytes.Equal(compact.Bytes(), tool.Parameters); tool.schema.compact != want {
 			t.Errorf("tool %d: noted compact %v for %s", i, tool.schema.compact, tool.Parameters)
 		}
-		if want := tokenDepth(t, tool.Parameters); tool.schema.depth != want {
+		if want := tokenDepth(t, tool.Parameters); int(tool.schema.depth) != want {
 			t.Errorf("tool %d: noted depth %d for %s, encoding/json nests %d", i, tool.schema.depth, tool.Parameters, want)
 		}
 		tool.schema = schemaNote{}

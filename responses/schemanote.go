@@ -1,5 +1,7 @@
 package responses
 
+import "math"
+
 // schemaNote is what the decoder learnt of a function tool's parameters
 // in the walk that checked them: how deeply they nest and whether they
 // are compact (no white space between tokens). With it, validation need
@@ -9,31 +11,36 @@ package responses
 // of (their first byte and length): a caller that sets Parameters to
 // other bytes leaves it void, and those are measured and compacted as
 // any others.
+//
+// It is 16 bytes, as every Tool carries one (the engine copies a hundred
+// tools several times): a length fits 32 bits (a body is far smaller),
+// a depth 16 (the scanner stops at jsonscan.MaxDepth).
 type schemaNote struct {
 	of      *byte
-	n       int
-	depth   int
+	n       uint32
+	depth   uint16
 	compact bool
 }
 
-// noteSchema returns the note of raw, a value the decoder checked.
+// noteSchema returns the note of raw, a value the decoder checked; none
+// for a value too large or too deep to note.
 func noteSchema(raw []byte, depth int, compact bool) schemaNote {
-	if len(raw) == 0 {
+	if len(raw) == 0 || uint64(len(raw)) > math.MaxUint32 || depth > math.MaxUint16 {
 		return schemaNote{}
 	}
-	return schemaNote{of: &raw[0], n: len(raw), depth: depth, compact: compact}
+	return schemaNote{of: &raw[0], n: uint32(len(raw)), depth: uint16(depth), compact: compact}
 }
 
 // holds reports whether the note was taken of raw.
 func (n *schemaNote) holds(raw []byte) bool {
-	return n.of != nil && len(raw) == n.n && &raw[0] == n.of
+	return n.of != nil && len(raw) == int(n.n) && &raw[0] == n.of
 }
 
 // parametersDepth returns how deeply the tool's parameters nest as the
 // decoder measured them, or -1 when it did not.
 func (t *Tool) parametersDepth() int {
 	if t.schema.holds(t.Parameters) {
-		return t.schema.depth
+		return int(t.schema.depth)
 	}
 	return -1
 }
