@@ -35,10 +35,7 @@ func BenchmarkEncodeResponseEvents(b *testing.B) {
 				return err
 			}
 			for b.Loop() {
-				resp := &Response{ID: "resp_1", Object: "response", Model: req.Model, Tools: req.Tools,
-					ToolChoice: ToolChoice{Mode: ToolChoiceAuto}, Truncation: "disabled", ParallelToolCalls: true,
-					Text: TextConfig{Format: &TextFormat{Type: FormatText}}, TopP: 1, Temperature: 1,
-					Reasoning: &ReasoningParam{}, ServiceTier: "default", Metadata: map[string]any{}}
+				resp := benchResponse(req)
 				bl := NewBuilder(resp, func(p string) string { return p + "_1" }, sink)
 				if err := bl.Start(); err != nil {
 					b.Fatal(err)
@@ -67,10 +64,7 @@ func BenchmarkEncodeResponseBody(b *testing.B) {
 			b.ReportAllocs()
 			out := make([]byte, 0, 64<<10)
 			for b.Loop() {
-				resp := &Response{ID: "resp_1", Object: "response", Model: req.Model, Tools: req.Tools,
-					ToolChoice: ToolChoice{Mode: ToolChoiceAuto}, Truncation: "disabled", ParallelToolCalls: true,
-					Text: TextConfig{Format: &TextFormat{Type: FormatText}}, TopP: 1, Temperature: 1,
-					Reasoning: &ReasoningParam{}, ServiceTier: "default", Metadata: map[string]any{}}
+				resp := benchResponse(req)
 				bl := NewBuilder(resp, func(p string) string { return p + "_1" }, nil)
 				bl.EncodedOnce()
 				bl.TextDelta("some words")
@@ -81,4 +75,12 @@ func BenchmarkEncodeResponseBody(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchResponse is the response the engine starts for req.
+func benchResponse(req *Request) *Response {
+	return &Response{ID: "resp_1", Object: "response", Model: req.Model, Tools: req.Tools,
+		ToolChoice: ToolChoice{Mode: ToolChoiceAuto}, Truncation: "disabled", ParallelToolCalls: true,
+		Text: TextConfig{Format: &TextFormat{Type: FormatText}}, TopP: 1, Temperature: 1,
+		Reasoning: &ReasoningParam{}, ServiceTier: "default", Metadata: map[string]any{}}
 }

@@ -160,7 +160,8 @@ type Tool struct {
 	// runs them (MCP, local tools) decodes their own fields from it.
 	Raw json.RawMessage `json:"-"`
 	// schema is what the decoder noted of Parameters while it checked
-	// them.
+	// them (void once Parameters is set to other bytes; the bytes, like
+	// every decoded value's, are not changed in place).
 	schema schemaNote
 }
 
