@@ -239,3 +239,28 @@ func BenchmarkBuilderTextDeltas(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
+
+// A response declared encoded once encodes as one whose echo is kept.
+func TestEncodedOnceEncodesTheSame(t *testing.T) {
+	req, err := DecodeRequest(toolsBody(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("Be brief. ", 200) // kept encoded when the echo is
+	encode := func(once bool) []byte {
+		resp := &Response{ID: "resp_1", Object: "response", Model: req.Model, Tools: req.Tools, Instructions: &long}
+		b := NewBuilder(resp, func(p string) string { return p + "_1" }, nil)
+		if once {
+			b.EncodedOnce()
+		}
+		b.TextDelta("hi")
+		if err := b.Complete(&Usage{}, 1); err != nil {
+			t.Fatal(err)
+		}
+		return resp.AppendJSON(nil, DialectOpenAI)
+	}
+	kept, once := encode(false), encode(true)
+	if string(kept) != string(once) || !strings.Contains(string(once), `"name":"tool_2"`) {
+		t.Errorf("encoded once:\n%s\nkept:\n%s", once, kept)
+	}
+}

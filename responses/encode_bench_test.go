@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"fmt"
 	"testing"
 )
 
@@ -34,10 +35,7 @@ func BenchmarkEncodeResponseEvents(b *testing.B) {
 				return err
 			}
 			for b.Loop() {
-				resp := &Response{ID: "resp_1", Object: "response", Model: req.Model, Tools: req.Tools,
-					ToolChoice: ToolChoice{Mode: ToolChoiceAuto}, Truncation: "disabled", ParallelToolCalls: true,
-					Text: TextConfig{Format: &TextFormat{Type: FormatText}}, TopP: 1, Temperature: 1,
-					Reasoning: &ReasoningParam{}, ServiceTier: "default", Metadata: map[string]any{}}
+				resp := benchResponse(req)
 				bl := NewBuilder(resp, func(p string) string { return p + "_1" }, sink)
 				if err := bl.Start(); err != nil {
 					b.Fatal(err)
@@ -51,4 +49,38 @@ func BenchmarkEncodeResponseEvents(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkEncodeResponseBody measures encoding a response once, as the
+// body of a response that is neither streamed nor stored is: its tools'
+// echo is written once, so nothing is gained by keeping it.
+func BenchmarkEncodeResponseBody(b *testing.B) {
+	for _, n := range []int{0, 100} {
+		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
+			req, err := DecodeRequest(toolsBody(n))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			out := make([]byte, 0, 64<<10)
+			for b.Loop() {
+				resp := benchResponse(req)
+				bl := NewBuilder(resp, func(p string) string { return p + "_1" }, nil)
+				bl.EncodedOnce()
+				bl.TextDelta("some words")
+				if err := bl.Complete(&Usage{InputTokens: 10, OutputTokens: 5, TotalTokens: 15}, 1); err != nil {
+					b.Fatal(err)
+				}
+				out = bl.Response().AppendJSON(out[:0], DialectOpenAI)
+			}
+		})
+	}
+}
+
+// benchResponse is the response the engine starts for req.
+func benchResponse(req *Request) *Response {
+	return &Response{ID: "resp_1", Object: "response", Model: req.Model, Tools: req.Tools,
+		ToolChoice: ToolChoice{Mode: ToolChoiceAuto}, Truncation: "disabled", ParallelToolCalls: true,
+		Text: TextConfig{Format: &TextFormat{Type: FormatText}}, TopP: 1, Temperature: 1,
+		Reasoning: &ReasoningParam{}, ServiceTier: "default", Metadata: map[string]any{}}
 }

@@ -33,6 +33,9 @@ func TestRequestLimits(t *testing.T) {
 		{"parameters deep in arrays", tool(`{"enum":` + strings.Repeat("[", MaxSchemaDepth) + strings.Repeat("]", MaxSchemaDepth) + `}`), "tools[0].parameters"},
 		{"many brackets, shallow", tool(`{"enum":[` + repeat(`[{}]`, MaxSchemaDepth) + `]}`), ""},
 		{"brackets in strings do not count", tool(`{"description":"` + strings.Repeat("{[", 100) + `"}`), ""},
+		{"pretty-printed parameters past the depth limit", tool(strings.ReplaceAll(nested(MaxSchemaDepth/2+1), ":", " :\n\t")), "tools[0].parameters"},
+		{"parameters past the depth limit, a tool left to encoding/json", tool(nested(MaxSchemaDepth/2+1) + `,"Strict":null`), "tools[0].parameters"},
+		{"parameters not an object", tool(`[{}]`), "tools[0].parameters"},
 		{"text schema past the depth limit", schema(nested(MaxSchemaDepth/2 + 1)), "text.format.schema"},
 		{"text schema null, as before", schema(`null`), ""},
 	}
@@ -50,5 +53,34 @@ func TestRequestLimits(t *testing.T) {
 				t.Errorf("got %s param %q (%s), want %s param %q", e.Kind, e.Param, e.Message, EInvalid, tt.param)
 			}
 		})
+	}
+}
+
+// The depth the decoder notes as it checks a tool's schema refuses it
+// as the walk over a schema it did not decode does: the same 400, the
+// same message.
+func TestSchemaDepthNotedAsWalked(t *testing.T) {
+	deep := nested(MaxSchemaDepth/2 + 1)
+	noted, walked := withInput(`,"tools":[{"type":"function","name":"f","parameters":`+deep+`}]`),
+		withInput(`,"tools":[{"type":"function","name":"f","Strict":null,"parameters":`+deep+`}]`)
+	req, err := DecodeRequest([]byte(noted))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Tools[0].parametersDepth() < 0 {
+		t.Fatal("the decoder noted no depth")
+	}
+	req, err = DecodeRequest([]byte(walked))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := req.Tools[0].parametersDepth(); d >= 0 {
+		t.Fatalf("a tool decoded by encoding/json has a noted depth %d", d)
+	}
+	_, errNoted := check(noted)
+	_, errWalked := check(walked)
+	a, b := mustAPIError(t, errNoted), mustAPIError(t, errWalked)
+	if a.Message != b.Message || a.Param != b.Param || !strings.Contains(a.Message, "levels deep") {
+		t.Errorf("noted: %q (%s), walked: %q (%s)", a.Message, a.Param, b.Message, b.Param)
 	}
 }

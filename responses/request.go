@@ -159,6 +159,10 @@ type Tool struct {
 	// Raw is the tool as sent, for types other than function: whoever
 	// runs them (MCP, local tools) decodes their own fields from it.
 	Raw json.RawMessage `json:"-"`
+	// schema is what the decoder noted of Parameters while it checked
+	// them (void once Parameters is set to other bytes; the bytes, like
+	// every decoded value's, are not changed in place).
+	schema schemaNote
 }
 
 // UnmarshalJSON decodes a tool and keeps the raw form of every type but
@@ -208,7 +212,8 @@ func (t *Tool) appendJSON(dst []byte) ([]byte, error) {
 	o.str("type", t.Type)
 	o.str("name", t.Name)
 	o.strOrNull("description", t.Description)
-	o.raw("parameters", t.Parameters, "null")
+	o.key("parameters")
+	o.b = t.appendParameters(o.b, "null")
 	o.boolOrNull("strict", t.Strict)
 	if t.DeferLoading {
 		o.boolean("defer_loading", true)

@@ -478,9 +478,7 @@ func (s *scanner) functionAt(t *Tool, v *functionValues) bool {
 		case "description":
 			t.Description, ok = s.optionalString(&v.description)
 		case "parameters":
-			var raw []byte
-			raw, ok = s.value()
-			t.Parameters = s.rawCopy(raw)
+			ok = s.parameters(t)
 		case "strict":
 			t.Strict, ok = s.optionalBool(&v.strict)
 		default:
@@ -489,6 +487,22 @@ func (s *scanner) functionAt(t *Tool, v *functionValues) bool {
 		return ok
 	})
 	return ok && t.Type == ToolFunction
+}
+
+// parameters decodes a function tool's schema into t, noting its depth
+// and whether it is compact as it checks it.
+func (s *scanner) parameters(t *Tool) bool {
+	if s.next() == 'n' {
+		t.Parameters = s.rawCopy([]byte("null"))
+		return s.js.Null()
+	}
+	raw, depth, compact, err := s.js.RawDepth()
+	if err != nil {
+		return false
+	}
+	t.Parameters = s.rawCopy(raw)
+	t.schema = noteSchema(t.Parameters, depth, compact)
+	return true
 }
 
 // optionalString decodes a string into *into and returns into, or null

@@ -23,13 +23,16 @@ import (
 type Scanner struct {
 	b []byte
 	i int
+	// spaced counts the white-space bytes skipped, so that a caller can
+	// tell a compact value from one to compact (RawDepth).
+	spaced int
 }
 
 // NewScanner returns a Scanner over one JSON value.
 func NewScanner(b []byte) *Scanner { return &Scanner{b: b} }
 
 // Reset starts the Scanner over b, so one Scanner serves every chunk.
-func (s *Scanner) Reset(b []byte) { s.b, s.i = b, 0 }
+func (s *Scanner) Reset(b []byte) { s.b, s.i, s.spaced = b, 0, 0 }
 
 var errUnexpectedEnd = errors.New("unexpected end of JSON input")
 
@@ -45,14 +48,16 @@ func (s *Scanner) space() {
 	if s.i < len(s.b) && s.b[s.i] > ' ' {
 		return
 	}
+	start := s.i
 	for s.i < len(s.b) {
 		switch s.b[s.i] {
 		case ' ', '\t', '\n', '\r':
 			s.i++
-		default:
-			return
+			continue
 		}
+		break
 	}
+	s.spaced += s.i - start
 }
 
 // peek returns the first byte of the next value, after white space; 0 at
@@ -519,6 +524,18 @@ func (s *Scanner) Raw() ([]byte, error) {
 		return nil, err
 	}
 	return s.b[start:s.i], nil
+}
+
+// RawDepth consumes any value, checking it, and returns its bytes, how
+// deeply it nests (as SkipDepth) and whether it is compact: no white
+// space between its tokens. Its caller learns in the walk that checks a
+// value (a JSON Schema) what it would otherwise walk it again for: its
+// depth, and whether it needs compacting to be echoed.
+func (s *Scanner) RawDepth() (raw []byte, depth int, compact bool, err error) {
+	s.peek()
+	start, spaced := s.i, s.spaced
+	depth, err = s.SkipDepth()
+	return s.b[start:s.i], depth, s.spaced == spaced, err
 }
 
 // Offset returns how many bytes of the input the Scanner has consumed.
