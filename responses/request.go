@@ -118,8 +118,7 @@ func (in *Input) UnmarshalJSON(data []byte) error {
 		if err := json.Unmarshal(data, &s); err != nil {
 			return err
 		}
-		in.Set, in.IsString = true, true
-		in.Items = []Item{{Type: ItemMessage, Role: "user", Content: []ContentPart{{Type: PartInputText, Text: s}}}}
+		*in = stringInput(s)
 		return nil
 	case len(data) > 0 && data[0] == '[':
 		items, err := decodeItems(data)
@@ -130,6 +129,13 @@ func (in *Input) UnmarshalJSON(data []byte) error {
 		return nil
 	}
 	return fmt.Errorf("input must be a string or an array of items")
+}
+
+// stringInput is the input a request gives as a string: one user
+// message holding it as its input_text.
+func stringInput(text string) Input {
+	return Input{Set: true, IsString: true,
+		Items: []Item{{Type: ItemMessage, Role: "user", Content: []ContentPart{{Type: PartInputText, Text: text}}}}}
 }
 
 // MarshalJSON writes the list form.

@@ -308,6 +308,16 @@ func scanInput(s *scanner, r *Request) error {
 		r.Input = Input{Items: items, Set: true}
 		return nil
 	}
+	if s.next() == '"' {
+		// The most common input of all, a single user message, read
+		// without encoding/json.
+		text, err := s.js.String()
+		if err != nil {
+			return err
+		}
+		r.Input = stringInput(text)
+		return nil
+	}
 	raw, err := rawOrNull(s.js)
 	if err != nil {
 		return err

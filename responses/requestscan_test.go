@@ -42,6 +42,12 @@ var requestBodies = []struct {
 }{
 	{fullRequest, true},
 	{`{"model":"m","input":"#say ok"}`, true},
+	{`{"model":"m","input":""}`, true},
+	{`{"model":"m","input":"a\"b\\c\n\u00e9\ud83d\ude00 \u2028"}`, true},
+	{`{"model":"m","input":"lone \ud800 surrogate"}`, true},
+	{"{\"model\":\"m\",\"input\":\"caf\u00e9 \u65e5\u672c\"}", true},
+	{`{"model":"m","input":null}`, true},
+	{`{"model":"m","input":"a","stream":true}`, true},
 	{string(historyBody(20)), true},
 	{string(toolsBody(5)), true},
 	{`{}`, true},
