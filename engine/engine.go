@@ -339,7 +339,7 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 	if err != nil {
 		return nil, err
 	}
-	clients := clientTools(req)
+	clients, special := clientTools(req)
 	reg, err := e.registry(ctx, req, clients)
 	if err != nil {
 		return nil, err
@@ -358,7 +358,7 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 		history:        history,
 		seen:           seen,
 		reg:            reg,
-		clientTools:    clientCallTools(clients),
+		clientTools:    special,
 		clientWaits:    clientWaits{approvals: approvals, inputAnswers: inputAnswers},
 		background:     background,
 		conversationID: conversationID,
