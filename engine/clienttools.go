@@ -7,13 +7,12 @@ import (
 	"github.com/loomgate/loom/tools"
 )
 
-// clientTool is a tool of the request that the client runs, as the model
-// is offered it: a function, a client-run kind's tool (custom,
-// apply_patch, local_shell), or one of these inside a namespace.
+// clientTool is a tool of the request that the client runs and whose calls
+// are more than a plain function call: a client-run kind's tool (custom,
+// apply_patch, local_shell, tool_search), or a tool inside a namespace.
 type clientTool struct {
-	index int // the request's tools[index] it comes from
-	def   tools.Definition
-	kind  *tools.Kind // nil for a function
+	def  tools.Definition
+	kind *tools.Kind // nil for a function
 	// namespace describes the namespace of a namespace's tool.
 	namespace string
 }
@@ -26,64 +25,60 @@ func (ct clientTool) own() string {
 	return strings.TrimPrefix(ct.def.Name, responses.NamespacedName(ct.def.Namespace, ""))
 }
 
-// clientTools returns the request's client-run tools, in order, a
-// namespace's tools each under its namespaced name.
-func clientTools(req *responses.Request) []clientTool {
-	out := make([]clientTool, 0, len(req.Tools))
+// clientTools returns the request's client-run tools as the model is
+// offered them, in order, a namespace's tools each under its namespaced
+// name; and, by offered name, those whose calls are more than a plain
+// function call. defs is the one list of the request's definitions: the
+// registry keeps it as it is.
+func clientTools(req *responses.Request) (defs []tools.Definition, special map[string]clientTool) {
+	defs = make([]tools.Definition, 0, len(req.Tools))
 	for i := range req.Tools {
 		t := &req.Tools[i]
+		if t.Type == responses.ToolFunction {
+			defs = append(defs, tools.FunctionDefinition(*t))
+			continue
+		}
 		if t.Type != responses.ToolNamespace {
-			if ct, ok := clientToolOf(i, t); ok {
-				out = append(out, ct)
+			if k := tools.ClientRunKind(*t); k != nil {
+				ct := clientTool{def: k.Define(*t), kind: k}
+				ct.def.Deferred = t.DeferLoading
+				defs, special = addSpecial(defs, special, ct)
 			}
 			continue
 		}
 		inner, _ := t.NamespaceTools() // validated
 		for j := range inner {
-			ct, ok := clientToolOf(i, &inner[j])
-			if !ok {
+			it := &inner[j]
+			var ct clientTool
+			switch k := tools.ClientRunKind(*it); {
+			case k != nil:
+				ct = clientTool{def: k.Define(*it), kind: k}
+			case it.Type == responses.ToolFunction:
+				ct = clientTool{def: tools.FunctionDefinition(*it)}
+			default:
 				continue
 			}
 			ct.def.Namespace = t.Name
-			ct.def.Name = responses.NamespacedName(t.Name, inner[j].Name)
+			ct.def.Name = responses.NamespacedName(t.Name, it.Name)
 			// A deferred namespace defers all its tools (tool_search).
-			ct.def.Deferred = ct.def.Deferred || t.DeferLoading
+			ct.def.Deferred = it.DeferLoading || t.DeferLoading
 			if t.Description != nil {
 				ct.namespace = *t.Description
 			}
-			out = append(out, ct)
+			defs, special = addSpecial(defs, special, ct)
 		}
 	}
-	return out
+	return defs, special
 }
 
-func clientToolOf(index int, t *responses.Tool) (clientTool, bool) {
-	if k := tools.ClientRunKind(*t); k != nil {
-		def := k.Define(*t)
-		def.Deferred = t.DeferLoading
-		return clientTool{index: index, def: def, kind: k}, true
+// addSpecial adds a client tool that is more than a plain function to
+// the definitions and to the map of such tools.
+func addSpecial(defs []tools.Definition, special map[string]clientTool, ct clientTool) ([]tools.Definition, map[string]clientTool) {
+	if special == nil {
+		special = map[string]clientTool{}
 	}
-	if t.Type == responses.ToolFunction {
-		return clientTool{index: index, def: tools.FunctionDefinition(*t)}, true
-	}
-	return clientTool{}, false
-}
-
-// clientCallTools maps the offered names of the client tools whose calls
-// are more than a plain function call (a kind's, or a namespace's) to
-// them.
-func clientCallTools(clients []clientTool) map[string]clientTool {
-	var m map[string]clientTool
-	for _, ct := range clients {
-		if ct.kind == nil && ct.def.Namespace == "" {
-			continue
-		}
-		if m == nil {
-			m = map[string]clientTool{}
-		}
-		m[ct.def.Name] = ct
-	}
-	return m
+	special[ct.def.Name] = ct
+	return append(defs, ct.def), special
 }
 
 // clientCallDelta streams a piece of a client call that is more than a

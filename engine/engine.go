@@ -339,7 +339,7 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 	if err != nil {
 		return nil, err
 	}
-	clients := clientTools(req)
+	clients, special := clientTools(req)
 	reg, err := e.registry(ctx, req, clients)
 	if err != nil {
 		return nil, err
@@ -358,7 +358,8 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 		history:        history,
 		seen:           seen,
 		reg:            reg,
-		clientTools:    clientCallTools(clients),
+		clientTools:    special,
+		toolsAsSent:    toolsAsSent(req, reg),
 		clientWaits:    clientWaits{approvals: approvals, inputAnswers: inputAnswers},
 		background:     background,
 		conversationID: conversationID,
@@ -491,9 +492,12 @@ type run struct {
 	// function call (a kind's, a namespace's), by offered name.
 	capsByServer map[string]tools.Capabilities
 	clientTools  map[string]clientTool
-	cc           *conversation.Context // the conversation the model sees, and its tools
-	calls        int                   // tool calls accepted so far
-	usage        usageTotal
+	// toolsAsSent are the request's tools when the model is offered
+	// exactly them (toolsAsSent), nil else.
+	toolsAsSent []responses.Tool
+	cc          *conversation.Context // the conversation the model sees, and its tools
+	calls       int                   // tool calls accepted so far
+	usage       usageTotal
 	// leased is set once the response is stored in progress under this
 	// engine's lease.
 	leased bool
@@ -742,7 +746,7 @@ func (r *run) toolRequired() bool {
 		tc.Function == "" && tc.Mode != responses.ToolChoiceRequired {
 		return false
 	}
-	tools, choice, _ := offeredTools(r.req, r.visibleTools())
+	tools, choice, _ := r.offeredTools()
 	return len(tools) > 0 && choice == responses.ToolChoiceRequired
 }
 

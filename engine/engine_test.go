@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -216,5 +217,43 @@ func TestFinalEventAfterSave(t *testing.T) {
 				t.Fatalf("%d terminal events, want 1", terminal)
 			}
 		})
+	}
+}
+
+// The model is offered a request's function tools alike whether they are
+// all it has (offered as the request gave them) or sit beside a tool of
+// another kind (offered from their definitions).
+func TestFunctionsOfferedAlike(t *testing.T) {
+	const functions = `{"type":"function","name":"a","description":"Tool a.","strict":true,"parameters":{"type":"object","properties":{"x":{"type":"string"}}}},` +
+		`{"type":"function","name":"b","description":"","parameters":null},{"type":"function","name":"c"}`
+	offered := func(tools string) []responses.Tool {
+		t.Helper()
+		b := &fakeBackend{stream: deltas(model.Delta{Kind: model.DeltaText, Text: "ok"})}
+		if _, err := newEngine(t, b).Run(context.Background(), decodeRequest(t, `{"model":"m","input":"x","tools":[`+tools+`]}`), nil); err != nil {
+			t.Fatal(err)
+		}
+		return b.requests[0].Tools
+	}
+	describe := func(ts []responses.Tool) []string {
+		var out []string
+		for _, tool := range ts {
+			desc, strict := "<nil>", "<nil>"
+			if tool.Description != nil && *tool.Description != "" {
+				desc = *tool.Description
+			}
+			if tool.Strict != nil {
+				strict = fmt.Sprint(*tool.Strict)
+			}
+			out = append(out, fmt.Sprintf("%s %s %s %s %s", tool.Type, tool.Name, desc, strict, tool.Parameters))
+		}
+		return out
+	}
+	alone := describe(offered(functions))
+	beside := describe(offered(functions + `,{"type":"custom","name":"note"}`))
+	if len(alone) != 3 || len(beside) != 4 || !slices.Equal(alone, beside[:3]) {
+		t.Errorf("functions alone offered as\n%q\nbeside a custom tool as\n%q", alone, beside)
+	}
+	if alone[0] != `function a Tool a. true {"type":"object","properties":{"x":{"type":"string"}}}` {
+		t.Errorf("function a offered as %q", alone[0])
 	}
 }

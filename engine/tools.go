@@ -35,8 +35,8 @@ func (e *Engine) serverToolType(typ string) bool {
 // registry builds the tools a request may use: its function tools, and
 // the servers its other tools resolve to. A request with no tools gets an
 // empty registry, and so no tool work at all. clients are the request's
-// client-run tools (clientTools).
-func (e *Engine) registry(ctx context.Context, req *responses.Request, clients []clientTool) (*tools.Registry, error) {
+// client-run tools (clientTools), which validation has found unique.
+func (e *Engine) registry(ctx context.Context, req *responses.Request, clients []tools.Definition) (*tools.Registry, error) {
 	reg, err := tools.NewRegistry()
 	if err != nil {
 		return nil, err
@@ -44,12 +44,7 @@ func (e *Engine) registry(ctx context.Context, req *responses.Request, clients [
 	if len(req.Tools) == 0 {
 		return reg, nil
 	}
-	reg.ReserveFunctions(len(clients))
-	for i := range clients {
-		if err := reg.AddFunction(clients[i].def); err != nil {
-			return nil, responses.BadRequest(fmt.Sprintf("tools[%d]", clients[i].index), "%v", err)
-		}
-	}
+	reg.AdoptFunctions(clients)
 	for _, p := range e.opts.ToolProviders {
 		servers, err := p.Servers(ctx, req)
 		if err != nil {

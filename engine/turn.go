@@ -6,6 +6,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"context"
+	"slices"
 
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
@@ -347,7 +348,7 @@ func (r *run) modelRequest() *model.Request {
 	} else if req.SafetyIdentifier != nil {
 		m.User = *req.SafetyIdentifier
 	}
-	m.Tools, m.ToolChoice, m.ToolChoiceFunction = offeredTools(req, r.visibleTools())
+	m.Tools, m.ToolChoice, m.ToolChoiceFunction = r.offeredTools()
 	for _, t := range m.Tools {
 		if tools.Builtin(t.Name) {
 			m.Builtins = append(m.Builtins, t.Name)
@@ -390,19 +391,40 @@ func (r *run) modelRequest() *model.Request {
 	return m
 }
 
+// toolsAsSent returns the request's tools when the model is offered
+// exactly them, in order: function tools only, none deferred, no server
+// tools, no function found by an earlier tool search. The upstream then
+// takes them as the request gave them (backends only read Tools), not a
+// copy of each made from its definition every turn.
+func toolsAsSent(req *responses.Request, reg *tools.Registry) []responses.Tool {
+	if len(reg.Servers()) > 0 || len(reg.Functions()) != len(req.Tools) {
+		return nil
+	}
+	for i := range req.Tools {
+		if t := &req.Tools[i]; t.Type != responses.ToolFunction || t.DeferLoading {
+			return nil
+		}
+	}
+	return slices.Clip(req.Tools)
+}
+
 // offeredTools applies tool_choice to the tools the conversation offers:
 // none offers nothing, allowed_tools narrows the list, a named function
 // requires it. An empty list offers nothing whatever the choice (a model
 // offered an empty list under "auto" has been seen to invent calls).
-func offeredTools(req *responses.Request, defs []tools.Definition) ([]responses.Tool, string, string) {
+func (r *run) offeredTools() ([]responses.Tool, string, string) {
+	defs := r.visibleTools()
 	if len(defs) == 0 {
 		return nil, "", ""
 	}
-	all := make([]responses.Tool, len(defs))
-	for i := range defs {
-		all[i] = defs[i].ResponsesTool()
+	all := r.toolsAsSent
+	if len(all) != len(defs) {
+		all = make([]responses.Tool, len(defs))
+		for i := range defs {
+			all[i] = defs[i].ResponsesTool()
+		}
 	}
-	tc := req.ToolChoice
+	tc := r.req.ToolChoice
 	if tc == nil {
 		return all, responses.ToolChoiceAuto, ""
 	}

@@ -207,6 +207,11 @@ func (r *Request) validateReasoning() *APIError {
 
 func (r *Request) validateTools(serverTool func(string) bool) *APIError {
 	names := make(map[string]bool, len(r.Tools))
+	// clientSearch is the index of a tool_search the client runs, -1 for
+	// none: the model is offered a function named tool_search for it,
+	// which no tool of the request may take (names has only the names
+	// tool_choice may pick, and that function is not one of them).
+	clientSearch := -1
 	for i := range r.Tools {
 		t := &r.Tools[i]
 		if t.Type == ToolFunction {
@@ -235,10 +240,19 @@ func (r *Request) validateTools(serverTool func(string) bool) *APIError {
 			return BadRequest(param+".type", "tool type is required")
 		case serverTool != nil && serverTool(t.Type):
 			// Checked by whoever runs it.
+			if t.Type == ToolToolSearch && DecodeToolSearchTool(t.Raw).ClientRun() {
+				if clientSearch >= 0 {
+					return BadRequest(param, "duplicate tool name %q", ToolToolSearch)
+				}
+				clientSearch = i
+			}
 			continue
 		default:
 			return unknownTool(param, t.Type)
 		}
+	}
+	if clientSearch >= 0 && names[ToolToolSearch] {
+		return toolSearchTaken(r.Tools, clientSearch)
 	}
 	tc := r.ToolChoice
 	if tc == nil {
@@ -269,6 +283,20 @@ func (r *Request) validateTools(serverTool func(string) bool) *APIError {
 		}
 	}
 	return nil
+}
+
+// toolSearchTaken is the 400 for a function or custom tool named
+// tool_search beside a tool_search the client runs, named at the later
+// of the two, where the offered names collide.
+func toolSearchTaken(tools []Tool, search int) *APIError {
+	at := search
+	for i := range tools {
+		if tools[i].Name == ToolToolSearch && (tools[i].Type == ToolFunction || tools[i].Type == ToolCustom) {
+			at = max(at, i)
+			break
+		}
+	}
+	return BadRequest(fmt.Sprintf("tools[%d]", at), "duplicate tool name %q: a tool_search the client runs is offered to the model as a function of that name", ToolToolSearch)
 }
 
 func validFunctionName(s string) bool {

@@ -322,6 +322,11 @@ func TestValidateTools(t *testing.T) {
 		{name: "allowed_tools empty", tools: fn("f"), choice: `{"type":"allowed_tools","mode":"auto","tools":[]}`, param: "tool_choice.tools"},
 		{name: "allowed_tools missing a function", tools: fn("f"), choice: `{"type":"allowed_tools","tools":[{"type":"function","name":"f"},{"type":"function","name":"g"}]}`, param: "tool_choice.tools[1]"},
 		{name: "allowed_tools of another type", tools: fn("f"), choice: `{"type":"allowed_tools","tools":[{"type":"mcp","name":"f"}]}`, param: "tool_choice.tools[0]"},
+		{name: "function named tool_search beside a client tool search", tools: `{"type":"tool_search","execution":"client"},` + fn("tool_search"), param: "tools[1]", serverTools: []string{ToolToolSearch}},
+		{name: "client tool search beside a function named tool_search", tools: fn("tool_search") + `,{"type":"tool_search","execution":"client"}`, param: "tools[1]", serverTools: []string{ToolToolSearch}},
+		{name: "custom tool named tool_search beside a client tool search", tools: `{"type":"tool_search","execution":"client"},{"type":"custom","name":"tool_search"}`, param: "tools[1]", serverTools: []string{ToolToolSearch}},
+		{name: "client tool search twice", tools: `{"type":"tool_search","execution":"client"},` + fn("f") + `,{"type":"tool_search","execution":"client"}`, param: "tools[2]", serverTools: []string{ToolToolSearch}},
+		{name: "tool_choice names the client tool search's function", tools: `{"type":"tool_search","execution":"client"}`, choice: `{"type":"function","name":"tool_search"}`, param: "tool_choice.name", serverTools: []string{ToolToolSearch}},
 		{name: "allowed_tools bad mode", tools: fn("f"), choice: `{"type":"allowed_tools","mode":"often","tools":[{"type":"function","name":"f"}]}`, param: "tool_choice"},
 	}
 	for _, tt := range tests {
@@ -357,6 +362,7 @@ func TestValidateTools(t *testing.T) {
 		{tools: `{"type":"custom","name":"c"}`, choice: `{"type":"custom","name":"c"}`},
 		{tools: fn("f") + `,{"type":"custom","name":"c"}`, choice: `{"type":"allowed_tools","mode":"auto","tools":[{"type":"custom","name":"c"}]}`},
 		{tools: `{"type":"mcp","server_label":"s"},{"type":"code_interpreter","container":{"type":"auto"}}`, serverTools: []string{ToolMCP, ToolCodeInterpreter}},
+		{tools: `{"type":"tool_search","execution":"client"},` + fn("tool_search_helper") + `,{"type":"namespace","name":"crm","tools":[` + fn("tool_search") + `]}`, serverTools: []string{ToolToolSearch}},
 	}
 	for _, tt := range good {
 		extra := `,"tools":[` + tt.tools + `]`

@@ -14,9 +14,12 @@ import (
 // Registry is not safe for concurrent mutation; once built it is only read.
 type Registry struct {
 	functions []Definition
-	// functionNames holds the names in functions, so that adding one is
-	// a lookup, not a scan (a request may offer tens of thousands).
+	// functionNames holds the names of functions[:indexed], so that
+	// adding one is a lookup, not a scan (a request may offer tens of
+	// thousands). It is built only when AddFunction needs it: functions
+	// adopted as they are (AdoptFunctions) need no index.
 	functionNames map[string]struct{}
+	indexed       int
 	servers       []Server
 	labels        map[string]Server
 }
@@ -53,16 +56,18 @@ func (r *Registry) AddServer(s Server) error {
 	return nil
 }
 
-// ReserveFunctions makes room for n more function tools, so that adding
-// a request's many tools grows the list and its name index once.
-func (r *Registry) ReserveFunctions(n int) {
-	if n <= 0 {
+// AdoptFunctions registers client-executed function tools as they are:
+// the registry keeps defs itself, not a copy, and the caller must not
+// change it afterwards. Their names must be non-empty and unique and
+// their Server fields empty, as those of a validated request's tools are
+// (the engine's): unlike AddFunction, it checks nothing, so that a
+// request's many tools are neither copied nor indexed again.
+func (r *Registry) AdoptFunctions(defs []Definition) {
+	if len(r.functions) == 0 {
+		r.functions = slices.Clip(defs)
 		return
 	}
-	r.functions = slices.Grow(r.functions, n)
-	if r.functionNames == nil {
-		r.functionNames = make(map[string]struct{}, n)
-	}
+	r.functions = append(r.functions, defs...)
 }
 
 // AddFunction registers a client-executed function tool. Its Server field
@@ -71,15 +76,20 @@ func (r *Registry) AddFunction(d Definition) error {
 	if d.Name == "" {
 		return errors.New("tools: function tool with an empty name")
 	}
+	if r.functionNames == nil {
+		r.functionNames = make(map[string]struct{}, len(r.functions)+1)
+	}
+	for _, f := range r.functions[r.indexed:] {
+		r.functionNames[f.Name] = struct{}{}
+	}
+	r.indexed = len(r.functions)
 	if _, dup := r.functionNames[d.Name]; dup {
 		return &DuplicateError{Kind: "function", Name: d.Name}
-	}
-	if r.functionNames == nil {
-		r.functionNames = make(map[string]struct{})
 	}
 	r.functionNames[d.Name] = struct{}{}
 	d.Server = ""
 	r.functions = append(r.functions, d)
+	r.indexed++
 	return nil
 }
 

@@ -68,6 +68,40 @@ func TestRegistry(t *testing.T) {
 	}
 }
 
+// Adopted functions are kept as given, and a function added after them
+// is checked against them as against added ones.
+func TestRegistryAdoptFunctions(t *testing.T) {
+	var reg Registry
+	defs := []Definition{{Name: "a"}, {Name: "b"}}
+	reg.AdoptFunctions(defs)
+	if f := reg.Functions(); len(f) != 2 || &f[0] != &defs[0] {
+		t.Errorf("functions %+v: not the adopted list", f)
+	}
+	if err := reg.AddFunction(Definition{Name: "b"}); err == nil {
+		t.Error("a function of an adopted one's name was added")
+	}
+	if err := reg.AddFunction(Definition{Name: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if f := reg.Functions(); len(f) != 3 || f[2].Name != "c" || len(defs) != 2 {
+		t.Errorf("functions %+v after an add (the adopted list: %+v)", f, defs)
+	}
+	reg.AdoptFunctions([]Definition{{Name: "d"}})
+	if err := reg.AddFunction(Definition{Name: "d"}); err == nil {
+		t.Error("a function of a later adopted one's name was added")
+	}
+	if err := reg.AddFunction(Definition{Name: "a"}); err == nil {
+		t.Error("a function of an adopted one's name was added after a second adoption")
+	}
+	var names []string
+	for _, f := range reg.Functions() {
+		names = append(names, f.Name)
+	}
+	if got := strings.Join(names, ","); got != "a,b,c,d" {
+		t.Errorf("functions %s, want a,b,c,d", got)
+	}
+}
+
 func TestDuplicateToolError(t *testing.T) {
 	err := &DuplicateError{Kind: "tool", Name: "t", Sources: [2]string{"", "mcp"}}
 	if got, want := err.Error(), `tools: tool "t" offered by both the request's function tools and server "mcp"`; got != want {
