@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/model/internal/upstream"
 	"github.com/loomgate/loom/responses"
 )
 
@@ -182,4 +183,11 @@ func TestBodyRefusesNaN(t *testing.T) {
 			t.Errorf("top_p %v: encoding/json took it", f)
 		}
 	}
+}
+
+// encodeRequest is the body Client.Send sends for req, finished.
+func encodeRequest(req *model.Request) ([]byte, error) {
+	w := upstream.NewBody(bodySize(req), req.Extra, protectedKeys)
+	writeRequest(w, req)
+	return w.Finish()
 }

@@ -34,19 +34,13 @@ var protectedKeys = map[string]bool{
 	"tools": true, "tool_choice": true,
 }
 
-// encodeRequest writes the chat-completions body for a model turn, with
-// req.Extra merged in: extra adds keys (top_k, chat_template_kwargs, ...)
-// and may override the sampling ones, but never a protected key. Errors
-// are *model.Error values.
-func encodeRequest(req *model.Request) ([]byte, error) {
-	w := upstream.NewBody(bodySize(req), req.Extra, protectedKeys)
-	writeRequest(w, req)
-	return w.Finish()
-}
-
-// writeRequest writes encodeRequest's body into w, not yet finished:
-// Client.Send finishes and sends it, and hands a large one's buffer back
-// to its pool. (w is made by its caller, where it stays on the stack.)
+// writeRequest writes the chat-completions body for a model turn into w
+// (made with upstream.NewBody(bodySize(req), req.Extra, protectedKeys)),
+// not yet finished: Client.Send finishes and sends it, and hands a large
+// one's buffer back to its pool; w is made by its caller, where it stays
+// on the stack. req.Extra is merged in: extra adds keys (top_k,
+// chat_template_kwargs, ...) and may override the sampling ones, but
+// never a protected key. Errors, from Finish, are *model.Error values.
 func writeRequest(w *upstream.Body, req *model.Request) {
 	w.String("model", req.Model)
 	w.Append("messages", func(b []byte) ([]byte, error) { return appendMessages(b, req.Instructions, req.Items) })

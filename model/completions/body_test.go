@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/loomgate/loom/model"
+	"github.com/loomgate/loom/model/internal/upstream"
 	"github.com/loomgate/loom/responses"
 )
 
@@ -70,4 +71,11 @@ func TestBodyMatchesEncodingJSON(t *testing.T) {
 	if !errors.As(err, &merr) || merr.Kind != responses.EInvalid {
 		t.Errorf("extra not JSON: err = %v, want an EInvalid *model.Error", err)
 	}
+}
+
+// encodeRequest is the body Client.Send sends for the prompt, finished.
+func encodeRequest(req *model.Request, prompt []uint32, o *Options) ([]byte, error) {
+	w := upstream.NewBody(bodySize(prompt), req.Extra, protectedKeys)
+	writeRequest(w, req, prompt, o)
+	return w.Finish()
 }

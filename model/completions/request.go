@@ -15,26 +15,20 @@ var protectedKeys = map[string]bool{
 	"skip_special_tokens": true,
 }
 
-// encodeRequest writes the completions body for a rendered prompt, by
-// hand in one pass (upstream.Body): a prompt is thousands of token ids,
-// which encoding/json wrote one reflected value at a time. Engine-specific
-// fields are sent only to the engine that knows them (vLLM logs a warning
-// for every field it does not know). Request.Extra is merged in (top_k,
-// guided decoding, ...): it may override the sampling keys but never a
-// protected one.
-func encodeRequest(req *model.Request, prompt []uint32, o *Options) ([]byte, error) {
-	w := upstream.NewBody(bodySize(prompt), req.Extra, protectedKeys)
-	writeRequest(w, req, prompt, o)
-	return w.Finish()
-}
-
 // bodySize is room for the prompt's ids (up to 6 digits and a comma) and
 // the rest of the body.
 func bodySize(prompt []uint32) int { return len(prompt)*7 + 256 }
 
-// writeRequest writes encodeRequest's body into w, not yet finished:
-// Client.Send finishes and sends it, and hands a large one's buffer back
-// to its pool. (w is made by its caller, where it stays on the stack.)
+// writeRequest writes the completions body for a rendered prompt into w
+// (made with upstream.NewBody(bodySize(prompt), req.Extra,
+// protectedKeys)), by hand in one pass: a prompt is thousands of token
+// ids, which encoding/json wrote one reflected value at a time. It is not
+// yet finished: Client.Send finishes and sends it, and hands a large
+// one's buffer back to its pool; w is made by its caller, where it stays
+// on the stack. Engine-specific fields are sent only to the engine that
+// knows them (vLLM logs a warning for every field it does not know).
+// Request.Extra is merged in (top_k, guided decoding, ...): it may
+// override the sampling keys but never a protected one.
 func writeRequest(w *upstream.Body, req *model.Request, prompt []uint32, o *Options) {
 	w.String("model", req.Model)
 	w.Append("prompt", func(b []byte) ([]byte, error) { return appendTokens(b, prompt), nil })

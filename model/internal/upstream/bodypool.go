@@ -22,10 +22,6 @@ const (
 
 var bodyPool = bufpool.Pool{Min: pooledBodyMin, Max: pooledBodyMax}
 
-// bodyBuffer returns an empty buffer with room for size bytes, from the
-// pool when size is large.
-func bodyBuffer(size int) []byte { return bodyPool.Get(max(size, 64)) }
-
 // bodyReturned counts buffers handed back to the pool (for tests).
 var bodyReturned atomic.Int64
 

@@ -44,7 +44,7 @@ func (x *Body) finishCopy(w *Body) ([]byte, error) {
 // the upstream did not expect.
 func scribble(size int) {
 	for range 4 {
-		b := bodyBuffer(size)
+		b := bodyPool.Get(size)
 		b = b[:cap(b)]
 		for i := range b {
 			b[i] = 'X'
