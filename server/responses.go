@@ -112,7 +112,7 @@ func (s *Server) decodeRequest(w http.ResponseWriter, r *http.Request) (*respons
 // requestBodies lends readBody its buffer for a large body (a long
 // history: 120 KB for 1000 messages), given back once it is decoded: one
 // buffer less per request for the collector.
-var requestBodies = bufpool.Pool{Min: 16 << 10, Max: 4 << 20}
+var requestBodies = bufpool.Pool{Min: bufpool.BodyMin, Max: bufpool.BodyMax}
 
 // readBody reads a body of the declared length (-1: unknown) into one
 // buffer of that size, lent by requestBodies when it is large, where

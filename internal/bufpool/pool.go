@@ -2,6 +2,16 @@ package bufpool
 
 import "sync"
 
+// The range of a per-request body worth lending (the request a client
+// sent, the body sent upstream for it): under BodyMin the garbage is small
+// and the plain path cheaper; over BodyMax a buffer is not kept, so that a
+// huge input (300k items) does not hold its body's size per P after it
+// is gone.
+const (
+	BodyMin = 16 << 10
+	BodyMax = 4 << 20
+)
+
 // Pool lends buffers with room for Min to Max bytes; a request for less
 // or more is a new buffer, and one of that size is not taken back: a
 // small buffer costs little garbage, and a huge one (a 300k-item input)

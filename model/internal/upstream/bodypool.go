@@ -13,14 +13,7 @@ import (
 // no longer read it, instead of being left to the collector per request.
 // Small bodies are allocated as before: their garbage is small and they
 // are sent without the trace that follows the writing of a pooled one.
-const (
-	pooledBodyMin = 16 << 10
-	// A buffer this large is not kept: a huge input (300k items) should
-	// not hold its body's size per P after it is gone.
-	pooledBodyMax = 4 << 20
-)
-
-var bodyPool = bufpool.Pool{Min: pooledBodyMin, Max: pooledBodyMax}
+var bodyPool = bufpool.Pool{Min: bufpool.BodyMin, Max: bufpool.BodyMax}
 
 // bodyReturned counts buffers handed back to the pool (for tests).
 var bodyReturned atomic.Int64

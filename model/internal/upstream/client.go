@@ -259,7 +259,7 @@ func (c *Client) Send(ctx context.Context, w *Body, whole bool, emit func(model.
 	if whole {
 		accept = "application/json"
 	}
-	if !c.pool || cap(body) < pooledBodyMin {
+	if !c.pool || cap(body) < bodyPool.Min {
 		return c.post(ctx, body, accept, emit, read)
 	}
 	lease := newBodyLease(body)
