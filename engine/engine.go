@@ -332,7 +332,7 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 				"set --reasoning-key (LOOM_REASONING_KEY) to the same secret on every replica, e.g. the output of `openssl rand -hex 32`")
 		})
 	}
-	e.setItemIDs(input)
+	e.setItemIDs(input, inputIDsSeen(req, opts, conversationID, background))
 	// What the model reads: compactions opened, files as text, images
 	// checked (and fetched) -- the stored items stay as sent.
 	seen, err := e.modelInput(ctx, history, input)

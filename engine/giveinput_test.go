@@ -9,12 +9,13 @@ import (
 	"github.com/loomgate/loom/responses"
 )
 
-// A run copies the caller's input before giving its items ids, unless the
-// caller gives the input away (the server does): then the ids are given in
-// place, the model reads the same items, and its output is appended in the
-// room past the input's end rather than into a copy of the whole input.
+// A run copies the caller's input before giving its items ids (a stored
+// response's messages get them), unless the caller gives the input away
+// (the server does): then the ids are given in place, the model reads the
+// same items, and its output is appended in the room past the input's end
+// rather than into a copy of the whole input.
 func TestGiveInput(t *testing.T) {
-	const body = `{"model":"m","store":false,"input":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}`
+	const body = `{"model":"m","input":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}` // stored: its messages get ids
 	text := model.Delta{Kind: model.DeltaText, Text: "ok"}
 	finish := model.Delta{Kind: model.DeltaFinish, FinishReason: model.FinishStop}
 	for _, give := range []bool{false, true} {

@@ -71,14 +71,15 @@ const idChunk = 32
 // (prefixed by its type), all from one generator and written idChunk to
 // a string: a long input has an id per item, and one allocation and one
 // borrowed generator for each was most of what loom spent on the items
-// of a long input before they reach the model.
-func newItemIDs(items []responses.Item) {
+// of a long input before they reach the model. With messages false,
+// messages are left as they are (see inputIDsSeen).
+func newItemIDs(items []responses.Item, messages bool) {
 	var src *rand.ChaCha8
 	var buf [64]byte
 	for start := 0; start < len(items); {
 		n, end, size := 0, start, 0
 		for ; end < len(items) && n < idChunk; end++ {
-			if items[end].ID == "" {
+			if needsID(&items[end], messages) {
 				n++
 				size += len(itemPrefix(items[end].Type)) + 1 + idDigits
 			}
@@ -90,14 +91,14 @@ func newItemIDs(items []responses.Item) {
 			var all strings.Builder
 			all.Grow(size)
 			for i := start; i < end; i++ {
-				if items[i].ID == "" {
+				if needsID(&items[i], messages) {
 					all.Write(appendID(buf[:0], src, itemPrefix(items[i].Type)))
 				}
 			}
 			// Cut the ids out of the string, in the same order.
 			s := all.String()
 			for i := start; i < end; i++ {
-				if items[i].ID == "" {
+				if needsID(&items[i], messages) {
 					size := len(itemPrefix(items[i].Type)) + 1 + idDigits
 					items[i].ID, s = s[:size], s[size:]
 				}
@@ -110,16 +111,37 @@ func newItemIDs(items []responses.Item) {
 	}
 }
 
-// setItemIDs gives every item without an id one: with Options.NewID when
-// the embedder set it, all at once otherwise.
-func (e *Engine) setItemIDs(items []responses.Item) {
+// needsID reports whether an input item gets an id: it has none, and it
+// is not a message whose id nobody sees (messages false).
+func needsID(it *responses.Item, messages bool) bool {
+	return it.ID == "" && (messages || it.Type != responses.ItemMessage)
+}
+
+// inputIDsSeen reports whether anyone can see the ids given to a run's
+// input messages: the store's input_items of the response (store, which
+// a background response needs), its conversation's items, or a caller
+// that keeps the conversation to continue it (WebSocket mode). Otherwise
+// (store false, the common case of a client that resends its history)
+// a message's id is read by nothing: the model is sent no message ids
+// and no event carries an input item. Items of other types still get
+// theirs, since some kinds read them (an MCP or code interpreter call's
+// id stands for its call_id in the model's conversation), and so do the
+// messages of every run whose input can be seen again.
+func inputIDsSeen(req *responses.Request, opts *RunOptions, conversationID string, background bool) bool {
+	return req.StoreEnabled() || background || conversationID != "" || (opts != nil && opts.Keep != nil)
+}
+
+// setItemIDs gives every item without an id one (messages too when
+// messages is set: inputIDsSeen): with Options.NewID when the embedder
+// set it, all at once otherwise.
+func (e *Engine) setItemIDs(items []responses.Item, messages bool) {
 	if !e.ownIDs {
 		for i := range items {
-			if items[i].ID == "" {
+			if needsID(&items[i], messages) {
 				items[i].ID = e.opts.NewID(itemPrefix(items[i].Type))
 			}
 		}
 		return
 	}
-	newItemIDs(items)
+	newItemIDs(items, messages)
 }

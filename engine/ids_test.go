@@ -46,7 +46,7 @@ func TestNewItemIDs(t *testing.T) {
 				items[i].ID = fmt.Sprintf("kept_%d", i)
 			}
 		}
-		newItemIDs(items)
+		newItemIDs(items, true)
 		for i := range items {
 			id := items[i].ID
 			if i%7 == round%7 {
@@ -65,7 +65,7 @@ func TestNewItemIDs(t *testing.T) {
 			seen[id] = true
 		}
 	}
-	newItemIDs(nil) // nothing to do
+	newItemIDs(nil, true) // nothing to do
 }
 
 // BenchmarkItemIDs: the ids of a 1000-item input, all at once and one
@@ -81,7 +81,7 @@ func BenchmarkItemIDs(b *testing.B) {
 			for i := range items {
 				items[i].ID = ""
 			}
-			newItemIDs(items)
+			newItemIDs(items, true)
 		}
 	})
 	b.Run("each", func(b *testing.B) {
