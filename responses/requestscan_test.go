@@ -167,15 +167,21 @@ func TestScanRequestMatchesEncodingJSON(t *testing.T) {
 // fails as it fails. (Which field diagnose names for a body with several
 // faults depends on map order, so only the failure is compared here.)
 func TestScanRequestMutationsMatchEncodingJSON(t *testing.T) {
-	body := []byte(`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a\"b"}]}],` +
-		`"tools":[{"type":"function","name":"f","parameters":{"type":"object","x":[1.5,-2e3,true,null]}}],` +
-		`"max_output_tokens":10,"temperature":0.5,"store":false,"metadata":{"k":"v"},"extra":{"a":[0]}}`)
-	for i := range len(body) {
-		checkDecode(t, body[:i], false)
-		for _, c := range []byte(`{}[]",:0-.e\ntx`) {
-			changed := append([]byte(nil), body...)
-			changed[i] = c
-			checkDecode(t, changed, false)
+	for _, body := range [][]byte{
+		[]byte(`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a\"b"}]}],` +
+			`"tools":[{"type":"function","name":"f","parameters":{"type":"object","x":[1.5,-2e3,true,null]}}],` +
+			`"max_output_tokens":10,"temperature":0.5,"store":false,"metadata":{"k":"v"},"extra":{"a":[0]}}`),
+		// The shapes of a resent history, which scanner.message takes.
+		[]byte(`{"model":"m","input":[{"role":"user","content":"q"},{"type":"message","role":"assistant",` +
+			`"content":[{"type":"output_text","text":"a","annotations":[]},{"text":"b","type":"output_text"}],"id":"m1","status":"completed"}]}`),
+	} {
+		for i := range len(body) {
+			checkDecode(t, body[:i], false)
+			for _, c := range []byte(`{}[]",:0-.e\ntx`) {
+				changed := append([]byte(nil), body...)
+				changed[i] = c
+				checkDecode(t, changed, false)
+			}
 		}
 	}
 }

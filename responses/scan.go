@@ -260,7 +260,15 @@ func (s *scanner) items() ([]Item, error) {
 	// items to it, which would otherwise copy the whole input.
 	items := make([]Item, 0, n+outputRoom)
 	items, err := decodeElements(s, items, n, MaxInputItems,
-		func(s *scanner, it *Item, _ int) bool { return s.item(it) },
+		func(s *scanner, it *Item, _ int) bool {
+			start := s.js.Offset()
+			if s.message(it) {
+				return true
+			}
+			s.js.Seek(start)
+			*it = Item{}
+			return s.item(it)
+		},
 		(*Item).decodeFields)
 	if err == errTooMany {
 		s.js.Seek(start)

@@ -69,6 +69,22 @@ func TestDecodeItemsMatchesEncodingJSON(t *testing.T) {
 		"[\n\t{ \"role\" : \"user\" ,\n \"content\" : \"spaces\" } ,\n{\"role\":\"user\",\"content\":\"b\"}\n]",
 		`[null]`,
 		`[{}]`,
+		// The shapes scanner.message takes, and their edges.
+		`[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"output_text","text":"b","annotations":[ ]},{"text":"c","type":"output_text"}],"status":"completed","id":"msg_1"}]`,
+		`[{"id":"m1","status":"in_progress","type":"message","role":"developer","content":"x"}]`,
+		`[{"type":"message","content":"no role"}]`,
+		`[{"type":"message","role":"","content":"empty role"}]`,
+		`[{"type":"loom:message","role":"user","content":"a vendor-prefixed type"}]`,
+		`[{"type":"function_call","role":"user","content":"another type"}]`,
+		`[{"role":"user","content":[{"type":"input_text","text":"a","annotations":[1]}]}]`,
+		`[{"role":"user","content":[{"type":"input_text","text":"a\n\u00e9"}]}]`,
+		`[{"role":"user","content":[{}]}]`,
+		`[{"role":"user","content":[{"type":"input_text"},{"text":"no type"}]}]`,
+		`[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_text","text":"b"},{"type":"input_text","text":"c"},{"type":"input_text","text":"d"},{"type":"input_text","text":"e"}]}]`,
+		`[{"role":"user", "content" : "a" },{ "role":"user","content":[ { "type" : "input_text" , "text" : "b" , "annotations" : [ ] } ] }]`,
+		`[{"role":"user","content":"a","id":"x","id":"y","role":"assistant"}]`,
+		`[{"role":"user","content":"a","status":null}]`,
+		`[{"role":"user","content":"\u0061"},{"role":"\u0075ser","content":"b"}]`,
 		// Errors: encoding/json's, from the item at fault.
 		`[{"role":5,"content":"a"}]`,
 		`[{"role":"user","content":5}]`,
@@ -293,6 +309,7 @@ func FuzzDecodeItems(f *testing.F) {
 		`[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"a","annotations":[],"logprobs":[]}]}]`,
 		`[{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"x"}]},{"role":"user","content":null}]`,
 		`[{"type":"loom:mcp_call","extra":{"a":[1,"]"]},"Role":"x","status":null}]`,
+		`[{"role":"user","content":"\u0061"},{"role":"\u0075ser","content":"b"}]`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -388,6 +405,37 @@ func TestSchemaNoteHoldsOnlyForItsBytes(t *testing.T) {
 		}
 		if d := tool.parametersDepth(); d != -1 {
 			t.Errorf("%s: depth %d noted for other bytes", params, d)
+		}
+	}
+}
+
+// scanner.message takes the messages of a resent history, compact or
+// not, and leaves every other shape to item, where it stops at once.
+func TestMessageTakesHistoryShapes(t *testing.T) {
+	for _, tc := range []struct {
+		item  string
+		takes bool
+	}{
+		{`{"role":"user","content":"question 1: what is the weather?"}`, true},
+		{`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"answer 1","annotations":[]}]}`, true},
+		{`{"type":"message","role":"assistant","status":"completed","id":"msg_1","content":[{"type":"output_text","text":"a\nb","annotations":[]}]}`, true},
+		{"{\"role\": \"user\", \"content\": [{\"type\": \"input_text\", \"text\": \"b\"}]}", true}, // Python's json.dumps
+		{"{ \"role\":\"user\" ,\n\t\"content\":[ { \"type\":\"input_text\" } ] }", true},
+		{`{"role":"user","content":[]}`, true},
+		{`{"type":"message","role":"assistant","phase":"final_answer","content":"a"}`, false},
+		{`{"role":"user","content":[{"type":"input_image","image_url":"https://x/y.png"}]}`, false},
+		{`{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}`, false},
+		{`{"role":"user","content":null}`, false},
+		{`{"role":"user","content":"a",}`, false},
+		{`{"role":"user","content":[{"type":"input_text","text":"a"},]}`, false},
+		{"{\"role\":\"user\",\"content\":\"ctl\x01\"}", false},
+	} {
+		s := newScanner([]byte(tc.item))
+		var it Item
+		if got := s.message(&it); got != tc.takes {
+			t.Errorf("%s: taken %v, want %v", tc.item, got, tc.takes)
+		} else if got && s.js.End() != nil {
+			t.Errorf("%s: taken, but not to its end (offset %d)", tc.item, s.js.Offset())
 		}
 	}
 }

@@ -42,3 +42,19 @@ func specialBytes(w uint64) uint64 {
 	bs := w ^ (ones * '\\')
 	return ((q-ones)&^q | (bs-ones)&^bs | (w-ones*0x20)&^w) & highs
 }
+
+// PlainEnd returns the index of the first byte at or after i that ends a
+// plain run inside a JSON string (a quote, a backslash or a control
+// character; len(b) if none), as the Scanner's strings are read: the
+// first 8 bytes without a call. A caller that matches a value's text in
+// place (a string at b[i-1] is plain, and ends at the returned index,
+// when the byte there is a quote) reads a string at the Scanner's cost.
+func PlainEnd(b []byte, i int) int {
+	if i+8 <= len(b) {
+		if m := specialBytes(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+		i += 8
+	}
+	return plainRun(b, i)
+}
