@@ -425,10 +425,16 @@ func (it *Item) normalise(text *string) {
 // textPart is the part that content sent as a string becomes: input
 // text, or output text in an assistant's message.
 func textPart(role, text string) ContentPart {
+	return ContentPart{Type: textPartType(role), Text: text}
+}
+
+// textPartType is the type of the part that content sent as a string
+// becomes in a message of the role.
+func textPartType(role string) string {
 	if role == "assistant" {
-		return ContentPart{Type: PartOutputText, Text: text}
+		return PartOutputText
 	}
-	return ContentPart{Type: PartInputText, Text: text}
+	return PartInputText
 }
 
 // MarshalJSON writes the item in the OpenAI dialect, as appendJSON does.

@@ -29,10 +29,19 @@ const (
 )
 
 // newScanBlocks returns the blocks for a list of n elements (a guess:
-// blocks of parts and function values double up to maxPartBlock).
+// blocks of parts and function values double up to maxPartBlock). The
+// first block of text has room for textPerElement bytes an element (up
+// to maxByteBlock): a long input's texts need not start from the
+// smallest block and double through all the others.
 func newScanBlocks(n int) *scanBlocks {
-	return &scanBlocks{partBlock: min(max(n, 8), maxPartBlock)}
+	sb := &scanBlocks{partBlock: min(max(n, 8), maxPartBlock)}
+	sb.text.Grow(min(max(n*textPerElement, minByteBlock), maxByteBlock))
+	return sb
 }
+
+// textPerElement is how many bytes of text newScanBlocks makes room for
+// per element at first: about a short message's.
+const textPerElement = 32
 
 // nextByteBlock returns the size of the block after one of size prev.
 func nextByteBlock(prev int) int { return min(max(2*prev, minByteBlock), maxByteBlock) }

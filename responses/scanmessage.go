@@ -72,10 +72,16 @@ func (s *scanner) message(it *Item) bool {
 	if it.Type != "" && it.Type != ItemMessage || it.Role == "" {
 		return false // item takes these (and a vendor-prefixed type)
 	}
-	it.Type = ItemMessage
+	if it.Type == "" {
+		it.Type = ItemMessage
+	}
 	if isText {
+		// Field by field: the part is zero, and a store of a whole part
+		// into the heap is a barrier for each of its pointers while the
+		// collector runs.
 		it.Content = s.partList(1)
-		it.Content[0] = textPart(it.Role, text)
+		p := &it.Content[0]
+		p.Type, p.Text = textPartType(it.Role), text
 	}
 	s.js.Seek(i)
 	return true
