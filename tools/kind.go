@@ -144,8 +144,11 @@ func ClientCall(itemType string) bool {
 // ClientOutput reports whether items of the type are the client's answers
 // to its calls (function_call_output and client-run kinds' outputs).
 func ClientOutput(itemType string) bool {
-	if itemType == responses.ItemFunctionCallOutput {
+	switch itemType {
+	case responses.ItemFunctionCallOutput:
 		return true
+	case responses.ItemMessage:
+		return false // most items of a long input: no kind's to look up
 	}
 	for _, k := range kinds {
 		if k.OutputType != "" && k.OutputType == itemType {
@@ -164,7 +167,11 @@ func ClientOutput(itemType string) bool {
 func History(items []responses.Item) []responses.Item {
 	first := -1
 	for i := range items {
-		// Looked at in place: a long history's items are ~100 bytes.
+		// Looked at in place: a long history's items are ~100 bytes,
+		// and most are messages, which no kind converts.
+		if items[i].Type == responses.ItemMessage {
+			continue
+		}
 		if _, ok := historyByIt[items[i].Type]; ok {
 			first = i
 			break
