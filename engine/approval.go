@@ -32,8 +32,8 @@ type approval struct {
 // and approve that. Without a chain, the client sends the whole
 // conversation, and its mcp_approval_request items are all there is.
 func checkApprovals(history, input []responses.Item) ([]approval, error) {
-	for _, it := range input {
-		if it.Type == responses.ItemMCPApprovalRequest || it.Type == responses.ItemMCPApprovalResponse {
+	for i := range input { // in place, not a copy of each item
+		if t := input[i].Type; t == responses.ItemMCPApprovalRequest || t == responses.ItemMCPApprovalResponse {
 			return matchApprovals(history, input)
 		}
 	}
