@@ -39,10 +39,12 @@ type RunOptions struct {
 	// Flush before every wait (a tool call, the store).
 	Flush func()
 	// GiveInput gives the run the request's input items: it gives them
-	// their ids in place and builds the model's conversation on them,
-	// where it would otherwise copy them first so that the caller's
-	// request stays as it was (a long input is then held once, not
-	// twice). The caller must not use req.Input.Items once Run is called.
+	// their ids in place (not the messages of a run whose input nobody
+	// can see again: store false, no conversation, background or Keep)
+	// and builds the model's conversation on them, where it would
+	// otherwise copy them first so that the caller's request stays as it
+	// was (a long input is then held once, not twice). The caller must
+	// not use req.Input.Items once Run is called.
 	// The server sets it: the request is its own decoded value.
 	GiveInput bool
 }
