@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"slices"
-
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/tools"
 )
@@ -51,20 +49,25 @@ func hasSearchOutput(items []responses.Item) bool {
 // of the conversation but the deferred ones no search has found.
 func (r *run) visibleTools() []tools.Definition {
 	all := r.cc.Offered()
-	if !slices.ContainsFunc(all, r.hidden) {
+	// By index: each definition handed over by value was a copy of it.
+	i := 0
+	for i < len(all) && !r.hidden(&all[i]) {
+		i++
+	}
+	if i == len(all) {
 		return all
 	}
 	out := make([]tools.Definition, 0, len(all))
-	for _, d := range all {
-		if !r.hidden(d) {
-			out = append(out, d)
+	for i := range all {
+		if !r.hidden(&all[i]) {
+			out = append(out, all[i])
 		}
 	}
 	return out
 }
 
 // hidden reports whether a tool is deferred and not found yet.
-func (r *run) hidden(d tools.Definition) bool {
+func (r *run) hidden(d *tools.Definition) bool {
 	if d.Server == "" {
 		return d.Deferred && !r.found.functions[d.Name]
 	}

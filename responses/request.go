@@ -41,6 +41,10 @@ type Request struct {
 	// ContextManagement (server-side compaction) is refused by Validate:
 	// loom compacts only on POST /v1/responses/compact.
 	ContextManagement json.RawMessage `json:"context_management"`
+
+	// keptTools is the kept list (recentToolLists) Tools were copied
+	// from or into when they were decoded, if any.
+	keptTools *cachedTools
 }
 
 // StoreEnabled reports whether the response is to be stored (default true).
@@ -169,6 +173,10 @@ type Tool struct {
 	// them (void once Parameters is set to other bytes; the bytes, like
 	// every decoded value's, are not changed in place).
 	schema schemaNote
+	// echo is the tool's text when the decoder found it in the echo's
+	// form (echoedFunction), which the echo copies while it still says
+	// what the fields do (echoText).
+	echo []byte
 }
 
 // UnmarshalJSON decodes a tool and keeps the raw form of every type but
@@ -213,6 +221,9 @@ func (t *Tool) appendJSON(dst []byte) ([]byte, error) {
 		}
 		b, err := json.Marshal(fields)
 		return append(dst, b...), err
+	}
+	if text := t.echoText(); text != nil {
+		return append(dst, text...), nil
 	}
 	o := openObject(dst)
 	o.str("type", t.Type)

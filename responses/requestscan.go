@@ -341,11 +341,11 @@ func scanTools(s *scanner, r *Request) error {
 	if s.next() != '[' {
 		return errNotScanned
 	}
-	tools, err := s.tools()
+	tools, kept, err := s.tools()
 	if err != nil {
 		return errNotScanned
 	}
-	r.Tools = tools
+	r.Tools, r.keptTools = tools, kept
 	return nil
 }
 

@@ -170,7 +170,7 @@ func jsonKeys[T any]() map[string]bool {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" {
+		if name == "-" || !f.IsExported() {
 			continue
 		}
 		if name == "" {
@@ -244,6 +244,14 @@ func (s *scanner) items() ([]Item, error) {
 	start := s.js.Offset()
 	rest := s.data[start:]
 	n := itemsBound(rest)
+	if n > shortInput {
+		// The bound counts the braces of what follows the input too:
+		// a short input before many tools would have room for a list
+		// per brace of their schemas.
+		if count, ok := s.countShort(start); ok {
+			n = count
+		}
+	}
 	if n > len(rest)/itemBytesPerBrace || n > MaxInputItems {
 		_, count, err := s.js.RawArray()
 		if err != nil {
@@ -279,6 +287,27 @@ func (s *scanner) items() ([]Item, error) {
 		return nil, tooManyItems(count)
 	}
 	return items, err
+}
+
+// shortInput is how many elements countShort counts before it gives up:
+// a walk of so few costs little next to decoding a long input.
+const shortInput = 16
+
+// countShort counts the elements of the array at offset start when it
+// has at most shortInput of them, checking them; false for a longer one
+// or text that is not JSON (which the decode reports). The scanner is
+// back at start.
+func (s *scanner) countShort(start int) (int, bool) {
+	n := 0
+	err := s.js.Array(func() error {
+		if n == shortInput {
+			return errTooMany
+		}
+		n++
+		return s.js.Skip()
+	})
+	s.js.Seek(start)
+	return n, err == nil
 }
 
 // itemsBound returns at least the number of objects in the array that
@@ -552,10 +581,30 @@ func (s *scanner) optionalBool(into *bool) (*bool, bool) {
 // one of their number: a list grown as it is decoded was half of what
 // the decode allocated (8, 16, ... 128 Tools for 100), and its copies a
 // tenth of its time.
-func (s *scanner) tools() ([]Tool, error) {
-	kept := toolLists.Get().(*[]Tool)
-	list, err := decodeElements(s, (*kept)[:0], 8, -1,
-		func(s *scanner, t *Tool, _ int) bool { return s.functionAt(t, s.blocks.functionValues()) },
+//
+// A list sent before, byte for byte, is copied from the one decoded
+// then (recentToolLists).
+func (s *scanner) tools() ([]Tool, *cachedTools, error) {
+	start := s.js.Offset()
+	if kept := recentToolLists.find(s.data[start:]); kept != nil {
+		s.js.Seek(start + len(kept.text))
+		return copyTools(kept.tools), kept, nil
+	}
+	kept := toolLists.Get().(*toolDecoding)
+	spans := kept.spans[:0]
+	list, err := decodeElements(s, kept.tools[:0], 8, -1,
+		func(s *scanner, t *Tool, i int) bool {
+			v := s.blocks.functionValues()
+			at := s.js.Offset()
+			span, ok := s.echoedFunction(t, v)
+			spans = append(spans[:i], span)
+			if ok {
+				return true
+			}
+			s.js.Seek(at)
+			*t, *v = Tool{}, functionValues{}
+			return s.functionAt(t, v)
+		},
 		func(t *Tool, raw []byte) error {
 			if raw[0] != '{' {
 				return errNotScanned
@@ -563,26 +612,34 @@ func (s *scanner) tools() ([]Tool, error) {
 			return t.UnmarshalJSON(raw)
 		})
 	if err != nil {
-		// What the walk wrote into the kept list is unknown: let it go.
-		return nil, err
+		// What the walk wrote into the kept lists is unknown: let them go.
+		return nil, nil, err
 	}
+	text := s.data[start:s.js.Offset()]
+	copied := copyEchoed(list, spans, start, text)
 	tools := make([]Tool, len(list))
 	copy(tools, list)
-	// The list goes back zero, as decodeElements takes it, and pointing
+	// The lists go back zero, as decodeElements takes them, and pointing
 	// at nothing of this request.
 	clear(list)
-	switch {
-	case cap(list) <= maxKeptTools:
-		*kept = list[:0] // the kept list, or the one it grew into
-	default:
-		clear((*kept)[:cap(*kept)]) // outgrown: every Tool of it written
+	if cap(list) <= maxKeptTools && cap(spans) <= maxKeptTools {
+		kept.tools, kept.spans = list[:0], spans[:0] // the kept lists, or those they grew into
+		toolLists.Put(kept)
 	}
-	toolLists.Put(kept)
-	return tools, nil
+	return tools, recentToolLists.add(text, copied, tools), nil
+}
+
+// toolDecoding is what tools decodes a list into: the tools, and where
+// the text of each in the echo's form starts (echoSpan).
+type toolDecoding struct {
+	tools []Tool
+	spans []echoSpan
 }
 
 // toolLists holds the lists tools decodes into, each of up to
 // maxKeptTools (30 KB).
-var toolLists = sync.Pool{New: func() any { l := make([]Tool, 0, 64); return &l }}
+var toolLists = sync.Pool{New: func() any {
+	return &toolDecoding{tools: make([]Tool, 0, 64), spans: make([]echoSpan, 0, 64)}
+}}
 
 const maxKeptTools = 256

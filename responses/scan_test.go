@@ -202,12 +202,14 @@ func referenceEcho(t Tool) ([]byte, error) {
 
 // checkSchemaNotes fails unless each tool's schema note says what its
 // parameters are (their depth, as encoding/json's tokens nest, and
-// whether json.Compact leaves them as they are), then clears it, so
+// whether json.Compact leaves them as they are) and its echo's text is
+// what the tool's fields encode to (checkEcho), then clears both, so
 // that the tools compare equal to encoding/json's, which have none.
 func checkSchemaNotes(t *testing.T, tools []Tool) {
 	t.Helper()
 	for i := range tools {
 		tool := &tools[i]
+		checkEcho(t, tool)
 		if tool.schema == (schemaNote{}) {
 			continue
 		}
@@ -226,6 +228,23 @@ func checkSchemaNotes(t *testing.T, tools []Tool) {
 		}
 		tool.schema = schemaNote{}
 	}
+}
+
+// checkEcho fails unless the text a tool kept for its echo is what its
+// fields encode to, then clears it.
+func checkEcho(t *testing.T, tool *Tool) {
+	t.Helper()
+	if tool.echo == nil {
+		return
+	}
+	text := tool.echoText()
+	plain := *tool
+	plain.echo = nil
+	want, err := plain.appendJSON(nil)
+	if text == nil || err != nil || string(text) != string(want) {
+		t.Errorf("tool %s: echo %s, its fields encode to %s (%v)", tool.Name, text, want, err)
+	}
+	tool.echo = nil
 }
 
 // tokenDepth is how deeply raw nests objects and arrays, by
