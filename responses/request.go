@@ -41,10 +41,6 @@ type Request struct {
 	// ContextManagement (server-side compaction) is refused by Validate:
 	// loom compacts only on POST /v1/responses/compact.
 	ContextManagement json.RawMessage `json:"context_management"`
-
-	// keptTools is the kept list (recentToolLists) Tools were copied
-	// from or into when they were decoded, if any.
-	keptTools *cachedTools
 }
 
 // StoreEnabled reports whether the response is to be stored (default true).

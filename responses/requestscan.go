@@ -341,11 +341,11 @@ func scanTools(s *scanner, r *Request) error {
 	if s.next() != '[' {
 		return errNotScanned
 	}
-	tools, kept, err := s.tools()
+	tools, err := s.tools()
 	if err != nil {
 		return errNotScanned
 	}
-	r.Tools, r.keptTools = tools, kept
+	r.Tools = tools
 	return nil
 }
 

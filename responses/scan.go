@@ -581,15 +581,8 @@ func (s *scanner) optionalBool(into *bool) (*bool, bool) {
 // one of their number: a list grown as it is decoded was half of what
 // the decode allocated (8, 16, ... 128 Tools for 100), and its copies a
 // tenth of its time.
-//
-// A list sent before, byte for byte, is copied from the one decoded
-// then (recentToolLists).
-func (s *scanner) tools() ([]Tool, *cachedTools, error) {
+func (s *scanner) tools() ([]Tool, error) {
 	start := s.js.Offset()
-	if kept := recentToolLists.find(s.data[start:]); kept != nil {
-		s.js.Seek(start + len(kept.text))
-		return copyTools(kept.tools), kept, nil
-	}
 	kept := toolLists.Get().(*toolDecoding)
 	spans := kept.spans[:0]
 	list, err := decodeElements(s, kept.tools[:0], 8, -1,
@@ -613,10 +606,10 @@ func (s *scanner) tools() ([]Tool, *cachedTools, error) {
 		})
 	if err != nil {
 		// What the walk wrote into the kept lists is unknown: let them go.
-		return nil, nil, err
+		return nil, err
 	}
 	text := s.data[start:s.js.Offset()]
-	copied := copyEchoed(list, spans, start, text)
+	copyEchoed(list, spans, start, text)
 	tools := make([]Tool, len(list))
 	copy(tools, list)
 	// The lists go back zero, as decodeElements takes them, and pointing
@@ -626,7 +619,7 @@ func (s *scanner) tools() ([]Tool, *cachedTools, error) {
 		kept.tools, kept.spans = list[:0], spans[:0] // the kept lists, or those they grew into
 		toolLists.Put(kept)
 	}
-	return tools, recentToolLists.add(text, copied, tools), nil
+	return tools, nil
 }
 
 // toolDecoding is what tools decodes a list into: the tools, and where

@@ -80,8 +80,8 @@ type echoSpan struct{ at, params int }
 // copyEchoed copies text, a list's text at offset start of the
 // scanner's bytes, once, and points the text and parameters of each tool
 // decoded in the echo's form at the copy (the decoded request keeps none
-// of the body's bytes); it returns the copy, nil when there was none.
-func copyEchoed(list []Tool, spans []echoSpan, start int, text []byte) []byte {
+// of the body's bytes).
+func copyEchoed(list []Tool, spans []echoSpan, start int, text []byte) {
 	var copied []byte
 	for i := range list {
 		span := spans[i]
@@ -98,7 +98,6 @@ func copyEchoed(list []Tool, spans []echoSpan, start int, text []byte) []byte {
 		t.Parameters = copied[p : p+len(t.Parameters) : p+len(t.Parameters)]
 		t.schema = noteSchema(t.Parameters, int(t.schema.depth), true)
 	}
-	return copied
 }
 
 // at reports whether the next byte is c, with no white space before it.

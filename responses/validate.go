@@ -206,13 +206,6 @@ func (r *Request) validateReasoning() *APIError {
 }
 
 func (r *Request) validateTools(serverTool func(string) bool) *APIError {
-	kept := r.keptTools
-	if !kept.heldBy(r.Tools) {
-		kept = nil
-	} else if names := kept.names.Load(); names != nil {
-		// The very list was checked before: only tool_choice is new.
-		return r.validateToolChoice(*names)
-	}
 	names := make(map[string]bool, len(r.Tools))
 	// clientSearch is the index of a tool_search the client runs, -1 for
 	// none: the model is offered a function named tool_search for it,
@@ -260,15 +253,6 @@ func (r *Request) validateTools(serverTool func(string) bool) *APIError {
 	}
 	if clientSearch >= 0 && names[ToolToolSearch] {
 		return toolSearchTaken(r.Tools, clientSearch)
-	}
-	if kept != nil {
-		// A copy, by hand: names itself stays the stack's map it can
-		// be (maps.Clone would send it to the heap every time).
-		found := make(map[string]bool, len(names))
-		for k, v := range names {
-			found[k] = v
-		}
-		kept.names.Store(&found)
 	}
 	return r.validateToolChoice(names)
 }
