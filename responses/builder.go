@@ -23,9 +23,12 @@ type Builder struct {
 	sink  func(*Event) error
 	newID func(prefix string) string
 
-	seq  int
-	ev   Event
-	open []*openItem // open items, in output index order
+	seq int
+	ev  Event
+	// snapshot is the response's encoding shared by response.created
+	// and response.in_progress while Start emits them.
+	snapshot encodedSnapshot
+	open     []*openItem // open items, in output index order
 
 	message   *openItem // the open assistant message, if any
 	reasoning *openItem // the open reasoning item, if any
@@ -86,12 +89,27 @@ func (b *Builder) Response() *Response { return b.resp }
 func (b *Builder) Sequence() int { return b.seq }
 
 // Start emits response.created and response.in_progress.
+//
+// Both carry the same snapshot of the response, which a sink that
+// encodes them encodes once: in_progress copies created's encoding of it
+// (in the same dialect), the largest part of both.
 func (b *Builder) Start() error {
 	b.resp.Status = ResponseInProgress
-	if err := b.emit(Event{Type: EventCreated, Response: b.resp}); err != nil {
-		return err
+	// The copy is made in a buffer lent for the two events (a large
+	// snapshot, a long echo of tools, is not allocated again), and not
+	// held after: an open stream keeps its builder.
+	scratch := encodeBuffers.Get().(*[]byte)
+	b.snapshot = encodedSnapshot{b: (*scratch)[:0]}
+	err := b.emit(Event{Type: EventCreated, Response: b.resp, snapshot: &b.snapshot})
+	if err == nil {
+		err = b.emit(Event{Type: EventInProgress, Response: b.resp, snapshot: &b.snapshot})
 	}
-	return b.emit(Event{Type: EventInProgress, Response: b.resp})
+	if cap(b.snapshot.b) <= maxPooledBuffer {
+		*scratch = b.snapshot.b[:0]
+		encodeBuffers.Put(scratch)
+	}
+	b.snapshot = encodedSnapshot{}
+	return err
 }
 
 // ReasoningDelta appends chain-of-thought text, opening a reasoning item if

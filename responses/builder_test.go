@@ -264,3 +264,48 @@ func TestEncodedOnceEncodesTheSame(t *testing.T) {
 		t.Errorf("encoded once:\n%s\nkept:\n%s", once, kept)
 	}
 }
+
+// TestStartEncodesTheSnapshotOnce checks that response.in_progress,
+// which copies created's encoding of the response, encodes as it would on
+// its own, in each dialect and when the sink switches dialects between
+// the two (the copy is then not used).
+func TestStartEncodesTheSnapshotOnce(t *testing.T) {
+	req, err := DecodeRequest(toolsBody(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dialects := range [][2]Dialect{{DialectOpenAI, DialectOpenAI}, {DialectOpenResponses, DialectOpenResponses}, {DialectOpenAI, DialectOpenResponses}} {
+		var got, want []string
+		n := 0
+		sink := func(ev *Event) error {
+			d := dialects[min(n, 1)]
+			n++
+			b, err := ev.AppendJSON(nil, d)
+			if err != nil {
+				return err
+			}
+			alone := *ev
+			alone.snapshot = nil
+			w, err := alone.AppendJSON(nil, d)
+			if err != nil {
+				return err
+			}
+			got, want = append(got, string(b)), append(want, string(w))
+			return nil
+		}
+		// An item whose type the dialects name differently: the
+		// snapshot's encoding differs by dialect.
+		resp := &Response{ID: "resp_1", Object: "response", Model: req.Model, Tools: req.Tools,
+			Output: []Item{{Type: ItemMCPListTools, ID: "mcpl_1", Tool: &ItemTool{ServerLabel: "s"}}}}
+		b := NewBuilder(resp, seqIDs(), sink)
+		if err := b.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || !slices.Equal(got, want) || !strings.Contains(got[1], `"name":"tool_1"`) {
+			t.Errorf("dialects %v: Start encoded\n%q\nalone:\n%q", dialects, got, want)
+		}
+		if b.snapshot.b != nil || b.snapshot.ok {
+			t.Errorf("dialects %v: the builder still holds the snapshot's encoding", dialects)
+		}
+	}
+}

@@ -50,6 +50,22 @@ func (e *Event) AppendEncodedJSON(dst []byte, d Dialect) ([]byte, error) {
 	return e.AppendJSON(dst, d)
 }
 
+// appendResponse appends the encoding of the event's response snapshot,
+// copied when another event with the same snapshot encoded it in d.
+func (e *Event) appendResponse(dst []byte, d Dialect) []byte {
+	s := e.snapshot
+	if s == nil {
+		return e.Response.AppendJSON(dst, d)
+	}
+	if s.ok && s.d == d {
+		return append(dst, s.b...)
+	}
+	start := len(dst)
+	dst = e.Response.AppendJSON(dst, d)
+	s.b, s.d, s.ok = append(s.b[:0], dst[start:]...), d, true
+	return dst
+}
+
 // AppendJSON appends the event's JSON form in dialect d to dst, every
 // part of it (items, the response snapshot) written by hand, once.
 func (e *Event) AppendJSON(dst []byte, d Dialect) ([]byte, error) {
@@ -115,7 +131,7 @@ func (e *Event) AppendJSON(dst []byte, d Dialect) ([]byte, error) {
 	default:
 		if e.Response != nil {
 			dst = append(dst, `,"response":`...)
-			dst = e.Response.AppendJSON(dst, d)
+			dst = e.appendResponse(dst, d)
 		} else if e.Item != nil {
 			dst = e.appendLocation(dst, false)
 			dst = append(dst, `,"item":`...)

@@ -53,6 +53,18 @@ type Event struct {
 	// assigns a whole new Event for each event, which clears it).
 	encoded   []byte
 	encodedIn Dialect
+	// snapshot, when set, is where the encoding of Response is shared
+	// with other events carrying the same snapshot (Builder.Start's).
+	snapshot *encodedSnapshot
+}
+
+// encodedSnapshot is a response snapshot's encoding, in dialect d, for
+// events that carry the same snapshot: the first one encoded writes it,
+// the others copy it.
+type encodedSnapshot struct {
+	d  Dialect
+	b  []byte // a buffer of encodeBuffers'
+	ok bool   // b holds the encoding in d
 }
 
 // ErrorPayload is the body of an error event.

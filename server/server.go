@@ -70,7 +70,7 @@ type Server struct {
 	ready  atomic.Bool
 	// sockets are the open WebSocket connections (websocket.go).
 	sockets sockets
-	tracer  trace.Tracer
+	tracer  trace.Tracer // nil without Options.TracerProvider: no request spans
 	authn   []Authenticator
 }
 
@@ -104,7 +104,11 @@ func New(e *engine.Engine, opts *Options) *Server {
 		s.authn = append(s.authn, keys)
 	}
 	s.authn = append(s.authn, s.opts.Authenticators...)
-	s.tracer = telemetry.Tracer(s.opts.TracerProvider, "github.com/loomgate/loom/server")
+	if s.opts.TracerProvider != nil {
+		// Nil without a provider: the request gets its trace ids, and
+		// no span of the no-op tracer is started for nobody.
+		s.tracer = telemetry.Tracer(s.opts.TracerProvider, "github.com/loomgate/loom/server")
+	}
 	s.ready.Store(true)
 
 	// The API: every route of it behind authentication, in one place so

@@ -16,6 +16,11 @@ var propagator = propagation.TraceContext{}
 // Extract returns ctx with the remote span context of the traceparent and
 // tracestate in h. A missing or malformed traceparent leaves ctx as it is.
 func Extract(ctx context.Context, h http.Header) context.Context {
+	if len(h["Traceparent"]) == 0 {
+		// Most requests carry none: no lookup by a key canonicalised
+		// again (a string per request), no propagator.
+		return ctx
+	}
 	return propagator.Extract(ctx, propagation.HeaderCarrier(h))
 }
 
@@ -79,13 +84,22 @@ func ensureSpan(ctx context.Context, parent trace.SpanContext, span trace.Span) 
 	if sc.IsValid() && sc.SpanID() != parent.SpanID() {
 		return ctx
 	}
+	return newSpan(ctx, parent)
+}
+
+// newSpan returns ctx with a span context of loom's own, not recorded: a
+// fresh span id in parent's trace, or in a new one when parent is not
+// valid.
+func newSpan(ctx context.Context, parent trace.SpanContext) context.Context {
 	cfg := trace.SpanContextConfig{TraceFlags: trace.FlagsSampled}
+	var ids [24]byte // a span id, and a trace id when there is no parent
+	rand.Read(ids[:])
+	copy(cfg.SpanID[:], ids[16:])
 	if parent.IsValid() {
 		cfg.TraceID, cfg.TraceFlags, cfg.TraceState = parent.TraceID(), parent.TraceFlags(), parent.TraceState()
 	} else {
-		rand.Read(cfg.TraceID[:])
+		copy(cfg.TraceID[:], ids[:16])
 	}
-	rand.Read(cfg.SpanID[:])
 	return trace.ContextWithSpanContext(ctx, trace.NewSpanContext(cfg))
 }
 

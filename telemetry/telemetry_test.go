@@ -23,7 +23,7 @@ const clientParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 func TestStartRequest(t *testing.T) {
 	sdk := sdktrace.NewTracerProvider()
 	t.Cleanup(func() { sdk.Shutdown(context.Background()) })
-	tracers := map[string]trace.Tracer{"no provider": telemetry.Tracer(nil, "t"), "sdk": telemetry.Tracer(sdk, "t")}
+	tracers := map[string]trace.Tracer{"no provider": telemetry.Tracer(nil, "t"), "no tracer": nil, "sdk": telemetry.Tracer(sdk, "t")}
 	for name, tracer := range tracers {
 		t.Run(name, func(t *testing.T) {
 			for _, tt := range []struct {
