@@ -217,22 +217,10 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 // caller kept in memory to continue, and a hook that receives this
 // response's conversation when it ends.
 func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(*responses.Event) error, opts *RunOptions) (resp *responses.Response, err error) {
-	span := noSpan
-	if e.tracing {
-		ctx, span = e.tracer.Start(ctx, "response", trace.WithAttributes(
-			attribute.String("gen_ai.request.model", req.Model), attribute.Bool("loom.stream", req.Stream), attribute.Bool("loom.background", req.Background != nil && *req.Background)))
-	}
-	defer func() {
-		if span.IsRecording() {
-			if resp != nil {
-				span.SetAttributes(attribute.String("gen_ai.response.id", resp.ID), attribute.String("loom.response.status", resp.Status))
-			}
-			if err != nil {
-				span.SetStatus(codes.Error, "response failed")
-			}
-		}
-		span.End()
-	}()
+	// The span's attributes are built in functions of their own: this
+	// frame is under a streaming response for as long as it runs.
+	ctx, span := e.startResponseSpan(ctx, req)
+	defer func() { endResponseSpan(span, resp, err) }()
 	r, err := e.prepare(ctx, req, opts, nil)
 	if err != nil {
 		return nil, err
@@ -253,6 +241,28 @@ func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(
 		defer context.AfterFunc(e.life, stop)()
 	}
 	return e.execute(ctx, r, opts)
+}
+
+// startResponseSpan starts the span of a response for req, when tracing.
+func (e *Engine) startResponseSpan(ctx context.Context, req *responses.Request) (context.Context, trace.Span) {
+	if !e.tracing {
+		return ctx, noSpan
+	}
+	return e.tracer.Start(ctx, "response", trace.WithAttributes(
+		attribute.String("gen_ai.request.model", req.Model), attribute.Bool("loom.stream", req.Stream), attribute.Bool("loom.background", req.Background != nil && *req.Background)))
+}
+
+// endResponseSpan records how a response ended in its span and ends it.
+func endResponseSpan(span trace.Span, resp *responses.Response, err error) {
+	if span.IsRecording() {
+		if resp != nil {
+			span.SetAttributes(attribute.String("gen_ai.response.id", resp.ID), attribute.String("loom.response.status", resp.Status))
+		}
+		if err != nil {
+			span.SetStatus(codes.Error, "response failed")
+		}
+	}
+	span.End()
 }
 
 // noSpan stands for the span of a response, a turn or a save when the

@@ -45,30 +45,11 @@ type turnState struct {
 // adds what the model wrote to the conversation.
 func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 	st := &turnState{mreq: r.modelRequest(), maxCalls: -1}
-	mreq := st.mreq
-	// One span per model turn, with the GenAI semantic conventions'
-	// attributes: the model, this turn's token counts, its finish reason.
-	span := noSpan
-	if r.e.tracing {
-		ctx, span = r.e.tracer.Start(ctx, "chat "+mreq.Model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-			attribute.String("gen_ai.operation.name", "chat"),
-			attribute.String("gen_ai.request.model", mreq.Model),
-			attribute.String("gen_ai.response.id", r.resp.ID)))
-	}
-	defer func() {
-		if span.IsRecording() {
-			span.SetAttributes(
-				attribute.Int("gen_ai.usage.input_tokens", st.usage.InputTokens),
-				attribute.Int("gen_ai.usage.output_tokens", st.usage.OutputTokens))
-			if res.finish != "" {
-				span.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", []string{res.finish}))
-			}
-			if err != nil {
-				span.SetStatus(codes.Error, "model turn failed")
-			}
-		}
-		span.End()
-	}()
+	// One span per model turn (turnSpan); its attributes are built in
+	// functions of their own, as this frame is under the upstream's
+	// stream for as long as it runs.
+	ctx, span := r.startTurnSpan(ctx, st.mreq.Model)
+	defer func() { endTurnSpan(span, st, res, err) }()
 	if r.req.MaxToolCalls != nil {
 		st.maxCalls = *r.req.MaxToolCalls
 	}
@@ -116,6 +97,35 @@ func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 		}
 	}
 	return res, nil
+}
+
+// startTurnSpan starts the span of a model turn, when tracing, with the
+// GenAI semantic conventions' attributes: the model, this turn's token
+// counts (endTurnSpan), its finish reason.
+func (r *run) startTurnSpan(ctx context.Context, modelName string) (context.Context, trace.Span) {
+	if !r.e.tracing {
+		return ctx, noSpan
+	}
+	return r.e.tracer.Start(ctx, "chat "+modelName, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "chat"),
+		attribute.String("gen_ai.request.model", modelName),
+		attribute.String("gen_ai.response.id", r.resp.ID)))
+}
+
+// endTurnSpan records how a turn ended in its span and ends it.
+func endTurnSpan(span trace.Span, st *turnState, res turnResult, err error) {
+	if span.IsRecording() {
+		span.SetAttributes(
+			attribute.Int("gen_ai.usage.input_tokens", st.usage.InputTokens),
+			attribute.Int("gen_ai.usage.output_tokens", st.usage.OutputTokens))
+		if res.finish != "" {
+			span.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", []string{res.finish}))
+		}
+		if err != nil {
+			span.SetStatus(codes.Error, "model turn failed")
+		}
+	}
+	span.End()
 }
 
 // take passes one delta of the model's stream (not a pause) to the

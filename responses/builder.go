@@ -149,7 +149,7 @@ func (b *Builder) messageDelta(text, phase string) error {
 	if text == "" {
 		return nil
 	}
-	if b.message != nil && b.message.item.ToolFields().Phase != phase {
+	if b.message != nil && b.message.item.phase() != phase {
 		if err := b.closeMessage(); err != nil {
 			return err
 		}

@@ -187,6 +187,15 @@ func (it *Item) ToolFields() ItemTool {
 	return *it.Tool
 }
 
+// phase is the item's Phase, read without the copy of all its ItemTool
+// fields that ToolFields makes (304 bytes of the caller's frame).
+func (it *Item) phase() string {
+	if it.Tool == nil {
+		return ""
+	}
+	return it.Tool.Phase
+}
+
 // EditTool returns the item's ItemTool fields to set, allocated on first use.
 func (it *Item) EditTool() *ItemTool {
 	if it.Tool == nil {
@@ -440,6 +449,14 @@ func textPartType(role string) string {
 // MarshalJSON writes the item in the OpenAI dialect, as appendJSON does.
 func (it Item) MarshalJSON() ([]byte, error) { return it.appendJSON(nil, DialectOpenAI), nil }
 
+// noCall and noTool stand, read only, for the fields of an item that has
+// none, in appendJSON. Zero values of its own would be 376 bytes of its
+// frame, which is on the stack of every event that carries an item.
+var (
+	noCall ItemCall
+	noTool ItemTool
+)
+
 // appendJSON appends the keys the Responses API defines for the item's
 // type, in its order, including required ones whose value is empty; the
 // type is named as dialect d names it.
@@ -447,29 +464,47 @@ func (it *Item) appendJSON(dst []byte, d Dialect) []byte {
 	o := openObject(dst)
 	o.str("type", d.ItemType(it.Type))
 	status := orDefault(it.Status, StatusCompleted)
-	var noCall ItemCall
 	c := it.Call
 	if c == nil {
 		c = &noCall
 	}
-	var none ItemTool
 	t := it.Tool
 	if t == nil {
-		t = &none
+		t = &noTool
 	}
+	// One str per member rather than strs: each strs call would keep an
+	// array of its arguments in this frame.
 	switch it.Type {
 	case ItemMessage:
-		o.strs("id", it.ID, "status", status, "role", it.Role)
+		o.str("id", it.ID)
+		o.str("status", status)
+		o.str("role", it.Role)
 		o.parts("content", it.Content)
 		o.strOmitEmpty("phase", t.Phase)
 	case ItemFunctionCall:
-		o.strs("id", it.ID, "call_id", c.CallID)
+		o.str("id", it.ID)
+		o.str("call_id", c.CallID)
 		o.strOmitEmpty("namespace", t.Namespace)
-		o.strs("name", c.Name, "arguments", c.Arguments, "status", status)
+		o.str("name", c.Name)
+		o.str("arguments", c.Arguments)
+		o.str("status", status)
 	case ItemFunctionCallOutput:
-		o.strs("id", it.ID, "call_id", c.CallID)
+		o.str("id", it.ID)
+		o.str("call_id", c.CallID)
 		o.raw("output", c.Output, `""`)
 		o.str("status", status)
+	default:
+		// The other types in a function of their own: this frame is on
+		// the stack of the first delta of every response.
+		it.appendOther(&o, c, t, status)
+	}
+	return o.close()
+}
+
+// appendOther is appendJSON for the item types other than messages and
+// function calls and their outputs.
+func (it *Item) appendOther(o *jsonObject, c *ItemCall, t *ItemTool, status string) {
+	switch it.Type {
 	case ItemReasoning:
 		o.str("id", it.ID)
 		o.strOmitEmpty("status", it.Status)
@@ -509,15 +544,14 @@ func (it *Item) appendJSON(dst []byte, d Dialect) []byte {
 		o.raw("outputs", t.Outputs, "[]")
 		o.str("status", status)
 	case ItemToolSearchCall, ItemToolSearchOutput:
-		it.appendToolSearch(&o)
+		it.appendToolSearch(o)
 	case ItemWebSearchCall:
-		it.appendWebSearch(&o)
+		it.appendWebSearch(o)
 	default:
-		if !it.appendClientCall(&o) {
-			it.appendFields(&o)
+		if !it.appendClientCall(o) {
+			it.appendFields(o)
 		}
 	}
-	return o.close()
 }
 
 // appendFields writes the item's fields that are set, in the order of

@@ -188,20 +188,19 @@ func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
 // ServeHTTP implements http.Handler. Every request runs in a span of its
 // own, a child of the client's traceparent when it sent one, and the
 // response's traceparent header names that span.
+//
+// Its frame is on the stack of every request, under the handler, for as
+// long as the request runs: what is done before and after the handler is
+// in functions of their own (startRequest, endRequest), whose frames are
+// gone while it runs. A streaming request's stack is what it grew to
+// (BENCHMARKS.md, "Idle streams, session 6").
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	var spanOpts []trace.SpanStartOption
-	if s.opts.TracerProvider != nil {
-		// Attributes only for a span that may be recorded: without a
-		// provider they would be built per request for nobody.
-		spanOpts = append(spanOpts, trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
-	}
-	ctx, span := telemetry.StartRequest(r, s.tracer, r.Method, spanOpts...)
+	r, span := s.startRequest(r)
 	defer span.End()
-	r = r.WithContext(ctx)
-	telemetry.Inject(ctx, w.Header())
 	rc := http.NewResponseController(w)
 	sw := &statusWriter{ResponseWriter: w, rc: rc, writeTimeout: s.opts.WriteTimeout}
+	telemetry.Inject(r.Context(), w.Header())
 	// No write deadline until the first write: computing a response may
 	// take long, and an earlier request on the connection may have left one.
 	rc.SetWriteDeadline(time.Time{})
@@ -211,6 +210,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mux.ServeHTTP(sw, r)
+	s.endRequest(r, sw, span, start)
+}
+
+// startRequest starts r's span and returns r in it.
+func (s *Server) startRequest(r *http.Request) (*http.Request, trace.Span) {
+	var spanOpts []trace.SpanStartOption
+	if s.opts.TracerProvider != nil {
+		// Attributes only for a span that may be recorded: without a
+		// provider they would be built per request for nobody.
+		spanOpts = append(spanOpts, trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
+	}
+	ctx, span := telemetry.StartRequest(r, s.tracer, r.Method, spanOpts...)
+	return r.WithContext(ctx), span
+}
+
+// endRequest records how r ended: in its span, the metrics and the log.
+func (s *Server) endRequest(r *http.Request, sw *statusWriter, span trace.Span, start time.Time) {
 	if span.IsRecording() {
 		if r.Pattern != "" {
 			span.SetName(r.Pattern)

@@ -14,6 +14,16 @@ import (
 // or events: one statement whatever the length (a recursive query, the
 // items of each response joined into one value per kind).
 func (d *DB) Chain(ctx context.Context, id string, limit int) ([]*engine.Record, error) {
+	var chain []*engine.Record
+	err := readApart(func() (err error) {
+		chain, err = d.chain(ctx, id, limit)
+		return err
+	})
+	return chain, err
+}
+
+// chain is Chain on the caller's goroutine.
+func (d *DB) chain(ctx context.Context, id string, limit int) ([]*engine.Record, error) {
 	rows, err := d.st.chain.QueryContext(ctx, id, max(limit, 1))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: chain of %s: %w", id, err)

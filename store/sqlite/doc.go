@@ -36,8 +36,10 @@
 // (group commit): one transaction for all the writes waiting at that
 // moment, each under a savepoint so a failing one is undone alone, each
 // caller answered after the commit, so what a save wrote is visible to
-// every reader when it returns. The group is committed by the first of its
-// callers (no hand-off to a writer goroutine when a save is alone).
+// every reader when it returns. The groups are committed by one goroutine
+// of the store's, not on the callers' stacks: SQLite's frames are deep,
+// and a request's goroutine keeps the stack it grew for as long as it
+// lives (a stream's whole length).
 // Every few dozen commits a goroutine of the store's runs a passive WAL
 // checkpoint, so that SQLite's automatic one (inside some save's commit)
 // is only a backstop.

@@ -42,3 +42,26 @@ func (q querier) Exec(ctx context.Context, query string, args ...any) (int64, er
 	}
 	return res.RowsAffected()
 }
+
+// dbQuerier is the querier of the database itself, for the single-row
+// reads both stores share: each runs, query and scan, on a goroutine of
+// its own (readApart), which a row's Scan waits for. Query and Exec are
+// the querier's.
+type dbQuerier struct{ querier }
+
+func (q dbQuerier) QueryRow(ctx context.Context, query string, args ...any) records.Row {
+	return apartRow{q: q.querier, ctx: ctx, query: query, args: args}
+}
+
+// apartRow is a row whose query runs when it is scanned, apart: a
+// *sql.Row keeps the query's error for Scan too.
+type apartRow struct {
+	q     querier
+	ctx   context.Context
+	query string
+	args  []any
+}
+
+func (r apartRow) Scan(dest ...any) error {
+	return readApart(func() error { return r.q.q.QueryRowContext(r.ctx, r.query, r.args...).Scan(dest...) })
+}

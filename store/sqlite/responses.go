@@ -91,6 +91,16 @@ func (d *DB) itemInserts(ctx context.Context, n int) ([]itemInsert, error) {
 // output items (nil when there are none) but not its events, in one
 // statement.
 func (d *DB) GetResponse(ctx context.Context, id string) (*engine.Record, error) {
+	var rec *engine.Record
+	err := readApart(func() (err error) {
+		rec, err = d.getResponse(ctx, id)
+		return err
+	})
+	return rec, err
+}
+
+// getResponse is GetResponse on the caller's goroutine.
+func (d *DB) getResponse(ctx context.Context, id string) (*engine.Record, error) {
 	rec := &engine.Record{ID: id}
 	var response, pending, input, output []byte
 	var leaseUntil int64

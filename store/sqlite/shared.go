@@ -16,22 +16,24 @@ type (
 
 // share sets up the shared methods on this database. Writes go through
 // the writer (serial, so no row needs locking); reads of a conversation
-// page run in a read-only transaction, a read of events with its prepared
-// statement.
+// page run in a read-only transaction (on a goroutine of their own:
+// readApart), a read of events with its prepared statement.
 func (d *DB) share() {
 	d.conversations = conversations{
 		Name: "sqlite",
-		DB:   querier{d.db},
+		DB:   dbQuerier{querier{d.db}},
 		Write: func(ctx context.Context, fn func(q records.Querier) error) error {
 			return d.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error { return fn(querier{tx}) })
 		},
 		Read: func(ctx context.Context, fn func(q records.Querier) error) error {
-			tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-			if err != nil {
-				return err
-			}
-			defer tx.Rollback()
-			return fn(querier{tx})
+			return readApart(func() error {
+				tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+				if err != nil {
+					return err
+				}
+				defer tx.Rollback()
+				return fn(querier{tx})
+			})
 		},
 	}
 	d.events = events{

@@ -24,9 +24,6 @@ type write struct {
 	ctx  context.Context
 	fn   func(ctx context.Context, tx *sql.Tx) error
 	done chan error
-	// turn is closed when this write's caller is to commit the next
-	// group (see writer).
-	turn chan struct{}
 }
 
 // writer makes the store's writes one at a time. SQLite allows one writer
@@ -37,35 +34,37 @@ type write struct {
 // waiting at that moment, each caller answered once the commit is done, so
 // what it wrote is visible to every reader when it returns.
 //
-// There is no writer goroutine. A caller that finds nobody committing
-// commits itself (a lone save pays no hand-off to another goroutine);
-// callers that arrive meanwhile queue, and when the group ends the first
-// of them is given the turn to commit the next group, its own write
-// first. So each caller waits for at most the group in progress and its
-// own, and nobody commits for others for ever.
+// The groups are committed by one goroutine of the store's, not by the
+// callers: SQLite's engine (modernc's translation of its C) runs a commit
+// through frames of several kilobytes, and a caller that committed itself
+// would keep the stack that grew for it for as long as it lives, which for
+// a streaming request is the whole stream (see BENCHMARKS.md, "Idle
+// streams, session 6"). The hand-off is a channel send to a goroutine
+// that is parked waiting for it.
 type writer struct {
-	db         *sql.DB
-	mu         sync.Mutex
-	queue      []*write
-	committing bool // a caller is committing a group; false: queue is empty
-	closed     bool
-	idle       *sync.Cond // signalled when committing becomes false
+	db     *sql.DB
+	mu     sync.Mutex
+	queue  []*write // under mu
+	closed bool     // under mu: no write is queued any more
 
-	stop       chan struct{}
-	stopped    chan struct{}
+	wake       chan struct{} // a write was queued (capacity 1)
+	stop       chan struct{} // closed by close, after closed is set
+	stopped    chan struct{} // closed when the commit loop has ended
 	checkpoint chan struct{} // nil: no checkpointing (in-memory)
-	commits    int           // under mu
+	checked    chan struct{} // closed when the checkpoints have stopped
+	commits    int           // the commit loop's own
 }
 
 func newWriter(db *sql.DB, checkpoint bool) *writer {
-	w := &writer{db: db, stop: make(chan struct{}), stopped: make(chan struct{})}
-	w.idle = sync.NewCond(&w.mu)
+	w := &writer{db: db, wake: make(chan struct{}, 1), stop: make(chan struct{}),
+		stopped: make(chan struct{}), checked: make(chan struct{})}
 	if checkpoint {
 		w.checkpoint = make(chan struct{}, 1)
 		go w.checkpoints()
 	} else {
-		close(w.stopped)
+		close(w.checked)
 	}
+	go w.commitLoop()
 	return w
 }
 
@@ -80,74 +79,98 @@ func (w *writer) do(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	req := &write{ctx: ctx, fn: fn, done: make(chan error, 1), turn: make(chan struct{})}
+	req := &write{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
 		return errClosed
 	}
 	w.queue = append(w.queue, req)
-	lead := !w.committing
-	w.committing = true
 	w.mu.Unlock()
-	if lead {
-		w.commitNext()
-		return <-req.done
-	}
 	select {
-	case err := <-req.done:
-		return err
-	case <-req.turn:
-		w.commitNext()
-		return <-req.done
+	case w.wake <- struct{}{}:
+	default: // the loop is already woken, and takes the whole queue
 	}
+	return <-req.done
 }
 
-// commitNext commits the next group from the queue (the caller's write is
-// its first), then gives the turn to the first write still queued, or
-// marks the writer idle.
-func (w *writer) commitNext() {
-	w.mu.Lock()
-	n := min(len(w.queue), maxGroup)
-	group := make([]*write, n)
-	copy(group, w.queue)
-	w.queue = w.queue[n:]
-	w.mu.Unlock()
-
-	w.commit(group)
-
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.commits++
-	if w.checkpoint != nil && w.commits%checkpointEvery == 0 {
+// commitLoop commits the queue, a group at a time, whenever it is woken,
+// until close; it empties the queue before it ends.
+func (w *writer) commitLoop() {
+	defer close(w.stopped)
+	for {
 		select {
-		case w.checkpoint <- struct{}{}:
-		default: // one is running or already asked for
+		case <-w.wake:
+			w.commitQueued()
+		case <-w.stop:
+			// Nothing is queued after closed was set, which was
+			// before stop was closed: this empties the queue for good.
+			w.commitQueued()
+			return
 		}
 	}
-	if len(w.queue) > 0 {
-		close(w.queue[0].turn)
-		return
-	}
-	w.committing = false
-	w.idle.Broadcast()
 }
 
-// commit runs group in one transaction. With several writes each has a
-// savepoint: one that fails is rolled back to it and answered with its
-// error, and the others commit. A write alone needs none: if it fails,
-// the transaction is rolled back (two statements fewer on the path of a
-// save when the writer is not busy).
+// commitQueued commits groups until the queue is empty.
+func (w *writer) commitQueued() {
+	for {
+		w.mu.Lock()
+		n := min(len(w.queue), maxGroup)
+		if n == 0 {
+			w.mu.Unlock()
+			return
+		}
+		group := make([]*write, n)
+		copy(group, w.queue)
+		clear(w.queue[:n])
+		w.queue = w.queue[n:]
+		w.mu.Unlock()
+
+		w.commit(group)
+		w.commits++
+		if w.checkpoint != nil && w.commits%checkpointEvery == 0 {
+			select {
+			case w.checkpoint <- struct{}{}:
+			default: // one is running or already asked for
+			}
+		}
+	}
+}
+
+// commit runs group in one transaction and answers each write. With
+// several writes each has a savepoint: one that fails is rolled back to it
+// and answered with its error, and the others commit. A write alone needs
+// none: if it fails, the transaction is rolled back (two statements fewer
+// on the path of a save when the writer is not busy).
 func (w *writer) commit(group []*write) {
 	results := make([]error, len(group))
+	w.run(group, results)
+	for i, req := range group {
+		req.done <- results[i]
+	}
+}
+
+// run runs group's transaction, leaving each write's result in results. A
+// write that panics fails its whole group (the transaction is rolled
+// back) instead of the store's commit loop, which serves every request.
+func (w *writer) run(group []*write, results []error) {
 	ctx := context.Background()
 	tx, err := w.db.BeginTx(ctx, nil)
 	if err != nil {
-		for _, req := range group {
-			req.done <- err
+		for i := range results {
+			results[i] = err
 		}
 		return
 	}
+	defer func() {
+		if p := recover(); p != nil {
+			tx.Rollback()
+			err := fmt.Errorf("sqlite: a write panicked, its group was rolled back: %v", p)
+			for i := range results {
+				results[i] = err
+			}
+		}
+	}()
 	alone := len(group) == 1
 	for i, req := range group {
 		if err := req.ctx.Err(); err != nil {
@@ -186,9 +209,6 @@ func (w *writer) commit(group []*write) {
 			}
 		}
 	}
-	for i, req := range group {
-		req.done <- results[i]
-	}
 }
 
 // checkpoints copies the WAL back into the database file when the writer
@@ -196,7 +216,7 @@ func (w *writer) commit(group []*write) {
 // whichever save crosses its threshold, does not have to. A PASSIVE
 // checkpoint never blocks the writer or readers.
 func (w *writer) checkpoints() {
-	defer close(w.stopped)
+	defer close(w.checked)
 	for {
 		select {
 		case <-w.stop:
@@ -208,14 +228,12 @@ func (w *writer) checkpoints() {
 }
 
 // close refuses new writes, waits for the queued ones to commit, and
-// stops the checkpoints.
+// stops the commit loop and the checkpoints.
 func (w *writer) close() {
 	w.mu.Lock()
 	w.closed = true
-	for w.committing {
-		w.idle.Wait()
-	}
 	w.mu.Unlock()
 	close(w.stop)
 	<-w.stopped
+	<-w.checked
 }

@@ -5,8 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -122,5 +125,128 @@ func TestWALStaysBounded(t *testing.T) {
 	// bound is what no lag but only missing checkpoints reach.
 	if st.Size() > 40<<20 {
 		t.Errorf("WAL is %d MB after %d saves: checkpoints are not resetting it", st.Size()>>20, saves)
+	}
+}
+
+// busyWriter holds d's commit loop in a write until the returned release
+// is called, so that the writes queued meanwhile wait for the next group.
+func busyWriter(t *testing.T, d *DB) (release func()) {
+	t.Helper()
+	started, hold, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- d.w.do(context.Background(), func(context.Context, *sql.Tx) error {
+			close(started)
+			<-hold
+			return nil
+		})
+	}()
+	<-started
+	return func() {
+		close(hold)
+		if err := <-done; err != nil {
+			t.Errorf("the holding write: %v", err)
+		}
+	}
+}
+
+// waitQueued waits until n writes are queued for the next group. It polls
+// the queue (bounded), yielding between looks: the writes are queued by
+// goroutines that have no signal of their own to give.
+func waitQueued(t *testing.T, d *DB, n int) {
+	t.Helper()
+	for range 1_000_000 {
+		d.w.mu.Lock()
+		queued := len(d.w.queue)
+		d.w.mu.Unlock()
+		if queued >= n {
+			return
+		}
+		runtime.Gosched()
+	}
+	t.Fatalf("%d writes were never queued", n)
+}
+
+// TestWriterKeepsOrderAndSkipsCancelled queues three writes behind a busy
+// writer: the first and third set the same row, the second's context is
+// cancelled while it waits. They commit in one group, in the order they
+// were queued (the third's value stays); the cancelled one is answered
+// with its context's error and never runs.
+func TestWriterKeepsOrderAndSkipsCancelled(t *testing.T) {
+	d := openTest(t, "")
+	set := func(status string) func(context.Context, *sql.Tx) error {
+		return func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO responses (id, created_at, status, response) VALUES ('resp_o', 1, ?, '{}')
+				ON CONFLICT (id) DO UPDATE SET status = excluded.status`, status)
+			return err
+		}
+	}
+	release := busyWriter(t, d)
+	results := make([]chan error, 3)
+	for i := range results {
+		results[i] = make(chan error, 1)
+	}
+	go func() { results[0] <- d.w.do(context.Background(), set("first")) }()
+	waitQueued(t, d, 1)
+	cancelled, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{}, 1)
+	go func() {
+		results[1] <- d.w.do(cancelled, func(context.Context, *sql.Tx) error { ran <- struct{}{}; return nil })
+	}()
+	waitQueued(t, d, 2)
+	go func() { results[2] <- d.w.do(context.Background(), set("third")) }()
+	waitQueued(t, d, 3)
+	cancel()
+	release()
+	for i, want := range []error{nil, context.Canceled, nil} {
+		if err := <-results[i]; !errors.Is(err, want) {
+			t.Errorf("write %d: %v, want %v", i, err, want)
+		}
+	}
+	select {
+	case <-ran:
+		t.Error("the write cancelled while queued ran")
+	default:
+	}
+	var status string
+	if err := d.db.QueryRow(`SELECT status FROM responses WHERE id = 'resp_o'`).Scan(&status); err != nil || status != "third" {
+		t.Errorf("status %q (%v), want the last queued write's, third", status, err)
+	}
+}
+
+// TestWriterSurvivesAPanickingWrite: a write that panics fails with an
+// error (its group rolled back) instead of taking down the store's commit
+// loop; the writes after it still commit.
+func TestWriterSurvivesAPanickingWrite(t *testing.T) {
+	d := openTest(t, "")
+	ctx := context.Background()
+	err := d.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO responses (id, created_at, status, response) VALUES ('resp_p', 1, 'completed', '{}')`); err != nil {
+			return err
+		}
+		panic("boom")
+	})
+	if err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("panicking write: %v, want an error naming the panic", err)
+	}
+	if _, err := d.GetResponse(ctx, "resp_p"); err == nil {
+		t.Error("the panicking write's row was committed")
+	}
+	if err := d.SaveResponse(ctx, sampleRecord("resp_after")); err != nil {
+		t.Errorf("save after a panicking write: %v", err)
+	}
+}
+
+// TestWriteAfterCloseIsRefused: once the store is closed a write is
+// refused at once, not queued for a loop that has ended.
+func TestWriteAfterCloseIsRefused(t *testing.T) {
+	d, err := Open(context.Background(), Memory, &Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.w.do(context.Background(), func(context.Context, *sql.Tx) error { return nil }); !errors.Is(err, errClosed) {
+		t.Errorf("write after Close: %v, want errClosed", err)
 	}
 }

@@ -2,7 +2,6 @@ package records
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 
 	"github.com/loomgate/loom/responses"
@@ -19,8 +18,8 @@ func DecodeItem(data []byte, it *responses.Item) error {
 
 // SplitItems decodes items joined by newlines, as the stores' queries
 // return a response's items of one kind in one value (nil for none). An
-// item is the compact JSON json.Marshal writes, which escapes every
-// newline inside a string, so a newline only ever separates two items.
+// item is one line of JSON (itemLine), so a newline only ever separates
+// two items.
 func SplitItems(joined []byte) ([]responses.Item, error) {
 	if len(joined) == 0 {
 		return nil, nil
@@ -44,7 +43,7 @@ func EncodeItems(items []responses.Item) (ids, raws []string, err error) {
 	ids = make([]string, len(items))
 	raws = make([]string, len(items))
 	for i := range items {
-		b, err := json.Marshal(&items[i])
+		b, err := itemLine(&items[i])
 		if err != nil {
 			return nil, nil, fmt.Errorf("item %d (%s): %w", i, items[i].Type, err)
 		}
@@ -52,6 +51,14 @@ func EncodeItems(items []responses.Item) (ids, raws []string, err error) {
 	}
 	return ids, raws, nil
 }
+
+// itemLine is the stored JSON of an item: the item's own encoding (the
+// same bytes its events carry), called directly rather than through
+// json.Marshal, which would validate and copy it once more, and whose
+// reflection runs deep on the stack of the request saving it. It is one
+// line: strings escape their newlines, and raw members (a function
+// output, annotations) are written compacted.
+func itemLine(it *responses.Item) ([]byte, error) { return it.MarshalJSON() }
 
 // Item kinds, as stored in response_items.kind.
 const (
@@ -69,7 +76,7 @@ func EncodeRecordItems(input, output []responses.Item, add func(kind string, pos
 	}{{KindInput, input}, {KindOutput, output}} {
 		for pos := range g.items {
 			it := &g.items[pos]
-			b, err := json.Marshal(it)
+			b, err := itemLine(it)
 			if err != nil {
 				return fmt.Errorf("%s item %d (%s): %w", g.kind, pos, it.Type, err)
 			}

@@ -1,6 +1,7 @@
 package records
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 
@@ -41,24 +42,33 @@ func TestDecodeItem(t *testing.T) {
 	}
 }
 
-// TestSplitItems: items whose text holds newlines survive being joined by
-// newlines, because their JSON escapes them.
+// TestSplitItems: items whose text holds newlines, and a function output
+// kept as the client sent it over several lines, survive being encoded
+// for the store (EncodeRecordItems) and joined by newlines: each is one
+// line, and decodes back to the same item.
 func TestSplitItems(t *testing.T) {
 	want := []responses.Item{
 		{Type: responses.ItemMessage, ID: "a", Role: "user", Status: "completed",
 			Content: []responses.ContentPart{{Type: responses.PartInputText, Text: "line one\nline two\r\n"}}},
 		{Type: responses.ItemFunctionCall, ID: "b", Call: &responses.ItemCall{CallID: "c", Name: "f", Arguments: "{\n\"x\": 1\n}"}, Status: "completed"},
+		{Type: responses.ItemFunctionCallOutput, ID: "d", Status: "completed", Call: &responses.ItemCall{CallID: "c",
+			Output: json.RawMessage("[\n  {\"type\": \"input_text\",\n   \"text\": \"x\\ny\"}\n]")}},
 	}
 	var joined []byte
-	for i := range want {
-		b, err := json.Marshal(&want[i])
-		if err != nil {
-			t.Fatal(err)
+	err := EncodeRecordItems(want, nil, func(kind string, pos int, id string, item []byte) {
+		if kind != KindInput || id != want[pos].ID {
+			t.Errorf("row %d: kind %s, id %s", pos, kind, id)
 		}
-		if i > 0 {
+		if bytes.IndexByte(item, '\n') >= 0 {
+			t.Errorf("item %d spans lines: %s", pos, item)
+		}
+		if pos > 0 {
 			joined = append(joined, '\n')
 		}
-		joined = append(joined, b...)
+		joined = append(joined, item...)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	got, err := SplitItems(joined)
 	if err != nil {
