@@ -74,7 +74,7 @@ func benchServers(b *testing.B) (h *harness, loomURL, proxyURL string) {
 	// upstream client keeps 64. Give the proxy the same pool, so that
 	// the comparison is about the hop, not about reconnecting.
 	rp.Transport = pooledTransport()
-	proxy := httptest.NewServer(rp)
+	proxy := httptest.NewServer(fullDuplex(rp))
 	b.Cleanup(proxy.Close)
 	return h, loom.URL, proxy.URL
 }
@@ -222,6 +222,11 @@ func (s *benchSetup) run(b *testing.B, clients int) [][]timing {
 	}
 	wg.Wait()
 	b.StopTimer()
+	if b.Failed() {
+		// A failed request ended its client early: some targets may have
+		// no timings to report.
+		b.FailNow()
+	}
 	merged := make([][]timing, len(s.targets))
 	for _, r := range results {
 		for ti := range r {

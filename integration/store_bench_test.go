@@ -72,7 +72,7 @@ func newStoredBenchSetup(b *testing.B) *benchSetup {
 	}
 	rp := httputil.NewSingleHostReverseProxy(mockRoot)
 	rp.Transport = pooledTransport()
-	proxy := httptest.NewServer(rp)
+	proxy := httptest.NewServer(fullDuplex(rp))
 	b.Cleanup(proxy.Close)
 	sq, pg := benchStores(b)
 
