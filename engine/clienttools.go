@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/loomgate/loom/responses"
@@ -35,7 +36,11 @@ func clientTools(req *responses.Request) (defs []tools.Definition, special map[s
 	for i := range req.Tools {
 		t := &req.Tools[i]
 		if t.Type == responses.ToolFunction {
-			defs = append(defs, tools.FunctionDefinition(*t))
+			// Written in place: a Definition built and then appended
+			// was copied whole, behind the collector's barrier. (The
+			// list outgrows its room when namespaces hold tools.)
+			defs = slices.Grow(defs, 1)[:len(defs)+1]
+			tools.SetFunctionDefinition(&defs[len(defs)-1], t)
 			continue
 		}
 		if t.Type != responses.ToolNamespace {

@@ -186,10 +186,12 @@ func checkToolName(param func() string, name, offered string, names map[string]b
 		// (a name offered as it is was checked just above).
 		return BadRequest(param()+".name", "with its namespace the tool is offered as %q, which is longer than 64 characters", offered)
 	}
-	if names[offered] {
+	// One hash of the name: a name already there leaves the map's size
+	// as it was.
+	n := len(names)
+	if names[offered] = true; len(names) == n {
 		return BadRequest(param()+".name", "duplicate tool name %q", offered)
 	}
-	names[offered] = true
 	return nil
 }
 

@@ -587,16 +587,14 @@ func (s *scanner) tools() ([]Tool, error) {
 	spans := kept.spans[:0]
 	list, err := decodeElements(s, kept.tools[:0], 8, -1,
 		func(s *scanner, t *Tool, i int) bool {
-			v := s.blocks.functionValues()
 			at := s.js.Offset()
-			span, ok := s.echoedFunction(t, v)
+			span, ok := s.echoedFunction()
 			spans = append(spans[:i], span)
 			if ok {
-				return true
+				return true // t stays zero: echoedTool writes the tool
 			}
 			s.js.Seek(at)
-			*t, *v = Tool{}, functionValues{}
-			return s.functionAt(t, v)
+			return s.functionAt(t, s.blocks.functionValues())
 		},
 		func(t *Tool, raw []byte) error {
 			if raw[0] != '{' {
@@ -608,13 +606,25 @@ func (s *scanner) tools() ([]Tool, error) {
 		// What the walk wrote into the kept lists is unknown: let them go.
 		return nil, err
 	}
-	text := s.data[start:s.js.Offset()]
-	copyEchoed(list, spans, start, text)
+	// The tools in the echo's form are written once, here, pointing into
+	// one copy of the list's text (the decoded request keeps none of the
+	// body's bytes); the others are moved from the kept list, which goes
+	// back zero, as decodeElements takes it, and pointing at nothing of
+	// this request.
+	var copied []byte
 	tools := make([]Tool, len(list))
-	copy(tools, list)
-	// The lists go back zero, as decodeElements takes them, and pointing
-	// at nothing of this request.
-	clear(list)
+	for i := range list {
+		sp := &spans[i]
+		if sp.at < 0 {
+			tools[i], list[i] = list[i], Tool{}
+			continue
+		}
+		if copied == nil {
+			copied = bytes.Clone(s.data[start:s.js.Offset()])
+		}
+		at := sp.at - start
+		s.echoedTool(&tools[i], sp, copied[at:at+sp.n:at+sp.n])
+	}
 	if cap(list) <= maxKeptTools && cap(spans) <= maxKeptTools {
 		kept.tools, kept.spans = list[:0], spans[:0] // the kept lists, or those they grew into
 		toolLists.Put(kept)

@@ -17,15 +17,15 @@ const (
 	echoStrict      = `,"strict":`
 )
 
-// echoedFunction decodes the function tool at the scanner when it is
-// written in the echo's form, into the same Tool functionAt makes of it
-// (its pointers into v), its text and parameters still the scanner's
-// bytes, at the span it returns: the caller copies them (copyEchoed). On
-// false the scanner's offset is wherever it stopped: the caller seeks
-// back and decodes the tool the general way.
-func (s *scanner) echoedFunction(t *Tool, v *functionValues) (echoSpan, bool) {
+// echoedFunction reads the function tool at the scanner when it is
+// written in the echo's form, and returns where its values are in the
+// scanner's bytes: the walk writes no Tool (and so no pointer), so that
+// each tool of a long list is written once, from its copied text, by
+// echoedTool. On false the scanner's offset is wherever it stopped: the
+// caller seeks back and decodes the tool the general way.
+func (s *scanner) echoedFunction() (echoSpan, bool) {
 	none := echoSpan{at: -1}
-	start := s.js.Offset()
+	sp := echoSpan{at: s.js.Offset(), desc: -1, strict: -1}
 	if !s.fixed(echoOpen) {
 		return none, false
 	}
@@ -33,28 +33,33 @@ func (s *scanner) echoedFunction(t *Tool, v *functionValues) (echoSpan, bool) {
 	if !ok || !s.fixed(echoDescription) {
 		return none, false
 	}
+	sp.nameLen = len(name)
 	if s.at('"') {
 		desc, ok := s.echoString()
 		if !ok {
 			return none, false
 		}
-		v.description = s.text(desc)
-		t.Description = &v.description
+		sp.desc, sp.descLen = s.js.Offset()-len(desc)-1-sp.at, len(desc)
 	} else if !s.at('n') || !s.js.Null() {
 		return none, false
 	}
 	if !s.fixed(echoParameters) || !s.at('{') {
 		return none, false
 	}
-	paramsAt := s.js.Offset()
+	sp.params = s.js.Offset() - sp.at
 	raw, depth, compact, err := s.js.RawDepth()
 	if err != nil || !compact || !s.fixed(echoStrict) {
 		return none, false
 	}
+	sp.paramsLen, sp.depth = len(raw), depth
 	switch {
 	case s.at('t'), s.at('f'):
-		v.strict, err = s.js.Bool()
-		t.Strict = &v.strict
+		var strict bool
+		strict, err = s.js.Bool()
+		sp.strict = 0
+		if strict {
+			sp.strict = 1
+		}
 	case s.at('n') && s.js.Null():
 	default:
 		return none, false
@@ -62,42 +67,46 @@ func (s *scanner) echoedFunction(t *Tool, v *functionValues) (echoSpan, bool) {
 	if err != nil || !s.at('}') {
 		return none, false
 	}
-	end := s.js.Offset() + 1
-	s.js.Seek(end)
-	t.Type = ToolFunction
-	t.Name = s.text(name)
-	t.Parameters = raw[:len(raw):len(raw)]
-	t.schema = noteSchema(t.Parameters, depth, true)
-	t.echo = s.data[start:end:end]
-	return echoSpan{at: start, params: paramsAt - start}, true
+	s.js.Seek(s.js.Offset() + 1)
+	sp.n = s.js.Offset() - sp.at
+	return sp, true
 }
 
-// echoSpan is where a tool in the echo's form was decoded from: its
-// text's offset in the scanner's bytes (-1 for a tool not in that form)
-// and its parameters' offset in its text.
-type echoSpan struct{ at, params int }
+// echoSpan is where a tool in the echo's form was read from: its text's
+// offset in the scanner's bytes (-1 for a tool not in that form) and
+// length; the offsets in its text of its description's text (-1 for
+// null) and of its parameters, and their lengths; the parameters' depth;
+// and strict (-1 for null, 0 false, 1 true). Its name starts at a fixed offset. It
+// holds no pointer: the kept lists of spans cost the collector nothing.
+type echoSpan struct {
+	at, n             int
+	nameLen           int
+	desc, descLen     int
+	params, paramsLen int
+	depth             int
+	strict            int
+}
 
-// copyEchoed copies text, a list's text at offset start of the
-// scanner's bytes, once, and points the text and parameters of each tool
-// decoded in the echo's form at the copy (the decoded request keeps none
-// of the body's bytes).
-func copyEchoed(list []Tool, spans []echoSpan, start int, text []byte) {
-	var copied []byte
-	for i := range list {
-		span := spans[i]
-		if span.at < 0 {
-			continue
-		}
-		if copied == nil {
-			copied = bytes.Clone(text)
-		}
-		t := &list[i]
-		at := span.at - start
-		t.echo = copied[at : at+len(t.echo) : at+len(t.echo)]
-		p := at + span.params
-		t.Parameters = copied[p : p+len(t.Parameters) : p+len(t.Parameters)]
-		t.schema = noteSchema(t.Parameters, int(t.schema.depth), true)
+// echoedTool writes the tool read at sp into t, its text and parameters
+// in text (the tool's text, copied), its strings from the scanner's
+// blocks: the same Tool functionAt makes of it.
+func (s *scanner) echoedTool(t *Tool, sp *echoSpan, text []byte) {
+	v := s.blocks.functionValues()
+	name := len(echoOpen) + 1
+	t.Type = ToolFunction
+	t.Name = s.text(text[name : name+sp.nameLen])
+	if sp.desc >= 0 {
+		v.description = s.text(text[sp.desc : sp.desc+sp.descLen])
+		t.Description = &v.description
 	}
+	if sp.strict >= 0 {
+		v.strict = sp.strict == 1
+		t.Strict = &v.strict
+	}
+	end := sp.params + sp.paramsLen
+	t.Parameters = text[sp.params:end:end]
+	t.schema = noteSchema(t.Parameters, sp.depth, true)
+	t.echo = text
 }
 
 // at reports whether the next byte is c, with no white space before it.

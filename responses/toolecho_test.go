@@ -2,6 +2,7 @@ package responses
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -154,5 +155,51 @@ func TestEchoFormSchemaDepthRefused(t *testing.T) {
 	}
 	if err := req.Validate(nil); param(err) != "tools[0].parameters" {
 		t.Errorf("%v, want a 400 on tools[0].parameters", err)
+	}
+}
+
+// A list that mixes tools in the echo's form with others, decoded one
+// after another (the lists they are decoded into are kept between
+// requests), gives each tool its own values: the echo's tools are
+// written from their text, the others moved from the kept list, which
+// goes back zero (a tool with a description and strict before one with
+// null ones must not lend them).
+func TestToolListMixedForms(t *testing.T) {
+	const (
+		full     = `{"type":"function","name":"a","description":"Looks up a city.","parameters":{"type":"object","properties":{"city":{"type":"string"}}},"strict":true}`
+		nulls    = `{"type":"function","name":"b","description":null,"parameters":{},"strict":null}`
+		spaced   = `{"type":"function", "name":"c","description":"With a space.","parameters":{"type":"object"},"strict":false}`
+		reorder  = `{"name":"d","type":"function","strict":true,"parameters":{"a":[1,{"b":null}]},"description":"Keys in another order."}`
+		escaped  = `{"type":"function","name":"e","description":"caf\u00e9","parameters":{},"strict":false}`
+		noStrict = `{"type":"function","name":"f","description":"No strict.","parameters":{"type":"object"}}`
+	)
+	lists := [][]string{
+		{full, spaced, nulls, reorder, escaped},
+		{nulls, nulls[:len(nulls)-1] + `,"defer_loading":true}`, full},
+		{spaced, reorder, noStrict, nulls},
+		{escaped, full, full, noStrict, nulls, spaced},
+	}
+	for round := range 2 {
+		for _, list := range lists {
+			// Names made unique per position, so that validation passes.
+			var tools []string
+			for i, tool := range list {
+				tools = append(tools, strings.Replace(tool, `"name":"`, fmt.Sprintf(`"name":"t%d_`, i), 1))
+			}
+			body := []byte(`{"model":"m","tools":[` + strings.Join(tools, ",") + `]}`)
+			checkDecode(t, body, true)
+			got, err := DecodeRequest(body)
+			if err != nil {
+				t.Fatalf("round %d: %s: %v", round, body, err)
+			}
+			for i := range got.Tools {
+				tool := &got.Tools[i]
+				inEchoForm := !strings.Contains(tools[i], `", "`) && strings.HasPrefix(tools[i], `{"type":"function","name":`) &&
+					!strings.Contains(tools[i], `\u`) && strings.Contains(tools[i], `"strict":`) && !strings.Contains(tools[i], "defer_loading")
+				if e := tool.echoText(); (e != nil) != inEchoForm || e != nil && string(e) != tools[i] {
+					t.Errorf("round %d: tools[%d] %s: kept text %q", round, i, tools[i], e)
+				}
+			}
+		}
 	}
 }

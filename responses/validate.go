@@ -309,8 +309,10 @@ func validFunctionName(s string) bool {
 	if len(s) == 0 || len(s) > 64 {
 		return false
 	}
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+	// By byte: every byte of a character beyond ASCII fails the test, as
+	// the character would.
+	for i := range len(s) {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
 			return false
 		}
 	}

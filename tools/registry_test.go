@@ -124,6 +124,11 @@ func TestFunctionDefinitionRoundTrip(t *testing.T) {
 	if out.Description != &d.Description {
 		t.Error("the tool should share the definition's description")
 	}
+	var deferred Definition
+	SetFunctionDefinition(&deferred, &responses.Tool{Type: responses.ToolFunction, Name: "later", DeferLoading: true})
+	if deferred.Name != "later" || !deferred.Deferred || deferred.Description != "" || deferred.Strict != nil || deferred.Parameters != nil {
+		t.Errorf("deferred definition %+v", deferred)
+	}
 	bare := Definition{Name: "x"}
 	if bare.ResponsesTool().Description != nil {
 		t.Error("empty description should stay null")

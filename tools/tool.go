@@ -37,11 +37,19 @@ type Definition struct {
 // FunctionDefinition returns the Definition of a client-executed function
 // tool from a request.
 func FunctionDefinition(t responses.Tool) Definition {
-	d := Definition{Name: t.Name, Parameters: t.Parameters, Strict: t.Strict, Deferred: t.DeferLoading}
+	var d Definition
+	SetFunctionDefinition(&d, &t)
+	return d
+}
+
+// SetFunctionDefinition writes into d, a zero Definition, that of the
+// client-executed function tool t, field by field: a caller filling a
+// list of many writes each in place.
+func SetFunctionDefinition(d *Definition, t *responses.Tool) {
+	d.Name, d.Parameters, d.Strict, d.Deferred = t.Name, t.Parameters, t.Strict, t.DeferLoading
 	if t.Description != nil {
 		d.Description = *t.Description
 	}
-	return d
 }
 
 // ResponsesTool returns d as a function tool, the form the upstream backends
