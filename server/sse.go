@@ -44,7 +44,6 @@ type sseWriter struct {
 	// otherwise every frame is written and flushed at once.
 	coalesce bool
 	armed    bool // the timer is set to flush buf
-	sent     bool // something was sent: the headers are out
 
 	// The keep-alive (and the coalescing's deadline) is a timer, not a
 	// goroutine: an idle stream costs no goroutine stack for it.
@@ -184,7 +183,12 @@ func (s *sseWriter) Open() error {
 		return s.err
 	}
 	s.start()
-	return s.send()
+	if err := s.rc.Flush(); err != nil {
+		s.err = err
+		return err
+	}
+	s.last = time.Now()
+	return nil
 }
 
 // Started reports whether the stream's headers were sent.
@@ -217,29 +221,10 @@ var (
 	headerNo          = []string{"no"}
 )
 
-// send writes the buffer and flushes; the caller holds mu. The first
-// send, which writes the stream's headers, runs on a goroutine of its
-// own, waited for: net/http writes a response's headers through ~4 KB of
-// stack frames (chunkWriter.writeHeader alone is 2.8 KB), and at the
-// first delta's flush, under the engine's and the upstream reader's
-// frames, they would grow the handler's stack from 8 to 16 KB for as
-// long as the stream lasts (BENCHMARKS.md, "Idle streams, session 6").
+// send writes the buffer and flushes; the caller holds mu.
 func (s *sseWriter) send() error {
-	if !s.sent {
-		s.sent = true
-		done := make(chan error, 1)
-		go func() { done <- s.sendNow() }()
-		return <-done
-	}
-	return s.sendNow()
-}
-
-// sendNow is send on the caller's goroutine.
-func (s *sseWriter) sendNow() error {
-	if len(s.buf) > 0 {
-		if err := s.write(); err != nil {
-			return err
-		}
+	if err := s.write(); err != nil {
+		return err
 	}
 	if err := s.rc.Flush(); err != nil {
 		s.err = err
