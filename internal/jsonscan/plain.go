@@ -58,3 +58,29 @@ func PlainEnd(b []byte, i int) int {
 	}
 	return plainRun(b, i)
 }
+
+// plainStringEnd returns the offset after the closing quote of the
+// string whose body starts at i when the body holds no escape and no
+// control byte, and 0 otherwise (the caller then reads it the checking
+// way, which finds its escapes or its fault). A schema's strings are
+// short keys and words: SkipDepth reads them here with b and i in
+// registers, not through the Scanner.
+func plainStringEnd(b []byte, i int) int {
+	for ; i+8 <= len(b); i += 8 {
+		if m := specialBytes(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			i += bits.TrailingZeros64(m) / 8
+			if b[i] == '"' {
+				return i + 1
+			}
+			return 0
+		}
+	}
+	for ; i < len(b); i++ {
+		if c := b[i]; c == '"' {
+			return i + 1
+		} else if c == '\\' || c < 0x20 {
+			return 0
+		}
+	}
+	return 0
+}

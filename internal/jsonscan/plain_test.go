@@ -1,6 +1,7 @@
 package jsonscan
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -35,6 +36,35 @@ func TestPlainRunEveryByteEveryPosition(t *testing.T) {
 				}
 				b[pos] = fill
 			}
+		}
+	}
+}
+
+// TestPlainStringEndEveryByteEveryPosition: every byte value at every
+// position of string bodies that cross the 8-byte words ends the string
+// (a quote), refuses it (a backslash or a control byte: 0, which sends
+// the string to the checking read) or is part of it, as the byte-at-a-
+// time reference says; a body without its quote is refused.
+func TestPlainStringEndEveryByteEveryPosition(t *testing.T) {
+	for n := range 26 {
+		b := []byte(strings.Repeat("a", n) + `"`)
+		for pos := range n {
+			for c := range 256 {
+				b[pos] = byte(c)
+				for from := range min(pos+1, 9) {
+					want := 0
+					if end := plainRunByByte(b, from); b[end] == '"' {
+						want = end + 1
+					}
+					if got := plainStringEnd(b, from); got != want {
+						t.Fatalf("%d bytes, %#x at %d, from %d: %d, want %d", n, c, pos, from, got, want)
+					}
+					if got := plainStringEnd(b[:n], from); got != 0 && bytes.IndexByte(b[from:n], '"') < 0 {
+						t.Fatalf("%d bytes without a quote, %#x at %d, from %d: %d, want 0", n, c, pos, from, got)
+					}
+				}
+			}
+			b[pos] = 'a'
 		}
 	}
 }
