@@ -34,8 +34,9 @@ type harness struct {
 	t       testing.TB
 	Mock    *mockllm.Server
 	MockURL string // the upstream's base URL, ending in /v1
-	// Upstream carries loom's requests to the scripted upstream.
-	Upstream *http.Transport
+	// Upstream is the backend that carries loom's requests to the
+	// scripted upstream, for closing its idle connections.
+	Upstream interface{ CloseIdleConnections() }
 	Store    *countingStore
 	Engine   *engine.Engine
 	Server   *server.Server
@@ -194,20 +195,12 @@ func newHarness(t testing.TB, opts *harnessOptions) *harness {
 	t.Cleanup(func() { db.Close() })
 	h.Store = &countingStore{Store: db}
 
-	// loom's connections to the upstream go through a transport of the
-	// harness's, so that a leak check can close the idle ones first. It
-	// is set up as the backends' default client is (a pool that fits
-	// many concurrent streams, a small write buffer), so that benchmarks
-	// measure what a deployment runs: http.Transport's default keeps 2
-	// idle connections per host and redials under load.
-	h.Upstream = &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true, ReadBufferSize: model.DefaultReadBufferSize, WriteBufferSize: model.DefaultWriteBufferSize}
-	t.Cleanup(h.Upstream.CloseIdleConnections)
+	// loom's connections to the upstream go through the backend's
+	// default transport, what a deployment runs, unless the test gives
+	// its own; the harness closes the idle ones for leak checks.
 	chatOpts := chat.Options{}
 	if opts.Chat != nil {
 		chatOpts = *opts.Chat
-	}
-	if chatOpts.HTTPClient == nil && chatOpts.Transport == nil {
-		chatOpts.Transport = h.Upstream
 	}
 	if opts.Tokenize && chatOpts.TokenizeURL == "" {
 		chatOpts.TokenizeURL = mockSrv.URL + "/tokenize"
@@ -215,13 +208,12 @@ func newHarness(t testing.TB, opts *harnessOptions) *harness {
 	chatBackend := chat.New(h.MockURL, "test-key", &chatOpts)
 	var backend model.Backend = chatBackend
 	engOpts.Upstream = chatBackend.Capabilities()
+	h.Upstream = chatBackend
 	if completionsOpts != nil {
-		if completionsOpts.HTTPClient == nil && completionsOpts.Transport == nil {
-			completionsOpts.Transport = h.Upstream
-		}
 		b := completions.New(h.MockURL, "test-key", completionsOpts)
-		backend, engOpts.Upstream = b, b.Capabilities()
+		backend, engOpts.Upstream, h.Upstream = b, b.Capabilities(), b
 	}
+	t.Cleanup(h.Upstream.CloseIdleConnections)
 	h.Engine = engine.New(backend, h.Store, engOpts)
 	srv := server.New(h.Engine, &server.Options{Dialect: opts.Dialect, MaxBodyBytes: opts.MaxBodyBytes})
 	h.Server = srv

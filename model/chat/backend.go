@@ -59,6 +59,11 @@ func New(baseURL, apiKey string, opts *Options) *Backend {
 	return &Backend{tokenizeURL: o.TokenizeURL, apiKey: apiKey, httpClient: httpClient, client: upstream.NewClient(url, apiKey, upstream.Config{Name: "chat completions", HTTPOptions: o.HTTPOptions})}
 }
 
+// CloseIdleConnections closes the connections to the engine kept for
+// later requests (those of open streams are not touched), as
+// http.Client.CloseIdleConnections does.
+func (b *Backend) CloseIdleConnections() { b.client.CloseIdleConnections() }
+
 // Stream sends req upstream and emits its deltas in order. See
 // model.Backend.
 func (b *Backend) Stream(ctx context.Context, req *model.Request, emit func(model.Delta) error) error {

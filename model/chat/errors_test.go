@@ -13,7 +13,7 @@ const okStream = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"
 var wire = upstreamtest.Wire{
 	New: func(baseURL, apiKey string, o upstreamtest.Options) model.Backend {
 		opts := testOptions()
-		o.Apply(&opts.Retries, &opts.FirstByteTimeout)
+		o.Apply(&opts.HTTPOptions)
 		return New(baseURL, apiKey, opts)
 	},
 	Path:     "/v1/chat/completions",

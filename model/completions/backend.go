@@ -110,6 +110,11 @@ func New(baseURL, apiKey string, opts *Options) *Backend {
 	return &Backend{opts: o, client: upstream.NewClient(url, apiKey, upstream.Config{Name: "completions", HTTPOptions: o.HTTPOptions})}
 }
 
+// CloseIdleConnections closes the connections to the engine kept for
+// later requests (those of open streams are not touched), as
+// http.Client.CloseIdleConnections does.
+func (b *Backend) CloseIdleConnections() { b.client.CloseIdleConnections() }
+
 // Stream renders req to harmony token ids, sends them upstream and emits
 // the routed deltas in order. See model.Backend.
 func (b *Backend) Stream(ctx context.Context, req *model.Request, emit func(model.Delta) error) error {

@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/loomgate/loom/internal/http1"
 	"github.com/loomgate/loom/internal/httpretry"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
@@ -65,9 +66,6 @@ func (c Config) resolved() Config {
 	positiveOr(&c.FirstByteTimeout, model.DefaultFirstByteTimeout)
 	positiveOr(&c.IdleTimeout, model.DefaultIdleTimeout)
 	positiveOr(&c.WholeTimeout, model.DefaultWholeTimeout)
-	if c.HTTPClient == nil && c.Transport == nil {
-		c.Transport = pooledTransport(c.ConnectTimeout)
-	}
 	return c
 }
 
@@ -87,10 +85,13 @@ type Client struct {
 	firstByteTimeout time.Duration
 	idleTimeout      time.Duration
 	wholeTimeout     time.Duration
-	// pool: requests go straight to a net/http Transport (loom's own or
-	// the caller's), whose reading of a body Send can follow, so Send
-	// hands pooled bodies back (bodypool.go).
+	// pool: requests go straight to a transport whose reading of a body
+	// Send can follow (loom's own, or the caller's net/http Transport),
+	// so Send hands pooled bodies back (bodypool.go).
 	pool bool
+	// closeIdle closes the sender's kept connections (nil: it has no
+	// way to).
+	closeIdle func()
 }
 
 // NewClient returns a Client posting to url. apiKey may be empty; when set
@@ -99,14 +100,18 @@ type Client struct {
 // no error).
 func NewClient(url, apiKey string, cfg Config) *Client {
 	c := cfg.resolved()
+	u, err := neturl.Parse(url)
+	traced := sendsThroughNetHTTP(c.HTTPOptions)
+	if c.HTTPClient == nil && c.Transport == nil {
+		c.Transport, traced = defaultTransport(u, c.ConnectTimeout), true
+	}
 	cl := &Client{name: c.Name, apiKey: apiKey, httpDo: sender(c.HTTPOptions), log: c.Logger,
 		// A turn's request may reach the engine twice: it has no effect
 		// but the tokens it costs.
 		retry: httpretry.Policy{Retries: c.Retries, WaitMin: c.RetryWaitMin, WaitMax: c.RetryWaitMax, Idempotent: true,
 			Logger: c.Logger, Notice: "retrying upstream " + c.Name + " request"},
 		firstByteTimeout: c.FirstByteTimeout, idleTimeout: c.IdleTimeout, wholeTimeout: c.WholeTimeout,
-		pool: sendsThroughNetHTTP(c.HTTPOptions)}
-	u, err := neturl.Parse(url)
+		pool: traced, closeIdle: idleCloser(c.HTTPOptions)}
 	if err == nil {
 		cl.url, cl.path = u, u.Path
 	}
@@ -141,12 +146,52 @@ func sendsThroughNetHTTP(o model.HTTPOptions) bool {
 	return o.HTTPClient == nil && ok
 }
 
+// idleCloser is how the sender's kept connections are closed, as
+// http.Client.CloseIdleConnections finds it.
+func idleCloser(o model.HTTPOptions) func() {
+	if o.HTTPClient != nil {
+		return o.HTTPClient.CloseIdleConnections
+	}
+	if t, ok := o.Transport.(interface{ CloseIdleConnections() }); ok {
+		return t.CloseIdleConnections
+	}
+	return nil
+}
+
+// CloseIdleConnections closes the connections kept for later requests;
+// those in use are not touched.
+func (c *Client) CloseIdleConnections() {
+	if c.closeIdle != nil {
+		c.closeIdle()
+	}
+}
+
+// defaultTransport is the sender when the caller gave none: for a plain
+// http:// engine that no proxy setting of the environment applies to
+// (the usual one, next to loom), internal/http1, which sends each request
+// and reads its answer on the caller's goroutine (less per request and
+// per open stream than net/http's Transport, BENCHMARKS.md "The upstream
+// transport"); for anything else (https, a proxy, a URL that does not
+// parse), a pooled net/http Transport.
+func defaultTransport(u *neturl.URL, connect time.Duration) http.RoundTripper {
+	if u != nil && u.Scheme == "http" {
+		if proxy, err := http.ProxyFromEnvironment(&http.Request{URL: u}); err == nil && proxy == nil {
+			return http1.New(&http1.Options{ConnectTimeout: connect, MaxIdleConns: maxIdleConns,
+				ReadBufferSize: model.DefaultReadBufferSize})
+		}
+	}
+	return pooledTransport(connect)
+}
+
+// maxIdleConns is how many connections to the engine are kept: many
+// concurrent streams go to the same one.
+const maxIdleConns = 64
+
 func pooledTransport(connect time.Duration) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
 	t.TLSHandshakeTimeout = connect
-	// Many concurrent streams go to the same engine.
-	t.MaxIdleConnsPerHost = 64
+	t.MaxIdleConnsPerHost = maxIdleConns
 	// No "Accept-Encoding: gzip" added to every request (the transport
 	// builds a header map of its own for it, per request): an engine
 	// next to loom gains nothing from compressing its answers.

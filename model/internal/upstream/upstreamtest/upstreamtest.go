@@ -23,15 +23,21 @@ import (
 type Options struct {
 	Retries          int
 	FirstByteTimeout time.Duration
+	// Transport is the sender (Run sets it for each of its transports);
+	// nil keeps the backend's default.
+	Transport http.RoundTripper
 }
 
-// Apply sets the fields o changes in a backend's Options.
-func (o Options) Apply(retries *int, firstByteTimeout *time.Duration) {
+// Apply sets the fields o changes in a backend's HTTPOptions.
+func (o Options) Apply(h *model.HTTPOptions) {
 	if o.Retries != 0 {
-		*retries = o.Retries
+		h.Retries = o.Retries
 	}
 	if o.FirstByteTimeout != 0 {
-		*firstByteTimeout = o.FirstByteTimeout
+		h.FirstByteTimeout = o.FirstByteTimeout
+	}
+	if o.Transport != nil {
+		h.Transport = o.Transport
 	}
 }
 

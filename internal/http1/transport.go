@@ -1,0 +1,337 @@
+package http1
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"slices"
+	"strconv"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/loomgate/loom/internal/bufpool"
+)
+
+// Defaults of Options' zero fields.
+const (
+	DefaultConnectTimeout  = 10 * time.Second
+	DefaultMaxIdleConns    = 64
+	DefaultIdleConnTimeout = 90 * time.Second // net/http's DefaultTransport's
+	DefaultReadBufferSize  = 4 << 10
+)
+
+// Options configures a Transport; a zero field means its default.
+type Options struct {
+	// ConnectTimeout bounds dialing a connection.
+	ConnectTimeout time.Duration
+	// MaxIdleConns is how many unused connections are kept for reuse.
+	MaxIdleConns int
+	// IdleConnTimeout closes a kept connection unused for this long.
+	IdleConnTimeout time.Duration
+	// ReadBufferSize is each connection's read buffer, held for as long
+	// as the connection is open: a stream's body is read through it.
+	ReadBufferSize int
+}
+
+// Transport is an http.RoundTripper for http:// URLs (package doc). It
+// is safe for concurrent use; its zero value is not usable: see New.
+type Transport struct {
+	dialer         net.Dialer
+	readBufferSize int
+	idle           pool
+}
+
+// New returns a Transport configured by o (nil: every default).
+func New(o *Options) *Transport {
+	var opts Options
+	if o != nil {
+		opts = *o
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = DefaultConnectTimeout
+	}
+	if opts.MaxIdleConns <= 0 {
+		opts.MaxIdleConns = DefaultMaxIdleConns
+	}
+	if opts.IdleConnTimeout <= 0 {
+		opts.IdleConnTimeout = DefaultIdleConnTimeout
+	}
+	if opts.ReadBufferSize <= 0 {
+		opts.ReadBufferSize = DefaultReadBufferSize
+	}
+	return &Transport{
+		dialer:         net.Dialer{Timeout: opts.ConnectTimeout, KeepAlive: 30 * time.Second},
+		readBufferSize: opts.ReadBufferSize,
+		idle:           pool{max: opts.MaxIdleConns, timeout: opts.IdleConnTimeout},
+	}
+}
+
+// CloseIdleConnections closes the connections kept for reuse; those in
+// use are not touched.
+func (t *Transport) CloseIdleConnections() { t.idle.closeAll() }
+
+// errNothingBack marks a failure on a kept connection before any byte of
+// the response came: the server closed it while it was idle, so the
+// request can go once more on a new connection.
+var errNothingBack = errors.New("http1: the kept connection was closed before a response came")
+
+// RoundTrip implements http.RoundTripper. It writes the request and reads
+// the response's head on the caller's goroutine; the response body reads
+// the connection, which goes back to the pool once the body was read to
+// its end (and is closed when the body is closed before that).
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	msg, err := message(req)
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer msgPool(cap(msg)).Put(msg)
+
+	ctx := req.Context()
+	trace := httptrace.ContextClientTrace(ctx)
+	addr := req.URL.Host
+	if req.URL.Port() == "" {
+		addr = net.JoinHostPort(req.URL.Hostname(), "80")
+	}
+	// One more attempt, on a new connection, when a kept one turns out
+	// closed: the message is in memory, so it is sent as it was.
+	for range 2 {
+		c, err := t.conn(ctx, addr)
+		if err != nil {
+			return nil, err
+		}
+		if trace != nil && trace.GotConn != nil {
+			trace.GotConn(httptrace.GotConnInfo{Conn: c.nc, Reused: c.reused})
+		}
+		resp, err := c.roundTrip(ctx, req, msg, trace)
+		if err == nil {
+			if resp.Body == http.NoBody {
+				// Nothing to read: the connection is free now.
+				t.release(c, !resp.Close)
+			} else {
+				resp.Body = &body{rc: resp.Body, ctx: ctx, c: c, t: t, keep: !resp.Close}
+			}
+			return resp, nil
+		}
+		c.stop()
+		c.nc.Close()
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		if !errors.Is(err, errNothingBack) {
+			return nil, err
+		}
+	}
+	return nil, errNothingBack
+}
+
+// conn returns a kept connection, or dials a new one.
+func (t *Transport) conn(ctx context.Context, addr string) (*conn, error) {
+	if c := t.idle.take(); c != nil {
+		return c, nil
+	}
+	nc, err := t.dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &conn{nc: nc, br: bufio.NewReaderSize(nc, t.readBufferSize)}, nil
+}
+
+// dial dials on a goroutine of its own, which ends with it. The dialer's
+// frames take ~2.4 KB of stack; on the caller's goroutine, already deep
+// in a request (~5 KB into a handler's 8 KB stack), they would grow that
+// stack to 16 KB, which the stream then keeps for as long as it is open.
+// A dial costs far more than the goroutine.
+func (t *Transport) dial(ctx context.Context, addr string) (net.Conn, error) {
+	type dialed struct {
+		nc  net.Conn
+		err error
+	}
+	done := make(chan dialed, 1)
+	go func() {
+		nc, err := t.dialer.DialContext(ctx, "tcp", addr)
+		done <- dialed{nc, err}
+	}()
+	d := <-done
+	return d.nc, d.err
+}
+
+// release hands c back to the pool when keep is set and its cancel hook
+// did not run (a cut connection is never reused), and closes it otherwise.
+func (t *Transport) release(c *conn, keep bool) {
+	if c.stop() && keep && c.br.Buffered() == 0 {
+		t.idle.put(c)
+		return
+	}
+	c.nc.Close()
+}
+
+// conn is one connection to the origin.
+type conn struct {
+	nc     net.Conn
+	br     *bufio.Reader
+	reused bool      // it served a request before
+	since  time.Time // when it was put back, unused since
+	// stop removes the hook that cuts the connection when the request's
+	// context is done, and reports whether it removed it before it ran.
+	stop func() bool
+}
+
+// aLongTimeAgo is a deadline in the past: set on a connection, it makes
+// its blocked reads and writes return at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// roundTrip writes msg and reads the response's head. A cancelled ctx
+// cuts the connection (its deadline in the past), which ends a blocked
+// write or read.
+func (c *conn) roundTrip(ctx context.Context, req *http.Request, msg []byte, trace *httptrace.ClientTrace) (*http.Response, error) {
+	c.stop = context.AfterFunc(ctx, func() { c.nc.SetDeadline(aLongTimeAgo) })
+	_, err := c.nc.Write(msg)
+	if trace != nil && trace.WroteRequest != nil {
+		trace.WroteRequest(httptrace.WroteRequestInfo{Err: err})
+	}
+	if err != nil && c.reused {
+		return nil, fmt.Errorf("%w: %w", errNothingBack, err)
+	}
+	// After a failed write the server may still have answered (a 413
+	// before the whole body): read what it sent, and fail with the
+	// write's error if there is nothing.
+	if _, perr := c.br.Peek(1); perr != nil {
+		switch {
+		case err != nil:
+			return nil, err
+		case c.reused:
+			return nil, fmt.Errorf("%w: %w", errNothingBack, perr)
+		}
+		return nil, perr
+	}
+	return readResponse(c.br, req, err != nil)
+}
+
+// readResponse reads the response's head, past any 100 Continue; cut
+// marks a request whose writing failed, whose connection is not reused.
+func readResponse(br *bufio.Reader, req *http.Request, cut bool) (*http.Response, error) {
+	for range 8 {
+		resp, err := http.ReadResponse(br, req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode == http.StatusContinue {
+			continue
+		}
+		if resp.StatusCode < 200 {
+			resp.Body.Close()
+			return nil, fmt.Errorf("http1: unsupported informational response %s", resp.Status)
+		}
+		resp.Close = resp.Close || cut
+		return resp, nil
+	}
+	return nil, errors.New("http1: too many 100 Continue responses")
+}
+
+// Request messages up to smallMessage bytes come from one pool, larger
+// ones from another, so that small buffers do not take turns with large.
+const smallMessage = 16 << 10
+
+var (
+	smallMessages = bufpool.Pool{Min: 0, Max: smallMessage}
+	largeMessages = bufpool.Pool{Min: smallMessage + 1, Max: bufpool.BodyMax}
+)
+
+func msgPool(size int) *bufpool.Pool {
+	if size <= smallMessage {
+		return &smallMessages
+	}
+	return &largeMessages
+}
+
+// message is the request as it goes on the wire, head and body in one
+// buffer: one write per request, and the same bytes again for a second
+// attempt. A body of unknown length (ContentLength 0 with a Body) is read
+// whole and sent with its length.
+func message(req *http.Request) ([]byte, error) {
+	if req.URL == nil || req.URL.Scheme != "http" {
+		return nil, errors.New("http1: only http:// URLs are supported")
+	}
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	if !httpguts.ValidHostHeader(host) {
+		return nil, fmt.Errorf("http1: invalid Host %q", host)
+	}
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	if !httpguts.ValidHeaderFieldName(method) {
+		return nil, fmt.Errorf("http1: invalid method %q", method)
+	}
+	var unsized []byte
+	n := req.ContentLength
+	if n == 0 && req.Body != nil && req.Body != http.NoBody {
+		var err error
+		if unsized, err = io.ReadAll(req.Body); err != nil {
+			return nil, err
+		}
+		n = int64(len(unsized))
+	}
+	if n < 0 || n > bufpool.BodyMax*8 {
+		return nil, fmt.Errorf("http1: unsupported ContentLength %d", n)
+	}
+
+	b := msgPool(int(n) + 512).Get(max(int(n)+512, 4<<10))
+	b = append(b, method...)
+	b = append(b, ' ')
+	b = append(b, req.URL.RequestURI()...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, host...)
+	b = append(b, "\r\n"...)
+	for k, vs := range req.Header {
+		switch k {
+		case "Host", "Content-Length", "Transfer-Encoding", "Trailer":
+			continue // from the request's fields, as net/http does
+		}
+		if !httpguts.ValidHeaderFieldName(k) {
+			return nil, fmt.Errorf("http1: invalid header name %q", k)
+		}
+		for _, v := range vs {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return nil, fmt.Errorf("http1: invalid value of header %q", k)
+			}
+			b = append(b, k...)
+			b = append(b, ": "...)
+			b = append(b, v...)
+			b = append(b, "\r\n"...)
+		}
+	}
+	if n > 0 || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
+		b = append(b, "Content-Length: "...)
+		b = strconv.AppendInt(b, n, 10)
+		b = append(b, "\r\n"...)
+	}
+	if req.Close {
+		b = append(b, "Connection: close\r\n"...)
+	}
+	b = append(b, "\r\n"...)
+	if unsized != nil {
+		return append(b, unsized...), nil
+	}
+	if n == 0 {
+		return b, nil
+	}
+	head := len(b)
+	b = slices.Grow(b, int(n))[:head+int(n)]
+	if _, err := io.ReadFull(req.Body, b[head:]); err != nil {
+		return nil, fmt.Errorf("http1: reading the request body of ContentLength %d: %w", n, err)
+	}
+	return b, nil
+}

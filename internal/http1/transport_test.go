@@ -1,0 +1,425 @@
+package http1
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// connCounter counts the connections a test server accepted.
+type connCounter struct{ n atomic.Int32 }
+
+func (c *connCounter) state(_ net.Conn, s http.ConnState) {
+	if s == http.StateNew {
+		c.n.Add(1)
+	}
+}
+
+func newServer(t *testing.T, h http.HandlerFunc) (*httptest.Server, *connCounter) {
+	t.Helper()
+	var cc connCounter
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = cc.state
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, &cc
+}
+
+func post(t *testing.T, ctx context.Context, url, body string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer k")
+	return req
+}
+
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return string(b)
+}
+
+// TestRequestOnTheWire: what the server reads is the request as sent:
+// method, path and query, Host, headers, the body with its length.
+func TestRequestOnTheWire(t *testing.T) {
+	type seen struct {
+		method, uri, host, ctype, auth, body string
+		length                               int64
+		chunked                              bool
+	}
+	got := make(chan seen, 1)
+	srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- seen{r.Method, r.RequestURI, r.Host, r.Header.Get("Content-Type"), r.Header.Get("Authorization"),
+			string(b), r.ContentLength, len(r.TransferEncoding) > 0}
+		io.WriteString(w, "ok")
+	})
+	tr := New(nil)
+	defer tr.CloseIdleConnections()
+	big := strings.Repeat("x", 100<<10) // past the small messages' pool
+	for _, body := range []string{`{"a":1}`, big} {
+		resp, err := tr.RoundTrip(post(t, context.Background(), srv.URL+"/v1/chat/completions?x=1", body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := readAll(t, resp); resp.StatusCode != 200 || s != "ok" {
+			t.Fatalf("response %d %q", resp.StatusCode, s)
+		}
+		want := seen{"POST", "/v1/chat/completions?x=1", strings.TrimPrefix(srv.URL, "http://"), "application/json",
+			"Bearer k", body, int64(len(body)), false}
+		if s := <-got; s != want {
+			t.Errorf("server saw %+v", fmt.Sprintf("%.200v", s))
+		}
+	}
+}
+
+// TestConnectionReused: requests one after another share one connection
+// when each body is read to its end, whatever its framing.
+func TestConnectionReused(t *testing.T) {
+	srv, conns := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/chunked":
+			io.WriteString(w, "a")
+			w.(http.Flusher).Flush()
+			io.WriteString(w, "b")
+		case "/empty":
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			w.Header().Set("Content-Length", "2")
+			io.WriteString(w, "ab")
+		}
+	})
+	tr := New(nil)
+	defer tr.CloseIdleConnections()
+	for i, path := range []string{"/chunked", "/length", "/empty", "/chunked", "/length"} {
+		resp, err := tr.RoundTrip(post(t, context.Background(), srv.URL+path, "{}"))
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		want := "ab"
+		if path == "/empty" {
+			want = ""
+		}
+		if s := readAll(t, resp); s != want {
+			t.Fatalf("%s: body %q, want %q", path, s, want)
+		}
+	}
+	if n := conns.n.Load(); n != 1 {
+		t.Errorf("%d connections for 5 requests in a row, want 1", n)
+	}
+}
+
+// TestBodyClosedEarlyClosesConnection: a body closed before its end cuts
+// the connection, so the server sees its client go away, and the next
+// request gets a new one.
+func TestBodyClosedEarlyClosesConnection(t *testing.T) {
+	gone := make(chan struct{})
+	srv, conns := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/plain" {
+			return
+		}
+		io.WriteString(w, "first")
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+			close(gone)
+		case <-time.After(10 * time.Second):
+		}
+	})
+	tr := New(nil)
+	defer tr.CloseIdleConnections()
+	resp, err := tr.RoundTrip(post(t, context.Background(), srv.URL+"/hold", "{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(resp.Body, buf); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	select {
+	case <-gone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not see the connection close")
+	}
+	if _, err := resp.Body.Read(buf); !errors.Is(err, errBodyClosed) {
+		t.Errorf("read after close: %v", err)
+	}
+	resp, err = tr.RoundTrip(post(t, context.Background(), srv.URL+"/plain", "{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	if n := conns.n.Load(); n != 2 {
+		t.Errorf("%d connections, want 2 (the cut one is not reused)", n)
+	}
+}
+
+// TestKeptConnectionClosedByServer: a kept connection the server closed
+// while it was idle costs the next request nothing: it is sent again on
+// a new connection, with its whole body.
+func TestKeptConnectionClosedByServer(t *testing.T) {
+	var bodies []string
+	var mu sync.Mutex
+	srv, conns := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(b))
+		mu.Unlock()
+		io.WriteString(w, "ok")
+	})
+	var wrote, got atomic.Int32
+	trace := &httptrace.ClientTrace{
+		GotConn:      func(httptrace.GotConnInfo) { got.Add(1) },
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Add(1) },
+	}
+	ctx := httptrace.WithClientTrace(context.Background(), trace)
+	tr := New(nil)
+	defer tr.CloseIdleConnections()
+	for i := range 2 {
+		if i == 1 {
+			srv.CloseClientConnections()
+		}
+		resp, err := tr.RoundTrip(post(t, ctx, srv.URL, fmt.Sprintf(`{"n":%d}`, i)))
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		readAll(t, resp)
+	}
+	if n := conns.n.Load(); n != 2 {
+		t.Errorf("%d connections, want 2", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(bodies, " ") != `{"n":0} {"n":1}` {
+		t.Errorf("server got %q", bodies)
+	}
+	// Every attempt that got a connection reported its write.
+	if got.Load() != wrote.Load() || got.Load() < 2 {
+		t.Errorf("GotConn %d, WroteRequest %d", got.Load(), wrote.Load())
+	}
+}
+
+// TestCancel: a cancelled context ends a round trip waiting for the head
+// and a read waiting for the body, with the context's cause, and the
+// server sees its client go away.
+func TestCancel(t *testing.T) {
+	for _, stage := range []string{"head", "body"} {
+		t.Run(stage, func(t *testing.T) {
+			gone := make(chan struct{})
+			srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+				// net/http watches for its client going away once
+				// the request body is read.
+				io.Copy(io.Discard, r.Body)
+				if stage == "body" {
+					io.WriteString(w, "first")
+					w.(http.Flusher).Flush()
+				}
+				select {
+				case <-r.Context().Done():
+					close(gone)
+				case <-time.After(10 * time.Second):
+				}
+			})
+			tr := New(nil)
+			defer tr.CloseIdleConnections()
+			cause := errors.New("the caller gave up")
+			ctx, cancel := context.WithCancelCause(context.Background())
+			req := post(t, ctx, srv.URL, "{}")
+			if stage == "head" {
+				// Cancelled once the request is on the wire.
+				ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+					WroteRequest: func(httptrace.WroteRequestInfo) { cancel(cause) }})
+				req = req.WithContext(ctx)
+				if _, err := tr.RoundTrip(req); !errors.Is(err, cause) {
+					t.Fatalf("RoundTrip: %v, want the cause", err)
+				}
+			} else {
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				buf := make([]byte, 5)
+				if _, err := io.ReadFull(resp.Body, buf); err != nil {
+					t.Fatal(err)
+				}
+				cancel(cause)
+				if _, err := resp.Body.Read(buf); !errors.Is(err, cause) {
+					t.Fatalf("Read: %v, want the cause", err)
+				}
+				resp.Body.Close()
+			}
+			select {
+			case <-gone:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the server did not see the client go away")
+			}
+		})
+	}
+}
+
+// rawServer answers every request on a connection with reply, as raw
+// bytes, and then closes the connection when closeAfter is set.
+func rawServer(t *testing.T, reply string, closeAfter bool) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for range 10 {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for range 10 {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					io.WriteString(c, reply)
+					if closeAfter {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// TestResponseFramings: a 100 Continue is skipped; a body that ends with
+// the connection is read to its end and its connection not kept.
+func TestResponseFramings(t *testing.T) {
+	for _, tt := range []struct {
+		name, reply string
+		closeAfter  bool
+		want        string
+		close       bool
+	}{
+		{"continue", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false, "ok", false},
+		{"until close", "HTTP/1.1 200 OK\r\n\r\nto the end", true, "to the end", true},
+		{"connection close", "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok", true, "ok", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			url := rawServer(t, tt.reply, tt.closeAfter)
+			tr := New(nil)
+			defer tr.CloseIdleConnections()
+			resp, err := tr.RoundTrip(post(t, context.Background(), url, "{}"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := readAll(t, resp); s != tt.want || resp.Close != tt.close {
+				t.Errorf("body %q close %v, want %q %v", s, resp.Close, tt.want, tt.close)
+			}
+			tr.idle.mu.Lock()
+			kept := len(tr.idle.conns)
+			tr.idle.mu.Unlock()
+			if want := map[bool]int{true: 0, false: 1}[tt.close]; kept != want {
+				t.Errorf("%d connections kept, want %d", kept, want)
+			}
+		})
+	}
+}
+
+// TestBadRequestNotSent: a request that cannot be written as it is fails
+// before anything is sent.
+func TestBadRequestNotSent(t *testing.T) {
+	srv, conns := newServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	tr := New(nil)
+	defer tr.CloseIdleConnections()
+	for name, change := range map[string]func(*http.Request){
+		"header value": func(r *http.Request) { r.Header.Set("X-A", "a\r\nX-B: b") },
+		"header name":  func(r *http.Request) { r.Header["Bad Name"] = []string{"v"} },
+		"scheme":       func(r *http.Request) { r.URL.Scheme = "https" },
+		"short body":   func(r *http.Request) { r.ContentLength = 100 },
+	} {
+		req := post(t, context.Background(), srv.URL, "{}")
+		change(req)
+		if _, err := tr.RoundTrip(req); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	if n := conns.n.Load(); n != 0 {
+		t.Errorf("%d connections made for bad requests", n)
+	}
+}
+
+// TestConcurrentUse: many goroutines share a Transport; every answer is
+// its own request's, and no more connections are kept than MaxIdleConns.
+func TestConcurrentUse(t *testing.T) {
+	srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(w, r.Body)
+	})
+	tr := New(&Options{MaxIdleConns: 3})
+	defer tr.CloseIdleConnections()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 20 {
+				body := fmt.Sprintf("%d-%d", g, i)
+				resp, err := tr.RoundTrip(post(t, context.Background(), srv.URL, body))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if s := readAll(t, resp); s != body {
+					t.Errorf("got %q for %q", s, body)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	tr.idle.mu.Lock()
+	defer tr.idle.mu.Unlock()
+	if len(tr.idle.conns) > 3 {
+		t.Errorf("%d connections kept, MaxIdleConns 3", len(tr.idle.conns))
+	}
+}
+
+// TestIdleConnTimeout: a kept connection unused for IdleConnTimeout is
+// closed; one used again before is kept.
+func TestIdleConnTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &pool{max: 4, timeout: time.Minute}
+		client1, server1 := net.Pipe()
+		client2, server2 := net.Pipe()
+		defer server1.Close()
+		defer server2.Close()
+		p.put(&conn{nc: client1, stop: func() bool { return true }})
+		time.Sleep(30 * time.Second)
+		p.put(&conn{nc: client2, stop: func() bool { return true }})
+		time.Sleep(45 * time.Second) // the first is 75 s old, the second 45 s
+		synctest.Wait()
+		if _, err := server1.Read(make([]byte, 1)); err != io.EOF {
+			t.Errorf("the older connection: read %v, want EOF (closed)", err)
+		}
+		if c := p.take(); c == nil || c.nc != client2 {
+			t.Fatalf("take: %v, want the newer connection", c)
+		}
+	})
+}
