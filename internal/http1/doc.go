@@ -21,11 +21,15 @@
 // through net/http.
 //
 // Connections are kept per Transport (one origin), most recently used
-// first, up to MaxIdleConns, and closed after IdleConnTimeout unused. A
-// kept connection the server closed while it was idle is found out when
-// the next request on it gets nothing back; that request is then sent
-// once more on a new connection, as net/http does, when its body can be
-// read again (GetBody).
+// first, up to MaxIdleConns, and closed after IdleConnTimeout unused.
+// Nothing reads a kept connection while it waits (net/http's read loop
+// does, and so drops one the server closed at once); instead, one unused
+// for more than half a second is looked at before it is reused (a peek
+// that does not wait, on unix), as engines close idle connections after
+// a few seconds. A kept connection the server closed all the same (just
+// then, or where the look cannot be made) is found out when the request
+// sent on it gets nothing back; that request is then sent once more on a
+// new connection, as net/http does (the message is kept in memory).
 //
 // It reports GotConn and WroteRequest to a request's httptrace.ClientTrace
 // (every attempt that got a connection reports WroteRequest once, before

@@ -11,27 +11,50 @@ import (
 type pool struct {
 	max     int
 	timeout time.Duration
+	check   time.Duration // checkAfter (tests set it to 0)
 
 	mu    sync.Mutex
 	conns []*conn
 	timer *time.Timer // armed while conns is not empty
 }
 
+// checkAfter is how long a connection sits unused before take looks
+// whether the server closed it (closedByPeer, one system call): engines
+// close idle connections after a few seconds (uvicorn, vLLM's server,
+// after 5 s), and a request sent on such a connection fails and is sent
+// again. Sooner than that the look would cost every request.
+const checkAfter = 500 * time.Millisecond
+
 // take returns the newest kept connection that has not been unused too
-// long, or nil.
+// long and was not closed by the server, or nil.
 func (p *pool) take() *conn {
+	for {
+		c, idle := p.pop()
+		if c == nil {
+			return nil
+		}
+		if idle < p.check || !closedByPeer(c.nc) {
+			return c
+		}
+		c.nc.Close()
+	}
+}
+
+// pop takes the newest kept connection, closing those unused past the
+// timeout on the way, and says how long it was unused.
+func (p *pool) pop() (*conn, time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for len(p.conns) > 0 {
 		c := p.conns[len(p.conns)-1]
 		p.conns[len(p.conns)-1] = nil
 		p.conns = p.conns[:len(p.conns)-1]
-		if time.Since(c.since) < p.timeout {
-			return c
+		if idle := time.Since(c.since); idle < p.timeout {
+			return c, idle
 		}
 		c.nc.Close()
 	}
-	return nil
+	return nil, 0
 }
 
 // put keeps c for reuse, or closes it when the pool is full.

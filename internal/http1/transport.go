@@ -68,7 +68,7 @@ func New(o *Options) *Transport {
 	return &Transport{
 		dialer:         net.Dialer{Timeout: opts.ConnectTimeout, KeepAlive: 30 * time.Second},
 		readBufferSize: opts.ReadBufferSize,
-		idle:           pool{max: opts.MaxIdleConns, timeout: opts.IdleConnTimeout},
+		idle:           pool{max: opts.MaxIdleConns, timeout: opts.IdleConnTimeout, check: checkAfter},
 	}
 }
 

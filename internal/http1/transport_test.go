@@ -219,6 +219,46 @@ func TestKeptConnectionClosedByServer(t *testing.T) {
 	}
 }
 
+// TestClosedWhileIdleNotReused: a kept connection the server closed is
+// seen closed before it is reused (closedByPeer), so the request goes
+// straight to a new connection instead of failing on the old one first.
+func TestClosedWhileIdleNotReused(t *testing.T) {
+	srv, conns := newServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	var gotConn []bool // Reused, per attempt
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { gotConn = append(gotConn, info.Reused) }})
+	tr := New(nil)
+	defer tr.CloseIdleConnections()
+	tr.idle.check = 0 // look at every reuse
+	resp, err := tr.RoundTrip(post(t, ctx, srv.URL, "{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	tr.idle.mu.Lock()
+	kept := tr.idle.conns[0].nc
+	tr.idle.mu.Unlock()
+	if closedByPeer(kept) {
+		t.Fatal("a live idle connection looks closed")
+	}
+	srv.CloseClientConnections()
+	// The server's FIN reaches the kept connection (bounded wait).
+	for i := 0; !closedByPeer(kept); i++ {
+		if i == 1000 {
+			t.Fatal("the server's close never showed on the kept connection")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	resp, err = tr.RoundTrip(post(t, ctx, srv.URL, "{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	if fmt.Sprint(gotConn) != "[false false]" || conns.n.Load() != 2 {
+		t.Errorf("attempts (reused) %v over %d connections, want [false false] over 2", gotConn, conns.n.Load())
+	}
+}
+
 // TestCancel: a cancelled context ends a round trip waiting for the head
 // and a read waiting for the body, with the context's cause, and the
 // server sees its client go away.
