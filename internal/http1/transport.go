@@ -96,15 +96,20 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	defer msgPool(cap(msg)).Put(msg)
 
 	ctx := req.Context()
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
 	trace := httptrace.ContextClientTrace(ctx)
 	addr := req.URL.Host
 	if req.URL.Port() == "" {
 		addr = net.JoinHostPort(req.URL.Hostname(), "80")
 	}
-	// One more attempt, on a new connection, when a kept one turns out
-	// closed: the message is in memory, so it is sent as it was.
-	for range 2 {
-		c, err := t.conn(ctx, addr)
+	// One more attempt when a kept connection turns out closed: the
+	// message is in memory, so it is sent as it was, on a connection
+	// dialled for it (when one kept connection is dead, say after the
+	// engine restarted, the others likely are too).
+	for attempt := range 2 {
+		c, err := t.conn(ctx, addr, attempt == 0)
 		if err != nil {
 			return nil, err
 		}
@@ -133,10 +138,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return nil, errNothingBack
 }
 
-// conn returns a kept connection, or dials a new one.
-func (t *Transport) conn(ctx context.Context, addr string) (*conn, error) {
-	if c := t.idle.take(); c != nil {
-		return c, nil
+// conn returns a kept connection when kept is set and there is one, or
+// dials a new one.
+func (t *Transport) conn(ctx context.Context, addr string, kept bool) (*conn, error) {
+	if kept {
+		if c := t.idle.take(); c != nil {
+			return c, nil
+		}
 	}
 	nc, err := t.dial(ctx, addr)
 	if err != nil {

@@ -174,48 +174,73 @@ func TestBodyClosedEarlyClosesConnection(t *testing.T) {
 	}
 }
 
-// TestKeptConnectionClosedByServer: a kept connection the server closed
-// while it was idle costs the next request nothing: it is sent again on
-// a new connection, with its whole body.
+// TestKeptConnectionClosedByServer: kept connections the server closed
+// while they were idle (all at once, as when the engine restarts) cost
+// the next request one attempt: it is sent again, with its whole body,
+// on a connection dialled for it, not on another dead kept one.
 func TestKeptConnectionClosedByServer(t *testing.T) {
-	var bodies []string
-	var mu sync.Mutex
+	var (
+		mu     sync.Mutex
+		bodies []string
+	)
+	arrived := make(chan struct{}, 2)
+	both := make(chan struct{})
 	srv, conns := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		bodies = append(bodies, string(b))
 		mu.Unlock()
+		if r.URL.Path == "/pair" {
+			// Two requests at once: two connections to keep.
+			arrived <- struct{}{}
+			<-both
+		}
 		io.WriteString(w, "ok")
 	})
-	var wrote, got atomic.Int32
-	trace := &httptrace.ClientTrace{
-		GotConn:      func(httptrace.GotConnInfo) { got.Add(1) },
-		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Add(1) },
-	}
-	ctx := httptrace.WithClientTrace(context.Background(), trace)
 	tr := New(nil)
 	defer tr.CloseIdleConnections()
-	for i := range 2 {
-		if i == 1 {
-			srv.CloseClientConnections()
-		}
-		resp, err := tr.RoundTrip(post(t, ctx, srv.URL, fmt.Sprintf(`{"n":%d}`, i)))
-		if err != nil {
-			t.Fatalf("request %d: %v", i, err)
-		}
-		readAll(t, resp)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			resp, err := tr.RoundTrip(post(t, context.Background(), srv.URL+"/pair", "{}"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			readAll(t, resp)
+		})
 	}
-	if n := conns.n.Load(); n != 2 {
-		t.Errorf("%d connections, want 2", n)
+	<-arrived
+	<-arrived
+	close(both)
+	wg.Wait()
+	if n := len(tr.idle.conns); n != 2 {
+		t.Fatalf("%d connections kept, want 2", n)
+	}
+	srv.CloseClientConnections()
+
+	var reused []bool
+	var wrote atomic.Int32
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		GotConn:      func(info httptrace.GotConnInfo) { reused = append(reused, info.Reused) },
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Add(1) },
+	})
+	resp, err := tr.RoundTrip(post(t, ctx, srv.URL, `{"n":1}`))
+	if err != nil {
+		t.Fatalf("after the server closed its connections: %v", err)
+	}
+	readAll(t, resp)
+	if fmt.Sprint(reused) != "[true false]" || conns.n.Load() != 3 {
+		t.Errorf("attempts (reused) %v over %d connections, want [true false] over 3", reused, conns.n.Load())
+	}
+	// Every attempt that got a connection reported its write.
+	if int(wrote.Load()) != len(reused) {
+		t.Errorf("GotConn %d times, WroteRequest %d", len(reused), wrote.Load())
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if strings.Join(bodies, " ") != `{"n":0} {"n":1}` {
+	if bodies[len(bodies)-1] != `{"n":1}` {
 		t.Errorf("server got %q", bodies)
-	}
-	// Every attempt that got a connection reported its write.
-	if got.Load() != wrote.Load() || got.Load() < 2 {
-		t.Errorf("GotConn %d, WroteRequest %d", got.Load(), wrote.Load())
 	}
 }
 
@@ -462,4 +487,21 @@ func TestIdleConnTimeout(t *testing.T) {
 			t.Fatalf("take: %v, want the newer connection", c)
 		}
 	})
+}
+
+// TestCancelledBeforeSending: a request whose context is already done is
+// not sent, and fails with the context's cause.
+func TestCancelledBeforeSending(t *testing.T) {
+	srv, conns := newServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	tr := New(nil)
+	defer tr.CloseIdleConnections()
+	cause := errors.New("gone before it started")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(cause)
+	if _, err := tr.RoundTrip(post(t, ctx, srv.URL, "{}")); !errors.Is(err, cause) {
+		t.Errorf("RoundTrip: %v, want the cause", err)
+	}
+	if n := conns.n.Load(); n != 0 {
+		t.Errorf("%d connections made", n)
+	}
 }
