@@ -44,6 +44,12 @@ type HTTPOptions struct {
 	// with ConnectTimeout; an http.Client costs a copy and check of the
 	// request's headers per request that this path does not need.
 	Transport http.RoundTripper
+	// NetHTTP makes the default client send through net/http's
+	// Transport also to a plain http:// engine, where loom's own HTTP/1.1
+	// transport (internal/http1: each request and its answer on the
+	// caller's goroutine) is the default; https and proxied engines use
+	// net/http either way. It has no effect with HTTPClient or Transport.
+	NetHTTP bool
 	// Logger receives retry notices. Default: slog.Default().
 	Logger *slog.Logger
 	// Retries is how many times a request is retried after a connection

@@ -103,7 +103,7 @@ func NewClient(url, apiKey string, cfg Config) *Client {
 	u, err := neturl.Parse(url)
 	traced := sendsThroughNetHTTP(c.HTTPOptions)
 	if c.HTTPClient == nil && c.Transport == nil {
-		c.Transport, traced = defaultTransport(u, c.ConnectTimeout), true
+		c.Transport, traced = defaultTransport(u, c.ConnectTimeout, c.NetHTTP), true
 	}
 	cl := &Client{name: c.Name, apiKey: apiKey, httpDo: sender(c.HTTPOptions), log: c.Logger,
 		// A turn's request may reach the engine twice: it has no effect
@@ -172,9 +172,9 @@ func (c *Client) CloseIdleConnections() {
 // and reads its answer on the caller's goroutine (less per request and
 // per open stream than net/http's Transport, BENCHMARKS.md "The upstream
 // transport"); for anything else (https, a proxy, a URL that does not
-// parse), a pooled net/http Transport.
-func defaultTransport(u *neturl.URL, connect time.Duration) http.RoundTripper {
-	if u != nil && u.Scheme == "http" {
+// parse), or when netHTTP asks for it, a pooled net/http Transport.
+func defaultTransport(u *neturl.URL, connect time.Duration, netHTTP bool) http.RoundTripper {
+	if u != nil && u.Scheme == "http" && !netHTTP {
 		if proxy, err := http.ProxyFromEnvironment(&http.Request{URL: u}); err == nil && proxy == nil {
 			return http1.New(&http1.Options{ConnectTimeout: connect, MaxIdleConns: maxIdleConns,
 				ReadBufferSize: model.DefaultReadBufferSize})

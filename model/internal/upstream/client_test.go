@@ -9,12 +9,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/loomgate/loom/internal/http1"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
 )
@@ -235,5 +237,34 @@ func TestSenders(t *testing.T) {
 		case tt.auth != "" && (err != nil || got != tt.auth):
 			t.Errorf("%s: the upstream saw %q (err %v), want %q", tt.name, got, err, tt.auth)
 		}
+	}
+}
+
+// TestDefaultTransport: loom's own HTTP/1.1 transport serves a plain
+// http:// engine, unless NetHTTP asks for net/http's, which serves https
+// and a URL that does not parse. (That a proxy setting also gets
+// net/http's is not tested here: net/http reads the environment once
+// per process.)
+func TestDefaultTransport(t *testing.T) {
+	for _, tt := range []struct {
+		url     string
+		netHTTP bool
+		http1   bool
+	}{
+		{"http://127.0.0.1:8000/v1/chat/completions", false, true},
+		{"http://127.0.0.1:8000/v1/chat/completions", true, false},
+		{"https://engine.example:8443/v1/chat/completions", false, false},
+	} {
+		u, err := url.Parse(tt.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, own := defaultTransport(u, time.Second, tt.netHTTP).(*http1.Transport)
+		if own != tt.http1 {
+			t.Errorf("%s (NetHTTP %v): http1 %v, want %v", tt.url, tt.netHTTP, own, tt.http1)
+		}
+	}
+	if _, own := defaultTransport(nil, time.Second, false).(*http1.Transport); own {
+		t.Error("a URL that does not parse got http1")
 	}
 }
