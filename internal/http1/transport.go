@@ -2,6 +2,7 @@ package http1
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,22 +54,11 @@ func New(o *Options) *Transport {
 	if o != nil {
 		opts = *o
 	}
-	if opts.ConnectTimeout <= 0 {
-		opts.ConnectTimeout = DefaultConnectTimeout
-	}
-	if opts.MaxIdleConns <= 0 {
-		opts.MaxIdleConns = DefaultMaxIdleConns
-	}
-	if opts.IdleConnTimeout <= 0 {
-		opts.IdleConnTimeout = DefaultIdleConnTimeout
-	}
-	if opts.ReadBufferSize <= 0 {
-		opts.ReadBufferSize = DefaultReadBufferSize
-	}
 	return &Transport{
-		dialer:         net.Dialer{Timeout: opts.ConnectTimeout, KeepAlive: 30 * time.Second},
-		readBufferSize: opts.ReadBufferSize,
-		idle:           pool{max: opts.MaxIdleConns, timeout: opts.IdleConnTimeout, check: checkAfter},
+		dialer:         net.Dialer{Timeout: cmp.Or(opts.ConnectTimeout, DefaultConnectTimeout), KeepAlive: 30 * time.Second},
+		readBufferSize: cmp.Or(opts.ReadBufferSize, DefaultReadBufferSize),
+		idle: pool{max: cmp.Or(opts.MaxIdleConns, DefaultMaxIdleConns),
+			timeout: cmp.Or(opts.IdleConnTimeout, DefaultIdleConnTimeout), check: checkAfter},
 	}
 }
 

@@ -37,6 +37,32 @@ func newServer(t *testing.T, h http.HandlerFunc) (*httptest.Server, *connCounter
 	return srv, &cc
 }
 
+// holdUntilGone is a handler's answer that starts (first, when not
+// empty) and then holds until its client goes away, which it reports by
+// closing gone; a client that never goes is the test's failure after
+// 10 s (waitGone).
+func holdUntilGone(w http.ResponseWriter, r *http.Request, first string, gone chan struct{}) {
+	if first != "" {
+		io.WriteString(w, first)
+		w.(http.Flusher).Flush()
+	}
+	select {
+	case <-r.Context().Done():
+		close(gone)
+	case <-time.After(10 * time.Second):
+	}
+}
+
+// waitGone waits for holdUntilGone's report, for 10 s at the most.
+func waitGone(t *testing.T, gone <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-gone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not see its client go away")
+	}
+}
+
 func post(t *testing.T, ctx context.Context, url, body string) *http.Request {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
@@ -137,13 +163,7 @@ func TestBodyClosedEarlyClosesConnection(t *testing.T) {
 		if r.URL.Path == "/plain" {
 			return
 		}
-		io.WriteString(w, "first")
-		w.(http.Flusher).Flush()
-		select {
-		case <-r.Context().Done():
-			close(gone)
-		case <-time.After(10 * time.Second):
-		}
+		holdUntilGone(w, r, "first", gone)
 	})
 	tr := New(nil)
 	defer tr.CloseIdleConnections()
@@ -156,11 +176,7 @@ func TestBodyClosedEarlyClosesConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	select {
-	case <-gone:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the server did not see the connection close")
-	}
+	waitGone(t, gone)
 	if _, err := resp.Body.Read(buf); !errors.Is(err, errBodyClosed) {
 		t.Errorf("read after close: %v", err)
 	}
@@ -295,15 +311,11 @@ func TestCancel(t *testing.T) {
 				// net/http watches for its client going away once
 				// the request body is read.
 				io.Copy(io.Discard, r.Body)
+				first := ""
 				if stage == "body" {
-					io.WriteString(w, "first")
-					w.(http.Flusher).Flush()
+					first = "first"
 				}
-				select {
-				case <-r.Context().Done():
-					close(gone)
-				case <-time.After(10 * time.Second):
-				}
+				holdUntilGone(w, r, first, gone)
 			})
 			tr := New(nil)
 			defer tr.CloseIdleConnections()
@@ -333,11 +345,7 @@ func TestCancel(t *testing.T) {
 				}
 				resp.Body.Close()
 			}
-			select {
-			case <-gone:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the server did not see the client go away")
-			}
+			waitGone(t, gone)
 		})
 	}
 }
