@@ -168,7 +168,7 @@ func (r *run) listItems(listErr error) error {
 			if d.Server != label {
 				continue
 			}
-			schema, ann := d.Parameters, d.Annotations
+			schema, ann := d.Parameters, d.Annotations()
 			if len(schema) == 0 {
 				schema = json.RawMessage(`{"type":"object"}`)
 			}

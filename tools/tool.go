@@ -9,17 +9,11 @@ import (
 // Definition describes one tool as offered to the model.
 type Definition struct {
 	// Name is what the model calls. It is unique within a response.
-	Name string
-	// Title is a human-readable name (MCP "title"), not shown to the model.
-	Title       string
+	Name        string
 	Description string
 	// Parameters is the JSON Schema of the arguments, kept as the server
 	// or client sent it: key order matters to prompts and to prompt caches.
 	Parameters json.RawMessage
-	// OutputSchema is the JSON Schema of structured results (MCP), if any.
-	OutputSchema json.RawMessage
-	// Annotations are MCP tool annotations (readOnlyHint, ...), kept raw.
-	Annotations json.RawMessage
 	// Strict is a function tool's strict flag, passed to the upstream.
 	Strict *bool
 	// Deferred keeps a function tool out of the prompt until a tool
@@ -32,6 +26,30 @@ type Definition struct {
 	// for a function tool, which the client executes. Package conversation
 	// sets it when it lists a server; a Server need not fill it in.
 	Server string
+	// MCP is what an MCP server says of the tool beyond what the model is
+	// shown; nil for other tools. Behind a pointer: a request's function
+	// tools are a Definition each (a hundred are ~11 KB, not ~17 with
+	// these fields inline).
+	MCP *MCPDetails
+}
+
+// MCPDetails is what an MCP server lists of a tool that the model is not
+// shown.
+type MCPDetails struct {
+	// Title is a human-readable name (MCP "title").
+	Title string
+	// OutputSchema is the JSON Schema of structured results, if any.
+	OutputSchema json.RawMessage
+	// Annotations are the tool's annotations (readOnlyHint, ...), raw.
+	Annotations json.RawMessage
+}
+
+// Annotations returns the MCP annotations of the tool, nil for none.
+func (d *Definition) Annotations() json.RawMessage {
+	if d.MCP == nil {
+		return nil
+	}
+	return d.MCP.Annotations
 }
 
 // FunctionDefinition returns the Definition of a client-executed function

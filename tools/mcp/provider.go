@@ -229,7 +229,7 @@ func (s *requestServer) Tools(ctx context.Context) ([]tools.Definition, error) {
 }
 
 func readOnly(d tools.Definition) bool {
-	return strings.Contains(strings.ReplaceAll(string(d.Annotations), " ", ""), `"readOnlyHint":true`)
+	return strings.Contains(strings.ReplaceAll(string(d.Annotations()), " ", ""), `"readOnlyHint":true`)
 }
 
 // Open opens a session that calls tools by their MCP names.

@@ -365,7 +365,8 @@ func (s *Server) listAll(ctx context.Context, cs *mcpsdk.ClientSession) (*toolLi
 // they are re-encoded with sorted keys: not the server's order, but the
 // same bytes for the same schema, which is what prompt caches need.
 func definition(t *mcpsdk.Tool) (tools.Definition, bool) {
-	d := tools.Definition{Name: t.Name, Title: t.Title, Description: t.Description}
+	d := tools.Definition{Name: t.Name, Description: t.Description}
+	mcp := tools.MCPDetails{Title: t.Title}
 	if t.InputSchema != nil {
 		d.Parameters, _ = json.Marshal(t.InputSchema)
 	}
@@ -373,13 +374,16 @@ func definition(t *mcpsdk.Tool) (tools.Definition, bool) {
 		d.Parameters = json.RawMessage(`{"type":"object","properties":{}}`)
 	}
 	if t.OutputSchema != nil {
-		d.OutputSchema, _ = json.Marshal(t.OutputSchema)
+		mcp.OutputSchema, _ = json.Marshal(t.OutputSchema)
 	}
 	if t.Annotations != nil {
-		d.Annotations, _ = json.Marshal(t.Annotations)
-		if d.Title == "" {
-			d.Title = t.Annotations.Title
+		mcp.Annotations, _ = json.Marshal(t.Annotations)
+		if mcp.Title == "" {
+			mcp.Title = t.Annotations.Title
 		}
+	}
+	if mcp.Title != "" || mcp.OutputSchema != nil || mcp.Annotations != nil {
+		d.MCP = &mcp
 	}
 	return d, bytes.Contains(d.Parameters, []byte(`"x-mcp-header"`))
 }
