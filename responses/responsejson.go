@@ -181,7 +181,7 @@ func (r *Response) appendTools(dst []byte, d Dialect) []byte {
 		c.json = appendToolList(c.json[:0], r.Tools, d)
 		c.of, c.n = first, len(r.Tools)
 	}
-	return append(dst, c.json...)
+	return append(slices.Grow(dst, len(c.json)+afterTools), c.json...)
 }
 
 // appendToolList writes tools as a list; a tool that cannot be echoed
@@ -218,6 +218,14 @@ func appendToolList(dst []byte, tools []Tool, d Dialect) []byte {
 	}
 	return append(dst, ']')
 }
+
+// afterTools is room for what a response writes after its tools
+// (tool_choice to conversation: ~450 bytes without metadata), made when
+// the buffer grows for the kept encoding of them: append grew it to just
+// hold them, and the next few bytes grew it again, a copy of the whole
+// response so far (~25 KB for a hundred tools). appendToolList's guess
+// of their size leaves room enough.
+const afterTools = 512
 
 // longInstructions is the length from which the encoding of instructions
 // is kept rather than written again for each event.
