@@ -29,7 +29,8 @@
 // a few seconds. A kept connection the server closed all the same (just
 // then, or where the look cannot be made) is found out when the request
 // sent on it gets nothing back; that request is then sent once more on a
-// new connection, as net/http does (the message is kept in memory).
+// new connection, as net/http does (a body of up to 64 KB is sent from
+// the copy behind the head, a larger one read again from GetBody).
 //
 // It reports GotConn and WroteRequest to a request's httptrace.ClientTrace
 // (every attempt that got a connection reports WroteRequest once, before

@@ -76,14 +76,12 @@ var errNothingBack = errors.New("http1: the kept connection was closed before a 
 // the connection, which goes back to the pool once the body was read to
 // its end (and is closed when the body is closed before that).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	msg, err := message(req)
-	if req.Body != nil {
-		req.Body.Close()
-	}
+	out, err := newOutgoing(req)
 	if err != nil {
+		closeBody(req)
 		return nil, err
 	}
-	defer msgPool(cap(msg)).Put(msg)
+	defer out.release()
 
 	ctx := req.Context()
 	if ctx.Err() != nil {
@@ -94,11 +92,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Port() == "" {
 		addr = net.JoinHostPort(req.URL.Hostname(), "80")
 	}
-	// One more attempt when a kept connection turns out closed: the
-	// message is in memory, so it is sent as it was, on a connection
-	// dialled for it (when one kept connection is dead, say after the
-	// engine restarted, the others likely are too).
+	// One more attempt when a kept connection turns out closed, on a
+	// connection dialled for it (when one kept connection is dead, say
+	// after the engine restarted, the others likely are too), if the
+	// request can be sent again (outgoing.rewind).
 	for attempt := range 2 {
+		if attempt > 0 {
+			if err := out.rewind(req); err != nil {
+				return nil, err
+			}
+		}
 		c, err := t.conn(ctx, addr, attempt == 0)
 		if err != nil {
 			return nil, err
@@ -106,7 +109,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if trace != nil && trace.GotConn != nil {
 			trace.GotConn(httptrace.GotConnInfo{Conn: c.nc, Reused: c.reused})
 		}
-		resp, err := c.roundTrip(ctx, req, msg, trace)
+		resp, err := c.roundTrip(ctx, req, out, trace)
 		if err == nil {
 			if resp.Body == http.NoBody {
 				// Nothing to read: the connection is free now.
@@ -190,9 +193,9 @@ var aLongTimeAgo = time.Unix(1, 0)
 // roundTrip writes msg and reads the response's head. A cancelled ctx
 // cuts the connection (its deadline in the past), which ends a blocked
 // write or read.
-func (c *conn) roundTrip(ctx context.Context, req *http.Request, msg []byte, trace *httptrace.ClientTrace) (*http.Response, error) {
+func (c *conn) roundTrip(ctx context.Context, req *http.Request, out *outgoing, trace *httptrace.ClientTrace) (*http.Response, error) {
 	c.stop = context.AfterFunc(ctx, func() { c.nc.SetDeadline(aLongTimeAgo) })
-	_, err := c.nc.Write(msg)
+	err := out.writeTo(c.nc)
 	if trace != nil && trace.WroteRequest != nil {
 		trace.WroteRequest(httptrace.WroteRequestInfo{Err: err})
 	}
@@ -235,27 +238,75 @@ func readResponse(br *bufio.Reader, req *http.Request, cut bool) (*http.Response
 	return nil, errors.New("http1: too many 100 Continue responses")
 }
 
-// Request messages up to smallMessage bytes come from one pool, larger
-// ones from another, so that small buffers do not take turns with large.
-const smallMessage = 16 << 10
+// A body up to inlineBody bytes is copied behind the request's head and
+// sent with it in one write; a larger one is written after the head,
+// straight from the request's reader (a *bytes.Reader's WriteTo: one
+// write, no copy), as copying it would cost more than the second write
+// and hold the body twice (a 300k-item history's is ~11 MB).
+const inlineBody = 64 << 10
 
-var (
-	smallMessages = bufpool.Pool{Min: 0, Max: smallMessage}
-	largeMessages = bufpool.Pool{Min: smallMessage + 1, Max: bufpool.BodyMax}
-)
+// messages lends the buffers the heads (and inline bodies) are written in.
+var messages = bufpool.Pool{Min: 0, Max: inlineBody + 8<<10}
 
-func msgPool(size int) *bufpool.Pool {
-	if size <= smallMessage {
-		return &smallMessages
-	}
-	return &largeMessages
+// outgoing is a request as it goes on the wire: msg, its head and an
+// inline body; body, a larger body of n bytes to write after it.
+type outgoing struct {
+	msg  []byte
+	body io.ReadCloser
+	n    int64
 }
 
-// message is the request as it goes on the wire, head and body in one
-// buffer: one write per request, and the same bytes again for a second
-// attempt. A body of unknown length (ContentLength 0 with a Body) is read
-// whole and sent with its length.
-func message(req *http.Request) ([]byte, error) {
+// release hands msg back and closes the body.
+func (o *outgoing) release() {
+	messages.Put(o.msg)
+	if o.body != nil {
+		o.body.Close()
+	}
+}
+
+// rewind makes o ready to be sent again: msg holds an inline body; a
+// larger one is read again from the request's GetBody, without which the
+// request is not sent twice.
+func (o *outgoing) rewind(req *http.Request) error {
+	if o.body == nil {
+		return nil
+	}
+	if req.GetBody == nil {
+		return errNothingBack
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return err
+	}
+	o.body.Close()
+	o.body = body
+	return nil
+}
+
+// writeTo writes the request to w.
+func (o *outgoing) writeTo(w io.Writer) error {
+	if _, err := w.Write(o.msg); err != nil || o.body == nil {
+		return err
+	}
+	n, err := io.Copy(w, o.body)
+	if err == nil && n != o.n {
+		err = fmt.Errorf("http1: a request body of %d bytes for ContentLength %d", n, o.n)
+	}
+	return err
+}
+
+// closeBody closes the request's body, as a RoundTripper must.
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// newOutgoing builds the request's head (and copies an inline body
+// behind it; a body of unknown length, ContentLength 0 with a Body, is
+// read whole and sent with its length). It takes over the request's
+// body, which release closes.
+func newOutgoing(req *http.Request) (*outgoing, error) {
 	if req.URL == nil || req.URL.Scheme != "http" {
 		return nil, errors.New("http1: only http:// URLs are supported")
 	}
@@ -282,11 +333,16 @@ func message(req *http.Request) ([]byte, error) {
 		}
 		n = int64(len(unsized))
 	}
-	if n < 0 || n > bufpool.BodyMax*8 {
+	if n < 0 || n > 0 && req.Body == nil {
 		return nil, fmt.Errorf("http1: unsupported ContentLength %d", n)
 	}
+	inline := n <= inlineBody || unsized != nil
 
-	b := msgPool(int(n) + 512).Get(max(int(n)+512, 4<<10))
+	size := 512
+	if inline {
+		size += int(n)
+	}
+	b := messages.Get(max(size, 4<<10))
 	b = append(b, method...)
 	b = append(b, ' ')
 	b = append(b, req.URL.RequestURI()...)
@@ -320,16 +376,22 @@ func message(req *http.Request) ([]byte, error) {
 		b = append(b, "Connection: close\r\n"...)
 	}
 	b = append(b, "\r\n"...)
-	if unsized != nil {
-		return append(b, unsized...), nil
-	}
-	if n == 0 {
-		return b, nil
+	switch {
+	case unsized != nil:
+		closeBody(req)
+		return &outgoing{msg: append(b, unsized...)}, nil
+	case n == 0:
+		closeBody(req)
+		return &outgoing{msg: b}, nil
+	case !inline:
+		return &outgoing{msg: b, body: req.Body, n: n}, nil
 	}
 	head := len(b)
 	b = slices.Grow(b, int(n))[:head+int(n)]
-	if _, err := io.ReadFull(req.Body, b[head:]); err != nil {
+	_, err := io.ReadFull(req.Body, b[head:])
+	closeBody(req)
+	if err != nil {
 		return nil, fmt.Errorf("http1: reading the request body of ContentLength %d: %w", n, err)
 	}
-	return b, nil
+	return &outgoing{msg: b}, nil
 }

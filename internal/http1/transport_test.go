@@ -241,7 +241,10 @@ func TestKeptConnectionClosedByServer(t *testing.T) {
 		GotConn:      func(info httptrace.GotConnInfo) { reused = append(reused, info.Reused) },
 		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Add(1) },
 	})
-	resp, err := tr.RoundTrip(post(t, ctx, srv.URL, `{"n":1}`))
+	// A body past inlineBody, written from the request's reader: the
+	// second attempt reads it again from GetBody.
+	big := `{"n":1,"pad":"` + strings.Repeat("x", inlineBody) + `"}`
+	resp, err := tr.RoundTrip(post(t, ctx, srv.URL, big))
 	if err != nil {
 		t.Fatalf("after the server closed its connections: %v", err)
 	}
@@ -255,8 +258,8 @@ func TestKeptConnectionClosedByServer(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if bodies[len(bodies)-1] != `{"n":1}` {
-		t.Errorf("server got %q", bodies)
+	if bodies[len(bodies)-1] != big {
+		t.Errorf("the server's last body has %d bytes, want the %d sent", len(bodies[len(bodies)-1]), len(big))
 	}
 }
 
