@@ -342,7 +342,34 @@ func newOutgoing(req *http.Request) (*outgoing, error) {
 	if inline {
 		size += int(n)
 	}
-	b := messages.Get(max(size, 4<<10))
+	b, err := appendHead(messages.Get(max(size, 4<<10)), req, method, host, n)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case unsized != nil:
+		closeBody(req)
+		return &outgoing{msg: append(b, unsized...)}, nil
+	case n == 0:
+		closeBody(req)
+		return &outgoing{msg: b}, nil
+	case !inline:
+		return &outgoing{msg: b, body: req.Body, n: n}, nil
+	}
+	head := len(b)
+	b = slices.Grow(b, int(n))[:head+int(n)]
+	_, err = io.ReadFull(req.Body, b[head:])
+	closeBody(req)
+	if err != nil {
+		return nil, fmt.Errorf("http1: reading the request body of ContentLength %d: %w", n, err)
+	}
+	return &outgoing{msg: b}, nil
+}
+
+// appendHead appends the request's head to b: the request line, Host,
+// the request's headers (checked: a value with a line break, say, would
+// be another header on the wire), Content-Length, and the blank line.
+func appendHead(b []byte, req *http.Request, method, host string, n int64) ([]byte, error) {
 	b = append(b, method...)
 	b = append(b, ' ')
 	b = append(b, req.URL.RequestURI()...)
@@ -376,22 +403,5 @@ func newOutgoing(req *http.Request) (*outgoing, error) {
 		b = append(b, "Connection: close\r\n"...)
 	}
 	b = append(b, "\r\n"...)
-	switch {
-	case unsized != nil:
-		closeBody(req)
-		return &outgoing{msg: append(b, unsized...)}, nil
-	case n == 0:
-		closeBody(req)
-		return &outgoing{msg: b}, nil
-	case !inline:
-		return &outgoing{msg: b, body: req.Body, n: n}, nil
-	}
-	head := len(b)
-	b = slices.Grow(b, int(n))[:head+int(n)]
-	_, err := io.ReadFull(req.Body, b[head:])
-	closeBody(req)
-	if err != nil {
-		return nil, fmt.Errorf("http1: reading the request body of ContentLength %d: %w", n, err)
-	}
-	return &outgoing{msg: b}, nil
+	return b, nil
 }
