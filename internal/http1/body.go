@@ -42,8 +42,7 @@ func (b *body) Read(p []byte) (int, error) {
 		}
 	case err != nil:
 		if b.done.CompareAndSwap(false, true) {
-			b.c.stop()
-			b.c.nc.Close()
+			b.c.cut()
 		}
 		if b.ctx.Err() != nil {
 			// Cut by the request's context: say why, not the
@@ -58,8 +57,7 @@ func (b *body) Read(p []byte) (int, error) {
 // Read blocked on another goroutine then returns.
 func (b *body) Close() error {
 	if b.done.CompareAndSwap(false, true) {
-		b.c.stop()
-		b.c.nc.Close()
+		b.c.cut()
 	}
 	return nil
 }

@@ -119,8 +119,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return resp, nil
 		}
-		c.stop()
-		c.nc.Close()
+		c.cut()
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
@@ -184,6 +183,13 @@ type conn struct {
 	// stop removes the hook that cuts the connection when the request's
 	// context is done, and reports whether it removed it before it ran.
 	stop func() bool
+}
+
+// cut closes c, in use: its request is over (failed, or its body closed
+// early), and the hook that would cut it on the context is removed.
+func (c *conn) cut() {
+	c.stop()
+	c.nc.Close()
 }
 
 // aLongTimeAgo is a deadline in the past: set on a connection, it makes
