@@ -15,14 +15,39 @@ import (
 // The error is nil or an *APIError, returned as an error so that success
 // is a nil interface.
 func DecodeRequest(body []byte) (*Request, error) {
-	req, err := decodeRequest(body)
+	return DecodeRequestWith(body, DecodeOptions{})
+}
+
+// DecodeOptions are what DecodeRequestWith decodes with.
+type DecodeOptions struct {
+	// Tools, when set, keeps the tools of recent requests decoded, and
+	// gives a request that sends one of those lists again a copy of it
+	// (ToolCache).
+	Tools *ToolCache
+	// Scope is whose request it is (its tenant): it finds in Tools only
+	// the lists of its own scope.
+	Scope string
+}
+
+// toolCache returns opts.Tools; nil for nil opts.
+func (opts *DecodeOptions) toolCache() *ToolCache {
+	if opts == nil {
+		return nil
+	}
+	return opts.Tools
+}
+
+// DecodeRequestWith is DecodeRequest with opts. The request it returns is
+// the same with any options.
+func DecodeRequestWith(body []byte, opts DecodeOptions) (*Request, error) {
+	req, err := decodeRequest(body, &opts)
 	if err != nil {
 		return nil, err
 	}
 	return req, nil
 }
 
-func decodeRequest(body []byte) (*Request, *APIError) {
+func decodeRequest(body []byte, opts *DecodeOptions) (*Request, *APIError) {
 	// One pass for a well-formed request of the usual shapes (scanRequest);
 	// encoding/json for any other; only a request that fails is decoded
 	// again, field by field, to name what is wrong with it.
@@ -30,7 +55,7 @@ func decodeRequest(body []byte) (*Request, *APIError) {
 		return nil, diagnose(body)
 	}
 	var req Request
-	switch err := scanRequest(body, &req); {
+	switch err := scanRequest(body, &req, opts); {
 	case err == nil:
 		return &req, nil
 	case err != errNotScanned:

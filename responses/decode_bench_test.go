@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // historyBody is a create request whose input holds n earlier messages,
@@ -43,20 +44,32 @@ func toolsBody(n int) []byte {
 
 // BenchmarkDecodeRequest measures decoding and validating a create request
 // with a long history or many tools: the request side of the hot path.
+// The tools again as the server decodes them, with a ToolCache: "cached"
+// when an agent sends the same list with every turn, "missed" when every
+// request's list is one the cache no longer holds (16 lists in turn, the
+// cache room for 8: each one is decoded and kept, pushing out another).
 func BenchmarkDecodeRequest(b *testing.B) {
+	missed := make([][]byte, 16)
+	for i := range missed {
+		missed[i] = bytes.Replace(toolsBody(100), []byte(`"tool_0"`), fmt.Appendf(nil, `"first_%d"`, i), 1)
+	}
+	one := toolsBody(100)
 	for _, bc := range []struct {
-		name string
-		body []byte
+		name   string
+		bodies [][]byte // sent in turn
+		cache  *ToolCache
 	}{
-		{"messages=1000", historyBody(1000)},
-		{"tools=100", toolsBody(100)},
+		{"messages=1000", [][]byte{historyBody(1000)}, nil},
+		{"tools=100", [][]byte{one}, nil},
+		{"tools=100,cached", [][]byte{one}, NewToolCache(16 << 20)},
+		{"tools=100,missed", missed, NewToolCache(8 * (3*len(missed[15]) + 100*int(unsafe.Sizeof(Tool{}))))},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
-			b.SetBytes(int64(len(bc.body)))
+			b.SetBytes(int64(len(bc.bodies[0])))
 			cpu := processCPU()
-			for b.Loop() {
-				req, err := DecodeRequest(bc.body)
+			for i := 0; b.Loop(); i++ {
+				req, err := DecodeRequestWith(bc.bodies[i%len(bc.bodies)], DecodeOptions{Tools: bc.cache})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -22,9 +22,12 @@ var errNotScanned = BadRequest("", "not scanned")
 // there): a key in another case or with an escape (encoding/json matches
 // those too), a key given twice, a value of an unexpected kind. The body
 // is valid UTF-8 (validText). A limit refused while decoding (too many
-// items) is returned as it is.
-func scanRequest(body []byte, r *Request) *APIError {
+// items) is returned as it is. The tools opts.Tools holds are taken from
+// it, and a list it does not hold is added once the whole request is
+// decoded.
+func scanRequest(body []byte, r *Request, opts *DecodeOptions) *APIError {
 	sc := newScanner(body)
+	sc.opts = opts
 	s := sc.js
 	if s.Peek() != '{' {
 		return errNotScanned
@@ -54,6 +57,9 @@ func scanRequest(body []byte, r *Request) *APIError {
 	})
 	if err != nil || s.End() != nil {
 		return errNotScanned
+	}
+	if refused == nil && sc.newTools != nil {
+		opts.Tools.add(opts.Scope, sc.newTools, r.Tools)
 	}
 	return refused
 }
@@ -341,11 +347,23 @@ func scanTools(s *scanner, r *Request) error {
 	if s.next() != '[' {
 		return errNotScanned
 	}
+	start := s.js.Offset()
+	cache := s.opts.toolCache()
+	if cache != nil {
+		if tools, n, ok := cache.lookup(s.opts.Scope, s.data[start:]); ok {
+			r.Tools = tools
+			s.js.Seek(start + n)
+			return nil
+		}
+	}
 	tools, err := s.tools()
 	if err != nil {
 		return errNotScanned
 	}
 	r.Tools = tools
+	if cache != nil {
+		s.newTools = s.data[start:s.js.Offset()]
+	}
 	return nil
 }
 

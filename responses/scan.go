@@ -28,6 +28,11 @@ type scanner struct {
 	// blocks, when set, hold the strings, parts and raw values decoded
 	// (a list of items or tools); otherwise each is allocated on its own.
 	blocks *scanBlocks
+	// opts are the request's decode options (nil below its top level);
+	// newTools is the text of a list of tools opts.Tools does not hold,
+	// for scanRequest to add once the request is decoded.
+	opts     *DecodeOptions
+	newTools []byte
 }
 
 // newScanner returns a scanner over data.

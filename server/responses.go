@@ -15,6 +15,7 @@ import (
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/internal/bufpool"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/tenant"
 )
 
 // createResponse serves POST /v1/responses, as JSON or as an event stream.
@@ -98,7 +99,7 @@ func (s *Server) decodeRequest(w http.ResponseWriter, r *http.Request) (*respons
 		}
 		return nil, responses.BadRequest("", "could not read the request body")
 	}
-	req, apiErr := responses.DecodeRequest(body)
+	req, apiErr := s.decodeBody(r.Context(), body)
 	// The decoded request holds copies of what it keeps, never the
 	// body's bytes (DecodeRequest's contract; TestDecodeRequestKeepsNoBody
 	// holds it to that), so the body's buffer can go back.
@@ -107,6 +108,12 @@ func (s *Server) decodeRequest(w http.ResponseWriter, r *http.Request) (*respons
 		return nil, apiErr
 	}
 	return req, nil
+}
+
+// decodeBody decodes a create request's body, sent by ctx's tenant (the
+// tenant whose kept tools it may find).
+func (s *Server) decodeBody(ctx context.Context, body []byte) (*responses.Request, error) {
+	return responses.DecodeRequestWith(body, responses.DecodeOptions{Tools: s.tools, Scope: tenant.From(ctx)})
 }
 
 // requestBodies lends readBody its buffer for a large body (a long

@@ -51,6 +51,12 @@ type Options struct {
 	// stream may last as long as the request timeout while a client that
 	// stops reading is dropped. Negative: no deadline.
 	WriteTimeout time.Duration
+	// ToolCacheBytes is about how much memory the tools of recent
+	// requests may hold decoded (default 16 MiB; negative: none are
+	// kept): an agent sends the same tools with every turn, and a list
+	// found there is not decoded again (responses.ToolCache). Lists are
+	// kept per tenant.
+	ToolCacheBytes int
 	// HideMetrics keeps /metrics off this handler although Metrics is
 	// set: the operator serves Metrics.Handler on a listener of its own.
 	HideMetrics bool
@@ -72,6 +78,7 @@ type Server struct {
 	sockets sockets
 	tracer  trace.Tracer // nil without Options.TracerProvider: no request spans
 	authn   []Authenticator
+	tools   *responses.ToolCache // nil when Options.ToolCacheBytes is negative
 }
 
 // New returns a Server for e. It reports ready until SetReady(false).
@@ -85,6 +92,12 @@ func New(e *engine.Engine, opts *Options) *Server {
 	}
 	if s.opts.MaxBodyBytes <= 0 {
 		s.opts.MaxBodyBytes = 32 << 20
+	}
+	if s.opts.ToolCacheBytes == 0 {
+		s.opts.ToolCacheBytes = 16 << 20
+	}
+	if s.opts.ToolCacheBytes > 0 {
+		s.tools = responses.NewToolCache(s.opts.ToolCacheBytes)
 	}
 	if s.opts.KeepAlive <= 0 {
 		s.opts.KeepAlive = 15 * time.Second

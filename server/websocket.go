@@ -240,7 +240,7 @@ func (sc *socketConn) ping() {
 
 // create runs one response.create.
 func (sc *socketConn) create(data []byte) {
-	req, apiErr := responses.DecodeRequest(data)
+	req, apiErr := sc.s.decodeBody(sc.ctx, data)
 	if apiErr != nil {
 		sc.sendError(apiErr)
 		return
