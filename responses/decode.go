@@ -20,21 +20,21 @@ func DecodeRequest(body []byte) (*Request, error) {
 
 // DecodeOptions are what DecodeRequestWith decodes with.
 type DecodeOptions struct {
-	// Tools, when set, keeps the tools of recent requests decoded, and
-	// gives a request that sends one of those lists again a copy of it
-	// (ToolCache).
-	Tools *ToolCache
-	// Scope is whose request it is (its tenant): it finds in Tools only
+	// Cache, when set, keeps the tools and input items of recent
+	// requests decoded, for a request that sends them again
+	// (DecodeCache).
+	Cache *DecodeCache
+	// Scope is whose request it is (its tenant): it finds in Cache only
 	// the lists of its own scope.
 	Scope string
 }
 
-// toolCache returns opts.Tools; nil for nil opts.
-func (opts *DecodeOptions) toolCache() *ToolCache {
+// cache returns opts.Cache; nil for nil opts.
+func (opts *DecodeOptions) cache() *DecodeCache {
 	if opts == nil {
 		return nil
 	}
-	return opts.Tools
+	return opts.Cache
 }
 
 // DecodeRequestWith is DecodeRequest with opts. The request it returns is

@@ -3,6 +3,7 @@ package responses
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -12,20 +13,20 @@ import (
 // historyBody is a create request whose input holds n earlier messages,
 // alternating user and assistant, as a client resending its history does.
 func historyBody(n int) []byte {
-	var b bytes.Buffer
-	b.WriteString(`{"model":"m","input":[`)
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
+	return []byte(`{"model":"m","input":[` + strings.Join(historyItems(n), ",") + `,{"role":"user","content":"#say ok"}]}`)
+}
+
+// historyItems are historyBody's n earlier messages.
+func historyItems(n int) []string {
+	items := make([]string, n)
+	for i := range items {
 		if i%2 == 0 {
-			fmt.Fprintf(&b, `{"role":"user","content":"question %d: what is the weather like in the city today?"}`, i)
+			items[i] = fmt.Sprintf(`{"role":"user","content":"question %d: what is the weather like in the city today?"}`, i)
 		} else {
-			fmt.Fprintf(&b, `{"type":"message","role":"assistant","content":[{"type":"output_text","text":"answer %d: it is sunny and warm, about twenty degrees.","annotations":[]}]}`, i)
+			items[i] = fmt.Sprintf(`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"answer %d: it is sunny and warm, about twenty degrees.","annotations":[]}]}`, i)
 		}
 	}
-	b.WriteString(`,{"role":"user","content":"#say ok"}]}`)
-	return b.Bytes()
+	return items
 }
 
 // toolsBody is a create request offering n function tools.
@@ -44,32 +45,48 @@ func toolsBody(n int) []byte {
 
 // BenchmarkDecodeRequest measures decoding and validating a create request
 // with a long history or many tools: the request side of the hot path.
-// The tools again as the server decodes them, with a ToolCache: "cached"
+// The tools again as the server decodes them, with a DecodeCache: "cached"
 // when an agent sends the same list with every turn, "missed" when every
 // request's list is one the cache no longer holds (16 lists in turn, the
 // cache room for 8: each one is decoded and kept, pushing out another).
+// The history again: "cached" the same input each time, "turns" the
+// turns of conversations, each the one before and two more items (the
+// 64th starts another conversation).
 func BenchmarkDecodeRequest(b *testing.B) {
 	missed := make([][]byte, 16)
 	for i := range missed {
 		missed[i] = bytes.Replace(toolsBody(100), []byte(`"tool_0"`), fmt.Appendf(nil, `"first_%d"`, i), 1)
 	}
 	one := toolsBody(100)
+	// The turns of one conversation: each request resends the one before
+	// and two more items (the model's answer, the next question).
+	turns := make([][]byte, 64)
+	history := historyItems(1000 + 2*len(turns))
+	for i := range turns {
+		turns[i] = []byte(`{"model":"m","input":[` + strings.Join(history[:1000+2*i], ",") + `]}`)
+	}
 	for _, bc := range []struct {
 		name   string
 		bodies [][]byte // sent in turn
-		cache  *ToolCache
+		cache  *DecodeCache
 	}{
 		{"messages=1000", [][]byte{historyBody(1000)}, nil},
+		{"messages=1000,cached", [][]byte{historyBody(1000)}, NewDecodeCache(16 << 20)},
+		{"messages=1000,turns", turns, nil},
 		{"tools=100", [][]byte{one}, nil},
-		{"tools=100,cached", [][]byte{one}, NewToolCache(16 << 20)},
-		{"tools=100,missed", missed, NewToolCache(8 * (3*len(missed[15]) + 100*int(unsafe.Sizeof(Tool{}))))},
+		{"tools=100,cached", [][]byte{one}, NewDecodeCache(16 << 20)},
+		{"tools=100,missed", missed, NewDecodeCache(8 * (3*len(missed[15]) + 100*int(unsafe.Sizeof(Tool{}))))},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(bc.bodies[0])))
 			cpu := processCPU()
+			cache := bc.cache
 			for i := 0; b.Loop(); i++ {
-				req, err := DecodeRequestWith(bc.bodies[i%len(bc.bodies)], DecodeOptions{Tools: bc.cache})
+				if bc.name == "messages=1000,turns" && i%len(turns) == 0 {
+					cache = NewDecodeCache(16 << 20) // another conversation
+				}
+				req, err := DecodeRequestWith(bc.bodies[i%len(bc.bodies)], DecodeOptions{Cache: cache})
 				if err != nil {
 					b.Fatal(err)
 				}

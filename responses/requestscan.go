@@ -22,8 +22,8 @@ var errNotScanned = BadRequest("", "not scanned")
 // there): a key in another case or with an escape (encoding/json matches
 // those too), a key given twice, a value of an unexpected kind. The body
 // is valid UTF-8 (validText). A limit refused while decoding (too many
-// items) is returned as it is. The tools opts.Tools holds are taken from
-// it, and a list it does not hold is added once the whole request is
+// items) is returned as it is. What opts.Cache holds is taken from it,
+// and the lists it does not hold are added once the whole request is
 // decoded.
 func scanRequest(body []byte, r *Request, opts *DecodeOptions) *APIError {
 	sc := newScanner(body)
@@ -58,8 +58,8 @@ func scanRequest(body []byte, r *Request, opts *DecodeOptions) *APIError {
 	if err != nil || s.End() != nil {
 		return errNotScanned
 	}
-	if refused == nil && sc.newTools != nil {
-		opts.Tools.add(opts.Scope, sc.newTools, r.Tools)
+	if refused == nil {
+		sc.keep(r)
 	}
 	return refused
 }
@@ -348,9 +348,9 @@ func scanTools(s *scanner, r *Request) error {
 		return errNotScanned
 	}
 	start := s.js.Offset()
-	cache := s.opts.toolCache()
+	cache := s.opts.cache()
 	if cache != nil {
-		if tools, n, ok := cache.lookup(s.opts.Scope, s.data[start:]); ok {
+		if tools, n, ok := cache.tools(s.opts.Scope, s.data[start:]); ok {
 			r.Tools = tools
 			s.js.Seek(start + n)
 			return nil

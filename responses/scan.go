@@ -29,10 +29,29 @@ type scanner struct {
 	// (a list of items or tools); otherwise each is allocated on its own.
 	blocks *scanBlocks
 	// opts are the request's decode options (nil below its top level);
-	// newTools is the text of a list of tools opts.Tools does not hold,
-	// for scanRequest to add once the request is decoded.
+	// newTools and newInput are what the request decoded that opts.Cache
+	// does not hold, for keep to add once the request is decoded.
 	opts     *DecodeOptions
 	newTools []byte
+	newInput *newInput
+}
+
+// newInput is an input list decoded, to be kept: its text, the offset
+// just past each item in it, and the list it grew from.
+type newInput struct {
+	text   []byte
+	ends   []int
+	prefix *cachedList
+}
+
+// keep adds to the cache what r decoded that the cache does not hold.
+func (s *scanner) keep(r *Request) {
+	if s.newTools != nil {
+		s.opts.Cache.addTools(s.opts.Scope, s.newTools, r.Tools)
+	}
+	if in := s.newInput; in != nil {
+		s.opts.Cache.addInput(s.opts.Scope, in.text, r.Input.Items, in.ends, in.prefix)
+	}
 }
 
 // newScanner returns a scanner over data.
@@ -247,6 +266,34 @@ func decodeItems(data []byte) ([]Item, error) {
 func (s *scanner) items() ([]Item, error) {
 	s.next() // the bound counts from the '['
 	start := s.js.Offset()
+	cache := s.opts.cache()
+	if cache == nil {
+		return s.allItems(start, nil)
+	}
+	// The items this input starts with that the cache holds are copied,
+	// the others decoded; the offset past each is noted, for the cache.
+	in := &newInput{}
+	prefix, kept, whole := cache.input(s.opts.Scope, s.data[start:])
+	if prefix != nil && kept == len(prefix.items) {
+		in.prefix = prefix // this list grew from it: it takes its place
+	}
+	items, err, ok := s.itemsAfter(start, prefix, kept, &in.ends)
+	if !ok {
+		in.ends = in.ends[:0]
+		items, err = s.allItems(start, &in.ends)
+	}
+	// A list the cache holds as it is stays as it is.
+	if err == nil && !(whole && len(items) == kept) {
+		in.text = s.data[start:s.js.Offset()]
+		s.newInput = in
+	}
+	return items, err
+}
+
+// allItems decodes the items of the array at offset start (items' walk),
+// noting in ends, when it is not nil, the offset from start just past
+// each.
+func (s *scanner) allItems(start int, ends *[]int) ([]Item, error) {
 	rest := s.data[start:]
 	n := itemsBound(rest)
 	if n > shortInput {
@@ -272,17 +319,70 @@ func (s *scanner) items() ([]Item, error) {
 	// the conversation on the input it decoded and appends the model's
 	// items to it, which would otherwise copy the whole input.
 	items := make([]Item, 0, n+outputRoom)
-	items, err := decodeElements(s, items, n, MaxInputItems,
-		func(s *scanner, it *Item, _ int) bool {
-			start := s.js.Offset()
-			if s.message(it) {
-				return true
-			}
-			s.js.Seek(start)
+	fast, slow := s.itemDecoders(start, ends)
+	items, err := decodeElements(s, items, n, MaxInputItems, fast, slow)
+	return s.itemsDecoded(start, items, err)
+}
+
+// itemsAfter decodes the items of the array at offset start whose first
+// kept items are prefix's, copied: the rest are decoded from the end of
+// the last of them, and ends gets the offset from start past each item,
+// as allItems notes them. false when there is no prefix, or when the
+// rest's bound is loose (allItems counts the items first then).
+func (s *scanner) itemsAfter(start int, prefix *cachedList, kept int, ends *[]int) ([]Item, error, bool) {
+	if kept == 0 {
+		return nil, nil, false
+	}
+	from := start + prefix.ends[kept-1]
+	rest := s.data[from:]
+	n := itemsBound(rest)
+	if n > len(rest)/itemBytesPerBrace || kept+n > MaxInputItems {
+		return nil, nil, false
+	}
+	items := make([]Item, kept, kept+n+outputRoom)
+	copy(items, prefix.items)
+	*ends = append((*ends)[:0], prefix.ends[:kept]...)
+	s.js.Seek(from)
+	fast, slow := s.itemDecoders(start, ends)
+	items, err := decodeRest(s, items, n, MaxInputItems, fast, slow)
+	items, err = s.itemsDecoded(start, items, err)
+	return items, err, true
+}
+
+// itemDecoders returns the ways decodeElements decodes an item, fast
+// (messages first, then the other common shapes) and slow (as
+// encoding/json does); each notes in ends, when it is not nil, the offset
+// from start just past the item.
+func (s *scanner) itemDecoders(start int, ends *[]int) (fast func(*scanner, *Item, int) bool, slow func(*Item, []byte) error) {
+	fast = func(s *scanner, it *Item, _ int) bool {
+		at := s.js.Offset()
+		if !s.message(it) {
+			s.js.Seek(at)
 			*it = Item{}
-			return s.item(it)
-		},
-		(*Item).decodeFields)
+			if !s.item(it) {
+				return false
+			}
+		}
+		if ends != nil {
+			*ends = append(*ends, s.js.Offset()-start)
+		}
+		return true
+	}
+	if ends == nil {
+		return fast, (*Item).decodeFields
+	}
+	return fast, func(it *Item, raw []byte) error {
+		if err := it.decodeFields(raw); err != nil {
+			return err
+		}
+		*ends = append(*ends, s.js.Offset()-start) // the scanner is past raw
+		return nil
+	}
+}
+
+// itemsDecoded returns what decoding the items of the array at start
+// gave: too many of them is the limit's error, with their count.
+func (s *scanner) itemsDecoded(start int, items []Item, err error) ([]Item, error) {
 	if err == errTooMany {
 		s.js.Seek(start)
 		_, count, err := s.js.RawArray()
@@ -348,10 +448,23 @@ func decodeElements[T any](s *scanner, list []T, expected, limit int, fast func(
 	if s.next() != '[' {
 		return nil, errNotScanned
 	}
+	return decodeList(s, false, list, expected, limit, fast, slow)
+}
+
+// decodeRest is decodeElements for the rest of an array whose first
+// elements are list, decoded before from the same text: the scanner is
+// just past the last of them.
+func decodeRest[T any](s *scanner, list []T, expected, limit int, fast func(s *scanner, v *T, i int) bool, slow func(v *T, raw []byte) error) ([]T, error) {
+	return decodeList(s, true, list, expected, limit, fast, slow)
+}
+
+// decodeList is decodeElements and decodeRest: rest says whether the
+// scanner is after an element of the array rather than at its start.
+func decodeList[T any](s *scanner, rest bool, list []T, expected, limit int, fast func(s *scanner, v *T, i int) bool, slow func(v *T, raw []byte) error) ([]T, error) {
 	s.blocks = newScanBlocks(expected)
 	var zero T
 	var failed error
-	err := s.js.Array(func() error {
+	elem := func() error {
 		i := len(list)
 		if i == limit {
 			return errTooMany
@@ -376,7 +489,13 @@ func decodeElements[T any](s *scanner, list []T, expected, limit int, fast func(
 			return err
 		}
 		return nil
-	})
+	}
+	var err error
+	if rest {
+		err = s.js.ArrayRest(elem)
+	} else {
+		err = s.js.Array(elem)
+	}
 	switch {
 	case failed != nil:
 		return nil, failed

@@ -111,9 +111,9 @@ func (s *Server) decodeRequest(w http.ResponseWriter, r *http.Request) (*respons
 }
 
 // decodeBody decodes a create request's body, sent by ctx's tenant (the
-// tenant whose kept tools it may find).
+// tenant whose kept lists it may find).
 func (s *Server) decodeBody(ctx context.Context, body []byte) (*responses.Request, error) {
-	return responses.DecodeRequestWith(body, responses.DecodeOptions{Tools: s.tools, Scope: tenant.From(ctx)})
+	return responses.DecodeRequestWith(body, responses.DecodeOptions{Cache: s.decoded, Scope: tenant.From(ctx)})
 }
 
 // requestBodies lends readBody its buffer for a large body (a long

@@ -156,7 +156,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}()
 	m.server = server.New(eng, &server.Options{Logger: m.log, Dialect: dialect, APIKeys: m.cfg.APIKeys, MaxBodyBytes: m.cfg.MaxBodyBytes, Metrics: metrics,
 		BodyReadTimeout: m.cfg.BodyReadTimeout, WriteTimeout: m.cfg.WriteTimeout,
-		HideMetrics: m.cfg.MetricsAddr != "", TracerProvider: tp, Authenticators: authn, ToolCacheBytes: toolCacheBytes(m.cfg.ToolCacheBytes)})
+		HideMetrics: m.cfg.MetricsAddr != "", TracerProvider: tp, Authenticators: authn, DecodeCacheBytes: decodeCacheBytes(m.cfg.DecodeCacheBytes)})
 	m.listener, err = net.Listen("tcp", m.cfg.Addr)
 	if err != nil {
 		return err
@@ -514,9 +514,9 @@ func (m *Main) Close() error {
 	return nil
 }
 
-// toolCacheBytes is --tool-cache-bytes as server.Options takes it: the
+// decodeCacheBytes is --decode-cache-bytes as server.Options takes it: the
 // flag's 0 (no cache) is negative there, where 0 is the default.
-func toolCacheBytes(flag int64) int {
+func decodeCacheBytes(flag int64) int {
 	if flag == 0 {
 		return -1
 	}

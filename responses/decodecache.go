@@ -1,0 +1,251 @@
+package responses
+
+import (
+	"bytes"
+	"container/list"
+	"hash/maphash"
+	"slices"
+	"sort"
+	"sync"
+	"unsafe"
+)
+
+// A DecodeCache keeps the tools and the input items of recent requests
+// decoded, each list by the text it was sent as, for what an agent sends
+// again with every turn of a conversation:
+//
+//   - its tools, the same list each time (Codex CLI, the Agents SDK: a few
+//     dozen tools, tens of KB of schemas, whose walk that checks every
+//     schema's JSON and depth is most of such a request's decode). A
+//     request whose tools are, byte for byte, a list the cache holds gets
+//     a copy of that list without the walk.
+//   - its input, when it keeps the conversation itself (store false, as
+//     Codex CLI runs): the whole history again, grown by the last turn's
+//     items. A request whose input starts with the items of a list the
+//     cache holds gets copies of those items, and only the ones after
+//     them are decoded: a turn's decode grows with what the turn added,
+//     not with the conversation.
+//
+// Any other request decodes as it would without the cache, and its lists
+// are kept when they are long enough to be worth keeping, once the whole
+// request has decoded; a request refused keeps nothing. A request gets
+// the same values with the cache as without it.
+//
+// A list is found by its first bytes, and then compared: what the cache
+// holds is text that was decoded (and so checked) as a whole, a complete
+// JSON array; a body that holds the same text where its list starts
+// holds the same list, or, for an input, the same items up to where the
+// texts part, and the decoder goes on from there as if it had walked what
+// came before.
+//
+// Lists are kept per scope (the tenant of the request): a request never
+// finds, nor can time, another tenant's lists. The cache holds about its
+// size in bytes (each list's text, and what was decoded from it), the
+// least recently used lists going first.
+//
+// A DecodeCache is safe for concurrent use. The copies it hands out share
+// the strings, bytes and pointed-to values of what it keeps, which, as
+// every decoded value's, are never changed in place (a copy of an Item to
+// be changed gets its own Call first, and so on: see Item).
+type DecodeCache struct {
+	max  int
+	seed maphash.Seed
+
+	mu      sync.Mutex
+	buckets map[uint64][]*list.Element // the lists found by the same first bytes, the most recently used last
+	order   list.List                  // of *cachedList, the most recently used first
+	size    int
+}
+
+// cachedList is one list a DecodeCache holds.
+type cachedList struct {
+	key   uint64
+	scope string
+	text  []byte // the list as sent, from its '[' to its ']'
+	// One of these, by what the list is.
+	tools []Tool
+	items []Item
+	ends  []int // input: the offset in text just past each item
+	size  int
+}
+
+const (
+	// keyBytes is how many of a list's first bytes find it, and the
+	// shortest list a DecodeCache keeps: a shorter one decodes in a few
+	// microseconds.
+	keyBytes = 256
+	// bucketLists is the most lists kept by the same first bytes: the
+	// conversations of one agent all start with its system prompt.
+	bucketLists = 8
+)
+
+// NewDecodeCache returns a cache that holds about maxBytes of lists. A
+// single list is kept only if it needs at most an eighth of them: one
+// very long list does not push all others out.
+func NewDecodeCache(maxBytes int) *DecodeCache {
+	return &DecodeCache{max: maxBytes, seed: maphash.MakeSeed(), buckets: make(map[uint64][]*list.Element)}
+}
+
+// listKind tells a request's tools from its input in a cache's keys.
+type listKind byte
+
+const (
+	toolsList listKind = 't'
+	inputList listKind = 'i'
+)
+
+// key finds the lists of kind whose text starts as text does, sent by
+// scope.
+func (c *DecodeCache) key(kind listKind, scope string, text []byte) uint64 {
+	var h maphash.Hash
+	h.SetSeed(c.seed)
+	h.WriteByte(byte(kind))
+	h.WriteString(scope)
+	h.WriteByte(0)
+	h.Write(text[:min(len(text), keyBytes)])
+	return h.Sum64()
+}
+
+// candidates returns the lists of kind found by b's first bytes, sent by
+// scope, and their key. Lists never change once added: the caller reads
+// them unlocked.
+func (c *DecodeCache) candidates(kind listKind, scope string, b []byte) ([]*cachedList, uint64) {
+	if len(b) < keyBytes {
+		return nil, 0
+	}
+	k := c.key(kind, scope, b)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var found []*cachedList
+	for _, el := range c.buckets[k] {
+		if e := el.Value.(*cachedList); e.scope == scope {
+			found = append(found, e)
+		}
+	}
+	return found, k
+}
+
+// used marks e as just used, if the cache still holds it: first in the
+// cache's order, last in its bucket's.
+func (c *DecodeCache) used(e *cachedList) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	bucket := c.buckets[e.key]
+	for i, el := range bucket {
+		if el.Value == e {
+			c.order.MoveToFront(el)
+			copy(bucket[i:], bucket[i+1:])
+			bucket[len(bucket)-1] = el
+			return
+		}
+	}
+}
+
+// tools returns a copy of the tools of the list scope sent whose text b
+// starts with, and the length of that text.
+func (c *DecodeCache) tools(scope string, b []byte) ([]Tool, int, bool) {
+	found, _ := c.candidates(toolsList, scope, b)
+	for _, e := range found {
+		if bytes.HasPrefix(b, e.text) {
+			c.used(e)
+			return slices.Clone(e.tools), len(e.text), true
+		}
+	}
+	return nil, 0, false
+}
+
+// input returns, of the input lists scope sent, the one whose first items
+// b (an input's text, from its '[') starts with the most of, how many, and
+// whether b starts with its whole text.
+func (c *DecodeCache) input(scope string, b []byte) (best *cachedList, most int, whole bool) {
+	found, _ := c.candidates(inputList, scope, b)
+	for _, e := range found {
+		same := commonPrefix(b, e.text)
+		// The items that end within the text both share are the same.
+		if n := sort.SearchInts(e.ends, same+1); n > most {
+			best, most, whole = e, n, same == len(e.text)
+		}
+	}
+	if best != nil {
+		c.used(best)
+	}
+	return best, most, whole
+}
+
+// commonPrefix returns the length of the longest prefix a and b share,
+// compared a block at a time (bytes.Equal is vector instructions), then
+// byte by byte within the first block that differs.
+func commonPrefix(a, b []byte) int {
+	n := min(len(a), len(b))
+	i := 0
+	for _, block := range [...]int{4096, 64} {
+		for i+block <= n && bytes.Equal(a[i:i+block], b[i:i+block]) {
+			i += block
+		}
+	}
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	return i
+}
+
+// addTools keeps tools, decoded from text (the whole list) and sent by
+// scope.
+func (c *DecodeCache) addTools(scope string, text []byte, tools []Tool) {
+	size := 3*len(text) + len(tools)*int(unsafe.Sizeof(Tool{}))
+	c.add(&cachedList{scope: scope, text: text, tools: tools, size: size}, toolsList, nil)
+}
+
+// addInput keeps items, decoded from text (the whole list; ends[i] is the
+// offset just past item i) and sent by scope, in place of prefix, a list
+// whose items are the first of these (the same conversation a turn
+// before), when prefix is not nil.
+func (c *DecodeCache) addInput(scope string, text []byte, items []Item, ends []int, prefix *cachedList) {
+	size := 2*len(text) + len(items)*int(unsafe.Sizeof(Item{})+unsafe.Sizeof(ContentPart{}))
+	c.add(&cachedList{scope: scope, text: text, items: items, ends: ends, size: size}, inputList, prefix)
+}
+
+// add keeps e, a list of kind whose fields but its key and copies are
+// set, in place of replaced if the cache still holds it; the text and the
+// list are copied here, from the request's.
+func (c *DecodeCache) add(e *cachedList, kind listKind, replaced *cachedList) {
+	// The decoded strings, schemas and echo are about a copy more of
+	// the text: the sizes count them.
+	if len(e.text) < keyBytes || e.size > c.max/8 {
+		return
+	}
+	e.key = c.key(kind, e.scope, e.text)
+	e.text = bytes.Clone(e.text)
+	e.tools, e.items = slices.Clone(e.tools), slices.Clone(e.items)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	bucket := c.buckets[e.key]
+	for _, el := range bucket {
+		if old := el.Value.(*cachedList); old == replaced || bytes.Equal(old.text, e.text) {
+			c.remove(el)
+			break
+		}
+	}
+	if bucket = c.buckets[e.key]; len(bucket) == bucketLists {
+		c.remove(bucket[0]) // the bucket's least recently used
+	}
+	c.buckets[e.key] = append(c.buckets[e.key], c.order.PushFront(e))
+	c.size += e.size
+	for c.size > c.max {
+		c.remove(c.order.Back())
+	}
+}
+
+// remove drops the list at el; c.mu is held.
+func (c *DecodeCache) remove(el *list.Element) {
+	e := c.order.Remove(el).(*cachedList)
+	bucket := c.buckets[e.key]
+	i := slices.Index(bucket, el)
+	bucket = slices.Delete(bucket, i, i+1)
+	if len(bucket) == 0 {
+		delete(c.buckets, e.key)
+	} else {
+		c.buckets[e.key] = bucket
+	}
+	c.size -= e.size
+}
