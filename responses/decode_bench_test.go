@@ -71,11 +71,11 @@ func BenchmarkDecodeRequest(b *testing.B) {
 		cache  *DecodeCache
 	}{
 		{"messages=1000", [][]byte{historyBody(1000)}, nil},
-		{"messages=1000,cached", [][]byte{historyBody(1000)}, NewDecodeCache(16 << 20)},
+		{"messages=1000,cached", [][]byte{historyBody(1000)}, NewDecodeCache(DecodeCacheOptions{MaxBytes: 16 << 20})},
 		{"messages=1000,turns", turns, nil},
 		{"tools=100", [][]byte{one}, nil},
-		{"tools=100,cached", [][]byte{one}, NewDecodeCache(16 << 20)},
-		{"tools=100,missed", missed, NewDecodeCache(8 * (3*len(missed[15]) + 100*int(unsafe.Sizeof(Tool{}))))},
+		{"tools=100,cached", [][]byte{one}, NewDecodeCache(DecodeCacheOptions{MaxBytes: 16 << 20})},
+		{"tools=100,missed", missed, NewDecodeCache(DecodeCacheOptions{MaxBytes: 8 * (3*len(missed[15]) + 100*int(unsafe.Sizeof(Tool{})))})},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -84,7 +84,7 @@ func BenchmarkDecodeRequest(b *testing.B) {
 			cache := bc.cache
 			for i := 0; b.Loop(); i++ {
 				if bc.name == "messages=1000,turns" && i%len(turns) == 0 {
-					cache = NewDecodeCache(16 << 20) // another conversation
+					cache = NewDecodeCache(DecodeCacheOptions{MaxBytes: 16 << 20}) // another conversation
 				}
 				req, err := DecodeRequestWith(bc.bodies[i%len(bc.bodies)], DecodeOptions{Cache: cache})
 				if err != nil {

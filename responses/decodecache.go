@@ -48,8 +48,9 @@ import (
 // every decoded value's, are never changed in place (a copy of an Item to
 // be changed gets its own Call first, and so on: see Item).
 type DecodeCache struct {
-	max  int
-	seed maphash.Seed
+	max     int
+	seed    maphash.Seed
+	observe func(list, found string)
 
 	mu      sync.Mutex
 	buckets map[uint64][]*list.Element // the lists found by the same first bytes, the most recently used last
@@ -79,12 +80,36 @@ const (
 	bucketLists = 8
 )
 
-// NewDecodeCache returns a cache that holds about maxBytes of lists. A
-// single list is kept only if it needs at most an eighth of them: one
-// very long list does not push all others out.
-func NewDecodeCache(maxBytes int) *DecodeCache {
-	return &DecodeCache{max: maxBytes, seed: maphash.MakeSeed(), buckets: make(map[uint64][]*list.Element)}
+// DecodeCacheOptions configure a DecodeCache.
+type DecodeCacheOptions struct {
+	// MaxBytes is about how much memory the cache may hold. A single list
+	// is kept only if it needs at most an eighth of it: one very long
+	// list does not push all others out.
+	MaxBytes int
+	// Observe, when set, is told of what each request found of its lists
+	// ("tools" or "input"), for metrics: "hit", the whole list; "partial",
+	// an input's first items; "miss", none, the list decoded and kept.
+	// Lists too short or too long to keep are not told of.
+	Observe func(list, found string)
 }
+
+// NewDecodeCache returns an empty cache.
+func NewDecodeCache(opts DecodeCacheOptions) *DecodeCache {
+	return &DecodeCache{max: opts.MaxBytes, observe: opts.Observe, seed: maphash.MakeSeed(), buckets: make(map[uint64][]*list.Element)}
+}
+
+// found tells Observe what a request found of a list.
+func (c *DecodeCache) found(kind listKind, found string) {
+	if c.observe != nil {
+		c.observe(kind.String(), found)
+	}
+}
+
+// mayKeep reports whether a list of at most n bytes of text may be kept:
+// a longer body's input is decoded without noting where its items end,
+// which a list too long to keep would only cost memory for (the offsets
+// of 300k items are 2.4 MB).
+func (c *DecodeCache) mayKeep(n int) bool { return 2*n <= c.max/8 }
 
 // listKind tells a request's tools from its input in a cache's keys.
 type listKind byte
@@ -93,6 +118,13 @@ const (
 	toolsList listKind = 't'
 	inputList listKind = 'i'
 )
+
+func (k listKind) String() string {
+	if k == toolsList {
+		return "tools"
+	}
+	return "input"
+}
 
 // key finds the lists of kind whose text starts as text does, sent by
 // scope.
@@ -148,6 +180,7 @@ func (c *DecodeCache) tools(scope string, b []byte) ([]Tool, int, bool) {
 	for _, e := range found {
 		if bytes.HasPrefix(b, e.text) {
 			c.used(e)
+			c.found(toolsList, "hit")
 			return slices.Clone(e.tools), len(e.text), true
 		}
 	}
@@ -193,27 +226,33 @@ func commonPrefix(a, b []byte) int {
 // scope.
 func (c *DecodeCache) addTools(scope string, text []byte, tools []Tool) {
 	size := 3*len(text) + len(tools)*int(unsafe.Sizeof(Tool{}))
-	c.add(&cachedList{scope: scope, text: text, tools: tools, size: size}, toolsList, nil)
+	c.add(&cachedList{scope: scope, text: text, tools: tools, size: size}, toolsList, nil, "miss")
 }
 
 // addInput keeps items, decoded from text (the whole list; ends[i] is the
 // offset just past item i) and sent by scope, in place of prefix, a list
 // whose items are the first of these (the same conversation a turn
-// before), when prefix is not nil.
-func (c *DecodeCache) addInput(scope string, text []byte, items []Item, ends []int, prefix *cachedList) {
+// before), when prefix is not nil; kept is how many of its first items
+// the request found in the cache.
+func (c *DecodeCache) addInput(scope string, text []byte, items []Item, ends []int, prefix *cachedList, kept int) {
 	size := 2*len(text) + len(items)*int(unsafe.Sizeof(Item{})+unsafe.Sizeof(ContentPart{}))
-	c.add(&cachedList{scope: scope, text: text, items: items, ends: ends, size: size}, inputList, prefix)
+	found := "miss"
+	if kept > 0 {
+		found = "partial"
+	}
+	c.add(&cachedList{scope: scope, text: text, items: items, ends: ends, size: size}, inputList, prefix, found)
 }
 
 // add keeps e, a list of kind whose fields but its key and copies are
 // set, in place of replaced if the cache still holds it; the text and the
 // list are copied here, from the request's.
-func (c *DecodeCache) add(e *cachedList, kind listKind, replaced *cachedList) {
+func (c *DecodeCache) add(e *cachedList, kind listKind, replaced *cachedList, found string) {
 	// The decoded strings, schemas and echo are about a copy more of
 	// the text: the sizes count them.
 	if len(e.text) < keyBytes || e.size > c.max/8 {
 		return
 	}
+	c.found(kind, found)
 	e.key = c.key(kind, e.scope, e.text)
 	e.text = bytes.Clone(e.text)
 	e.tools, e.items = slices.Clone(e.tools), slices.Clone(e.items)

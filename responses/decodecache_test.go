@@ -50,7 +50,7 @@ func TestDecodeCacheToolsGivesWhatTheDecodeGives(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cache := NewDecodeCache(1 << 20)
+			cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 1 << 20})
 			first := decodeWith(t, cache, "", body)
 			if n := cachedLists(cache); n != 1 {
 				t.Fatalf("the cache holds %d lists after the first request, want 1", n)
@@ -70,7 +70,7 @@ func TestDecodeCacheToolsGivesWhatTheDecodeGives(t *testing.T) {
 
 func TestDecodeCacheToolsHitSkipsTheWalk(t *testing.T) {
 	body := string(toolsBody(20))
-	cache := NewDecodeCache(1 << 20)
+	cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 1 << 20})
 	decodeWith(t, cache, "", body)
 	// What the second request gets is the kept list's: renamed here, as
 	// nothing else may, to see where it came from.
@@ -89,7 +89,7 @@ func TestDecodeCacheToolsHitSkipsTheWalk(t *testing.T) {
 
 func TestDecodeCacheToolsKeepsScopesApart(t *testing.T) {
 	body := string(toolsBody(20))
-	cache := NewDecodeCache(1 << 20)
+	cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 1 << 20})
 	decodeWith(t, cache, "tenant-a", body)
 	cache.mu.Lock()
 	cache.order.Front().Value.(*cachedList).tools[0].Name = "tenant_a_copy"
@@ -107,7 +107,7 @@ func TestDecodeCacheToolsKeepsScopesApart(t *testing.T) {
 
 func TestDecodeCacheToolsComparesTheWholeList(t *testing.T) {
 	body := string(toolsBody(20))
-	cache := NewDecodeCache(1 << 20)
+	cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 1 << 20})
 	decodeWith(t, cache, "", body)
 	// The same first bytes, another last tool.
 	changed := strings.Replace(body, `"name":"tool_19"`, `"name":"tool_xx"`, 1)
@@ -147,7 +147,7 @@ func TestDecodeCacheToolsRefusedRequestsKeepNothing(t *testing.T) {
 		"too many input items (a limit)": strings.Replace(tools, `"input":"#say ok"`, `"input":[`+strings.Repeat(`{"role":"user","content":"x"},`, MaxInputItems)+`{"role":"user","content":"x"}]`, 1),
 	} {
 		t.Run(name, func(t *testing.T) {
-			cache := NewDecodeCache(1 << 20)
+			cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 1 << 20})
 			if _, err := DecodeRequestWith([]byte(body), DecodeOptions{Cache: cache}); err == nil {
 				t.Fatal("decoded without an error")
 			}
@@ -160,7 +160,7 @@ func TestDecodeCacheToolsRefusedRequestsKeepNothing(t *testing.T) {
 
 func TestDecodeCacheToolsFailsWhatFollowsAKeptList(t *testing.T) {
 	tools := string(toolsBody(20))
-	cache := NewDecodeCache(1 << 20)
+	cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 1 << 20})
 	decodeWith(t, cache, "", tools)
 	bad := strings.TrimSuffix(tools, "}") + `,"temperature":"hot"}`
 	_, wantErr := DecodeRequest([]byte(bad))
@@ -172,7 +172,7 @@ func TestDecodeCacheToolsFailsWhatFollowsAKeptList(t *testing.T) {
 
 func TestDecodeCacheToolsCopiesAreTheRequests(t *testing.T) {
 	body := string(toolsBody(20))
-	cache := NewDecodeCache(1 << 20)
+	cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 1 << 20})
 	decodeWith(t, cache, "", body)
 	first := decodeWith(t, cache, "", body)
 	first.Tools[0].Name = "changed"
@@ -184,7 +184,7 @@ func TestDecodeCacheToolsCopiesAreTheRequests(t *testing.T) {
 }
 
 func TestDecodeCacheToolsLeavesShortListsOut(t *testing.T) {
-	cache := NewDecodeCache(1 << 20)
+	cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 1 << 20})
 	decodeWith(t, cache, "", `{"model":"m","input":"hi","tools":[{"type":"function","name":"f","parameters":{"type":"object"}}]}`)
 	if n := cachedLists(cache); n != 0 {
 		t.Fatalf("a list shorter than %d bytes was kept (%d lists)", keyBytes, n)
@@ -193,7 +193,7 @@ func TestDecodeCacheToolsLeavesShortListsOut(t *testing.T) {
 
 func TestDecodeCacheToolsHoldsItsSize(t *testing.T) {
 	const max = 64 << 10
-	cache := NewDecodeCache(max)
+	cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: max})
 	bodies := make([]string, 20)
 	for i := range bodies {
 		// Lists of ~1 KB of text (~4 KB kept) that differ in their first
@@ -222,7 +222,7 @@ func TestDecodeCacheToolsHoldsItsSize(t *testing.T) {
 		t.Errorf("the first list is still kept after %d others", len(bodies)-1)
 	}
 	// A list of more than an eighth of the cache is not kept.
-	big := NewDecodeCache(8 << 10)
+	big := NewDecodeCache(DecodeCacheOptions{MaxBytes: 8 << 10})
 	decodeWith(t, big, "", string(toolsBody(20)))
 	if n := cachedLists(big); n != 0 {
 		t.Fatalf("a list of more than an eighth of the cache was kept")
@@ -238,7 +238,7 @@ func TestDecodeCacheToolsConcurrentRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cache := NewDecodeCache(1 << 20)
+	cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 1 << 20})
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
@@ -320,7 +320,7 @@ func TestDecodeCacheInputGivesWhatTheDecodeGives(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			want := mustDecode(t, body)
-			cache := NewDecodeCache(8 << 20)
+			cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 8 << 20})
 			for i := range 3 {
 				if got := decodeWith(t, cache, "", body); !reflect.DeepEqual(got, want) {
 					t.Fatalf("request %d through the cache differs from the decode without it", i+1)
@@ -339,7 +339,7 @@ func TestDecodeCacheInputGivesWhatTheDecodeGives(t *testing.T) {
 
 func TestDecodeCacheInputGrows(t *testing.T) {
 	items := conversation(66)
-	cache := NewDecodeCache(8 << 20)
+	cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 8 << 20})
 	// A conversation's turns: each resends the one before and adds to it.
 	for _, n := range []int{12, 13, 30, 31, 66} {
 		body := inputBody(items[:n])
@@ -366,7 +366,7 @@ func TestDecodeCacheInputGrows(t *testing.T) {
 
 func TestDecodeCacheInputBranches(t *testing.T) {
 	items := conversation(40)
-	cache := NewDecodeCache(8 << 20)
+	cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 8 << 20})
 	first := inputBody(items)
 	decodeWith(t, cache, "", first)
 	// The same first 20 items, then others: a conversation edited at its
@@ -391,7 +391,7 @@ func TestDecodeCacheInputBranches(t *testing.T) {
 
 func TestDecodeCacheInputScopesApart(t *testing.T) {
 	body := string(historyBody(50))
-	cache := NewDecodeCache(8 << 20)
+	cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 8 << 20})
 	decodeWith(t, cache, "tenant-a", body)
 	markFirstItem(cache, "tenant_a_copy")
 	if got := decodeWith(t, cache, "tenant-b", body).Input.Items[0].Role; got != "user" {
@@ -401,7 +401,7 @@ func TestDecodeCacheInputScopesApart(t *testing.T) {
 
 func TestDecodeCacheInputCopiesAreTheRequests(t *testing.T) {
 	body := string(historyBody(50))
-	cache := NewDecodeCache(8 << 20)
+	cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 8 << 20})
 	decodeWith(t, cache, "", body)
 	first := decodeWith(t, cache, "", body)
 	first.Input.Items[0].ID = "msg_given"
@@ -421,7 +421,7 @@ func TestDecodeCacheInputRefusals(t *testing.T) {
 		"text that is not JSON after them": `{"role":"user","content":"x"`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			cache := NewDecodeCache(8 << 20)
+			cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 8 << 20})
 			decodeWith(t, cache, "", inputBody(items))
 			bad := inputBody(append(items[:30:30], tail))
 			_, wantErr := DecodeRequest([]byte(bad))
@@ -435,7 +435,8 @@ func TestDecodeCacheInputRefusals(t *testing.T) {
 		})
 	}
 	t.Run("too many items", func(t *testing.T) {
-		cache := NewDecodeCache(64 << 20)
+		// Room enough to note the items' ends of a body this long.
+		cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 1 << 30})
 		short := conversation(30)
 		decodeWith(t, cache, "", inputBody(short))
 		many := append(short, strings.Split(strings.Repeat(`{"role":"user","content":"x"}|`, MaxInputItems-29), "|")[:MaxInputItems-29]...)
@@ -455,7 +456,7 @@ func TestDecodeCacheInputConcurrentTurns(t *testing.T) {
 		bodies[i] = inputBody(items[:12*(i+1)])
 		want[i] = mustDecode(t, bodies[i])
 	}
-	cache := NewDecodeCache(8 << 20)
+	cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 8 << 20})
 	var wg sync.WaitGroup
 	for g := range 6 {
 		wg.Go(func() {

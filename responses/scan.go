@@ -37,11 +37,13 @@ type scanner struct {
 }
 
 // newInput is an input list decoded, to be kept: its text, the offset
-// just past each item in it, and the list it grew from.
+// just past each item in it, the list it grew from, and how many of its
+// first items were found in the cache.
 type newInput struct {
 	text   []byte
 	ends   []int
 	prefix *cachedList
+	kept   int
 }
 
 // keep adds to the cache what r decoded that the cache does not hold.
@@ -50,7 +52,7 @@ func (s *scanner) keep(r *Request) {
 		s.opts.Cache.addTools(s.opts.Scope, s.newTools, r.Tools)
 	}
 	if in := s.newInput; in != nil {
-		s.opts.Cache.addInput(s.opts.Scope, in.text, r.Input.Items, in.ends, in.prefix)
+		s.opts.Cache.addInput(s.opts.Scope, in.text, r.Input.Items, in.ends, in.prefix, in.kept)
 	}
 }
 
@@ -267,7 +269,7 @@ func (s *scanner) items() ([]Item, error) {
 	s.next() // the bound counts from the '['
 	start := s.js.Offset()
 	cache := s.opts.cache()
-	if cache == nil {
+	if cache == nil || !cache.mayKeep(len(s.data)-start) {
 		return s.allItems(start, nil)
 	}
 	// The items this input starts with that the cache holds are copied,
@@ -278,12 +280,18 @@ func (s *scanner) items() ([]Item, error) {
 		in.prefix = prefix // this list grew from it: it takes its place
 	}
 	items, err, ok := s.itemsAfter(start, prefix, kept, &in.ends)
-	if !ok {
+	if ok {
+		in.kept = kept
+	} else {
 		in.ends = in.ends[:0]
 		items, err = s.allItems(start, &in.ends)
 	}
-	// A list the cache holds as it is stays as it is.
-	if err == nil && !(whole && len(items) == kept) {
+	switch {
+	case err != nil:
+	case whole && len(items) == kept:
+		// A list the cache holds as it is stays as it is.
+		cache.found(inputList, "hit")
+	default:
 		in.text = s.data[start:s.js.Offset()]
 		s.newInput = in
 	}

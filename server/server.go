@@ -98,7 +98,7 @@ func New(e *engine.Engine, opts *Options) *Server {
 		s.opts.DecodeCacheBytes = 32 << 20
 	}
 	if s.opts.DecodeCacheBytes > 0 {
-		s.decoded = responses.NewDecodeCache(s.opts.DecodeCacheBytes)
+		s.decoded = responses.NewDecodeCache(responses.DecodeCacheOptions{MaxBytes: s.opts.DecodeCacheBytes, Observe: s.opts.Metrics.decodeCacheObserver()})
 	}
 	if s.opts.KeepAlive <= 0 {
 		s.opts.KeepAlive = 15 * time.Second
