@@ -72,6 +72,10 @@ func payloadBodies(n, tools int, store bool) (chatBody, loomBody []byte) {
 func newPayloadBenchSetup(b *testing.B, messages, tools int) *benchSetup {
 	b.Helper()
 	h, loomURL, proxyURL := benchServers(b)
+	// The same engine behind a server without the decode cache: what a
+	// request costs the first time its tools and input are seen.
+	uncached := httptest.NewServer(server.New(h.Engine, &server.Options{DecodeCacheBytes: -1}))
+	b.Cleanup(uncached.Close)
 	chatBody, noStore := payloadBodies(messages, tools, false)
 	_, stored := payloadBodies(messages, tools, true)
 	s := &benchSetup{
@@ -80,6 +84,7 @@ func newPayloadBenchSetup(b *testing.B, messages, tools int) *benchSetup {
 			{name: "direct", url: h.MockURL + "/chat/completions", body: chatBody},
 			{name: "proxy", url: proxyURL + "/v1/chat/completions", body: chatBody},
 			{name: "loom-nostore", url: loomURL + "/v1/responses", body: noStore},
+			{name: "loom-nostore-uncached", url: uncached.URL + "/v1/responses", body: noStore},
 			{name: "loom", url: loomURL + "/v1/responses", body: stored},
 		},
 		reset: h.Mock.Reset,
@@ -90,7 +95,10 @@ func newPayloadBenchSetup(b *testing.B, messages, tools int) *benchSetup {
 
 // BenchmarkLargeRequest: non-streaming requests carrying 1000 earlier
 // messages, or 100 function tools, the same payload through every target.
-// The metrics are BenchmarkAddedLatency's.
+// The metrics are BenchmarkAddedLatency's. loom-nostore finds the tools
+// and the input in its decode cache, as an agent's next turn does (all of
+// them: the same payload each time); loom-nostore-uncached is a server
+// without the cache, as a request seen for the first time.
 //
 //	go test ./integration -run '^$' -bench LargeRequest -benchtime 300x -count 3
 func BenchmarkLargeRequest(b *testing.B) {
