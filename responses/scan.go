@@ -279,7 +279,7 @@ func (s *scanner) items() ([]Item, error) {
 	if prefix != nil && kept == len(prefix.items) {
 		in.prefix = prefix // this list grew from it: it takes its place
 	}
-	items, err, ok := s.itemsAfter(start, prefix, kept, &in.ends)
+	items, ok, err := s.itemsAfter(start, prefix, kept, &in.ends)
 	if ok {
 		in.kept = kept
 	} else {
@@ -337,15 +337,15 @@ func (s *scanner) allItems(start int, ends *[]int) ([]Item, error) {
 // the last of them, and ends gets the offset from start past each item,
 // as allItems notes them. false when there is no prefix, or when the
 // rest's bound is loose (allItems counts the items first then).
-func (s *scanner) itemsAfter(start int, prefix *cachedList, kept int, ends *[]int) ([]Item, error, bool) {
+func (s *scanner) itemsAfter(start int, prefix *cachedList, kept int, ends *[]int) ([]Item, bool, error) {
 	if kept == 0 {
-		return nil, nil, false
+		return nil, false, nil
 	}
 	from := start + prefix.ends[kept-1]
 	rest := s.data[from:]
 	n := itemsBound(rest)
 	if n > len(rest)/itemBytesPerBrace || kept+n > MaxInputItems {
-		return nil, nil, false
+		return nil, false, nil
 	}
 	items := make([]Item, kept, kept+n+outputRoom)
 	copy(items, prefix.items)
@@ -354,7 +354,7 @@ func (s *scanner) itemsAfter(start int, prefix *cachedList, kept int, ends *[]in
 	fast, slow := s.itemDecoders(start, ends)
 	items, err := decodeRest(s, items, n, MaxInputItems, fast, slow)
 	items, err = s.itemsDecoded(start, items, err)
-	return items, err, true
+	return items, true, err
 }
 
 // itemDecoders returns the ways decodeElements decodes an item, fast
