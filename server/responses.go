@@ -207,10 +207,6 @@ func writeResponse(w http.ResponseWriter, resp *responses.Response, dialect resp
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	w.WriteHeader(http.StatusOK)
 	w.Write(body)
-	// Sent now, not when the handler returns: what runs after it (the
-	// request's span, metrics and log line, net/http's own end of the
-	// request) is then not on the client's way to its answer.
-	http.NewResponseController(w).Flush()
 	if cap(body) <= 4*maxPending {
 		*buf = body[:0]
 		frameBuffers.Put(buf)
