@@ -98,6 +98,13 @@ func NewDecodeCache(opts DecodeCacheOptions) *DecodeCache {
 	return &DecodeCache{max: opts.MaxBytes, observe: opts.Observe, seed: maphash.MakeSeed(), buckets: make(map[uint64][]*list.Element)}
 }
 
+// What a request found of a list, as DecodeCacheOptions.Observe is told.
+const (
+	foundAll   = "hit"
+	foundFirst = "partial" // an input's first items
+	foundNone  = "miss"
+)
+
 // found tells Observe what a request found of a list.
 func (c *DecodeCache) found(kind listKind, found string) {
 	if c.observe != nil {
@@ -139,11 +146,10 @@ func (c *DecodeCache) key(kind listKind, scope string, text []byte) uint64 {
 }
 
 // candidates returns the lists of kind found by b's first bytes, sent by
-// scope, and their key. Lists never change once added: the caller reads
-// them unlocked.
-func (c *DecodeCache) candidates(kind listKind, scope string, b []byte) ([]*cachedList, uint64) {
+// scope. Lists never change once added: the caller reads them unlocked.
+func (c *DecodeCache) candidates(kind listKind, scope string, b []byte) []*cachedList {
 	if len(b) < keyBytes {
-		return nil, 0
+		return nil
 	}
 	k := c.key(kind, scope, b)
 	c.mu.Lock()
@@ -154,7 +160,7 @@ func (c *DecodeCache) candidates(kind listKind, scope string, b []byte) ([]*cach
 			found = append(found, e)
 		}
 	}
-	return found, k
+	return found
 }
 
 // used marks e as just used, if the cache still holds it: first in the
@@ -176,11 +182,11 @@ func (c *DecodeCache) used(e *cachedList) {
 // tools returns a copy of the tools of the list scope sent whose text b
 // starts with, and the length of that text.
 func (c *DecodeCache) tools(scope string, b []byte) ([]Tool, int, bool) {
-	found, _ := c.candidates(toolsList, scope, b)
+	found := c.candidates(toolsList, scope, b)
 	for _, e := range found {
 		if bytes.HasPrefix(b, e.text) {
 			c.used(e)
-			c.found(toolsList, "hit")
+			c.found(toolsList, foundAll)
 			return slices.Clone(e.tools), len(e.text), true
 		}
 	}
@@ -191,7 +197,7 @@ func (c *DecodeCache) tools(scope string, b []byte) ([]Tool, int, bool) {
 // b (an input's text, from its '[') starts with the most of, how many, and
 // whether b starts with its whole text.
 func (c *DecodeCache) input(scope string, b []byte) (best *cachedList, most int, whole bool) {
-	found, _ := c.candidates(inputList, scope, b)
+	found := c.candidates(inputList, scope, b)
 	for _, e := range found {
 		same := commonPrefix(b, e.text)
 		// The items that end within the text both share are the same.
@@ -226,7 +232,7 @@ func commonPrefix(a, b []byte) int {
 // scope.
 func (c *DecodeCache) addTools(scope string, text []byte, tools []Tool) {
 	size := 3*len(text) + len(tools)*int(unsafe.Sizeof(Tool{}))
-	c.add(&cachedList{scope: scope, text: text, tools: tools, size: size}, toolsList, nil, "miss")
+	c.add(&cachedList{scope: scope, text: text, tools: tools, size: size}, toolsList, nil, foundNone)
 }
 
 // addInput keeps items, decoded from text (the whole list; ends[i] is the
@@ -236,9 +242,9 @@ func (c *DecodeCache) addTools(scope string, text []byte, tools []Tool) {
 // the request found in the cache.
 func (c *DecodeCache) addInput(scope string, text []byte, items []Item, ends []int, prefix *cachedList, kept int) {
 	size := 2*len(text) + len(items)*int(unsafe.Sizeof(Item{})+unsafe.Sizeof(ContentPart{}))
-	found := "miss"
+	found := foundNone
 	if kept > 0 {
-		found = "partial"
+		found = foundFirst
 	}
 	c.add(&cachedList{scope: scope, text: text, items: items, ends: ends, size: size}, inputList, prefix, found)
 }

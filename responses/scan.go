@@ -290,7 +290,7 @@ func (s *scanner) items() ([]Item, error) {
 	case err != nil:
 	case whole && len(items) == kept:
 		// A list the cache holds as it is stays as it is.
-		cache.found(inputList, "hit")
+		cache.found(inputList, foundAll)
 	default:
 		in.text = s.data[start:s.js.Offset()]
 		s.newInput = in
