@@ -345,9 +345,15 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 	e.setItemIDs(input, inputIDsSeen(req, opts, conversationID, background))
 	// What the model reads: compactions opened, files as text, images
 	// checked (and fetched) -- the stored items stay as sent.
-	seen, err := e.modelInput(ctx, history, input)
+	seen, asSent, err := e.modelInput(ctx, history, input)
 	if err != nil {
 		return nil, err
+	}
+	// The backend may go on from what it made of an earlier request's
+	// input only where the model reads the input as sent, from its start.
+	var memo *responses.InputMemo
+	if asSent && tools.HistoryAsIs(seen) {
+		memo = opts.inputMemo()
 	}
 	clients, special := clientTools(req)
 	reg, err := e.registry(ctx, req, clients)
@@ -367,6 +373,7 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 		input:          slices.Clip(input),
 		history:        history,
 		seen:           seen,
+		inputMemo:      memo,
 		reg:            reg,
 		clientTools:    special,
 		toolsAsSent:    toolsAsSent(req, reg),
@@ -496,7 +503,10 @@ type run struct {
 	input   []responses.Item // this request's input, with ids
 	history []responses.Item // the stored conversation it continues
 	seen    []responses.Item // what the model reads of history and input (compactions opened, files as text)
-	reg     *tools.Registry
+	// inputMemo is what the decode cache knows of the input, when the
+	// model reads it as sent (model.Request.InputMemo); nil otherwise.
+	inputMemo *responses.InputMemo
+	reg       *tools.Registry
 	// capsByServer is what each server declares, by label;
 	// clientTools the client tools whose calls are more than a plain
 	// function call (a kind's, a namespace's), by offered name.

@@ -17,13 +17,13 @@ import (
 // The result has room past its end for the response's output: the
 // conversation's history grows in it without copying what came before.
 // With no history and nothing to change it is input itself, with input's
-// spare capacity (the decoder leaves some).
-func (e *Engine) modelInput(ctx context.Context, history, input []responses.Item) ([]responses.Item, error) {
+// spare capacity (the decoder leaves some), and asSent is true.
+func (e *Engine) modelInput(ctx context.Context, history, input []responses.Item) (items []responses.Item, asSent bool, err error) {
 	if len(history) == 0 && !anyChangedForModel(input) {
 		// The model reads the input as it is: no copy of a long input.
-		return input, nil
+		return input, true, nil
 	}
-	items := make([]responses.Item, 0, len(history)+len(input)+historyRoom)
+	items = make([]responses.Item, 0, len(history)+len(input)+historyRoom)
 	for part, list := range [][]responses.Item{history, input} {
 		inHistory := part == 0
 		for i := range list {
@@ -32,7 +32,7 @@ func (e *Engine) modelInput(ctx context.Context, history, input []responses.Item
 			case responses.ItemCompaction:
 				m, err := e.openCompaction(it, compactionParam(inHistory, i))
 				if err != nil {
-					return nil, err
+					return nil, false, err
 				}
 				items = append(items, m)
 				continue
@@ -44,7 +44,7 @@ func (e *Engine) modelInput(ctx context.Context, history, input []responses.Item
 					}
 					parts, err := e.modelParts(ctx, it.Content, param)
 					if err != nil {
-						return nil, err
+						return nil, false, err
 					}
 					m := *it
 					m.Content = parts
@@ -55,7 +55,7 @@ func (e *Engine) modelInput(ctx context.Context, history, input []responses.Item
 			items = append(items, *it)
 		}
 	}
-	return items, nil
+	return items, false, nil
 }
 
 // historyRoom is how many items the model's conversation has room for past

@@ -67,7 +67,10 @@ type cachedList struct {
 	tools []Tool
 	items []Item
 	ends  []int // input: the offset in text just past each item
-	size  int
+	// made holds what was made of an input's items, by who made it
+	// (InputMemo); its values count in size.
+	made sync.Map
+	size int
 }
 
 const (
@@ -239,24 +242,26 @@ func (c *DecodeCache) addTools(scope string, text []byte, tools []Tool) {
 // offset just past item i) and sent by scope, in place of prefix, a list
 // whose items are the first of these (the same conversation a turn
 // before), when prefix is not nil; kept is how many of its first items
-// the request found in the cache.
-func (c *DecodeCache) addInput(scope string, text []byte, items []Item, ends []int, prefix *cachedList, kept int) {
+// the request found in the cache. It returns the list kept, nil when
+// the list is not kept.
+func (c *DecodeCache) addInput(scope string, text []byte, items []Item, ends []int, prefix *cachedList, kept int) *cachedList {
 	size := 2*len(text) + len(items)*int(unsafe.Sizeof(Item{})+unsafe.Sizeof(ContentPart{}))
 	found := foundNone
 	if kept > 0 {
 		found = foundFirst
 	}
-	c.add(&cachedList{scope: scope, text: text, items: items, ends: ends, size: size}, inputList, prefix, found)
+	return c.add(&cachedList{scope: scope, text: text, items: items, ends: ends, size: size}, inputList, prefix, found)
 }
 
 // add keeps e, a list of kind whose fields but its key and copies are
 // set, in place of replaced if the cache still holds it; the text and the
-// list are copied here, from the request's.
-func (c *DecodeCache) add(e *cachedList, kind listKind, replaced *cachedList, found string) {
+// list are copied here, from the request's. It returns e, or nil when e
+// is too short or too large to keep.
+func (c *DecodeCache) add(e *cachedList, kind listKind, replaced *cachedList, found string) *cachedList {
 	// The decoded strings, schemas and echo are about a copy more of
 	// the text: the sizes count them.
 	if len(e.text) < keyBytes || e.size > c.max/8 {
-		return
+		return nil
 	}
 	c.found(kind, found)
 	e.key = c.key(kind, e.scope, e.text)
@@ -276,6 +281,27 @@ func (c *DecodeCache) add(e *cachedList, kind listKind, replaced *cachedList, fo
 	}
 	c.buckets[e.key] = append(c.buckets[e.key], c.order.PushFront(e))
 	c.size += e.size
+	c.shrink()
+	return e
+}
+
+// grew counts n bytes more in e, and reports whether it did: not once
+// the cache has dropped e, nor past the most a list may need (add).
+func (c *DecodeCache) grew(e *cachedList, n int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.size+n > c.max/8 || !slices.ContainsFunc(c.buckets[e.key], func(el *list.Element) bool { return el.Value == e }) {
+		return false
+	}
+	e.size += n
+	c.size += n
+	c.shrink()
+	return true
+}
+
+// shrink drops the least recently used lists until the cache holds no
+// more than its size; c.mu is held.
+func (c *DecodeCache) shrink() {
 	for c.size > c.max {
 		c.remove(c.order.Back())
 	}

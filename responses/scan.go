@@ -34,6 +34,10 @@ type scanner struct {
 	opts     *DecodeOptions
 	newTools []byte
 	newInput *newInput
+	// earlier is the kept input list the input's first items were copied
+	// from, and kept how many, for opts.Memo.
+	earlier *cachedList
+	kept    int
 }
 
 // newInput is an input list decoded, to be kept: its text, the offset
@@ -46,13 +50,18 @@ type newInput struct {
 	kept   int
 }
 
-// keep adds to the cache what r decoded that the cache does not hold.
+// keep adds to the cache what r decoded that the cache does not hold, and
+// fills in opts.Memo.
 func (s *scanner) keep(r *Request) {
 	if s.newTools != nil {
 		s.opts.Cache.addTools(s.opts.Scope, s.newTools, r.Tools)
 	}
+	own := s.earlier // a list the cache holds as it is stays as it is
 	if in := s.newInput; in != nil {
-		s.opts.Cache.addInput(s.opts.Scope, in.text, r.Input.Items, in.ends, in.prefix, in.kept)
+		own = s.opts.Cache.addInput(s.opts.Scope, in.text, r.Input.Items, in.ends, in.prefix, in.kept)
+	}
+	if m := s.opts.memo(); m != nil {
+		*m = InputMemo{cache: s.opts.Cache, earlier: s.earlier, kept: s.kept, own: own}
 	}
 }
 
@@ -282,6 +291,7 @@ func (s *scanner) items() ([]Item, error) {
 	items, ok, err := s.itemsAfter(start, prefix, kept, &in.ends)
 	if ok {
 		in.kept = kept
+		s.earlier, s.kept = prefix, kept
 	} else {
 		in.ends = in.ends[:0]
 		items, err = s.allItems(start, &in.ends)

@@ -240,14 +240,15 @@ func (sc *socketConn) ping() {
 
 // create runs one response.create.
 func (sc *socketConn) create(data []byte) {
-	req, apiErr := sc.s.decodeBody(sc.ctx, data)
+	var memo responses.InputMemo
+	req, apiErr := sc.s.decodeBody(sc.ctx, data, &memo)
 	if apiErr != nil {
 		sc.sendError(apiErr)
 		return
 	}
 	// Events are the only way a response reaches the client here.
 	req.Stream = true
-	opts := &engine.RunOptions{Previous: sc.last, GiveInput: true}
+	opts := &engine.RunOptions{Previous: sc.last, GiveInput: true, InputMemo: &memo}
 	var kept *engine.Continuation
 	opts.Keep = func(c *engine.Continuation) { kept = c }
 	resp, err := sc.s.engine.RunWith(sc.ctx, req, sc.event, opts)

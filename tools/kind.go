@@ -165,18 +165,7 @@ func ClientOutput(itemType string) bool {
 // owns it next (a conversation.Context) can grow it in place. A
 // converted history has the same room past its end as items had.
 func History(items []responses.Item) []responses.Item {
-	first := -1
-	for i := range items {
-		// Looked at in place: a long history's items are ~100 bytes,
-		// and most are messages, which no kind converts.
-		if items[i].Type == responses.ItemMessage {
-			continue
-		}
-		if _, ok := historyByIt[items[i].Type]; ok {
-			first = i
-			break
-		}
-	}
+	first := firstForHistory(items)
 	if first < 0 {
 		return items
 	}
@@ -196,6 +185,25 @@ func History(items []responses.Item) []responses.Item {
 		return nil
 	}
 	return out
+}
+
+// HistoryAsIs reports whether History returns items as they are.
+func HistoryAsIs(items []responses.Item) bool { return firstForHistory(items) < 0 }
+
+// firstForHistory returns the index of the first item History converts,
+// -1 for none.
+func firstForHistory(items []responses.Item) int {
+	for i := range items {
+		// Looked at in place: a long history's items are ~100 bytes,
+		// and most are messages, which no kind converts.
+		if items[i].Type == responses.ItemMessage {
+			continue
+		}
+		if _, ok := historyByIt[items[i].Type]; ok {
+			return i
+		}
+	}
+	return -1
 }
 
 // CallPair is a call and its result as the model sees them: a function
