@@ -139,3 +139,59 @@ func BenchmarkEncodeRequest(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEncodeNextTurn is BenchmarkEncodeRequest's 1000 messages as a
+// client that keeps its own conversation sends them (store false), with
+// the decode cache's memo: written afresh (no memo: a list seen for the
+// first time), the same input again (its messages copied but the last
+// one's), and the next turn, two items more (the messages copied, the
+// rest written, and all of it kept for the turn after).
+func BenchmarkEncodeNextTurn(b *testing.B) {
+	var history []string
+	for i := range 1000 {
+		if i%2 == 0 {
+			history = append(history, fmt.Sprintf(`{"role":"user","content":"question %d: what is the weather like in the city today?"}`, i))
+		} else {
+			history = append(history, fmt.Sprintf(`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"answer %d: it is sunny and warm, about twenty degrees.","annotations":[]}]}`, i))
+		}
+	}
+	first := "[" + strings.Join(history, ",") + "]"
+	next := "[" + strings.Join(append(history, `{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok","annotations":[]}]}`, `{"role":"user","content":"and tomorrow?"}`), ",") + "]"
+	// earlier returns a cache that holds the first input with its
+	// messages, as the request before left it.
+	earlier := func() *responses.DecodeCache {
+		cache := responses.NewDecodeCache(responses.DecodeCacheOptions{MaxBytes: 32 << 20})
+		items, memo := decodeInput(b, cache, first)
+		if _, err := appendMessages(nil, "Be brief.", items, memo); err != nil {
+			b.Fatal(err)
+		}
+		return cache
+	}
+	for _, c := range []struct {
+		name, input string
+		memo        bool
+	}{{"afresh", first, false}, {"same-input", first, true}, {"next-turn", next, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			items, memo := decodeInput(b, earlier(), c.input)
+			if !c.memo {
+				memo = nil
+			}
+			buf := make([]byte, 0, 256<<10)
+			b.ReportAllocs()
+			for b.Loop() {
+				if c.name == "next-turn" {
+					// A memo wants its input's messages once: each
+					// turn is a new one.
+					b.StopTimer()
+					items, memo = decodeInput(b, earlier(), c.input)
+					b.StartTimer()
+				}
+				out, err := appendMessages(buf[:0], "Be brief.", items, memo)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(int64(len(out)))
+			}
+		})
+	}
+}

@@ -32,7 +32,7 @@ func inputOf(letters string) string {
 
 // decodeInput decodes a request with input through cache, and returns its
 // items and what the cache knows of them.
-func decodeInput(t *testing.T, cache *responses.DecodeCache, input string) ([]responses.Item, *responses.InputMemo) {
+func decodeInput(t testing.TB, cache *responses.DecodeCache, input string) ([]responses.Item, *responses.InputMemo) {
 	t.Helper()
 	memo := new(responses.InputMemo)
 	req, err := responses.DecodeRequestWith([]byte(`{"model":"m","store":false,"input":`+input+`}`), responses.DecodeOptions{Cache: cache, Memo: memo})
