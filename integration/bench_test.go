@@ -37,6 +37,11 @@ type benchTarget struct {
 	name string
 	url  string
 	body []byte
+	// next, when set instead of body, gives the body of each request.
+	next func() []byte
+	// baseline names the target whose time this one's added time is
+	// over: "" for the first (the upstream directly).
+	baseline string
 	// firstToken reports whether a streamed line carries the first piece
 	// of the answer ("ok").
 	firstToken func(line string) bool
@@ -94,11 +99,11 @@ func newBenchSetupScript(b *testing.B, stream bool, script, first string) *bench
 	s := &benchSetup{
 		client: &http.Client{Transport: pooledTransport()},
 		targets: []benchTarget{
-			{"direct", h.MockURL + "/chat/completions", chatBody, mockToken},
-			{"proxy", proxyURL + "/v1/chat/completions", chatBody, mockToken},
-			{"loom", loomURL + "/v1/responses", fmt.Appendf(nil, `{"model":"mock-model","stream":%t,"input":%q}`, stream, script), loomToken},
+			{name: "direct", url: h.MockURL + "/chat/completions", body: chatBody, firstToken: mockToken},
+			{name: "proxy", url: proxyURL + "/v1/chat/completions", body: chatBody, firstToken: mockToken},
+			{name: "loom", url: loomURL + "/v1/responses", body: fmt.Appendf(nil, `{"model":"mock-model","stream":%t,"input":%q}`, stream, script), firstToken: loomToken},
 			// The same without saving to SQLite, to show what storing costs.
-			{"loom-nostore", loomURL + "/v1/responses", fmt.Appendf(nil, `{"model":"mock-model","stream":%t,"store":false,"input":%q}`, stream, script), loomToken},
+			{name: "loom-nostore", url: loomURL + "/v1/responses", body: fmt.Appendf(nil, `{"model":"mock-model","stream":%t,"store":false,"input":%q}`, stream, script), firstToken: loomToken},
 		},
 	}
 	b.Cleanup(s.client.CloseIdleConnections)
@@ -124,7 +129,11 @@ type timing struct {
 func (s *benchSetup) do(ctx context.Context, t benchTarget) (timing, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(t.body))
+	body := t.body
+	if t.next != nil {
+		body = t.next()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
 	if err != nil {
 		return timing{}, err
 	}
@@ -309,9 +318,13 @@ func (s *benchSetup) report(b *testing.B, res [][]timing, metric func(timing) ti
 	for ti, t := range s.targets {
 		b.ReportMetric(pct[ti][0], prefix+"p50-"+t.name+"-us")
 		b.ReportMetric(pct[ti][1], prefix+"p99-"+t.name+"-us")
-		if ti > 0 {
-			b.ReportMetric(pct[ti][0]-pct[0][0], prefix+"p50-added-"+t.name+"-us")
-			b.ReportMetric(pct[ti][1]-pct[0][1], prefix+"p99-added-"+t.name+"-us")
+		base := slices.IndexFunc(s.targets, func(o benchTarget) bool { return o.name == t.baseline })
+		if base < 0 {
+			base = 0
+		}
+		if ti != base {
+			b.ReportMetric(pct[ti][0]-pct[base][0], prefix+"p50-added-"+t.name+"-us")
+			b.ReportMetric(pct[ti][1]-pct[base][1], prefix+"p99-added-"+t.name+"-us")
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -26,16 +27,29 @@ import (
 // request grows — a long history, many tools — compared with the bare
 // proxy carrying the same payload, and how memory grows with the body.
 
-// payloadBody writes the same conversation as a chat-completions body and
-// as a Responses body: n earlier messages (alternating user and
+// payloadBodies writes the same conversation as a chat-completions body
+// and as a Responses body: n earlier messages (alternating user and
 // assistant) then the script, and tools function tools.
 func payloadBodies(n, tools int, store bool) (chatBody, loomBody []byte) {
+	return turnBodies(n, tools, store, 0, 0)
+}
+
+// turnBodies is payloadBodies as turn (from 0) of a conversation that
+// goes on from there: each turn after the first adds the model's answer
+// to the script and the script again, as the next request of a client
+// that keeps its own conversation has the one before's input, the
+// answer, and the user's next message. Conversations other than the
+// first (0) start with other words.
+func turnBodies(n, tools int, store bool, conversation, turn int) (chatBody, loomBody []byte) {
 	var cb, lb bytes.Buffer
 	cb.WriteString(`{"model":"mock-model","stream":false,"messages":[`)
 	fmt.Fprintf(&lb, `{"model":"mock-model","store":%t,"input":[`, store)
 	for i := range n {
 		if i%2 == 0 {
 			text := fmt.Sprintf("question %d: what is the weather like in the city today?", i)
+			if i == 0 && conversation > 0 {
+				text = fmt.Sprintf("conversation %d, ", conversation) + text
+			}
 			fmt.Fprintf(&cb, `{"role":"user","content":%q},`, text)
 			fmt.Fprintf(&lb, `{"role":"user","content":%q},`, text)
 		} else {
@@ -43,6 +57,10 @@ func payloadBodies(n, tools int, store bool) (chatBody, loomBody []byte) {
 			fmt.Fprintf(&cb, `{"role":"assistant","content":%q},`, text)
 			fmt.Fprintf(&lb, `{"type":"message","role":"assistant","content":[{"type":"output_text","text":%q,"annotations":[]}]},`, text)
 		}
+	}
+	for range turn {
+		cb.WriteString(`{"role":"user","content":"#say ok"},{"role":"assistant","content":"ok"},`)
+		lb.WriteString(`{"role":"user","content":"#say ok"},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok","annotations":[]}]},`)
 	}
 	cb.WriteString(`{"role":"user","content":"#say ok"}]`)
 	lb.WriteString(`{"role":"user","content":"#say ok"}]`)
@@ -66,9 +84,11 @@ func payloadBodies(n, tools int, store bool) (chatBody, loomBody []byte) {
 	return cb.Bytes(), lb.Bytes()
 }
 
-// newPayloadBenchSetup measures one payload through the four targets:
-// the upstream directly, the proxy (both with the chat body), loom with
-// store false and loom with the default store true (the Responses body).
+// newPayloadBenchSetup measures one payload through its targets: the
+// upstream directly, the proxy (both with the chat body), loom with store
+// false (its input and tools found in the decode cache, not found, and,
+// with earlier messages, as the next turn) and loom with the default store
+// true (the Responses body).
 func newPayloadBenchSetup(b *testing.B, messages, tools int) *benchSetup {
 	b.Helper()
 	h, loomURL, proxyURL := benchServers(b)
@@ -89,6 +109,29 @@ func newPayloadBenchSetup(b *testing.B, messages, tools int) *benchSetup {
 		},
 		reset: h.Mock.Reset,
 	}
+	if messages > 0 {
+		// The turns of one conversation after another, 16 each: each
+		// turn's input is the one before's and two items more (at most
+		// 30, 3% of 1000 messages), found in the cache but the last; a
+		// conversation's first turn (one request in 16, off the
+		// median) is found in none.
+		// The upstream directly with the same turns is the time loom's
+		// adds to: a turn's payload is not quite the others'.
+		nextTurn := func(chat bool) func() []byte {
+			var sent atomic.Int64
+			return func() []byte {
+				i := int(sent.Add(1))
+				chatBody, body := turnBodies(messages, tools, false, 1+i/16, i%16)
+				if chat {
+					return chatBody
+				}
+				return body
+			}
+		}
+		s.targets = append(s.targets,
+			benchTarget{name: "direct-nextturn", url: h.MockURL + "/chat/completions", next: nextTurn(true)},
+			benchTarget{name: "loom-nostore-nextturn", url: loomURL + "/v1/responses", next: nextTurn(false), baseline: "direct-nextturn"})
+	}
 	b.Cleanup(s.client.CloseIdleConnections)
 	return s
 }
@@ -96,9 +139,13 @@ func newPayloadBenchSetup(b *testing.B, messages, tools int) *benchSetup {
 // BenchmarkLargeRequest: non-streaming requests carrying 1000 earlier
 // messages, or 100 function tools, the same payload through every target.
 // The metrics are BenchmarkAddedLatency's. loom-nostore finds the tools
-// and the input in its decode cache, as an agent's next turn does (all of
-// them: the same payload each time); loom-nostore-uncached is a server
-// without the cache, as a request seen for the first time.
+// and the input in its decode cache (all of them: the same payload each
+// time, as a request sent again); loom-nostore-nextturn sends the turns
+// of one conversation after another, each turn the one before's input and
+// two items more, and finds all but the last (about the same payload: up
+// to 3% more messages);
+// loom-nostore-uncached is a server without the cache, as a request seen
+// for the first time.
 //
 //	go test ./integration -run '^$' -bench LargeRequest -benchtime 300x -count 3
 func BenchmarkLargeRequest(b *testing.B) {

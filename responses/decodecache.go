@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -70,7 +71,10 @@ type cachedList struct {
 	// made holds what was made of an input's items, by who made it
 	// (InputMemo); its values count in size.
 	made sync.Map
-	size int
+	// grown is set once a list that grew from this one took the room
+	// past its items (ownItems).
+	grown atomic.Bool
+	size  int
 }
 
 const (
@@ -199,19 +203,28 @@ func (c *DecodeCache) tools(scope string, b []byte) ([]Tool, int, bool) {
 // input returns, of the input lists scope sent, the one whose first items
 // b (an input's text, from its '[') starts with the most of, how many, and
 // whether b starts with its whole text.
-func (c *DecodeCache) input(scope string, b []byte) (best *cachedList, most int, whole bool) {
+func (c *DecodeCache) input(scope string, b []byte) (list *cachedList, most int, whole bool) {
 	found := c.candidates(inputList, scope, b)
-	for _, e := range found {
+	best := 0 // the bytes b shares with the best list so far
+	// The most recently used first: most often the turn before.
+	for _, e := range slices.Backward(found) {
+		// The lists of one conversation share their first items: one
+		// that ends before the best so far parts from b, or differs
+		// from b just before or where it does, cannot find more items,
+		// and is not compared from its start.
+		if best > 0 && (best == len(b) || len(e.text) <= best || e.text[best] != b[best] || !bytes.Equal(e.text[best-min(best, 64):best], b[best-min(best, 64):best])) {
+			continue
+		}
 		same := commonPrefix(b, e.text)
 		// The items that end within the text both share are the same.
 		if n := sort.SearchInts(e.ends, same+1); n > most {
-			best, most, whole = e, n, same == len(e.text)
+			list, most, whole, best = e, n, same == len(e.text), same
 		}
 	}
-	if best != nil {
-		c.used(best)
+	if list != nil {
+		c.used(list)
 	}
-	return best, most, whole
+	return list, most, whole
 }
 
 // commonPrefix returns the length of the longest prefix a and b share,
@@ -234,8 +247,11 @@ func commonPrefix(a, b []byte) int {
 // addTools keeps tools, decoded from text (the whole list) and sent by
 // scope.
 func (c *DecodeCache) addTools(scope string, text []byte, tools []Tool) {
-	size := 3*len(text) + len(tools)*int(unsafe.Sizeof(Tool{}))
-	c.add(&cachedList{scope: scope, text: text, tools: tools, size: size}, toolsList, nil, foundNone)
+	e := &cachedList{scope: scope, text: text, size: 3*len(text) + len(tools)*int(unsafe.Sizeof(Tool{}))}
+	if c.admits(e) {
+		e.tools = slices.Clone(tools)
+		c.add(e, toolsList, nil, foundNone)
+	}
 }
 
 // addInput keeps items, decoded from text (the whole list; ends[i] is the
@@ -245,28 +261,50 @@ func (c *DecodeCache) addTools(scope string, text []byte, tools []Tool) {
 // the request found in the cache. It returns the list kept, nil when
 // the list is not kept.
 func (c *DecodeCache) addInput(scope string, text []byte, items []Item, ends []int, prefix *cachedList, kept int) *cachedList {
-	size := 2*len(text) + len(items)*int(unsafe.Sizeof(Item{})+unsafe.Sizeof(ContentPart{}))
+	// The items, and the room to grow past them (ownItems).
+	size := 2*len(text) + (len(items)+len(items)/4)*int(unsafe.Sizeof(Item{})+unsafe.Sizeof(ContentPart{}))
+	e := &cachedList{scope: scope, text: text, ends: ends, size: size}
+	if !c.admits(e) {
+		return nil
+	}
+	e.items = ownItems(prefix, kept, items)
 	found := foundNone
 	if kept > 0 {
 		found = foundFirst
 	}
-	return c.add(&cachedList{scope: scope, text: text, items: items, ends: ends, size: size}, inputList, prefix, found)
+	return c.add(e, inputList, prefix, found)
 }
 
-// add keeps e, a list of kind whose fields but its key and copies are
-// set, in place of replaced if the cache still holds it; the text and the
-// list are copied here, from the request's. It returns e, or nil when e
-// is too short or too large to keep.
-func (c *DecodeCache) add(e *cachedList, kind listKind, replaced *cachedList, found string) *cachedList {
-	// The decoded strings, schemas and echo are about a copy more of
-	// the text: the sizes count them.
-	if len(e.text) < keyBytes || e.size > c.max/8 {
-		return nil
+// ownItems returns the items a new list keeps, a request's. A list that
+// grew from prefix (all of whose items the request's start with: the
+// same conversation a turn before) keeps prefix's, followed by the
+// request's others in the room past them, where the first list to grow
+// from prefix may write (no list reads past its own items): a turn copies
+// what it added, not the conversation. Any other list gets a copy, with
+// room for its next turns.
+func ownItems(prefix *cachedList, kept int, items []Item) []Item {
+	if prefix != nil && kept == len(prefix.items) && cap(prefix.items)-kept >= len(items)-kept && prefix.grown.CompareAndSwap(false, true) {
+		return append(prefix.items, items[kept:]...)
 	}
+	own := make([]Item, len(items), len(items)+len(items)/4)
+	copy(own, items)
+	return own
+}
+
+// admits reports whether a list of e's text and size may be kept: a
+// shorter one decodes in a few microseconds, and one very long list
+// must not push all others out.
+func (c *DecodeCache) admits(e *cachedList) bool {
+	return len(e.text) >= keyBytes && e.size <= c.max/8
+}
+
+// add keeps e, a list of kind that admits holds, whose fields but its key
+// are set, in place of replaced if the cache still holds it; its text is
+// copied here, from the request's. It returns e.
+func (c *DecodeCache) add(e *cachedList, kind listKind, replaced *cachedList, found string) *cachedList {
 	c.found(kind, found)
 	e.key = c.key(kind, e.scope, e.text)
 	e.text = bytes.Clone(e.text)
-	e.tools, e.items = slices.Clone(e.tools), slices.Clone(e.items)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	bucket := c.buckets[e.key]

@@ -463,3 +463,50 @@ func TestDecodeCacheInputConcurrentTurns(t *testing.T) {
 	}
 	decodeConcurrently(t, bodies, func(req *Request) { req.Input.Items[0].ID = "mine" })
 }
+
+// TestDecodeCacheInputTurnsShareTheirItems: the lists of one
+// conversation's turns keep their items in one array, each turn's past
+// the one's before, and a branch from an earlier turn gets a copy; every
+// request, of any turn or branch, still gets what the decode without the
+// cache gives.
+func TestDecodeCacheInputTurnsShareTheirItems(t *testing.T) {
+	items := conversation(48)
+	cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 8 << 20})
+	var bodies []string
+	var first *Item
+	for _, n := range []int{30, 32, 36} {
+		bodies = append(bodies, inputBody(items[:n]))
+		decodeWith(t, cache, "", bodies[len(bodies)-1])
+		cache.mu.Lock()
+		e := cache.order.Front().Value.(*cachedList)
+		cache.mu.Unlock()
+		if first == nil {
+			first = &e.items[0]
+		} else if &e.items[0] != first {
+			t.Errorf("the turn of %d items copied the items of the turn before", n)
+		}
+	}
+	// A branch from the second turn: its own copy.
+	branch := append(items[:32:32], `{"role":"user","content":"another question"}`)
+	bodies = append(bodies, inputBody(branch))
+	decodeWith(t, cache, "", bodies[len(bodies)-1])
+	for _, body := range append(bodies, inputBody(items)) {
+		if got, want := decodeWith(t, cache, "", body), mustDecode(t, body); !reflect.DeepEqual(got, want) {
+			t.Fatalf("a request of %d bytes differs from its decode without the cache", len(body))
+		}
+	}
+
+	// Two requests that grow from the same list at once (both found it
+	// before either was kept): the first takes the room past its items,
+	// the second gets a copy, and neither writes over the other's.
+	prefix := &cachedList{items: ownItems(nil, 0, mustDecode(t, inputBody(items[:30])).Input.Items)}
+	a := mustDecode(t, inputBody(items[:32])).Input.Items
+	b := mustDecode(t, inputBody(append(items[:30:30], items[40:42]...))).Input.Items
+	grownA, grownB := ownItems(prefix, 30, a), ownItems(prefix, 30, b)
+	if &grownA[0] != &prefix.items[0] || &grownB[0] == &prefix.items[0] {
+		t.Error("not the first growth alone shares the list's items")
+	}
+	if !reflect.DeepEqual(grownA, a) || !reflect.DeepEqual(grownB, b) {
+		t.Error("two growths from one list wrote over each other")
+	}
+}

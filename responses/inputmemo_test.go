@@ -1,6 +1,8 @@
 package responses
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -95,5 +97,37 @@ func TestInputMemoCountsInTheCache(t *testing.T) {
 	short := decodeMemo(t, cache, "", inputBody(items[:1]))
 	if short.Wants(memoKey{}) {
 		t.Error("an input too short to keep wants a value")
+	}
+}
+
+// TestInputMemoFindsTheLongestBranch: of the lists of one conversation's
+// branches (a client that edited one of its messages, then another), an
+// input finds the one it shares the most items with, whichever of them
+// was used last, and the items it shares.
+func TestInputMemoFindsTheLongestBranch(t *testing.T) {
+	items := conversation(40)
+	branch := func(at int) []string {
+		b := slices.Clone(items)
+		b[at] = fmt.Sprintf(`{"role":"user","content":"edited at %d"}`, at)
+		return b
+	}
+	for _, order := range [][]int{{10, 30, 20}, {30, 10, 20}, {20, 10, 30}} {
+		cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 8 << 20})
+		for _, at := range order {
+			decodeMemo(t, cache, "", inputBody(branch(at))).Keep(memoKey{}, at, 10)
+		}
+		// The whole conversation shares the most with the branch edited
+		// last in it (at 30): its first 30 items.
+		memo := decodeMemo(t, cache, "", inputBody(items))
+		if v, kept := memo.Earlier(memoKey{}); v != 30 || kept != 30 {
+			t.Errorf("branches kept in the order %v: found the branch edited at %v, %d items; want 30, 30", order, v, kept)
+		}
+		memo.Keep(memoKey{}, "whole", 10)
+		// An input edited at 25 shares 25 items with the whole
+		// conversation and the branch edited at 30; none with more.
+		memo = decodeMemo(t, cache, "", inputBody(branch(25)))
+		if v, kept := memo.Earlier(memoKey{}); kept != 25 || v == 10 || v == 20 {
+			t.Errorf("branches kept in the order %v: an input edited at 25 found the branch edited at %v, %d items; want 25", order, v, kept)
+		}
 	}
 }
