@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/coder/websocket"
 	"github.com/loomgate/loom/model"
@@ -119,25 +118,9 @@ func TestDecodeCacheMemoReachesTheBackend(t *testing.T) {
 
 	// Over a WebSocket: the same input again finds what the last
 	// request over HTTP kept of it.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/responses", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseNow()
+	ctx, c := dialSocket(t, srv.URL)
 	c.Write(ctx, websocket.MessageText, []byte(`{"type":"response.create","model":"m","store":false,"input":[`+strings.Join(history, ",")+`]}`))
-	for range 100 {
-		_, data, err := c.Read(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(string(data), `"type":"response.completed"`) {
-			if want := "memo true, found made of 12 items, kept 12"; !strings.Contains(string(data), want) {
-				t.Fatalf("over a WebSocket: %.300s; want %q", data, want)
-			}
-			return
-		}
+	if data, want := readCompleted(t, ctx, c), "memo true, found made of 12 items, kept 12"; !strings.Contains(string(data), want) {
+		t.Fatalf("over a WebSocket: %.300s; want %q", data, want)
 	}
-	t.Fatal("no response.completed over the WebSocket")
 }

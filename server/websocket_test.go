@@ -90,18 +90,12 @@ func TestWebSocketPings(t *testing.T) {
 // the connection with 1009 (message too big) instead of being read.
 func TestWebSocketMessageLimit(t *testing.T) {
 	srv := newServer(t, answer("hi"), &server.Options{MaxBodyBytes: 1024})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/responses", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseNow()
+	ctx, c := dialSocket(t, srv.URL)
 	big := `{"type":"response.create","model":"m","input":"` + strings.Repeat("x", 2048) + `"}`
 	if err := c.Write(ctx, websocket.MessageText, []byte(big)); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = c.Read(ctx)
+	_, _, err := c.Read(ctx)
 	if status := websocket.CloseStatus(err); status != websocket.StatusMessageTooBig {
 		t.Fatalf("read after an oversized message: %v, want close status 1009", err)
 	}
@@ -111,13 +105,7 @@ func TestWebSocketMessageLimit(t *testing.T) {
 // event naming "type", and the connection goes on.
 func TestWebSocketUnknownEvent(t *testing.T) {
 	srv := newServer(t, answer("hi"), nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/responses", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseNow()
+	ctx, c := dialSocket(t, srv.URL)
 	c.Write(ctx, websocket.MessageText, []byte(`{"type":"response.steer","input":[]}`))
 	_, data, err := c.Read(ctx)
 	if err != nil {
@@ -133,15 +121,38 @@ func TestWebSocketUnknownEvent(t *testing.T) {
 		t.Fatalf("got %s, want a 400 error event naming type", data)
 	}
 	c.Write(ctx, websocket.MessageText, []byte(`{"type":"response.create","model":"m","input":"hi"}`))
+	readCompleted(t, ctx, c)
+}
+
+// dialSocket opens a WebSocket to the server at url's /v1/responses, closed
+// when the test ends; ctx bounds the test's reads and writes on it.
+func dialSocket(t *testing.T, url string) (context.Context, *websocket.Conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(url, "http")+"/v1/responses", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.CloseNow() })
+	return ctx, c
+}
+
+// readCompleted reads events from c up to response.completed and returns
+// that event's data.
+func readCompleted(t *testing.T, ctx context.Context, c *websocket.Conn) []byte {
+	t.Helper()
 	for range 100 {
 		_, data, err := c.Read(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
+		var ev struct{ Type string }
 		json.Unmarshal(data, &ev)
 		if ev.Type == "response.completed" {
-			return
+			return data
 		}
 	}
-	t.Fatal("no response.completed")
+	t.Fatal("no response.completed in 100 events")
+	return nil
 }
