@@ -30,11 +30,11 @@ type InputMemo struct {
 	own *cachedList
 }
 
-// Earlier returns what was kept under key of an earlier input whose first
-// items this one's are, and how many of them are: v covers at least the
-// first kept items of this input, and what it says of any item past them
-// (or of where they end) is not this input's. nil and 0 when there is
-// none.
+// Earlier returns what was kept under key of an earlier input, and how
+// many of this input's first items are that input's: what v says of
+// those holds for this input, what it says of any item past them (or of
+// where the first kept items' part ends, when what it made of an item
+// depends on the item after it) does not. nil and 0 when there is none.
 func (m *InputMemo) Earlier(key any) (v any, kept int) {
 	if m == nil || m.earlier == nil {
 		return nil, 0
