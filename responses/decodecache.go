@@ -119,11 +119,11 @@ func (c *DecodeCache) found(kind listKind, found string) {
 	}
 }
 
-// mayKeep reports whether a list of at most n bytes of text may be kept:
-// a longer body's input is decoded without noting where its items end,
-// which a list too long to keep would only cost memory for (the offsets
-// of 300k items are 2.4 MB).
-func (c *DecodeCache) mayKeep(n int) bool { return 2*n <= c.max/8 }
+// mayKeep reports whether a list of at most n bytes of text may be kept
+// (its size is at least twice its text): a longer body's input is decoded
+// without noting where its items end, which a list too long to keep would
+// only cost memory for (the offsets of 300k items are 2.4 MB).
+func (c *DecodeCache) mayKeep(n int) bool { return c.fits(2 * n) }
 
 // listKind tells a request's tools from its input in a cache's keys.
 type listKind byte
@@ -292,11 +292,14 @@ func ownItems(prefix *cachedList, kept int, items []Item) []Item {
 }
 
 // admits reports whether a list of e's text and size may be kept: a
-// shorter one decodes in a few microseconds, and one very long list
-// must not push all others out.
+// shorter one decodes in a few microseconds.
 func (c *DecodeCache) admits(e *cachedList) bool {
-	return len(e.text) >= keyBytes && e.size <= c.max/8
+	return len(e.text) >= keyBytes && c.fits(e.size)
 }
+
+// fits reports whether one list may take size bytes: at most an eighth
+// of the cache, so that one very long list does not push all others out.
+func (c *DecodeCache) fits(size int) bool { return size <= c.max/8 }
 
 // add keeps e, a list of kind that admits holds, whose fields but its key
 // are set, in place of replaced if the cache still holds it; its text is
@@ -324,11 +327,11 @@ func (c *DecodeCache) add(e *cachedList, kind listKind, replaced *cachedList, fo
 }
 
 // grew counts n bytes more in e, and reports whether it did: not once
-// the cache has dropped e, nor past the most a list may need (add).
+// the cache has dropped e, nor past what a list may take (fits).
 func (c *DecodeCache) grew(e *cachedList, n int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e.size+n > c.max/8 || !slices.ContainsFunc(c.buckets[e.key], func(el *list.Element) bool { return el.Value == e }) {
+	if !c.fits(e.size+n) || !slices.ContainsFunc(c.buckets[e.key], func(el *list.Element) bool { return el.Value == e }) {
 		return false
 	}
 	e.size += n

@@ -35,19 +35,18 @@ type scanner struct {
 	newTools []byte
 	newInput *newInput
 	// earlier is the kept input list the input's first items were copied
-	// from, and kept how many, for opts.Memo.
+	// from, and kept how many, for the cache and opts.Memo.
 	earlier *cachedList
 	kept    int
 }
 
 // newInput is an input list decoded, to be kept: its text, the offset
-// just past each item in it, the list it grew from, and how many of its
-// first items were found in the cache.
+// just past each item in it, and the list it grew from (how many of its
+// first items were found in the cache is the scanner's kept).
 type newInput struct {
 	text   []byte
 	ends   []int
 	prefix *cachedList
-	kept   int
 }
 
 // keep adds to the cache what r decoded that the cache does not hold, and
@@ -58,7 +57,7 @@ func (s *scanner) keep(r *Request) {
 	}
 	own := s.earlier // a list the cache holds as it is stays as it is
 	if in := s.newInput; in != nil {
-		own = s.opts.Cache.addInput(s.opts.Scope, in.text, r.Input.Items, in.ends, in.prefix, in.kept)
+		own = s.opts.Cache.addInput(s.opts.Scope, in.text, r.Input.Items, in.ends, in.prefix, s.kept)
 	}
 	if m := s.opts.memo(); m != nil {
 		*m = InputMemo{cache: s.opts.Cache, earlier: s.earlier, kept: s.kept, own: own}
@@ -290,7 +289,6 @@ func (s *scanner) items() ([]Item, error) {
 	}
 	items, ok, err := s.itemsAfter(start, prefix, kept, &in.ends)
 	if ok {
-		in.kept = kept
 		s.earlier, s.kept = prefix, kept
 	} else {
 		in.ends = in.ends[:0]
