@@ -85,6 +85,9 @@ func run(ctx context.Context, args []string, logOut io.Writer, ready func(addr s
 		FirstByteLatency: *firstByte,
 		Models:           names,
 		Logger:           logger,
+		// Nothing here reads the recorded requests: keeping them would
+		// grow the process by every body of a load run.
+		Unrecorded: true,
 	})
 
 	ln, err := net.Listen("tcp", *addr)

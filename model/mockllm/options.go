@@ -47,6 +47,10 @@ type Options struct {
 	// Now supplies the "created" timestamps; nil means time.Now. Tests
 	// that keep golden transcripts fix it.
 	Now func() time.Time
+	// Unrecorded keeps no Request of what is served (Requests returns
+	// none; Stats still counts): a load run or a long-lived process would
+	// otherwise hold every body it was sent.
+	Unrecorded bool
 }
 
 // resolve returns a copy of opts with the defaults filled in.

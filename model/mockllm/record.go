@@ -49,11 +49,13 @@ func (s *Server) begin(r *http.Request, rec Request) int {
 	defer s.mu.Unlock()
 	s.stats.Started++
 	seq := s.stats.Started
-	rec.Seq = seq
-	rec.Method = r.Method
-	rec.Path = r.URL.Path
-	rec.Header = r.Header.Clone()
-	s.requests = append(s.requests, rec)
+	if !s.opts.Unrecorded {
+		rec.Seq = seq
+		rec.Method = r.Method
+		rec.Path = r.URL.Path
+		rec.Header = r.Header.Clone()
+		s.requests = append(s.requests, rec)
+	}
 	s.notifyLocked()
 	return seq
 }

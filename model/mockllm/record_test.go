@@ -65,6 +65,28 @@ func TestRequestsAreRecorded(t *testing.T) {
 	}
 }
 
+func TestUnrecordedKeepsNoRequest(t *testing.T) {
+	s, hs := start(t, &Options{Unrecorded: true})
+	for range 3 {
+		resp, err := hs.Client().Post(hs.URL+"/v1/chat/completions", "application/json",
+			bytes.NewReader([]byte(`{"model":"m","messages":[{"role":"user","content":"#say ok"}]}`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"content":"ok"`)) {
+			t.Fatalf("status %d: %s", resp.StatusCode, body)
+		}
+	}
+	if got := s.Requests(); len(got) != 0 {
+		t.Errorf("recorded %d requests", len(got))
+	}
+	if st := s.Stats(); st != (Stats{Started: 3, Completed: 3}) {
+		t.Errorf("stats = %+v", st)
+	}
+}
+
 func TestRejectedRequestIsRecorded(t *testing.T) {
 	s, hs := start(t, nil)
 	resp, err := hs.Client().Post(hs.URL+"/v1/chat/completions", "application/json", bytes.NewReader([]byte("{oops")))
