@@ -64,7 +64,7 @@ const resetEvery = 32
 // bare reverse proxy in front of it, on loopback.
 func benchServers(b *testing.B) (h *harness, loomURL, proxyURL string) {
 	b.Helper()
-	h = newHarness(b, &harnessOptions{SkipSchema: true})
+	h = newHarness(b, &harnessOptions{SkipSchema: true, UpstreamURL: benchUpstreamURL(b)})
 	// loom as a client sees it: without the harness's capture wrapper,
 	// which copies every body for schema checks.
 	loom := httptest.NewServer(server.New(h.Engine, nil))

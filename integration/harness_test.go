@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -89,6 +90,10 @@ type harnessOptions struct {
 	// Tokenize points the chat backend at the scripted upstream's
 	// tokenize endpoint, for exact input token counts.
 	Tokenize bool
+	// UpstreamURL, when set, is the upstream loom calls (and MockURL)
+	// instead of the harness's own scripted upstream, which still runs:
+	// a benchmark's upstream in a process of its own.
+	UpstreamURL string
 }
 
 // upstream is a backend loom runs over: its name, and what it sets in a
@@ -186,7 +191,7 @@ func newHarness(t testing.TB, opts *harnessOptions) *harness {
 	mockSrv := httptest.NewServer(h.Mock)
 	t.Cleanup(mockSrv.Close)
 	t.Cleanup(h.Mock.Close)
-	h.MockURL = mockSrv.URL + "/v1"
+	h.MockURL = cmp.Or(opts.UpstreamURL, mockSrv.URL+"/v1")
 
 	db, err := sqlite.Open(context.Background(), ":memory:", &sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

@@ -5,13 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/loomgate/loom/store/postgres/pgtest"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 
@@ -31,13 +29,6 @@ import (
 // server's input requests (sampling by the upstream, roots from
 // configuration, elicitation by each policy) and retries until the call
 // ends, and the model gets the result. Helpers are prefixed mrtr.
-
-func TestMain(m *testing.M) {
-	// pgtest.Main stops the private PostgreSQL cluster, if one started.
-	code := pgtest.Main(m)
-	mcptest.RemoveBuild()
-	os.Exit(code)
-}
 
 // mrtrTamperProxy forwards to target, appending "-TAMPERED" to the
 // requestState of every retried tools/call: a requestState altered in
