@@ -66,9 +66,7 @@ func benchUpstreamURL(b *testing.B) string {
 	default:
 		b.Fatalf("%s=%q: want process or inprocess", benchUpstreamEnv, mode)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), benchUpstreamServeEnv+"=1")
-	cmd.Stderr = os.Stderr
+	cmd := benchProcess(benchUpstreamServeEnv)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -101,4 +99,15 @@ func benchUpstreamURL(b *testing.B) string {
 		b.Fatalf("bench upstream: no address: %v", err)
 	}
 	return "http://" + strings.TrimSpace(addr) + "/v1"
+}
+
+// benchProcess is this test binary run again as a benchmark's helper
+// process: serveEnv=1 in its environment makes TestMain serve instead of
+// running tests (serveBenchUpstreamIfAsked, serveBenchClientIfAsked). Its
+// standard error is this process's.
+func benchProcess(serveEnv string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), serveEnv+"=1")
+	cmd.Stderr = os.Stderr
+	return cmd
 }

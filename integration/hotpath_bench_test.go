@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/internal/loadgen"
 	"github.com/loomgate/loom/model/chat"
 	"github.com/loomgate/loom/model/mockllm"
 	"github.com/loomgate/loom/server"
@@ -101,13 +102,12 @@ func newPayloadBenchSetup(b *testing.B, messages, tools int) *benchSetup {
 	s := &benchSetup{
 		client: &http.Client{Transport: pooledTransport()},
 		targets: []benchTarget{
-			{name: "direct", url: h.MockURL + "/chat/completions", body: chatBody},
-			{name: "proxy", url: proxyURL + "/v1/chat/completions", body: chatBody},
-			{name: "loom-nostore", url: loomURL + "/v1/responses", body: noStore},
-			{name: "loom-nostore-uncached", url: uncached.URL + "/v1/responses", body: noStore},
-			{name: "loom", url: loomURL + "/v1/responses", body: stored},
+			{Target: loadgen.Target{Name: "direct", URL: h.MockURL + "/chat/completions", Body: chatBody}},
+			{Target: loadgen.Target{Name: "proxy", URL: proxyURL + "/v1/chat/completions", Body: chatBody}},
+			{Target: loadgen.Target{Name: "loom-nostore", URL: loomURL + "/v1/responses", Body: noStore}},
+			{Target: loadgen.Target{Name: "loom-nostore-uncached", URL: uncached.URL + "/v1/responses", Body: noStore}},
+			{Target: loadgen.Target{Name: "loom", URL: loomURL + "/v1/responses", Body: stored}},
 		},
-		reset: h.Mock.Reset,
 	}
 	if messages > 0 {
 		// The turns of one conversation after another, 16 each: each
@@ -129,8 +129,8 @@ func newPayloadBenchSetup(b *testing.B, messages, tools int) *benchSetup {
 			}
 		}
 		s.targets = append(s.targets,
-			benchTarget{name: "direct-nextturn", url: h.MockURL + "/chat/completions", next: nextTurn(true)},
-			benchTarget{name: "loom-nostore-nextturn", url: loomURL + "/v1/responses", next: nextTurn(false), baseline: "direct-nextturn"})
+			benchTarget{Target: loadgen.Target{Name: "direct-nextturn", URL: h.MockURL + "/chat/completions", Next: nextTurn(true)}},
+			benchTarget{Target: loadgen.Target{Name: "loom-nostore-nextturn", URL: loomURL + "/v1/responses", Next: nextTurn(false)}, baseline: "direct-nextturn"})
 	}
 	b.Cleanup(s.client.CloseIdleConnections)
 	return s
@@ -159,7 +159,7 @@ func BenchmarkLargeRequest(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			s := newPayloadBenchSetup(b, bc.messages, bc.tools)
 			res := s.run(b, 1)
-			s.report(b, res, func(t timing) time.Duration { return t.total }, "")
+			s.report(b, res, func(t loadgen.Timing) time.Duration { return t.Total }, "")
 		})
 	}
 }
@@ -172,14 +172,13 @@ func BenchmarkLargeRequest(b *testing.B) {
 //
 //	go test ./integration -run '^$' -bench ToolCount -benchtime 10x -count 3
 func BenchmarkToolCount(b *testing.B) {
-	h, loomURL, _ := benchServers(b)
+	_, loomURL, _ := benchServers(b)
 	client := &http.Client{Transport: pooledTransport()}
 	b.Cleanup(client.CloseIdleConnections)
-	s := &benchSetup{client: client}
-	var targets []benchTarget
+	var targets []loadgen.Target
 	for _, n := range []int{10000, 20000} {
 		_, body := payloadBodies(0, n, false)
-		targets = append(targets, benchTarget{name: fmt.Sprintf("tools=%d", n), url: loomURL + "/v1/responses", body: body})
+		targets = append(targets, loadgen.Target{Name: fmt.Sprintf("tools=%d", n), URL: loomURL + "/v1/responses", Body: body})
 	}
 	var total, cpu [2]time.Duration
 	b.ReportAllocs()
@@ -188,13 +187,12 @@ func BenchmarkToolCount(b *testing.B) {
 			// Alternate which goes first.
 			t := (i + k) % len(targets)
 			before := processCPU()
-			tm, err := s.do(context.Background(), targets[t])
+			tm, err := loadgen.Do(context.Background(), client, targets[t])
 			if err != nil {
 				b.Fatal(err)
 			}
 			cpu[t] += processCPU() - before
-			total[t] += tm.total
-			h.Mock.Reset()
+			total[t] += tm.Total
 		}
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(b.N) }

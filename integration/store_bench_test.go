@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/internal/loadgen"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/model/chat"
 	"github.com/loomgate/loom/model/mockllm"
@@ -82,10 +83,10 @@ func newStoredBenchSetup(b *testing.B) *benchSetup {
 	s := &benchSetup{
 		client: &http.Client{Transport: pooledTransport()},
 		targets: []benchTarget{
-			{name: "direct", url: up.URL + "/v1/chat/completions", body: chatBody},
-			{name: "proxy", url: proxy.URL + "/v1/chat/completions", body: chatBody},
-			{name: "loom-sqlite", url: storedLoom(b, up.URL+"/v1", sq) + "/responses", body: loomBody},
-			{name: "loom-postgres", url: storedLoom(b, up.URL+"/v1", pg) + "/responses", body: loomBody},
+			{Target: loadgen.Target{Name: "direct", URL: up.URL + "/v1/chat/completions", Body: chatBody}},
+			{Target: loadgen.Target{Name: "proxy", URL: proxy.URL + "/v1/chat/completions", Body: chatBody}},
+			{Target: loadgen.Target{Name: "loom-sqlite", URL: storedLoom(b, up.URL+"/v1", sq) + "/responses", Body: loomBody}},
+			{Target: loadgen.Target{Name: "loom-postgres", URL: storedLoom(b, up.URL+"/v1", pg) + "/responses", Body: loomBody}},
 		},
 	}
 	b.Cleanup(s.client.CloseIdleConnections)
@@ -99,7 +100,7 @@ func BenchmarkStoredLatency(b *testing.B) {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			s := newStoredBenchSetup(b)
 			res := s.run(b, clients)
-			s.report(b, res, func(t timing) time.Duration { return t.total }, "")
+			s.report(b, res, func(t loadgen.Timing) time.Duration { return t.Total }, "")
 		})
 	}
 }
@@ -123,10 +124,10 @@ func BenchmarkChainLink(b *testing.B) {
 	turnCounts := []int{1, 10, 50}
 	s := &benchSetup{client: client}
 	for _, turns := range turnCounts {
-		s.targets = append(s.targets, benchTarget{
-			name: fmt.Sprintf("direct-%dturns", turns), url: up.URL + "/v1/chat/completions",
-			body: chainChatBody(turns),
-		})
+		s.targets = append(s.targets, benchTarget{Target: loadgen.Target{
+			Name: fmt.Sprintf("direct-%dturns", turns), URL: up.URL + "/v1/chat/completions",
+			Body: chainChatBody(turns),
+		}})
 	}
 	for _, st := range []struct {
 		name  string
@@ -135,11 +136,11 @@ func BenchmarkChainLink(b *testing.B) {
 		base := storedLoom(b, up.URL+"/v1", st.store)
 		for _, turns := range turnCounts {
 			last := buildChain(b, client, base, turns)
-			s.targets = append(s.targets, benchTarget{
-				name: fmt.Sprintf("%s-%dturns", st.name, turns),
-				url:  base + "/responses",
-				body: fmt.Appendf(nil, `{"model":"mock-model","store":false,"input":"#say ok","previous_response_id":%q}`, last),
-			})
+			s.targets = append(s.targets, benchTarget{Target: loadgen.Target{
+				Name: fmt.Sprintf("%s-%dturns", st.name, turns),
+				URL:  base + "/responses",
+				Body: fmt.Appendf(nil, `{"model":"mock-model","store":false,"input":"#say ok","previous_response_id":%q}`, last),
+			}})
 		}
 	}
 	res := s.run(b, 1)
@@ -147,18 +148,18 @@ func BenchmarkChainLink(b *testing.B) {
 	for ti, ts := range res {
 		d := make([]time.Duration, len(ts))
 		for i, t := range ts {
-			d[i] = t.total
+			d[i] = t.Total
 		}
 		slices.Sort(d)
 		pct[ti] = [2]float64{us(d[len(d)*50/100]), us(d[min(len(d)-1, len(d)*99/100)])}
 	}
 	for ti, t := range s.targets {
-		b.ReportMetric(pct[ti][0], "p50-"+t.name+"-us")
-		b.ReportMetric(pct[ti][1], "p99-"+t.name+"-us")
+		b.ReportMetric(pct[ti][0], "p50-"+t.Name+"-us")
+		b.ReportMetric(pct[ti][1], "p99-"+t.Name+"-us")
 		if ti >= len(turnCounts) {
 			direct := pct[ti%len(turnCounts)]
-			b.ReportMetric(pct[ti][0]-direct[0], "p50-added-"+t.name+"-us")
-			b.ReportMetric(pct[ti][1]-direct[1], "p99-added-"+t.name+"-us")
+			b.ReportMetric(pct[ti][0]-direct[0], "p50-added-"+t.Name+"-us")
+			b.ReportMetric(pct[ti][1]-direct[1], "p99-added-"+t.Name+"-us")
 		}
 	}
 }

@@ -1,0 +1,206 @@
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// serveEnv makes this test binary a load generator's process (Serve on
+// its standard input and output) instead of running tests.
+const serveEnv = "LOADGEN_TEST_SERVE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(serveEnv) == "1" {
+		if err := Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// endpoints serves /json (a JSON answer), /sse (a stream of three events,
+// the second carrying "tok"), /fail (a 500) and notes the paths in the
+// order they were asked for.
+type endpoints struct {
+	mu    sync.Mutex
+	paths []string
+}
+
+func (e *endpoints) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	e.mu.Lock()
+	e.paths = append(e.paths, r.URL.Path)
+	e.mu.Unlock()
+	switch r.URL.Path {
+	case "/json":
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"ok":true}`)
+	case "/sse":
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, ": a comment\n\nevent: a\ndata: {\"n\":1}\n\ndata: {\"n\":2,\"tok\":1}\n\ndata: [DONE]\n\n")
+	default:
+		http.Error(w, "no such thing", http.StatusInternalServerError)
+	}
+}
+
+func (e *endpoints) seen() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.paths...)
+}
+
+func newEndpoints(t *testing.T) (*endpoints, string) {
+	e := &endpoints{}
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	return e, srv.URL
+}
+
+func TestRunTimesEveryTarget(t *testing.T) {
+	e, url := newEndpoints(t)
+	targets := []Target{
+		{Name: "json", URL: url + "/json", Body: []byte(`{}`)},
+		{Name: "sse", URL: url + "/sse", Body: []byte(`{}`), Token: `"tok"`},
+	}
+	measuring := 0
+	res, err := Run(t.Context(), targets, Options{Rounds: 5, Measuring: func() { measuring = len(e.seen()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if measuring != len(targets) {
+		t.Errorf("measuring began after %d requests, want the %d of the warm-up", measuring, len(targets))
+	}
+	if len(res) != 2 || len(res[0]) != 5 || len(res[1]) != 5 {
+		t.Fatalf("timings per target: %d targets, want 2 with 5 each", len(res))
+	}
+	for _, tm := range res[0] {
+		if tm.Total <= 0 || tm.FirstLine != 0 || tm.FirstToken != 0 || tm.Lines != 0 {
+			t.Errorf("json: %+v, want a total only", tm)
+		}
+	}
+	for _, tm := range res[1] {
+		if tm.Lines != 3 || tm.FirstLine <= 0 || tm.FirstToken < tm.FirstLine || tm.Total < tm.FirstToken {
+			t.Errorf("sse: %+v, want 3 lines, 0 < first line <= first token <= total", tm)
+		}
+	}
+	// One client: the warm-up, then each round starts one target further on.
+	want := []string{"/json", "/sse", "/sse", "/json", "/json", "/sse", "/sse", "/json", "/json", "/sse", "/sse", "/json"}
+	if got := e.seen(); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("order of requests:\n got %v\nwant %v", got, want)
+	}
+}
+
+func TestRunSharesRoundsAmongClients(t *testing.T) {
+	e, url := newEndpoints(t)
+	targets := []Target{{Name: "json", URL: url + "/json"}}
+	res, err := Run(t.Context(), targets, Options{Clients: 4, Rounds: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res[0]) != 10 {
+		t.Errorf("%d timings, want 10", len(res[0]))
+	}
+	if n := len(e.seen()); n != 4+10 {
+		t.Errorf("%d requests, want 4 to warm up and 10 measured", n)
+	}
+}
+
+func TestRunFails(t *testing.T) {
+	_, url := newEndpoints(t)
+	for _, tc := range []struct {
+		name   string
+		target Target
+		want   string
+	}{
+		{"status", Target{Name: "broken", URL: url + "/fail"}, "broken: status 500"},
+		{"no token", Target{Name: "quiet", URL: url + "/sse", Token: "never"}, `quiet: no line of the stream contains "never"`},
+		{"no server", Target{Name: "gone", URL: "http://127.0.0.1:1/x"}, "gone:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			targets := []Target{{Name: "json", URL: url + "/json"}, tc.target}
+			_, err := Run(t.Context(), targets, Options{Clients: 2, Rounds: 100})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run: %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// generator is this test binary as a load generator's process.
+func generator() *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), serveEnv+"=1")
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+func TestRunCommand(t *testing.T) {
+	e, url := newEndpoints(t)
+	job := Job{
+		Targets: []Target{
+			{Name: "json", URL: url + "/json", Body: []byte(`{"a":1}`)},
+			{Name: "sse", URL: url + "/sse", Token: `"tok"`},
+		},
+		Clients: 2,
+		Rounds:  6,
+	}
+	res, err := RunCommand(generator(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 2 || len(res[0]) != 6 || len(res[1]) != 6 {
+		t.Fatalf("timings: %v, want 2 targets with 6 each", res)
+	}
+	for _, tm := range res[1] {
+		if tm.Lines != 3 || tm.FirstToken <= 0 || tm.Total < tm.FirstToken {
+			t.Errorf("sse: %+v", tm)
+		}
+	}
+	if n := len(e.seen()); n != 2*2+6*2 {
+		t.Errorf("%d requests, want 4 to warm up and 12 measured", n)
+	}
+}
+
+func TestRunCommandFails(t *testing.T) {
+	_, url := newEndpoints(t)
+	for _, tc := range []struct {
+		name string
+		job  Job
+		want string
+	}{
+		{"a target fails", Job{Targets: []Target{{Name: "broken", URL: url + "/fail"}}, Rounds: 3}, "broken: status 500"},
+		{"bodies made here", Job{Targets: []Target{{Name: "turns", URL: url + "/json", Next: func() []byte { return nil }}}, Rounds: 3}, `target "turns" makes each body in this process`},
+		{"no targets", Job{Rounds: 3}, "no targets"},
+		{"no url", Job{Targets: []Target{{Name: "nowhere"}}, Rounds: 3}, `target "nowhere" has no url`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := RunCommand(generator(), tc.job)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("RunCommand: %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestServeReportsABadJob(t *testing.T) {
+	var out bytes.Buffer
+	if err := Serve(t.Context(), strings.NewReader(`{"targets": 3}`), &out); err == nil {
+		t.Fatal("Serve of a malformed job: no error")
+	}
+	var rep report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.Error == "" || rep.Timings != nil {
+		t.Errorf("report %q (%v), want an error and no timings", out.String(), err)
+	}
+}
