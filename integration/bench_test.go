@@ -21,8 +21,9 @@ import (
 // performance targets ask. The baseline for "acceptable" is a bare
 // httputil.ReverseProxy hop in front of the same upstream: it only copies
 // bytes, while loom decodes, validates, translates, rebuilds events and
-// stores. Every iteration sends one request to each target, in a rotating
-// order, so that all targets see the same load and machine state.
+// stores. Every iteration sends one request to each target, in an order
+// shuffled each round (internal/loadgen), so that all targets see the same
+// load and machine state and none mostly follows the same other one.
 //
 // Run them with, for example:
 //

@@ -29,7 +29,7 @@ import (
 // The stored path measured side by side: the upstream direct, through a
 // bare pooled reverse proxy, and through loom with store true on a SQLite
 // file (the default store) and on PostgreSQL (the replicas' store), in
-// one rotation so all targets see the same load. Run with:
+// one loop so all targets see the same load (internal/loadgen). Run with:
 //
 //	go test ./integration -run '^$' -bench 'Stored|ChainLink' -benchtime 3000x
 

@@ -4,11 +4,14 @@
 // event and to the first event that carries the answer.
 //
 // Side by side means in rounds: every round sends one request to every
-// target, in an order that rotates from round to round, so that all the
-// targets see the same machine and none is always measured right after
-// another's work. A benchmark compares the targets' timings of one run
-// (loom's added latency over a bare proxy's, over the upstream called
-// directly), never a time with a constant.
+// target, so that all the targets see the same machine, in an order
+// shuffled anew each round, so that each target comes after each other
+// one as often: what one target's request leaves behind (a collection of
+// the garbage it made, a store's write finishing) falls on all the others
+// alike. (An order that only rotates puts each target after the same one
+// in all rounds but the few that start with it.) A benchmark compares the
+// targets' timings of one run (loom's added latency over a bare proxy's,
+// over the upstream called directly), never a time with a constant.
 //
 // Run generates the load in the calling process. Serve and RunCommand do
 // it in a process of its own, as a real client is: there the client's
@@ -23,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -116,13 +120,19 @@ func Run(ctx context.Context, targets []Target, opts Options) ([][]Timing, error
 	for c := range clients {
 		results[c] = make([][]Timing, len(targets))
 		wg.Go(func() {
+			// Each client shuffles with a seed of its own, the same in
+			// every run.
+			rng := rand.New(rand.NewPCG(uint64(c), uint64(len(targets))))
+			order := make([]int, len(targets))
+			for i := range order {
+				order[i] = i
+			}
 			for ctx.Err() == nil {
-				i := int(next.Add(1))
-				if i > opts.Rounds {
+				if int(next.Add(1)) > opts.Rounds {
 					return
 				}
-				for k := range targets {
-					ti := (i + k) % len(targets)
+				rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+				for _, ti := range order {
 					tm, err := Do(ctx, client, targets[ti])
 					if err != nil {
 						cancel(err)

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// endpoints serves /json (a JSON answer), /sse (a stream of three events,
+// endpoints serves /json and /json... (a JSON answer), /sse (a stream of three events,
 // the second carrying "tok"), /fail (a 500) and notes the paths in the
 // order they were asked for.
 type endpoints struct {
@@ -43,11 +43,11 @@ func (e *endpoints) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.mu.Lock()
 	e.paths = append(e.paths, r.URL.Path)
 	e.mu.Unlock()
-	switch r.URL.Path {
-	case "/json":
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/json"):
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"ok":true}`)
-	case "/sse":
+	case r.URL.Path == "/sse":
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, ": a comment\n\nevent: a\ndata: {\"n\":1}\n\ndata: {\"n\":2,\"tok\":1}\n\ndata: [DONE]\n\n")
 	default:
@@ -95,10 +95,57 @@ func TestRunTimesEveryTarget(t *testing.T) {
 			t.Errorf("sse: %+v, want 3 lines, 0 < first line <= first token <= total", tm)
 		}
 	}
-	// One client: the warm-up, then each round starts one target further on.
-	want := []string{"/json", "/sse", "/sse", "/json", "/json", "/sse", "/sse", "/json", "/json", "/sse", "/sse", "/json"}
-	if got := e.seen(); strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("order of requests:\n got %v\nwant %v", got, want)
+	// One client: the warm-up in the targets' order, then each round
+	// every target once.
+	seen := e.seen()
+	if strings.Join(seen[:2], " ") != "/json /sse" {
+		t.Errorf("warm-up: %v, want /json /sse", seen[:2])
+	}
+	for r := range 5 {
+		round := seen[2+2*r : 4+2*r]
+		if round[0] == round[1] {
+			t.Errorf("round %d: %v, want each target once", r, round)
+		}
+	}
+}
+
+// TestRunShufflesEachRound: over enough rounds every target is measured
+// right after every other one, which an order that only rotates does in
+// few rounds (there each target mostly follows the one before it in the
+// list).
+func TestRunShufflesEachRound(t *testing.T) {
+	e, url := newEndpoints(t)
+	var targets []Target
+	for _, p := range []string{"/json", "/sse", "/json2", "/json3"} {
+		targets = append(targets, Target{Name: p, URL: url + p})
+	}
+	const rounds = 200
+	if _, err := Run(t.Context(), targets, Options{Rounds: rounds}); err != nil {
+		t.Fatal(err)
+	}
+	seen := e.seen()[len(targets):] // past the warm-up
+	if len(seen) != rounds*len(targets) {
+		t.Fatalf("%d measured requests, want %d", len(seen), rounds*len(targets))
+	}
+	// after[a][b]: how often b came right after a within a round.
+	after := map[string]map[string]int{}
+	for r := range rounds {
+		round := seen[r*len(targets) : (r+1)*len(targets)]
+		for i := 1; i < len(round); i++ {
+			if after[round[i-1]] == nil {
+				after[round[i-1]] = map[string]int{}
+			}
+			after[round[i-1]][round[i]]++
+		}
+	}
+	// 200 rounds of 3 adjacent pairs among 12 ordered pairs: 50 each on
+	// average; a rotation would give some pairs ~150 and others 0.
+	for _, a := range []string{"/json", "/sse", "/json2", "/json3"} {
+		for _, b := range []string{"/json", "/sse", "/json2", "/json3"} {
+			if a != b && (after[a][b] < 20 || after[a][b] > 100) {
+				t.Errorf("%s right after %s in %d rounds of %d, want about a quarter", b, a, after[a][b], rounds)
+			}
+		}
 	}
 }
 
