@@ -49,14 +49,14 @@ func serveBenchClientIfAsked() {
 // go: they get no timings. The benchmark's timer runs from the first
 // measured round, or, in a process of its own, from the process's start.
 func runBenchClients(b *testing.B, client *http.Client, targets []loadgen.Target, clients int) ([][]loadgen.Timing, error) {
-	switch mode := os.Getenv(benchClientEnv); mode {
-	case "", "inprocess":
+	own, err := benchOwnProcess(benchClientEnv)
+	if err != nil {
+		return nil, err
+	}
+	if !own {
 		return loadgen.Run(context.Background(), targets, loadgen.Options{
 			Clients: clients, Rounds: b.N, Client: client, Measuring: b.ResetTimer,
 		})
-	case "process":
-	default:
-		return nil, fmt.Errorf("%s=%q: want process or inprocess", benchClientEnv, mode)
 	}
 	var sent []loadgen.Target
 	var at []int // at[i] is the index in targets of sent[i]

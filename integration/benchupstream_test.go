@@ -59,12 +59,12 @@ func serveBenchUpstreamIfAsked() {
 // harness's own, in this process). The process ends with the benchmark.
 func benchUpstreamURL(b *testing.B) string {
 	b.Helper()
-	switch mode := os.Getenv(benchUpstreamEnv); mode {
-	case "", "inprocess":
+	own, err := benchOwnProcess(benchUpstreamEnv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !own {
 		return ""
-	case "process":
-	default:
-		b.Fatalf("%s=%q: want process or inprocess", benchUpstreamEnv, mode)
 	}
 	cmd := benchProcess(benchUpstreamServeEnv)
 	stdin, err := cmd.StdinPipe()
@@ -99,6 +99,19 @@ func benchUpstreamURL(b *testing.B) string {
 		b.Fatalf("bench upstream: no address: %v", err)
 	}
 	return "http://" + strings.TrimSpace(addr) + "/v1"
+}
+
+// benchOwnProcess reports whether the variable env asks for a helper in a
+// process of its own: "process" does, "" and "inprocess" do not.
+func benchOwnProcess(env string) (bool, error) {
+	switch mode := os.Getenv(env); mode {
+	case "", "inprocess":
+		return false, nil
+	case "process":
+		return true, nil
+	default:
+		return false, fmt.Errorf("%s=%q: want process or inprocess", env, mode)
+	}
 }
 
 // benchProcess is this test binary run again as a benchmark's helper
