@@ -3,7 +3,6 @@ package integration
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -32,7 +31,9 @@ import (
 // sends through it is captured and, when the test ends, validated against
 // the Open Responses schema.
 type harness struct {
-	t       testing.TB
+	t testing.TB
+	// Mock is the harness's scripted upstream; nil when the options name
+	// an upstream of their own (UpstreamURL).
 	Mock    *mockllm.Server
 	MockURL string // the upstream's base URL, ending in /v1
 	// Upstream is the backend that carries loom's requests to the
@@ -91,8 +92,9 @@ type harnessOptions struct {
 	// tokenize endpoint, for exact input token counts.
 	Tokenize bool
 	// UpstreamURL, when set, is the upstream loom calls (and MockURL)
-	// instead of the harness's own scripted upstream, which still runs:
-	// a benchmark's upstream in a process of its own.
+	// instead of a scripted upstream of the harness's own, which then
+	// does not run (Mock is nil): a benchmark's upstream in a process of
+	// its own.
 	UpstreamURL string
 }
 
@@ -187,11 +189,14 @@ func newHarness(t testing.TB, opts *harnessOptions) *harness {
 	// so it runs after the servers have closed and every body is in.
 	t.Cleanup(h.validateCaptured)
 
-	h.Mock = mockllm.New(&mockOpts)
-	mockSrv := httptest.NewServer(h.Mock)
-	t.Cleanup(mockSrv.Close)
-	t.Cleanup(h.Mock.Close)
-	h.MockURL = cmp.Or(opts.UpstreamURL, mockSrv.URL+"/v1")
+	h.MockURL = opts.UpstreamURL
+	if h.MockURL == "" {
+		h.Mock = mockllm.New(&mockOpts)
+		mockSrv := httptest.NewServer(h.Mock)
+		t.Cleanup(mockSrv.Close)
+		t.Cleanup(h.Mock.Close)
+		h.MockURL = mockSrv.URL + "/v1"
+	}
 
 	db, err := sqlite.Open(context.Background(), ":memory:", &sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -208,7 +213,7 @@ func newHarness(t testing.TB, opts *harnessOptions) *harness {
 		chatOpts = *opts.Chat
 	}
 	if opts.Tokenize && chatOpts.TokenizeURL == "" {
-		chatOpts.TokenizeURL = mockSrv.URL + "/tokenize"
+		chatOpts.TokenizeURL = strings.TrimSuffix(h.MockURL, "/v1") + "/tokenize"
 	}
 	chatBackend := chat.New(h.MockURL, "test-key", &chatOpts)
 	var backend model.Backend = chatBackend
