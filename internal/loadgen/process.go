@@ -29,15 +29,7 @@ type report struct {
 // timings, or its error, to out as one JSON value. It is the body of a
 // load generator's process; RunCommand is the other end.
 func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
-	var job Job
-	err := json.NewDecoder(in).Decode(&job)
-	var timings [][]Timing
-	if err == nil {
-		err = job.check()
-	}
-	if err == nil {
-		timings, err = Run(ctx, job.Targets, Options{Clients: job.Clients, Rounds: job.Rounds})
-	}
+	timings, err := runJob(ctx, in)
 	rep := report{Timings: timings}
 	if err != nil {
 		rep.Error = err.Error()
@@ -46,6 +38,18 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		err = werr
 	}
 	return err
+}
+
+// runJob reads a Job from in and runs it.
+func runJob(ctx context.Context, in io.Reader) ([][]Timing, error) {
+	var job Job
+	if err := json.NewDecoder(in).Decode(&job); err != nil {
+		return nil, fmt.Errorf("loadgen: job: %w", err)
+	}
+	if err := job.check(); err != nil {
+		return nil, err
+	}
+	return Run(ctx, job.Targets, Options{Clients: job.Clients, Rounds: job.Rounds})
 }
 
 // check reports what makes the job one Run cannot do.
