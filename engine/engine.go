@@ -288,6 +288,33 @@ func (e *Engine) continued(ctx context.Context, req *responses.Request, opts *Ru
 	return nil, nil, nil
 }
 
+// runInput returns the run's input items, which prepare writes in
+// (ids, opened reasoning): the request's own when the caller gives them
+// (RunOptions.GiveInput), a copy otherwise, so that the caller's request
+// stays as it was. Items the decode cache keeps (Input.Shared) are read
+// as they are when nothing is written in them, the common case of a
+// long input of messages sent again with store false: a copy would be a
+// third of that request's decode.
+func (e *Engine) runInput(req *responses.Request, opts *RunOptions, queued *Record, ids bool) []responses.Item {
+	input := req.Input.Items
+	if !opts.givesInput() || req.Input.Shared && (queued != nil || anyWrittenIn(input, ids)) {
+		return slices.Clone(input)
+	}
+	return input
+}
+
+// anyWrittenIn reports whether prepare writes in one of input's items:
+// one that gets an id (setItemIDs, ids as it is given) or whose reasoning
+// it opens (openReasoning).
+func anyWrittenIn(input []responses.Item, ids bool) bool {
+	for i := range input {
+		if needsID(&input[i], ids) || sealedReasoning(&input[i]) {
+			return true
+		}
+	}
+	return false
+}
+
 // prepare checks req and resolves what it continues, before anything is
 // stored, without calling the model: every error it returns is the
 // client's, an *APIError. opts may hold the conversation to continue in
@@ -309,10 +336,8 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 	if err != nil {
 		return nil, err
 	}
-	input := req.Input.Items
-	if !opts.givesInput() {
-		input = slices.Clone(input)
-	}
+	ids := inputIDsSeen(req, opts, conversationID, background)
+	input := e.runInput(req, opts, queued, ids)
 	if queued != nil && len(queued.Input) == len(input) {
 		for i := range input {
 			input[i].ID = queued.Input[i].ID
@@ -342,7 +367,7 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 				"set --reasoning-key (LOOM_REASONING_KEY) to the same secret on every replica, e.g. the output of `openssl rand -hex 32`")
 		})
 	}
-	e.setItemIDs(input, inputIDsSeen(req, opts, conversationID, background))
+	e.setItemIDs(input, ids)
 	// What the model reads: compactions opened, files as text, images
 	// checked (and fetched) -- the stored items stay as sent.
 	seen, asSent, err := e.modelInput(ctx, history, input)

@@ -101,13 +101,23 @@ func (s *Sealer) open(blob string, aad []byte) (string, error) {
 	return string(text), nil
 }
 
+// sealedReasoning reports whether it is a reasoning item whose text is
+// sealed (encrypted_content): one openReasoning opens in place.
+func sealedReasoning(it *responses.Item) bool {
+	if it.Type != responses.ItemReasoning {
+		return false
+	}
+	c := it.ReasoningFields().EncryptedContent
+	return c != nil && *c != ""
+}
+
 // openReasoning restores the text of reasoning input items that carry only
 // encrypted_content, so the model sees its earlier reasoning again. A blob
 // that does not open is a 400 naming the item.
 func (e *Engine) openReasoning(input []responses.Item) error {
 	for i := range input {
 		it := &input[i]
-		if it.Type != responses.ItemReasoning || it.ReasoningFields().EncryptedContent == nil || *it.ReasoningFields().EncryptedContent == "" {
+		if !sealedReasoning(it) {
 			continue
 		}
 		param := fmt.Sprintf("input[%d].encrypted_content", i)

@@ -3,6 +3,7 @@ package responses
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -57,7 +58,7 @@ func TestDecodeCacheToolsGivesWhatTheDecodeGives(t *testing.T) {
 			}
 			second := decodeWith(t, cache, "", body)
 			for i, got := range []*Request{first, second} {
-				if !reflect.DeepEqual(got, want) {
+				if !sameDecode(got, want) {
 					t.Errorf("request %d through the cache differs from the decode without it:\n got %+v\nwant %+v", i+1, got.Tools, want.Tools)
 				}
 			}
@@ -110,7 +111,7 @@ func TestDecodeCacheToolsComparesTheWholeList(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := decodeWith(t, cache, "", changed)
-	if !reflect.DeepEqual(got, want) {
+	if !sameDecode(got, want) {
 		t.Fatalf("a list that differs after its first bytes: last tool %q, want %q", got.Tools[19].Name, want.Tools[19].Name)
 	}
 	// Both lists are kept, found by the same first bytes, and each is
@@ -120,7 +121,7 @@ func TestDecodeCacheToolsComparesTheWholeList(t *testing.T) {
 	}
 	for _, b := range []string{body, changed} {
 		want, _ := DecodeRequest([]byte(b))
-		if got := decodeWith(t, cache, "", b); !reflect.DeepEqual(got, want) {
+		if got := decodeWith(t, cache, "", b); !sameDecode(got, want) {
 			t.Fatalf("again: last tool %q, want %q", got.Tools[19].Name, want.Tools[19].Name)
 		}
 	}
@@ -244,7 +245,7 @@ func decodeConcurrently(t *testing.T, bodies []string, change func(*Request)) {
 					t.Error(err)
 					return
 				}
-				if !reflect.DeepEqual(req, want[i]) {
+				if !sameDecode(req, want[i]) {
 					t.Errorf("goroutine %d, request %d: differs from the decode without the cache", g, k)
 					return
 				}
@@ -309,6 +310,14 @@ func markFirstItem(cache *DecodeCache, text string) {
 	}
 }
 
+// sameDecode reports whether got, decoded through a cache, is want, the
+// decode without it: Input.Shared says only where the items are held.
+func sameDecode(got, want *Request) bool {
+	g := *got
+	g.Input.Shared = want.Input.Shared
+	return reflect.DeepEqual(&g, want)
+}
+
 // mustDecode decodes body without a cache.
 func mustDecode(t *testing.T, body string) *Request {
 	t.Helper()
@@ -329,7 +338,7 @@ func TestDecodeCacheInputGivesWhatTheDecodeGives(t *testing.T) {
 			want := mustDecode(t, body)
 			cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 8 << 20})
 			for i := range 3 {
-				if got := decodeWith(t, cache, "", body); !reflect.DeepEqual(got, want) {
+				if got := decodeWith(t, cache, "", body); !sameDecode(got, want) {
 					t.Fatalf("request %d through the cache differs from the decode without it", i+1)
 				}
 				if n := cachedLists(cache); n != 1 {
@@ -352,7 +361,7 @@ func TestDecodeCacheInputGrows(t *testing.T) {
 		body := inputBody(items[:n])
 		want := mustDecode(t, body)
 		got := decodeWith(t, cache, "", body)
-		if !reflect.DeepEqual(got, want) {
+		if !sameDecode(got, want) {
 			t.Fatalf("%d items: differs from the decode without the cache", n)
 		}
 		if k := cachedLists(cache); k != 1 {
@@ -383,14 +392,14 @@ func TestDecodeCacheInputBranches(t *testing.T) {
 		other[i] = strings.ReplaceAll(other[i], "Paris", "Rome")
 	}
 	second := inputBody(other)
-	if got, want := decodeWith(t, cache, "", second), mustDecode(t, second); !reflect.DeepEqual(got, want) {
+	if got, want := decodeWith(t, cache, "", second), mustDecode(t, second); !sameDecode(got, want) {
 		t.Fatal("the branch differs from the decode without the cache")
 	}
 	if n := cachedLists(cache); n != 2 {
 		t.Fatalf("the cache holds %d lists, want both branches", n)
 	}
 	for _, body := range []string{first, second} {
-		if got, want := decodeWith(t, cache, "", body), mustDecode(t, body); !reflect.DeepEqual(got, want) {
+		if got, want := decodeWith(t, cache, "", body), mustDecode(t, body); !sameDecode(got, want) {
 			t.Fatal("a branch again differs from the decode without the cache")
 		}
 	}
@@ -406,18 +415,34 @@ func TestDecodeCacheInputScopesApart(t *testing.T) {
 	}
 }
 
+// A request decoded in full owns its items: what it writes in them
+// does not reach the list the cache keeps. One that sent a kept list
+// again reads that list's items (Input.Shared), clipped, so that an
+// append copies them and writes nothing past the kept list's end.
 func TestDecodeCacheInputCopiesAreTheRequests(t *testing.T) {
 	body := string(historyBody(50))
 	cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 8 << 20})
-	decodeWith(t, cache, "", body)
 	first := decodeWith(t, cache, "", body)
+	if first.Input.Shared {
+		t.Fatal("the first decode of a list is shared; want its own items")
+	}
 	first.Input.Items[0].ID = "msg_given"
 	first.Input.Items[1].Content = append(first.Input.Items[1].Content, ContentPart{Type: PartOutputText, Text: "added"})
 	first.Input.Items = append(first.Input.Items, Item{Type: ItemMessage, Role: "assistant"})
 	second := decodeWith(t, cache, "", body)
-	if second.Input.Items[0].ID != "" || len(second.Input.Items[1].Content) != 1 || len(second.Input.Items) != 51 {
+	if second.Input.Items[0].ID != "" || len(second.Input.Items[1].Content) != 1 || len(second.Input.Items) != len(first.Input.Items)-1 {
 		t.Fatalf("a request's changes to its items reached the next request: id %q, %d parts, %d items",
 			second.Input.Items[0].ID, len(second.Input.Items[1].Content), len(second.Input.Items))
+	}
+	if !second.Input.Shared {
+		t.Fatal("a kept list sent again is not shared")
+	}
+	grown := append(second.Input.Items, Item{Type: ItemMessage, Role: "assistant", ID: "msg_grown"})
+	if &grown[0] == &second.Input.Items[0] {
+		t.Fatal("an append to a shared list wrote past its end, into the kept list's room")
+	}
+	if !sameDecode(decodeWith(t, cache, "", body), mustDecode(t, body)) {
+		t.Fatal("the kept list changed")
 	}
 }
 
@@ -461,7 +486,13 @@ func TestDecodeCacheInputConcurrentTurns(t *testing.T) {
 	for i := range bodies {
 		bodies[i] = inputBody(items[:12*(i+1)])
 	}
-	decodeConcurrently(t, bodies, func(req *Request) { req.Input.Items[0].ID = "mine" })
+	decodeConcurrently(t, bodies, func(req *Request) {
+		if req.Input.Shared {
+			// Input.Shared's contract: copied before a write.
+			req.Input.Items = slices.Clone(req.Input.Items)
+		}
+		req.Input.Items[0].ID = "mine"
+	})
 }
 
 // TestDecodeCacheInputTurnsShareTheirItems: the lists of one
@@ -491,7 +522,7 @@ func TestDecodeCacheInputTurnsShareTheirItems(t *testing.T) {
 	bodies = append(bodies, inputBody(branch))
 	decodeWith(t, cache, "", bodies[len(bodies)-1])
 	for _, body := range append(bodies, inputBody(items)) {
-		if got, want := decodeWith(t, cache, "", body), mustDecode(t, body); !reflect.DeepEqual(got, want) {
+		if got, want := decodeWith(t, cache, "", body), mustDecode(t, body); !sameDecode(got, want) {
 			t.Fatalf("a request of %d bytes differs from its decode without the cache", len(body))
 		}
 	}

@@ -104,6 +104,10 @@ type Input struct {
 	IsString bool
 	// Set records that the field was present and not null.
 	Set bool
+	// Shared records that Items are a list the decode cache keeps (a
+	// request that sent a kept list again, as it is): read them, but copy
+	// the list before writing any item, or appending past its end.
+	Shared bool
 }
 
 // UnmarshalJSON accepts a string or an array of items.

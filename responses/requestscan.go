@@ -304,14 +304,14 @@ func rawOrNull(s *jsonscan.Scanner) ([]byte, error) {
 // before they are built.
 func scanInput(s *scanner, r *Request) error {
 	if s.next() == '[' {
-		items, err := s.items()
+		items, shared, err := s.items()
 		if err != nil {
 			if limit, ok := err.(*APIError); ok {
 				return limit
 			}
 			return errNotScanned
 		}
-		r.Input = Input{Items: items, Set: true}
+		r.Input = Input{Items: items, Set: true, Shared: shared}
 		return nil
 	}
 	if s.next() == '"' {

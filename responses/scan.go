@@ -262,7 +262,8 @@ func decodeItems(data []byte) ([]Item, error) {
 		err := json.Unmarshal(data, &items)
 		return items, err
 	}
-	return newScanner(data).items()
+	items, _, err := newScanner(data).items() // no cache: never shared
+	return items, err
 }
 
 // items decodes the array of input items at the scanner, in the walk
@@ -273,17 +274,30 @@ func decodeItems(data []byte) ([]Item, error) {
 // is loose enough to waste memory (many braces for few bytes: inside
 // strings, nested values), the items are counted first by a walk that
 // checks them. A limit is refused before a single item is built.
-func (s *scanner) items() ([]Item, error) {
+func (s *scanner) items() (items []Item, shared bool, err error) {
 	s.next() // the bound counts from the '['
 	start := s.js.Offset()
 	cache := s.opts.cache()
 	if cache == nil || !cache.mayKeep(len(s.data)-start) {
-		return s.allItems(start, nil)
+		items, err := s.allItems(start, nil)
+		return items, false, err
+	}
+	prefix, kept, whole := cache.input(s.opts.Scope, s.data[start:])
+	if whole && kept == len(prefix.items) {
+		// A list the cache holds as it is: the request reads the kept
+		// items, clipped so that an append copies them, and nothing of
+		// it is decoded again (it was valid when kept, and the same
+		// text is valid now). Input.Shared tells its reader to copy
+		// before writing; a copy here would cost a long input's
+		// decode a third of its time and its items' memory again.
+		s.js.Seek(start + len(prefix.text))
+		s.earlier, s.kept = prefix, kept
+		cache.found(inputList, foundAll)
+		return prefix.items[:kept:kept], true, nil
 	}
 	// The items this input starts with that the cache holds are copied,
 	// the others decoded; the offset past each is noted, for the cache.
 	in := &newInput{}
-	prefix, kept, whole := cache.input(s.opts.Scope, s.data[start:])
 	if prefix != nil && kept == len(prefix.items) {
 		in.prefix = prefix // this list grew from it: it takes its place
 	}
@@ -294,16 +308,11 @@ func (s *scanner) items() ([]Item, error) {
 		in.ends = in.ends[:0]
 		items, err = s.allItems(start, &in.ends)
 	}
-	switch {
-	case err != nil:
-	case whole && len(items) == kept:
-		// A list the cache holds as it is stays as it is.
-		cache.found(inputList, foundAll)
-	default:
+	if err == nil {
 		in.text = s.data[start:s.js.Offset()]
 		s.newInput = in
 	}
-	return items, err
+	return items, false, err
 }
 
 // allItems decodes the items of the array at offset start (items' walk),

@@ -124,3 +124,42 @@ func TestDecodeCacheMemoReachesTheBackend(t *testing.T) {
 		t.Fatalf("over a WebSocket: %.300s; want %q", data, want)
 	}
 }
+
+// TestDecodeCacheKeptListStaysAsKept: a request that sends a kept input
+// list again reads the cache's items (responses.Input.Shared), and the
+// run gives its items their ids in a copy: were they written in the
+// kept list, the next request sending it would find them there and
+// reuse the ids of the one before. Each request's items get ids of their
+// own, with store true (every item) and false (a function call's).
+func TestDecodeCacheKeptListStaysAsKept(t *testing.T) {
+	var history []string
+	for i := range 12 {
+		history = append(history, fmt.Sprintf(`{"role":"user","content":"question %d: what is the weather like in the city today?"}`, i))
+	}
+	call := `{"type":"function_call","call_id":"call_1","name":"weather","arguments":"{}"},{"type":"function_call_output","call_id":"call_1","output":"sunny"}`
+	for _, tt := range []struct {
+		name, body string
+		item       int // the input item whose id each request must have anew
+	}{
+		{"store true, a message", `{"model":"m","input":[` + strings.Join(history, ",") + `]}`, 0},
+		{"store false, a function call", `{"model":"m","store":false,"input":[` + strings.Join(history, ",") + `,` + call + `]}`, len(history)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var ids []string
+			b := backendFunc(func(_ context.Context, req *model.Request, emit func(model.Delta) error) error {
+				ids = append(ids, req.Items[tt.item].ID)
+				return emit(model.Delta{Kind: model.DeltaText, Text: "ok"})
+			})
+			srv := newServer(t, b, nil)
+			for i := range 3 {
+				if res := post(t, srv.URL, tt.body, nil); res.StatusCode != http.StatusOK {
+					got, _ := io.ReadAll(res.Body)
+					t.Fatalf("request %d: status %d, %.300s", i+1, res.StatusCode, got)
+				}
+			}
+			if len(ids) != 3 || ids[0] == "" || ids[0] == ids[1] || ids[1] == ids[2] || ids[0] == ids[2] {
+				t.Fatalf("input item %d's ids over three requests: %q; want three different ones", tt.item, ids)
+			}
+		})
+	}
+}
