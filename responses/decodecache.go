@@ -25,7 +25,10 @@ import (
 //     items. A request whose input starts with the items of a list the
 //     cache holds gets copies of those items, and only the ones after
 //     them are decoded: a turn's decode grows with what the turn added,
-//     not with the conversation.
+//     not with the conversation. A request whose input is, byte for
+//     byte, a list the cache holds (the same request sent again) reads
+//     that list's items themselves, not a copy: Input.Shared says so, and
+//     that they are to be copied before any is written.
 //
 // Any other request decodes as it would without the cache, and its lists
 // are kept when they are long enough to be worth keeping, once the whole
