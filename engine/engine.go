@@ -295,7 +295,7 @@ func (e *Engine) continued(ctx context.Context, req *responses.Request, opts *Ru
 // as they are when nothing is written in them, the common case of a
 // long input of messages sent again with store false: a copy would be a
 // third of that request's decode.
-func (e *Engine) runInput(req *responses.Request, opts *RunOptions, queued *Record, ids bool) []responses.Item {
+func runInput(req *responses.Request, opts *RunOptions, queued *Record, ids bool) []responses.Item {
 	input := req.Input.Items
 	if !opts.givesInput() || req.Input.Shared && (queued != nil || anyWrittenIn(input, ids)) {
 		return slices.Clone(input)
@@ -337,7 +337,7 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 		return nil, err
 	}
 	ids := inputIDsSeen(req, opts, conversationID, background)
-	input := e.runInput(req, opts, queued, ids)
+	input := runInput(req, opts, queued, ids)
 	if queued != nil && len(queued.Input) == len(input) {
 		for i := range input {
 			input[i].ID = queued.Input[i].ID

@@ -35,7 +35,7 @@ func TestRunInput(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			req := &responses.Request{Input: responses.Input{Items: tt.items, Set: true, Shared: tt.shared}}
-			got := (&Engine{}).runInput(req, tt.opts, tt.queued, tt.ids)
+			got := runInput(req, tt.opts, tt.queued, tt.ids)
 			if len(got) != len(tt.items) {
 				t.Fatalf("%d items, want %d", len(got), len(tt.items))
 			}
