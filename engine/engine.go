@@ -293,8 +293,8 @@ func (e *Engine) continued(ctx context.Context, req *responses.Request, opts *Ru
 // (RunOptions.GiveInput), a copy otherwise, so that the caller's request
 // stays as it was. Items the decode cache keeps (Input.Shared) are read
 // as they are when nothing is written in them, the common case of a
-// long input of messages sent again with store false: a copy would be a
-// third of that request's decode.
+// long input of messages sent again with store false: a copy would be
+// more than half of that request's decode.
 func runInput(req *responses.Request, opts *RunOptions, queued *Record, ids bool) []responses.Item {
 	input := req.Input.Items
 	if !opts.givesInput() || req.Input.Shared && (queued != nil || anyWrittenIn(input, ids)) {

@@ -106,7 +106,8 @@ type Input struct {
 	Set bool
 	// Shared records that Items are a list the decode cache keeps (a
 	// request that sent a kept list again, as it is): read them, but copy
-	// the list before writing any item, or appending past its end.
+	// the list before writing in any item. It is clipped, so an append
+	// copies it.
 	Shared bool
 }
 

@@ -289,7 +289,7 @@ func (s *scanner) items() (items []Item, shared bool, err error) {
 		// it is decoded again (it was valid when kept, and the same
 		// text is valid now). Input.Shared tells its reader to copy
 		// before writing; a copy here would cost a long input's
-		// decode a third of its time and its items' memory again.
+		// decode more than half its time and its items' memory again.
 		s.js.Seek(start + len(prefix.text))
 		s.earlier, s.kept = prefix, kept
 		cache.found(inputList, foundAll)
