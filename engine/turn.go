@@ -89,8 +89,17 @@ func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 	if err := r.endTurn(&res); err != nil {
 		return res, err
 	}
+	if len(res.calls) == 0 {
+		// A turn without calls is the response's last (run.loop), and
+		// nothing reads the conversation after it; adding its words
+		// would copy the whole history when that is a request's shared
+		// input (responses.Input.Shared: clipped, so an append copies
+		// it), ~25 µs and 140 KB at 1000 messages.
+		return res, nil
+	}
 	// The model's own words of this turn join the conversation before the
-	// results of the calls it made.
+	// results of the calls it made: the next turn reads them there, as
+	// does a server's sampling during those calls.
 	for _, it := range r.resp.Output[start:] {
 		if it.Type == responses.ItemMessage || it.Type == responses.ItemReasoning {
 			r.cc.Append(it)
