@@ -41,8 +41,8 @@ type turnState struct {
 	spoke bool
 }
 
-// turn runs one model turn, streaming its deltas into the builder, and
-// adds what the model wrote to the conversation.
+// turn runs one model turn, streaming its deltas into the builder, and,
+// when the model made calls, adds what it wrote to the conversation.
 func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 	st := &turnState{mreq: r.modelRequest(), maxCalls: -1}
 	// One span per model turn (turnSpan); its attributes are built in
