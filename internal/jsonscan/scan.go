@@ -197,6 +197,25 @@ func (s *Scanner) String() (string, error) {
 	return string(raw), nil
 }
 
+// StringBytes reads a string as String does, without a copy when it can:
+// a string with no escape, valid UTF-8, is the input's own bytes (valid as
+// long as the input is); any other is unquoted into new ones. A null is
+// nil. For a value that is only compared, not kept.
+func (s *Scanner) StringBytes() ([]byte, error) {
+	if s.Null() {
+		return nil, nil
+	}
+	raw, escaped, err := s.RawString()
+	if err != nil {
+		return nil, err
+	}
+	if !escaped && utf8.Valid(raw) {
+		return raw, nil
+	}
+	v, err := unquote(raw)
+	return []byte(v), err
+}
+
 // RawString consumes a string, checking it, and returns its bytes
 // between the quotes, escapes left as they are, and whether it holds
 // any. The bytes are the input's: a caller that keeps them copies them.

@@ -8,7 +8,8 @@ import (
 )
 
 // TestScannerStringsAsEncodingJSON: every string decodes to what
-// encoding/json makes of it, escapes, surrogates and bad UTF-8 included.
+// encoding/json makes of it, escapes, surrogates and bad UTF-8 included,
+// through String and through StringBytes.
 func TestScannerStringsAsEncodingJSON(t *testing.T) {
 	for _, in := range []string{
 		`""`, `"plain"`, `"a\"b\\c\/d"`, `"\b\f\n\r\t"`, `"\u00e9\u4e2d"`, `"\ud83d\ude00"`,
@@ -26,6 +27,14 @@ func TestScannerStringsAsEncodingJSON(t *testing.T) {
 		}
 		if err != nil || got != want {
 			t.Errorf("%s: got %q, %v; want %q", in, got, err, want)
+		}
+		s = NewScanner([]byte(in))
+		b, err := s.StringBytes()
+		if err == nil {
+			err = s.End()
+		}
+		if err != nil || string(b) != want {
+			t.Errorf("%s: StringBytes got %q, %v; want %q", in, b, err, want)
 		}
 	}
 }

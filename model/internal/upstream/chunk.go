@@ -40,8 +40,7 @@ func (c *Chunk[C]) Decode(s *jsonscan.Scanner, payload []byte, reset func(*C), c
 		reset(&choices[i])
 	}
 	c.Choices, c.Usage = choices[:0], nil
-	var errField []byte
-	var object string
+	var errField, object []byte
 	s.Reset(payload)
 	err := s.Object(func(k []byte) error {
 		var err error
@@ -60,7 +59,9 @@ func (c *Chunk[C]) Decode(s *jsonscan.Scanner, payload []byte, reset func(*C), c
 		case "error":
 			errField, err = s.Raw()
 		case "object":
-			object, err = s.String()
+			// Read only to be compared with "error": every chunk has
+			// one, and a string of it was an allocation per chunk.
+			object, err = s.StringBytes()
 		default:
 			err = s.Skip()
 		}

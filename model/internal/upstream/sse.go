@@ -128,7 +128,8 @@ func sseLine(line []byte, data func([]byte) error, done func() error) (finished 
 // IsErrorObject reports whether a data payload is an error object rather
 // than a chunk: an engine that fails mid-stream sends {"error":{...}}
 // (vLLM, SGLang) or, in older vLLM, {"object":"error","message":...}.
-// errField and object are the payload's decoded "error" and "object".
-func IsErrorObject(errField []byte, object string) bool {
-	return (len(errField) > 0 && !bytes.Equal(errField, []byte("null"))) || object == "error"
+// errField is the payload's "error" as it is written, object the bytes
+// of its "object" string.
+func IsErrorObject(errField, object []byte) bool {
+	return (len(errField) > 0 && !bytes.Equal(errField, []byte("null"))) || string(object) == "error"
 }
