@@ -178,42 +178,43 @@ func (s *Scanner) ArrayRest(elem func() error) error {
 
 // String reads a string; a null is "".
 func (s *Scanner) String() (string, error) {
-	if s.Null() {
-		return "", nil
+	raw, plain, err := s.plainString()
+	if err != nil || plain {
+		return string(raw), err
 	}
-	if s.peek() != '"' {
-		return "", s.syntax("looking for a string")
-	}
-	raw, escaped, err := s.RawString()
-	if err != nil {
-		return "", err
-	}
-	// RawString stops at the closing quote without unescaping; most
-	// tokens hold no escape and are valid UTF-8 (for which unquote would
-	// change nothing), and are copied once.
-	if escaped || !utf8.Valid(raw) {
-		return unquote(raw)
-	}
-	return string(raw), nil
+	return unquote(raw)
 }
 
 // StringBytes reads a string as String does, without a copy when it can:
-// a string with no escape, valid UTF-8, is the input's own bytes (valid as
-// long as the input is); any other is unquoted into new ones. A null is
-// nil. For a value that is only compared, not kept.
+// a plain string (plainString) is the input's own bytes, valid as long as
+// the input is; any other is unquoted into new ones. A null is nil. For a
+// value that is only compared, not kept.
 func (s *Scanner) StringBytes() ([]byte, error) {
-	if s.Null() {
-		return nil, nil
-	}
-	raw, escaped, err := s.RawString()
-	if err != nil {
-		return nil, err
-	}
-	if !escaped && utf8.Valid(raw) {
-		return raw, nil
+	raw, plain, err := s.plainString()
+	if err != nil || plain {
+		return raw, err
 	}
 	v, err := unquote(raw)
 	return []byte(v), err
+}
+
+// plainString consumes a string (or a null: nil, plain) and returns its
+// bytes between the quotes, and whether they are its value as they are.
+// RawString stops at the closing quote without unescaping; most tokens
+// hold no escape and are valid UTF-8, for which unquote would change
+// nothing.
+func (s *Scanner) plainString() (raw []byte, plain bool, err error) {
+	if s.Null() {
+		return nil, true, nil
+	}
+	if s.peek() != '"' {
+		return nil, false, s.syntax("looking for a string")
+	}
+	raw, escaped, err := s.RawString()
+	if err != nil {
+		return nil, false, err
+	}
+	return raw, !escaped && utf8.Valid(raw), nil
 }
 
 // RawString consumes a string, checking it, and returns its bytes
