@@ -61,18 +61,19 @@ func DecodeRequestWith(body []byte, opts DecodeOptions) (*Request, error) {
 }
 
 func decodeRequest(body []byte, opts *DecodeOptions) (*Request, *APIError) {
-	// One pass for a well-formed request of the usual shapes (scanRequest);
-	// encoding/json for any other; only a request that fails is decoded
-	// again, field by field, to name what is wrong with it.
-	if !validText(body) {
-		return nil, diagnose(body)
-	}
+	// One pass for a well-formed request of the usual shapes
+	// (scanRequest, which checks the body's text itself once it has
+	// walked it); encoding/json for any other; only a request that fails
+	// is decoded again, field by field, to name what is wrong with it.
 	var req Request
 	switch err := scanRequest(body, &req, opts); {
 	case err == nil:
 		return &req, nil
 	case err != errNotScanned:
 		return nil, err
+	}
+	if !validText(body) {
+		return nil, diagnose(body)
 	}
 	return decodeValidText(body)
 }

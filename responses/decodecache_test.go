@@ -137,6 +137,11 @@ func TestDecodeCacheToolsRefusedRequestsKeepNothing(t *testing.T) {
 		"text after the body":            tools + `x`,
 		"a bad tool after good ones":     strings.Replace(tools, `]}`, `,{"type":"function","name":"bad","parameters":{"type":}}]}`, 1),
 		"too many input items (a limit)": strings.Replace(tools, `"input":"#say ok"`, `"input":[`+strings.Repeat(`{"role":"user","content":"x"},`, MaxInputItems)+`{"role":"user","content":"x"}]`, 1),
+		// Text that is not valid Unicode is found once the walk is
+		// done: the tools it decoded must not be kept by then.
+		"invalid UTF-8 in a tool":       strings.Replace(tools, `Looks up thing 3.`, "Looks up thing \xff.", 1),
+		"a lone surrogate in a tool":    strings.Replace(tools, `Looks up thing 3.`, `Looks up thing \ud800.`, 1),
+		"invalid UTF-8 after the tools": strings.TrimSuffix(tools, "}") + ",\"instructions\":\"\xfe\"}",
 	} {
 		t.Run(name, func(t *testing.T) {
 			cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 1 << 20})
@@ -152,13 +157,23 @@ func TestDecodeCacheToolsRefusedRequestsKeepNothing(t *testing.T) {
 
 func TestDecodeCacheToolsFailsWhatFollowsAKeptList(t *testing.T) {
 	tools := string(toolsBody(20))
-	cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 1 << 20})
-	decodeWith(t, cache, "", tools)
-	bad := strings.TrimSuffix(tools, "}") + `,"temperature":"hot"}`
-	_, wantErr := DecodeRequest([]byte(bad))
-	_, err := DecodeRequestWith([]byte(bad), DecodeOptions{Cache: cache})
-	if err == nil || wantErr == nil || err.Error() != wantErr.Error() {
-		t.Fatalf("error through the cache %v, without it %v", err, wantErr)
+	// The kept list is not checked again; the text around it is.
+	for name, bad := range map[string]string{
+		"a bad field after it":           strings.TrimSuffix(tools, "}") + `,"temperature":"hot"}`,
+		"invalid UTF-8 after it":         strings.TrimSuffix(tools, "}") + ",\"instructions\":\"\xff\"}",
+		"invalid UTF-8 before it":        strings.Replace(tools, `"model":"m"`, "\"model\":\"m\xc3\"", 1),
+		"a lone surrogate before it":     strings.Replace(tools, `"input":"#say ok"`, `"input":"#say \udc00"`, 1),
+		"a lone surrogate just after it": strings.TrimSuffix(tools, "}") + `,"instructions":"\ud800"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 1 << 20})
+			decodeWith(t, cache, "", tools)
+			_, wantErr := DecodeRequest([]byte(bad))
+			_, err := DecodeRequestWith([]byte(bad), DecodeOptions{Cache: cache})
+			if err == nil || wantErr == nil || err.Error() != wantErr.Error() {
+				t.Fatalf("error through the cache %v, without it %v", err, wantErr)
+			}
+		})
 	}
 }
 
@@ -451,6 +466,9 @@ func TestDecodeCacheInputRefusals(t *testing.T) {
 	for name, tail := range map[string]string{
 		"a bad item after the kept ones":   `{"type":"function_call","call_id":7}`,
 		"text that is not JSON after them": `{"role":"user","content":"x"`,
+		// The kept items are not checked again; the items after them are.
+		"invalid UTF-8 after them":    "{\"role\":\"user\",\"content\":\"\xff\"}",
+		"a lone surrogate after them": `{"role":"user","content":"\ud83d"}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 8 << 20})
@@ -466,6 +484,20 @@ func TestDecodeCacheInputRefusals(t *testing.T) {
 			}
 		})
 	}
+	t.Run("invalid text beside the whole kept input", func(t *testing.T) {
+		cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 8 << 20})
+		body := inputBody(items[:30])
+		decodeWith(t, cache, "", body)
+		bad := strings.Replace(body, `"model":`, "\"instructions\":\"\xff\",\"model\":", 1)
+		if bad == body {
+			t.Fatal("the body has no model to put the text before")
+		}
+		_, wantErr := DecodeRequest([]byte(bad))
+		_, err := DecodeRequestWith([]byte(bad), DecodeOptions{Cache: cache})
+		if err == nil || wantErr == nil || err.Error() != wantErr.Error() {
+			t.Fatalf("error through the cache %v, without it %v", err, wantErr)
+		}
+	})
 	t.Run("too many items", func(t *testing.T) {
 		// Room enough to note the items' ends of a body this long.
 		cache := NewDecodeCache(DecodeCacheOptions{MaxBytes: 1 << 30})

@@ -20,11 +20,12 @@ var errNotScanned = BadRequest("", "not scanned")
 // else, so that every accepted shape and every error stays what
 // encoding/json makes of it (TestScanRequestMatchesEncodingJSON holds it
 // there): a key in another case or with an escape (encoding/json matches
-// those too), a key given twice, a value of an unexpected kind. The body
-// is valid UTF-8 (validText). A limit refused while decoding (too many
-// items) is returned as it is. What opts.Cache holds is taken from it,
-// and the lists it does not hold are added once the whole request is
-// decoded.
+// those too), a key given twice, a value of an unexpected kind, and text
+// that is not valid Unicode (validText), which it checks once the walk is
+// done, but for what it took from opts.Cache (scanner.fromCache). A limit
+// refused while decoding (too many items) is returned as it is, once the
+// text is known to be valid. The lists opts.Cache does not hold are
+// added once the whole request is decoded and checked.
 func scanRequest(body []byte, r *Request, opts *DecodeOptions) *APIError {
 	sc := newScanner(body)
 	sc.opts = opts
@@ -55,7 +56,7 @@ func scanRequest(body []byte, r *Request, opts *DecodeOptions) *APIError {
 		}
 		return err
 	})
-	if err != nil || s.End() != nil {
+	if err != nil || s.End() != nil || !sc.validText() {
 		return errNotScanned
 	}
 	if refused == nil {
@@ -352,6 +353,7 @@ func scanTools(s *scanner, r *Request) error {
 	if cache != nil {
 		if tools, n, ok := cache.tools(s.opts.Scope, s.data[start:]); ok {
 			r.Tools = tools
+			s.takenFromCache(start, start+n)
 			s.js.Seek(start + n)
 			return nil
 		}

@@ -20,8 +20,10 @@ import (
 // calls, and where a request was checked by one walk and decoded by a
 // second. Whatever it does not know it leaves to encoding/json, so that
 // every accepted shape and every error stays exactly what encoding/json
-// makes of it. The text it decodes is valid UTF-8 (its callers check
-// that first): a string without escapes is then its bytes.
+// makes of it. A string without escapes is its bytes: the text is valid
+// UTF-8, checked before the walk (decodeItems) or, for a request, once
+// the walk is done (scanRequest), which refuses a request whose text is
+// not valid whatever was made of it.
 type scanner struct {
 	js   *jsonscan.Scanner
 	data []byte // what js reads
@@ -38,6 +40,39 @@ type scanner struct {
 	// from, and kept how many, for the cache and opts.Memo.
 	earlier *cachedList
 	kept    int
+	// fromCache are the spans of data (at most a tools list and an
+	// input's first items: a request gives each key once, or is left to
+	// encoding/json) that the walk took from opts.Cache instead of
+	// reading them: text checked when it was kept, and the same text
+	// now, which validText need not check again.
+	fromCache  [2]span
+	nFromCache int
+}
+
+// span is the text data[from:to] of a scanner.
+type span struct{ from, to int }
+
+// takenFromCache notes that data[from:to], from a list's '[' to the end
+// of an item or of the list, was taken from the cache.
+func (s *scanner) takenFromCache(from, to int) {
+	s.fromCache[s.nFromCache] = span{from, to}
+	s.nFromCache++
+}
+
+// validText reports whether the text the walk read is valid Unicode
+// (the package's validText): all of data but what it took from the
+// cache. The spans taken were noted as the walk went, so in their order
+// in data; each begins and ends outside any string, so the text on
+// either side of one is whole.
+func (s *scanner) validText() bool {
+	at := 0
+	for _, sp := range s.fromCache[:s.nFromCache] {
+		if !validText(s.data[at:sp.from]) {
+			return false
+		}
+		at = sp.to
+	}
+	return validText(s.data[at:])
 }
 
 // newInput is an input list decoded, to be kept: its text, the offset
@@ -290,6 +325,7 @@ func (s *scanner) items() (items []Item, shared bool, err error) {
 		// text is valid now). Input.Shared tells its reader to copy
 		// before writing; a copy here would cost a long input's
 		// decode more than half its time and its items' memory again.
+		s.takenFromCache(start, start+len(prefix.text))
 		s.js.Seek(start + len(prefix.text))
 		s.earlier, s.kept = prefix, kept
 		cache.found(inputList, foundAll)
@@ -303,6 +339,7 @@ func (s *scanner) items() (items []Item, shared bool, err error) {
 	}
 	items, ok, err := s.itemsAfter(start, prefix, kept, &in.ends)
 	if ok {
+		s.takenFromCache(start, start+prefix.ends[kept-1])
 		s.earlier, s.kept = prefix, kept
 	} else {
 		in.ends = in.ends[:0]
