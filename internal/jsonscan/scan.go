@@ -107,6 +107,15 @@ func (s *Scanner) Object(key func(k []byte) error) error {
 		s.i++
 		return nil
 	}
+	return s.ObjectRest(key)
+}
+
+// ObjectRest reads the rest of an object from where a member begins: just
+// after its opening brace (when it has a member) or after a comma. It
+// calls key for each member that follows, and consumes the closing brace.
+// A caller that knows an object's first members (decoded before, from the
+// same text) starts here, after the comma that follows the last of them.
+func (s *Scanner) ObjectRest(key func(k []byte) error) error {
 	for {
 		if s.peek() != '"' {
 			return s.syntax("looking for an object key")

@@ -279,3 +279,41 @@ func TestScannerArrayRest(t *testing.T) {
 		}
 	}
 }
+
+// TestScannerObjectRest: the rest of an object read from just after a
+// comma is what Object reads of it from there, and its faults are
+// Object's.
+func TestScannerObjectRest(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		after int // offset just past the comma after the first member
+		want  []string
+		fault bool
+	}{
+		{in: `{"a":1,"b":2, "c" : "three" ,"d":{"four":4}}`, after: 7, want: []string{`b=2`, `c="three"`, `d={"four":4}`}},
+		{in: `{"a":1,"b":[]}`, after: 7, want: []string{`b=[]`}},
+		{in: `{"a":1,}`, after: 7, fault: true},
+		{in: `{"a":1,"b"}`, after: 7, fault: true},
+		{in: `{"a":1,"b":2 "c":3}`, after: 7, fault: true},
+		{in: `{"a":1,"b":2`, after: 7, fault: true},
+		{in: `{"a":1,b:2}`, after: 7, fault: true},
+	} {
+		s := NewScanner([]byte(tc.in))
+		s.Seek(tc.after)
+		var got []string
+		err := s.ObjectRest(func(k []byte) error {
+			raw, err := s.Raw()
+			got = append(got, string(k)+"="+string(raw))
+			return err
+		})
+		if tc.fault {
+			if err == nil {
+				t.Errorf("%s: ObjectRest accepted it", tc.in)
+			}
+			continue
+		}
+		if err != nil || strings.Join(got, "|") != strings.Join(tc.want, "|") || s.End() != nil {
+			t.Errorf("%s: got %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
