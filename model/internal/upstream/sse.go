@@ -102,7 +102,11 @@ func grown(buf []byte, keep, n int) []byte {
 
 // sseLine handles one SSE line. It reports finished after [DONE].
 func sseLine(line []byte, data func([]byte) error, done func() error) (finished bool, err error) {
-	line = bytes.TrimRight(line, "\r\n")
+	// bytes.TrimRight(line, "\r\n") by hand: it built its set of bytes
+	// on every call, 5% of a chunk's decoding.
+	for len(line) > 0 && (line[len(line)-1] == '\n' || line[len(line)-1] == '\r') {
+		line = line[:len(line)-1]
+	}
 	switch {
 	case len(line) == 0, line[0] == ':':
 		// Event separator or comment (keep-alive).
