@@ -1,19 +1,19 @@
 package engine
 
 import (
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
-
-	"github.com/loomgate/loom/telemetry"
-	"github.com/loomgate/loom/tenant"
-
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/telemetry"
+	"github.com/loomgate/loom/tenant"
 )
 
 // BackgroundJob is what the job engine carries for a background response:
@@ -63,27 +63,23 @@ func (e *Engine) enqueue(ctx context.Context, r *run) (*responses.Response, erro
 	if err != nil {
 		return nil, err
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.saveTimeout(rec))
 	defer cancel()
-	unavailable := &responses.APIError{Kind: responses.EUnavailable, Type: responses.ErrServer,
-		Message: "the response store is unavailable; try again"}
 	// The conversation is held from now: a second response on it is
 	// refused at once, not when this one starts running.
 	if err := e.claimConversation(ctx, r); err != nil {
 		return nil, err
 	}
 	if err := e.store.SaveResponse(sctx, rec); err != nil {
-		e.log.ErrorContext(ctx, "store queued response", "id", rec.ID, "err", err)
 		e.finishTurn(ctx, r, false)
-		return nil, unavailable
+		return nil, storeUnavailable(fmt.Errorf("store queued response %s: %w", rec.ID, err))
 	}
 	if err := e.opts.Queue.Enqueue(sctx, BackgroundJob{ResponseID: rec.ID, Request: request}); err != nil {
-		e.log.ErrorContext(ctx, "enqueue background response", "id", rec.ID, "err", err)
 		if derr := e.store.DeleteResponse(sctx, rec.ID, rec.Tenant); derr != nil {
 			e.log.ErrorContext(ctx, "delete unqueued response", "id", rec.ID, "err", derr)
 		}
 		e.finishTurn(ctx, r, false)
-		return nil, unavailable
+		return nil, storeUnavailable(fmt.Errorf("enqueue background response %s: %w", rec.ID, err))
 	}
 	e.log.InfoContext(ctx, "response queued", "id", rec.ID, "model", r.req.Model)
 	return r.resp, nil
@@ -228,7 +224,7 @@ func (e *Engine) Cancel(ctx context.Context, id string) (json.RawMessage, error)
 		return rec.Response, nil
 	}
 	if err := e.store.RequestCancel(ctx, id); err != nil {
-		return nil, err
+		return nil, storeFailed(err)
 	}
 	if rec.Status == responses.ResponseQueued {
 		// Cancelled before it ran: its hold on a conversation goes. (Had
@@ -243,7 +239,7 @@ func (e *Engine) Cancel(ctx context.Context, id string) (json.RawMessage, error)
 	for {
 		rec, err = e.store.GetResponse(ctx, id)
 		if err != nil {
-			return nil, err
+			return nil, storeFailed(err)
 		}
 		if finished(rec.Status) {
 			return rec.Response, nil
@@ -294,7 +290,7 @@ func (e *Engine) Follow(ctx context.Context, id string, after int, emit func(jso
 		}
 		events, err := e.store.Events(ctx, id, after)
 		if err != nil {
-			return err
+			return storeFailed(err)
 		}
 		for _, ev := range events {
 			if err := emit(ev); err != nil {

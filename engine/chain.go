@@ -38,7 +38,7 @@ func (e *Engine) history(ctx context.Context, previousID string) ([]responses.It
 		return nil, nil, responses.NotFound("previous_response_id", "previous response %q not found", previousID)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("load response chain of %s: %w", previousID, err)
+		return nil, nil, storeUnavailable(fmt.Errorf("load response chain of %s: %w", previousID, err))
 	}
 	if len(chain) > maxChain {
 		return nil, nil, responses.BadRequest("previous_response_id", "the response chain is longer than %d responses", maxChain)

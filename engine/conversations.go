@@ -36,11 +36,11 @@ func (e *Engine) conversationHistory(ctx context.Context, id string) ([]response
 		return nil, nil, responses.NotFound("conversation", "conversation %q not found", id)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("load conversation %s: %w", id, err)
+		return nil, nil, storeUnavailable(fmt.Errorf("load conversation %s: %w", id, err))
 	}
 	items, _, err := e.store.ConversationItems(ctx, id, Page{})
 	if err != nil {
-		return nil, nil, fmt.Errorf("load conversation %s: %w", id, err)
+		return nil, nil, storeUnavailable(fmt.Errorf("load conversation %s: %w", id, err))
 	}
 	var pending map[string]*pendingCall
 	if conv.LastResponseID != "" {
@@ -57,7 +57,7 @@ func (e *Engine) conversationHistory(ctx context.Context, id string) ([]response
 				pending[p.RequestID] = p
 			}
 		} else if !errors.Is(err, ErrNotFound) {
-			return nil, nil, fmt.Errorf("load conversation %s: %w", id, err)
+			return nil, nil, storeUnavailable(fmt.Errorf("load conversation %s: %w", id, err))
 		}
 	}
 	return items, pending, nil
@@ -77,18 +77,19 @@ func (e *Engine) claimConversation(ctx context.Context, r *run) error {
 	case errors.Is(err, ErrNotFound):
 		return responses.NotFound("conversation", "conversation %q not found", r.conversationID)
 	case err != nil:
-		e.log.ErrorContext(ctx, "claim conversation", "conversation", r.conversationID, "err", err)
-		return &responses.APIError{Kind: responses.EUnavailable, Type: responses.ErrServer, Message: "the response store is unavailable; try again"}
+		return storeUnavailable(fmt.Errorf("claim conversation %s: %w", r.conversationID, err))
 	}
 	return nil
 }
 
 // finishTurn appends the run's input and output to its conversation and
 // releases it, in one transaction. A response that failed or was
-// cancelled adds nothing: the conversation stays as it was before it.
-func (e *Engine) finishTurn(ctx context.Context, r *run, added bool) {
+// cancelled adds nothing: the conversation stays as it was before it. It
+// returns the store's error when the items could not be added (the hold
+// then runs out by itself).
+func (e *Engine) finishTurn(ctx context.Context, r *run, added bool) error {
 	if r.conversationID == "" {
-		return
+		return nil
 	}
 	var items []responses.Item
 	if added {
@@ -101,7 +102,9 @@ func (e *Engine) finishTurn(ctx context.Context, r *run, added bool) {
 	defer cancel()
 	if err := e.store.FinishConversationTurn(sctx, r.conversationID, r.resp.ID, items); err != nil {
 		e.log.ErrorContext(ctx, "append the response to its conversation", "conversation", r.conversationID, "id", r.resp.ID, "err", err)
+		return fmt.Errorf("add response %s to conversation %s: %w", r.resp.ID, r.conversationID, err)
 	}
+	return nil
 }
 
 // releaseConversation lets go of the conversation of a background response
@@ -177,7 +180,7 @@ func (e *Engine) ownConversation(ctx context.Context, id string) (*Conversation,
 	if errors.Is(err, ErrNotFound) || (err == nil && c.Tenant != tenant.From(ctx)) {
 		return nil, conversationNotFound(id)
 	}
-	return c, err
+	return c, storeFailed(err)
 }
 
 // CreateConversation creates a conversation with its first items.
@@ -194,7 +197,7 @@ func (e *Engine) CreateConversation(ctx context.Context, items []responses.Item,
 		c.Metadata = map[string]string{}
 	}
 	if err := e.store.CreateConversation(ctx, c, items); err != nil {
-		return nil, err
+		return nil, storeFailed(err)
 	}
 	return c, nil
 }
@@ -216,7 +219,7 @@ func (e *Engine) UpdateConversation(ctx context.Context, id string, metadata map
 	if errors.Is(err, ErrNotFound) {
 		return nil, conversationNotFound(id)
 	}
-	return c, err
+	return c, storeFailed(err)
 }
 
 // DeleteConversation deletes a conversation and its items; the responses
@@ -229,7 +232,7 @@ func (e *Engine) DeleteConversation(ctx context.Context, id string) error {
 	if errors.Is(err, ErrNotFound) {
 		return conversationNotFound(id)
 	}
-	return err
+	return storeFailed(err)
 }
 
 // AddConversationItems appends items and returns them with their ids.
@@ -245,7 +248,7 @@ func (e *Engine) AddConversationItems(ctx context.Context, id string, items []re
 	if errors.Is(err, ErrNotFound) {
 		return nil, conversationNotFound(id)
 	}
-	return items, err
+	return items, storeFailed(err)
 }
 
 // ConversationItems returns a page of a conversation's items.
@@ -260,7 +263,7 @@ func (e *Engine) ConversationItems(ctx context.Context, id string, page Page) ([
 	case errors.Is(err, ErrUnknownCursor):
 		return nil, false, responses.BadRequest("after", "no item %q in this conversation", page.After)
 	}
-	return items, more, err
+	return items, more, storeFailed(err)
 }
 
 // ConversationItem returns one item of a conversation.
@@ -275,7 +278,7 @@ func (e *Engine) ConversationItem(ctx context.Context, id, itemID string) (respo
 		}
 		return it, responses.NotFound("item_id", "item %q not found in conversation %q", itemID, id)
 	}
-	return it, err
+	return it, storeFailed(err)
 }
 
 // DeleteConversationItem deletes one item and returns the conversation.
@@ -291,7 +294,7 @@ func (e *Engine) DeleteConversationItem(ctx context.Context, id, itemID string) 
 		return nil, responses.NotFound("item_id", "item %q not found in conversation %q", itemID, id)
 	}
 	if err != nil {
-		return nil, err
+		return nil, storeFailed(err)
 	}
 	return e.Conversation(ctx, id)
 }

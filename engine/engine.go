@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -18,6 +19,7 @@ import (
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/telemetry"
+	"github.com/loomgate/loom/tenant"
 	"github.com/loomgate/loom/tools"
 )
 
@@ -99,6 +101,21 @@ type Options struct {
 	// reads its new events when not woken (default CancelPoll; 1s with
 	// a Notifier, as the fallback when a notification is missed).
 	FollowPoll time.Duration
+	// MaxRunning bounds the responses running at once on this engine
+	// (default 1024), and MaxRunningPerTenant those of one tenant
+	// (default 256): past either, Run refuses a response with a 429
+	// (ERateLimited) before loading its history or calling the model.
+	// Queued background responses are not counted until they run;
+	// their job engine's worker count bounds those.
+	MaxRunning          int
+	MaxRunningPerTenant int
+	// QuietResponses logs the line of a response that did not fail at
+	// debug rather than info (a failure's stays at warn).
+	QuietResponses bool
+	// StoreCheck is how often Maintain pings the store (default 2s):
+	// StoreReady turns false at the first failed ping and true again at
+	// the first that succeeds.
+	StoreCheck time.Duration
 }
 
 // Engine runs responses: it resolves the conversation, drives the model
@@ -126,6 +143,11 @@ type Engine struct {
 	// their request's context, end with it.
 	life    context.Context
 	endLife context.CancelFunc
+	// storeDown is set while the store does not answer its pings
+	// (CheckStore).
+	storeDown atomic.Bool
+	// running bounds the responses running at once.
+	running admission
 }
 
 // New returns an Engine over backend and store.
@@ -168,6 +190,16 @@ func New(backend model.Backend, store Store, opts *Options) *Engine {
 	}
 	if e.opts.CancelWait <= 0 {
 		e.opts.CancelWait = 2 * time.Second
+	}
+	if e.opts.MaxRunning <= 0 {
+		e.opts.MaxRunning = defaultMaxRunning
+	}
+	if e.opts.MaxRunningPerTenant <= 0 {
+		e.opts.MaxRunningPerTenant = defaultMaxRunningPerTenant
+	}
+	e.running = admission{max: e.opts.MaxRunning, perTenant: e.opts.MaxRunningPerTenant}
+	if e.opts.StoreCheck <= 0 {
+		e.opts.StoreCheck = 2 * time.Second
 	}
 	if e.opts.FollowPoll <= 0 {
 		e.opts.FollowPoll = e.opts.CancelPoll
@@ -221,6 +253,10 @@ func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(
 	// frame is under a streaming response for as long as it runs.
 	ctx, span := e.startResponseSpan(ctx, req)
 	defer func() { endResponseSpan(span, resp, err) }()
+	if err := e.running.admit(tenant.From(ctx)); err != nil {
+		return nil, err
+	}
+	defer e.running.leave(tenant.From(ctx))
 	r, err := e.prepare(ctx, req, opts, nil)
 	if err != nil {
 		return nil, err
@@ -390,9 +426,10 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 		return nil, err
 	}
 	r := &run{
-		e:    e,
-		req:  req,
-		resp: e.newResponse(req),
+		e:       e,
+		started: time.Now(),
+		req:     req,
+		resp:    e.newResponse(req),
 		// Clipped: the model's conversation (seen) may grow in the
 		// room past the input's end; the stored input must not see it.
 		input:          slices.Clip(input),
@@ -472,7 +509,7 @@ func (e *Engine) execute(ctx context.Context, r *run, opts *RunOptions) (*respon
 		// all the events again: none can land after it.
 		r.appender.close()
 	}
-	e.save(ctx, r, upstreamErr)
+	saveErr := e.save(ctx, r, upstreamErr)
 	if r.appender != nil && e.opts.Notifier != nil {
 		// The last events came with the save: wake the followers.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
@@ -481,30 +518,40 @@ func (e *Engine) execute(ctx context.Context, r *run, opts *RunOptions) (*respon
 		}
 		cancel()
 	}
-	e.finishTurn(ctx, r, true)
+	if err := e.finishTurn(ctx, r, saveErr == nil); saveErr == nil {
+		saveErr = err
+	}
+	if saveErr != nil {
+		// Nothing the client is told may claim what was not stored.
+		upstreamErr = r.failStored(saveErr)
+	}
 	r.deliverFinal()
 	opts.keep(r, r.history)
 	e.logResponse(ctx, r)
 	return r.resp, upstreamErr
 }
 
-// logResponse writes the line that ends a response: at debug for one that
-// completed (a line per request costs more than the rest of a small
-// request's work), at info for an incomplete one, at warn for a failure.
+// logResponse writes the one line that ends a response, so that an
+// operator finds every request by its id or its trace id (the handler
+// adds trace_id from ctx): at info, or at warn for a failure. With
+// Options.QuietResponses a completed or incomplete response logs at debug.
 // Its attributes are built only when the line is written.
 func (e *Engine) logResponse(ctx context.Context, r *run) {
-	level := slog.LevelDebug
+	level := slog.LevelInfo
 	switch {
 	case r.resp.Error != nil:
 		level = slog.LevelWarn
-	case r.resp.IncompleteDetails != nil:
-		level = slog.LevelInfo
+	case e.opts.QuietResponses:
+		level = slog.LevelDebug
 	}
 	if !e.log.Enabled(ctx, level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 8)
-	attrs = append(attrs, slog.String("id", r.resp.ID), slog.String("model", r.req.Model), slog.String("status", r.resp.Status),
+	u := r.usage.total()
+	attrs := make([]slog.Attr, 0, 14)
+	attrs = append(attrs, slog.String("id", r.resp.ID), slog.String("tenant", tenant.From(ctx)), slog.String("model", r.req.Model),
+		slog.String("status", r.resp.Status), slog.Duration("duration", time.Since(r.started)),
+		slog.Int("input_tokens", u.InputTokens), slog.Int("output_tokens", u.OutputTokens),
 		slog.Int("output_items", len(r.resp.Output)), slog.Bool("stream", r.req.Stream), slog.Bool("background", r.background))
 	if r.resp.Error != nil {
 		// What the client was told; the upstream's own words are on the
@@ -522,6 +569,7 @@ func (e *Engine) logResponse(ctx context.Context, r *run) {
 // rounds, a callState).
 type run struct {
 	e       *Engine
+	started time.Time // when the run was prepared, for its log line
 	req     *responses.Request
 	resp    *responses.Response
 	builder *responses.Builder
@@ -633,7 +681,9 @@ func (r *run) record(ev *responses.Event) error {
 			return err
 		}
 		r.keep(ev.Type, b)
-		if r.appender != nil {
+		if r.appender != nil && !ev.Terminal() {
+			// The terminal event is stored by the final save alone: a
+			// follower must not see a response end that was not saved.
 			r.appender.add(b)
 		}
 	}

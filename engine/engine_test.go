@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/loomgate/loom/engine"
@@ -15,14 +16,17 @@ import (
 )
 
 // fakeBackend is a model.Backend scripted by a function field; it records
-// the requests it was sent.
+// the requests it was sent (read them once the runs have ended).
 type fakeBackend struct {
 	stream   func(req *model.Request, emit func(model.Delta) error) error
+	mu       sync.Mutex // responses may run at once
 	requests []*model.Request
 }
 
 func (f *fakeBackend) Stream(ctx context.Context, req *model.Request, emit func(model.Delta) error) error {
+	f.mu.Lock()
 	f.requests = append(f.requests, req)
+	f.mu.Unlock()
 	return f.stream(req, emit)
 }
 

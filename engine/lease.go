@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"time"
 
@@ -81,13 +82,9 @@ func (e *Engine) begin(ctx context.Context, r *run) error {
 	// Registered before the write, so a heartbeat between the two cannot
 	// miss it.
 	e.inflight.add(rec.ID)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
-	defer cancel()
-	if err := e.store.SaveResponse(sctx, rec); err != nil {
+	if err := e.saveRecord(context.WithoutCancel(ctx), rec); err != nil {
 		e.inflight.remove(rec.ID)
-		e.log.ErrorContext(ctx, "store in-progress response", "id", rec.ID, "err", err)
-		return &responses.APIError{Kind: responses.EUnavailable, Type: responses.ErrServer,
-			Message: "the response store is unavailable; try again"}
+		return storeUnavailable(fmt.Errorf("store in-progress response %s: %w", rec.ID, err))
 	}
 	r.leased = true
 	return nil
@@ -104,6 +101,8 @@ func (e *Engine) Maintain(ctx context.Context) {
 	defer heartbeat.Stop()
 	sweep := time.NewTicker(e.opts.Lease / 2)
 	defer sweep.Stop()
+	check := time.NewTicker(e.opts.StoreCheck)
+	defer check.Stop()
 	var retention <-chan time.Time
 	if e.opts.Retention > 0 {
 		t := time.NewTicker(retentionInterval(e.opts.Retention))
@@ -120,9 +119,34 @@ func (e *Engine) Maintain(ctx context.Context) {
 			e.SweepLeases(ctx)
 		case <-retention:
 			e.DeleteExpired(ctx)
+		case <-check.C:
+			e.CheckStore(ctx)
 		}
 	}
 }
+
+// CheckStore pings the store, within StoreCheck, and records whether it
+// answered (StoreReady). Maintain calls it every StoreCheck; it is
+// exported for tests and for programs that schedule upkeep themselves.
+func (e *Engine) CheckStore(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, e.opts.StoreCheck)
+	defer cancel()
+	err := e.store.Ping(pctx)
+	if ctx.Err() != nil {
+		return err // stopping: not the store's fault
+	}
+	switch wasDown := e.storeDown.Swap(err != nil); {
+	case err != nil && !wasDown:
+		e.log.ErrorContext(ctx, "the store does not answer: this replica reports not ready", "err", err)
+	case err == nil && wasDown:
+		e.log.InfoContext(ctx, "the store answers again: this replica reports ready")
+	}
+	return err
+}
+
+// StoreReady reports whether the store answered the last ping of
+// CheckStore (true before the first).
+func (e *Engine) StoreReady() bool { return !e.storeDown.Load() }
 
 // retentionInterval is how often expired responses are deleted: a tenth of
 // the retention, between a second and a minute.

@@ -64,10 +64,16 @@ func replicas(t *testing.T, a, b model.Backend, lease time.Duration) (*engine.En
 // the id from its response.created, and a channel with Run's result.
 func startStream(t *testing.T, e *engine.Engine, body string) (string, <-chan *responses.Response) {
 	t.Helper()
+	return startStreamCtx(t, context.Background(), e, body)
+}
+
+// startStreamCtx is startStream with the request's context (its tenant).
+func startStreamCtx(t *testing.T, ctx context.Context, e *engine.Engine, body string) (string, <-chan *responses.Response) {
+	t.Helper()
 	created := make(chan string, 1)
 	done := make(chan *responses.Response, 1)
 	go func() {
-		resp, _ := e.Run(context.Background(), decodeRequest(t, body), func(ev *responses.Event) error {
+		resp, _ := e.Run(ctx, decodeRequest(t, body), func(ev *responses.Event) error {
 			if ev.Type == responses.EventCreated {
 				created <- ev.Response.ID
 			}
@@ -209,7 +215,6 @@ func TestMaintainFailsDeadReplicaWithinBound(t *testing.T) {
 		}
 		defer db.Close()
 		release := make(chan struct{})
-		defer close(release)
 		a := engine.New(heldBackend(release), db, &engine.Options{Models: []string{"m"}, Lease: lease, Owner: "a"})
 		b := engine.New(nil, db, &engine.Options{Models: []string{"m"}, Lease: lease, Owner: "b", Retention: time.Minute})
 		actx, killA := context.WithCancel(context.Background())
@@ -219,7 +224,9 @@ func TestMaintainFailsDeadReplicaWithinBound(t *testing.T) {
 		upkeep.Go(func() { b.Maintain(bctx) })
 		defer func() { stopB(); upkeep.Wait() }()
 
-		id, _ := startStream(t, a, `{"model":"m","input":"x","stream":true}`)
+		id, done := startStream(t, a, `{"model":"m","input":"x","stream":true}`)
+		// The stream ends before the store closes.
+		defer func() { close(release); <-done }()
 		// Alive, A keeps its lease however long the response runs.
 		time.Sleep(5 * lease)
 		synctest.Wait()

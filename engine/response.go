@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -105,17 +107,21 @@ func (r *run) storeRecord(ctx context.Context) (*Record, error) {
 	return rec, nil
 }
 
-// save stores the response when store is on. A non-streaming response that
-// failed upstream is not stored: its client gets an HTTP error and never
-// learns the id. A background response always is: its client polls it.
-func (e *Engine) save(ctx context.Context, r *run, upstreamErr error) {
+// save stores the response when store is on, and returns the store's
+// error when it could not: the caller then tells the client the response
+// failed, never that it completed. A non-streaming response that failed
+// upstream is not stored: its client gets an HTTP error and never learns
+// the id. A background response always is: its client polls it.
+//
+// A failed save is tried once more after saveRetryPause: a store that
+// lost a connection or restarted usually takes the second write.
+func (e *Engine) save(ctx context.Context, r *run, upstreamErr error) error {
 	if !r.req.StoreEnabled() || (r.sink == nil && !r.background && upstreamErr != nil) {
-		return
+		return nil
 	}
 	rec, err := r.storeRecord(ctx)
 	if err != nil {
-		e.log.ErrorContext(ctx, "encode response for the store", "id", r.resp.ID, "err", err)
-		return
+		return err
 	}
 	rec.Output, rec.Events, rec.Pending = r.resp.Output, r.storedEvents(), encodePending(r.pendingOut)
 	// The request's context may be cancelled (client gone): the response
@@ -126,12 +132,59 @@ func (e *Engine) save(ctx context.Context, r *run, upstreamErr error) {
 			attribute.String("gen_ai.response.id", r.resp.ID), attribute.Int("loom.store.events", len(rec.Events))))
 	}
 	defer span.End()
-	sctx, cancel := context.WithTimeout(sctx, e.opts.StoreTimeout)
-	defer cancel()
-	if err := e.store.SaveResponse(sctx, rec); err != nil {
-		span.SetStatus(codes.Error, "save failed")
-		e.log.ErrorContext(ctx, "store response", "id", r.resp.ID, "err", err)
+	err = e.saveRecord(sctx, rec)
+	if err != nil {
+		e.log.WarnContext(ctx, "store response failed; trying once more", "id", r.resp.ID, "err", err)
+		select {
+		case <-time.After(saveRetryPause):
+		case <-e.life.Done():
+		}
+		err = e.saveRecord(sctx, rec)
 	}
+	if err != nil {
+		span.SetStatus(codes.Error, "save failed")
+		return fmt.Errorf("store response %s: %w", r.resp.ID, err)
+	}
+	return nil
+}
+
+// saveRetryPause is how long a failed save waits before its one retry.
+const saveRetryPause = 500 * time.Millisecond
+
+// saveRecord writes rec within the store timeout, grown by what it writes
+// (saveTimeout).
+func (e *Engine) saveRecord(ctx context.Context, rec *Record) error {
+	ctx, cancel := context.WithTimeout(ctx, e.saveTimeout(rec))
+	defer cancel()
+	return e.store.SaveResponse(ctx, rec)
+}
+
+// saveTimeout bounds one write of rec: the store timeout, and a second
+// more for every 10,000 items or 4 MiB it writes, so that a response as
+// large as the request limits allow is stored on either store rather
+// than timed out (250k items took PostgreSQL past a fixed 10 s).
+func (e *Engine) saveTimeout(rec *Record) time.Duration {
+	n := len(rec.Input) + len(rec.Output) + len(rec.Events)
+	size := len(rec.Response)
+	for _, ev := range rec.Events {
+		size += len(ev)
+	}
+	return e.opts.StoreTimeout + time.Duration(n/10_000+size/(4<<20))*time.Second
+}
+
+// failStored turns a response whose save failed into a failed one: the
+// client is told the response could not be stored (a 503 for JSON, and
+// response.failed in place of the terminal event held back for a stream),
+// never that it completed. It returns the error for the caller; the row,
+// if the response was stored in progress, is failed by the lease sweep.
+func (r *run) failStored(err error) *responses.APIError {
+	apiErr := storeUnavailable(err)
+	r.resp.Status = responses.ResponseFailed
+	r.resp.Error = &responses.ResponseError{Code: apiErr.Code, Message: "the response could not be stored; try again"}
+	if r.final != nil {
+		r.final = &responses.Event{Type: responses.EventFailed, SequenceNumber: r.final.SequenceNumber, Response: r.resp}
+	}
+	return apiErr
 }
 
 // upstreamAPIError maps an upstream failure to what clients see.

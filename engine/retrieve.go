@@ -18,7 +18,7 @@ func (e *Engine) record(ctx context.Context, id string) (*Record, error) {
 		return nil, responses.NotFound("response_id", "response %q not found", id)
 	}
 	if err != nil {
-		return nil, err
+		return nil, storeFailed(err)
 	}
 	return rec, nil
 }
@@ -40,7 +40,7 @@ func (e *Engine) Delete(ctx context.Context, id string) error {
 	if errors.Is(err, ErrNotFound) {
 		return responses.NotFound("response_id", "response %q not found", id)
 	}
-	return err
+	return storeFailed(err)
 }
 
 // InputItems returns a page of a response's input items.
@@ -54,7 +54,7 @@ func (e *Engine) InputItems(ctx context.Context, id string, page Page) ([]respon
 	case errors.Is(err, ErrUnknownCursor):
 		return nil, false, responses.BadRequest("after", "no input item %q in this response", page.After)
 	}
-	return items, more, err
+	return items, more, storeFailed(err)
 }
 
 // Events returns the stored events of a response of the tenant of ctx
@@ -67,5 +67,5 @@ func (e *Engine) Events(ctx context.Context, id string, after int) ([]json.RawMe
 	if errors.Is(err, ErrNotFound) {
 		return nil, responses.NotFound("response_id", "response %q not found", id)
 	}
-	return evs, err
+	return evs, storeFailed(err)
 }

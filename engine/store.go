@@ -79,6 +79,10 @@ type Store interface {
 	CancelRequested(ctx context.Context, id string) (bool, error)
 
 	ConversationStore
+	// Ping reports whether the store can serve requests now (a round trip
+	// to its database): /readyz follows it, so that balancers stop
+	// routing to a replica whose store is unreachable.
+	Ping(ctx context.Context) error
 	Close() error
 }
 

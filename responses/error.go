@@ -28,13 +28,26 @@ type APIError struct {
 	Code    string
 	Param   string
 	Message string
+	// Cause is what went wrong inside, for the server's log: it is never
+	// sent to the client (Unwrap reaches it).
+	Cause error
 }
 
+// Unwrap returns the cause, so that errors.Is and errors.As see through an
+// API error to what produced it.
+func (e *APIError) Unwrap() error { return e.Cause }
+
+// Error is the error for logs: what the client is told, and the cause it
+// is not.
 func (e *APIError) Error() string {
+	s := fmt.Sprintf("%s %s: %s", e.Kind, e.Type, e.Message)
 	if e.Param != "" {
-		return fmt.Sprintf("%s %s: %s (param %s)", e.Kind, e.Type, e.Message, e.Param)
+		s += " (param " + e.Param + ")"
 	}
-	return fmt.Sprintf("%s %s: %s", e.Kind, e.Type, e.Message)
+	if e.Cause != nil {
+		s += ": " + e.Cause.Error()
+	}
+	return s
 }
 
 // MarshalJSON writes the error body, with param and code null when unset

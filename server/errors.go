@@ -21,33 +21,35 @@ const (
 )
 
 // errorShape is what a client sees of an error of one kind: its HTTP
-// status, and the type and code of the body where the error does not
-// bring its own.
+// status, the type and code of the body where the error does not bring its
+// own, and, for a refusal the client should retry, the Retry-After header
+// (seconds).
 type errorShape struct {
-	status int
-	typ    string
-	code   string
+	status     int
+	typ        string
+	code       string
+	retryAfter string
 }
 
 // errorShapes is the one table from an error's kind to its status and
 // body. A domain error's code is a key; so is every *APIError's Kind.
 var errorShapes = map[string]errorShape{
-	responses.EInvalid:        {http.StatusBadRequest, responses.ErrInvalidRequest, ""},
-	responses.EUnsupported:    {http.StatusBadRequest, responses.ErrInvalidRequest, "unsupported_parameter"},
-	responses.ENotFound:       {http.StatusNotFound, responses.ErrNotFound, "not_found"},
-	responses.EConflict:       {http.StatusConflict, responses.ErrInvalidRequest, ""},
-	responses.ERateLimited:    {http.StatusTooManyRequests, responses.ErrRateLimit, "rate_limit_exceeded"},
-	responses.ETimeout:        {http.StatusGatewayTimeout, responses.ErrUpstream, "timeout"},
-	responses.EUpstream:       {http.StatusBadGateway, responses.ErrUpstream, "upstream_error"},
-	responses.EUnavailable:    {http.StatusServiceUnavailable, responses.ErrServer, ""},
-	responses.ENotImplemented: {http.StatusNotImplemented, responses.ErrInvalidRequest, "unsupported"},
-	responses.EInternal:       {http.StatusInternalServerError, responses.ErrServer, ""},
-	kindUnauthenticated:       {http.StatusUnauthorized, responses.ErrInvalidRequest, "invalid_api_key"},
-	kindMethodNotAllowed:      {http.StatusMethodNotAllowed, responses.ErrInvalidRequest, "method_not_allowed"},
-	kindRequestTimeout:        {http.StatusRequestTimeout, responses.ErrInvalidRequest, "request_timeout"},
-	kindTooLarge:              {http.StatusRequestEntityTooLarge, responses.ErrInvalidRequest, "request_too_large"},
-	kindUnsupportedMedia:      {http.StatusUnsupportedMediaType, responses.ErrInvalidRequest, "unsupported_media_type"},
-	kindUpgradeRequired:       {http.StatusUpgradeRequired, responses.ErrInvalidRequest, "upgrade_required"},
+	responses.EInvalid:        {http.StatusBadRequest, responses.ErrInvalidRequest, "", ""},
+	responses.EUnsupported:    {http.StatusBadRequest, responses.ErrInvalidRequest, "unsupported_parameter", ""},
+	responses.ENotFound:       {http.StatusNotFound, responses.ErrNotFound, "not_found", ""},
+	responses.EConflict:       {http.StatusConflict, responses.ErrInvalidRequest, "", ""},
+	responses.ERateLimited:    {http.StatusTooManyRequests, responses.ErrRateLimit, "rate_limit_exceeded", "1"},
+	responses.ETimeout:        {http.StatusGatewayTimeout, responses.ErrUpstream, "timeout", ""},
+	responses.EUpstream:       {http.StatusBadGateway, responses.ErrUpstream, "upstream_error", ""},
+	responses.EUnavailable:    {http.StatusServiceUnavailable, responses.ErrServer, "", "2"},
+	responses.ENotImplemented: {http.StatusNotImplemented, responses.ErrInvalidRequest, "unsupported", ""},
+	responses.EInternal:       {http.StatusInternalServerError, responses.ErrServer, "", ""},
+	kindUnauthenticated:       {http.StatusUnauthorized, responses.ErrInvalidRequest, "invalid_api_key", ""},
+	kindMethodNotAllowed:      {http.StatusMethodNotAllowed, responses.ErrInvalidRequest, "method_not_allowed", ""},
+	kindRequestTimeout:        {http.StatusRequestTimeout, responses.ErrInvalidRequest, "request_timeout", ""},
+	kindTooLarge:              {http.StatusRequestEntityTooLarge, responses.ErrInvalidRequest, "request_too_large", ""},
+	kindUnsupportedMedia:      {http.StatusUnsupportedMediaType, responses.ErrInvalidRequest, "unsupported_media_type", ""},
+	kindUpgradeRequired:       {http.StatusUpgradeRequired, responses.ErrInvalidRequest, "upgrade_required", ""},
 }
 
 // errInternal is what a client sees of a failure whose detail stays in
@@ -85,15 +87,20 @@ func apiError(err error) (int, *responses.APIError) {
 	return shape.status, &responses.APIError{Kind: e.Code, Type: shape.typ, Code: shape.code, Param: e.Param, Message: e.Message}
 }
 
-// writeError writes err as an API error body (apiError).
+// writeError writes err as an API error body (apiError), with Retry-After
+// for a refusal worth retrying. The error itself, cause and all, is kept
+// for the request's log line.
 func writeError(w http.ResponseWriter, err error) {
 	status, apiErr := apiError(err)
 	if sw, ok := w.(*statusWriter); ok {
-		sw.apiErr = apiErr
+		sw.apiErr, sw.err = apiErr, err
 	}
 	body, _ := json.Marshal(apiErr)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if after := errorShapes[apiErr.Kind].retryAfter; after != "" && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", after)
+	}
 	w.WriteHeader(status)
 	w.Write(body)
 	w.Write([]byte("\n"))

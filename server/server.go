@@ -160,6 +160,10 @@ func New(e *engine.Engine, opts *Options) *Server {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
 		}
+		if !s.engine.StoreReady() {
+			http.Error(w, "the store does not answer", http.StatusServiceUnavailable)
+			return
+		}
 		w.Write([]byte("ok\n"))
 	})
 	if s.opts.Metrics != nil && !s.opts.HideMetrics {
@@ -260,6 +264,20 @@ func (s *Server) endRequest(r *http.Request, sw *statusWriter, span trace.Span, 
 		}
 		s.opts.Metrics.observeHTTP(route, sw.status, time.Since(start))
 	}
+	if sw.status >= 500 {
+		// A failure of the server's is never silent: one line, with the
+		// request's trace id (from ctx) and the cause the client was not
+		// told.
+		attrs := []slog.Attr{slog.String("method", r.Method), slog.String("route", routeOf(r)), slog.Int("status", sw.status)}
+		if e := sw.apiErr; e != nil {
+			attrs = append(attrs, slog.String("code", e.Code), slog.String("message", e.Message))
+		}
+		if sw.err != nil {
+			attrs = append(attrs, slog.String("cause", sw.err.Error()))
+		}
+		s.log.LogAttrs(r.Context(), slog.LevelError, "request failed", attrs...)
+		return
+	}
 	if sw.status >= 400 && sw.status < 500 {
 		// A refused request leaves a trace at the default level: what
 		// was wrong, never the body.
@@ -339,6 +357,7 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 	apiErr *responses.APIError
+	err    error // what writeError was given, for a 5xx's log line
 
 	rc           *http.ResponseController
 	writeTimeout time.Duration

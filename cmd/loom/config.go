@@ -100,6 +100,11 @@ type Config struct {
 	WriteTimeout         time.Duration
 	IdleTimeout          time.Duration
 
+	// Admission and the response log line (engine.Options).
+	MaxRunning          int
+	MaxRunningPerTenant int
+	LogResponses        bool
+
 	// Warnings are configuration that works but is likely a mistake; they
 	// are logged once the logger exists.
 	Warnings []string
@@ -187,6 +192,9 @@ func serveFlags(cfg *Config, models, apiKeys *string) *flag.FlagSet {
 	fs.DurationVar(&cfg.BodyReadTimeout, "body-read-timeout", 60*time.Second, "the longest a client may take to send a request body")
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", 60*time.Second, "the longest one write to a client may take (a stream's deadline is extended for each event)")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 120*time.Second, "how long an idle keep-alive connection stays open")
+	fs.IntVar(&cfg.MaxRunning, "max-running", 1024, "the most responses this replica runs at once; past it a request is refused with a 429 and Retry-After (queued background responses count once they run)")
+	fs.IntVar(&cfg.MaxRunningPerTenant, "max-running-per-tenant", 256, "the most responses one tenant runs at once on this replica; past it its requests are refused with a 429 and Retry-After")
+	fs.BoolVar(&cfg.LogResponses, "log-responses", true, "write one info line per finished response (id, tenant, status, duration, tokens, trace id); false: at debug, failures still at warn")
 
 	return fs
 }

@@ -143,6 +143,10 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		Queue:          m.jobs,
 		Notifier:       m.eventNotifier(),
 		TracerProvider: tp,
+
+		MaxRunning:          m.cfg.MaxRunning,
+		MaxRunningPerTenant: m.cfg.MaxRunningPerTenant,
+		QuietResponses:      !m.cfg.LogResponses,
 	})
 	m.cancelRuns = eng.CancelBackground
 	if err := m.jobs.Start(context.WithoutCancel(ctx), eng); err != nil {

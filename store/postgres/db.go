@@ -118,6 +118,14 @@ func (d *DB) Close() error {
 	return nil
 }
 
+// Ping checks that PostgreSQL answers, on a connection of the pool.
+func (d *DB) Ping(ctx context.Context) error {
+	if err := d.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("postgres: ping: %w", err)
+	}
+	return nil
+}
+
 // errNoID is the error of a save of a record without an id.
 var errNoID = errors.New("postgres: save: record has no id")
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/loomgate/loom/engine"
@@ -43,6 +44,9 @@ type DB struct {
 	log *slog.Logger
 	st  statements
 	w   *writer // every write goes through it
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 var _ engine.Store = (*DB)(nil)
@@ -109,11 +113,22 @@ func (d *DB) init(ctx context.Context, path string) error {
 	return nil
 }
 
+// Ping checks that the database answers.
+func (d *DB) Ping(ctx context.Context) error {
+	if err := d.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlite: ping: %w", err)
+	}
+	return nil
+}
+
 // Close releases the database. An in-memory database is gone afterwards.
+// Closing again returns what the first Close did.
 func (d *DB) Close() error {
-	d.w.close()
-	err := d.st.close()
-	return errors.Join(err, d.db.Close())
+	d.closeOnce.Do(func() {
+		d.w.close()
+		d.closeErr = errors.Join(d.st.close(), d.db.Close())
+	})
+	return d.closeErr
 }
 
 // dataSourceName builds the driver DSN. Settings go in the DSN rather than

@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		{"ConversationItemsPaging", testConversationPaging},
 		{"ConversationClaims", testConversationClaims},
 		{"ConversationConcurrentAppends", testConversationConcurrentAppends},
+		{"Ping", testPing},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1077,5 +1078,19 @@ func testConversationConcurrentAppends(t *testing.T, s engine.Store) {
 		if strings.HasSuffix(it.ID, "_q") && (i+1 >= len(items) || items[i+1].ID != strings.TrimSuffix(it.ID, "_q")+"_a") {
 			t.Errorf("batch of %s interleaved", it.ID)
 		}
+	}
+}
+
+// testPing: an open store answers a ping; a closed one does not (the
+// readiness check must see a store that can no longer serve).
+func testPing(t *testing.T, s engine.Store) {
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping of an open store: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := s.Ping(ctx); err == nil {
+		t.Fatal("Ping of a closed store succeeded")
 	}
 }
