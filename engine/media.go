@@ -49,8 +49,10 @@ func newImageFetcher(policy URLPolicy, maxBytes int64) *imageFetcher {
 		Transport: &http.Transport{DialContext: policy.DialContext, ResponseHeaderTimeout: imageFetchTimeout},
 		Timeout:   imageFetchTimeout,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) >= maxImageRedirects {
-				return errors.New("too many redirects")
+			// via holds the requests already sent, the first included:
+			// the n-th redirect is followed with len(via) == n.
+			if len(via) > maxImageRedirects {
+				return fmt.Errorf("it redirected more than %d times", maxImageRedirects)
 			}
 			_, err := policy.CheckURL(req.Context(), req.URL.String())
 			return err

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"image"
 	"image/color"
 	"image/png"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/loomgate/loom/tools/mcp"
@@ -211,4 +214,48 @@ func TestInputFile(t *testing.T) {
 			t.Errorf("pdf: %d %s, want a clear 400 naming file_data", status, b)
 		}
 	})
+}
+
+// TestImageURLRedirects: an image URL is followed through at most 3
+// redirects (each checked by the policy); a fourth is a 400 naming the
+// image_url.
+func TestImageURLRedirects(t *testing.T) {
+	img := testPNG(t)
+	var served atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /hop/{n}", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.PathValue("n"))
+		if n > 0 {
+			http.Redirect(w, r, fmt.Sprintf("/hop/%d", n-1), http.StatusFound)
+			return
+		}
+		served.Add(1)
+		w.Header().Set("Content-Type", "image/png")
+		w.Write(img)
+	})
+	imgSrv := httptest.NewServer(mux)
+	defer imgSrv.Close()
+	allow, _ := mcp.NewPolicy(&mcp.PolicyOptions{Allow: "127.0.0.1"})
+	h := newHarness(t, &harnessOptions{ImageURLPolicy: allow})
+
+	status, b := postPath(t, h, "/responses", map[string]any{"model": "mock-model", "input": imageInput(imgSrv.URL+"/hop/3", "#say A pixel.")})
+	if status != http.StatusOK || served.Load() != 1 {
+		t.Fatalf("3 redirects: %d %s (image served %d times), want the image fetched", status, b, served.Load())
+	}
+	want := "data:image/png;base64," + base64.StdEncoding.EncodeToString(img)
+	if got := upstreamImageURLs(t, h); len(got) != 1 || got[0] != want {
+		t.Errorf("upstream image parts %.80q, want the fetched bytes as a data URL", got)
+	}
+
+	status, b = postPath(t, h, "/responses", map[string]any{"model": "mock-model", "input": imageInput(imgSrv.URL+"/hop/4", "#say no")})
+	var e struct {
+		Error struct{ Param, Message, Type string }
+	}
+	json.Unmarshal(b, &e)
+	if status != http.StatusBadRequest || e.Error.Type != "invalid_request_error" || e.Error.Param != "input[0].content[1].image_url" || !strings.Contains(e.Error.Message, "more than 3") {
+		t.Errorf("4 redirects: %d %s, want a 400 naming the image_url and the redirects", status, b)
+	}
+	if served.Load() != 1 {
+		t.Errorf("the image behind 4 redirects was fetched")
+	}
 }

@@ -37,14 +37,25 @@ type PolicyOptions struct {
 	Dialer Dialer
 }
 
-// Policy decides which MCP server URLs loom may reach, so that a
-// request-supplied server_url cannot turn loom into a proxy to its own
-// network (SSRF). It refuses, unless allowlisted, any host that resolves to
-// a loopback, private (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7),
-// link-local (169.254/16, fe80::/10, which holds the cloud metadata address
-// 169.254.169.254), metadata (fd00:ec2::254), unspecified, multicast,
-// broadcast or otherwise reserved address, and any scheme but http and
-// https.
+// Policy decides which URLs loom may reach on a request's or a model's
+// behalf (MCP server URLs, input_image URLs, web pages), so that a URL it
+// was given cannot turn loom into a proxy to its own network (SSRF). It is
+// loom's one such policy: the engine's image fetcher and the web search
+// fetcher use it too, through tools.URLPolicy. It refuses, unless
+// allowlisted, any host that resolves to a loopback, private (10/8,
+// 172.16/12, 192.168/16, 100.64/10, fc00::/7), link-local (169.254/16,
+// fe80::/10, which holds the cloud metadata address 169.254.169.254),
+// metadata (fd00:ec2::254), unspecified, multicast, broadcast or otherwise
+// reserved address, and any scheme but http and https.
+//
+// An IPv6 address that embeds an IPv4 address, or that a translator turns
+// into one, is judged as that IPv4 address (see embeddedIPv4): IPv4-mapped
+// ::ffff:0:0/96, IPv4-translated ::ffff:0:0:0/96, IPv4-compatible ::/96,
+// NAT64 64:ff9b::/96 and 6to4 2002::/16, so [::127.0.0.1] is loopback and
+// [64:ff9b::a00:1] private. Two such forms are refused whatever they embed
+// (see tunnelPrefixes): local-use NAT64 64:ff9b:1::/48, where the IPv4
+// address sits at a place that depends on the local translator's prefix
+// length, and Teredo 2001::/32, a tunnel through a relay no server needs.
 //
 // The check runs twice: in CheckURL, before anything is sent, so a refusal
 // becomes a clean 400; and in DialContext, on the very address being
@@ -107,8 +118,12 @@ type PolicyError struct {
 	Host string
 	// Addr is the refused address, if the refusal is about one.
 	Addr netip.Addr
+	// IPv4 is the IPv4 address that Addr embeds or translates to, when
+	// that is what was judged (Addr ::127.0.0.1, IPv4 127.0.0.1).
+	IPv4 netip.Addr
 	// Reason says why: "scheme", "url", "loopback", "private", "link-local",
-	// "metadata", "unspecified", "multicast", "reserved", "resolve".
+	// "metadata", "unspecified", "multicast", "reserved", "teredo",
+	// "local-nat64", "resolve".
 	Reason string
 	// Err is the underlying error (a parse or lookup failure), if any.
 	Err error
@@ -123,10 +138,24 @@ func (e *PolicyError) Error() string {
 	case "resolve":
 		return fmt.Sprintf("mcp: server host %q cannot be resolved", e.Host)
 	}
-	if e.Addr.IsValid() && e.Addr.String() != e.Host {
-		return fmt.Sprintf("mcp: server host %q resolves to a %s address (%s), which is not allowed", e.Host, e.Reason, e.Addr)
+	kind := e.Reason
+	switch kind {
+	case "teredo":
+		kind = "Teredo tunnel"
+	case "local-nat64":
+		kind = "local-use NAT64"
 	}
-	return fmt.Sprintf("mcp: server host %q is a %s address, which is not allowed", e.Host, e.Reason)
+	_, err := netip.ParseAddr(normalizeHost(e.Host))
+	literal := err == nil || !e.Addr.IsValid()
+	switch {
+	case e.IPv4.IsValid() && literal:
+		return fmt.Sprintf("mcp: server host %q embeds a %s IPv4 address (%s), which is not allowed", e.Host, kind, e.IPv4)
+	case e.IPv4.IsValid():
+		return fmt.Sprintf("mcp: server host %q resolves to %s, which embeds a %s IPv4 address (%s), which is not allowed", e.Host, e.Addr, kind, e.IPv4)
+	case !literal:
+		return fmt.Sprintf("mcp: server host %q resolves to a %s address (%s), which is not allowed", e.Host, kind, e.Addr)
+	}
+	return fmt.Sprintf("mcp: server host %q is a %s address, which is not allowed", e.Host, kind)
 }
 
 func (e *PolicyError) Unwrap() error { return e.Err }
@@ -199,8 +228,8 @@ func (p *Policy) resolve(ctx context.Context, host string) ([]netip.Addr, error)
 	name := normalizeHost(host)
 	if addr, err := netip.ParseAddr(name); err == nil {
 		addr = addr.Unmap()
-		if reason := p.refused(addr); reason != "" {
-			return nil, &PolicyError{Host: host, Addr: addr, Reason: reason}
+		if v := p.judge(addr); v.reason != "" {
+			return nil, &PolicyError{Host: host, Addr: addr, IPv4: v.ipv4, Reason: v.reason}
 		}
 		return []netip.Addr{addr}, nil
 	}
@@ -219,8 +248,8 @@ func (p *Policy) resolve(ctx context.Context, host string) ([]netip.Addr, error)
 	for _, a := range addrs {
 		a = a.Unmap()
 		if !p.hosts[name] {
-			if reason := p.refused(a); reason != "" {
-				return nil, &PolicyError{Host: host, Addr: a, Reason: reason}
+			if v := p.judge(a); v.reason != "" {
+				return nil, &PolicyError{Host: host, Addr: a, IPv4: v.ipv4, Reason: v.reason}
 			}
 		}
 		out = append(out, a)
@@ -229,7 +258,7 @@ func (p *Policy) resolve(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
 // Allowed reports whether the policy admits a connection to addr.
-func (p *Policy) Allowed(addr netip.Addr) bool { return p.refused(addr.Unmap()) == "" }
+func (p *Policy) Allowed(addr netip.Addr) bool { return p.judge(addr).reason == "" }
 
 var (
 	metadataV4 = netip.MustParseAddr("169.254.169.254")
@@ -245,22 +274,99 @@ var (
 		{netip.MustParsePrefix("198.18.0.0/15"), "reserved"},
 		{netip.MustParsePrefix("240.0.0.0/4"), "reserved"}, // includes broadcast
 	}
-	nat64 = netip.MustParsePrefix("64:ff9b::/96")
+	// IPv6 forms whose last 32 bits are the IPv4 address they reach.
+	lastBitsIPv4Prefixes = []netip.Prefix{
+		netip.MustParsePrefix("::ffff:0:0/96"),   // IPv4-mapped (RFC 4291)
+		netip.MustParsePrefix("::ffff:0:0:0/96"), // IPv4-translated, SIIT (RFC 2765)
+		netip.MustParsePrefix("64:ff9b::/96"),    // NAT64 well-known prefix (RFC 6052)
+		netip.MustParsePrefix("::/96"),           // IPv4-compatible, deprecated (RFC 4291); :: and ::1 excepted
+	}
+	// 6to4 (RFC 3056): 2002:AABB:CCDD::/48 is the site behind the IPv4
+	// address AA.BB.CC.DD, bits 16 to 48.
+	sixToFour = netip.MustParsePrefix("2002::/16")
+	// Forms refused whatever IPv4 address they carry. Local-use NAT64
+	// (RFC 8215) is not globally reachable: it reaches the network's own
+	// translator, and where the IPv4 address sits depends on the prefix
+	// length that translator was given (RFC 6052: /48 to /96), which loom
+	// cannot know, so no one place can be judged. Teredo (RFC 4380) carries
+	// two IPv4 addresses (the server's, bits 32 to 64, and the client's,
+	// the last 32 bits inverted) and goes through a relay; no server loom
+	// fetches from needs it. An operator who does allowlists the prefix.
+	tunnelPrefixes = []struct {
+		pfx    netip.Prefix
+		reason string
+	}{
+		{netip.MustParsePrefix("64:ff9b:1::/48"), "local-nat64"},
+		{netip.MustParsePrefix("2001::/32"), "teredo"},
+	}
 )
 
-// refused returns why addr is refused, or "" if it is admitted.
-func (p *Policy) refused(addr netip.Addr) string {
-	for _, pfx := range p.prefixes {
-		if pfx.Contains(addr) {
-			return ""
+// verdict is the policy's judgement of one address: reason is why it is
+// refused ("" if admitted); ipv4 is the IPv4 address judged in its place
+// when it embeds one.
+type verdict struct {
+	reason string
+	ipv4   netip.Addr
+}
+
+// judge returns the policy's verdict on addr, judging an IPv6 address
+// that embeds an IPv4 address as that IPv4 address.
+func (p *Policy) judge(addr netip.Addr) verdict {
+	// A zone changes which interface a link-local address is reached
+	// through, not what the address is; and prefixes never contain a
+	// zoned address, so leaving it would skip every prefix below.
+	addr = addr.WithZone("")
+	if p.allowlisted(addr) {
+		return verdict{}
+	}
+	if v4, ok := embeddedIPv4(addr); ok {
+		v := p.judge(v4)
+		if v.reason != "" {
+			v.ipv4 = v4
+		}
+		return v
+	}
+	for _, t := range tunnelPrefixes {
+		if t.pfx.Contains(addr) {
+			return verdict{reason: t.reason}
 		}
 	}
-	if nat64.Contains(addr) {
-		// An IPv4 address embedded in the NAT64 prefix reaches that IPv4
-		// address: judge it as such.
-		b := addr.As16()
-		return p.refused(netip.AddrFrom4([4]byte(b[12:])))
+	return verdict{reason: refusedReason(addr)}
+}
+
+func (p *Policy) allowlisted(addr netip.Addr) bool {
+	for _, pfx := range p.prefixes {
+		if pfx.Contains(addr) {
+			return true
+		}
 	}
+	return false
+}
+
+// embeddedIPv4 returns the IPv4 address that the IPv6 address addr
+// reaches, when addr is one of the forms that embed it at a known place
+// (lastBitsIPv4Prefixes, 6to4).
+func embeddedIPv4(addr netip.Addr) (netip.Addr, bool) {
+	if !addr.Is6() || addr.IsLoopback() || addr.IsUnspecified() {
+		// ::1 and :: lie in ::/96 but are IPv6's own loopback and
+		// unspecified addresses, judged as such.
+		return netip.Addr{}, false
+	}
+	b := addr.As16()
+	for _, pfx := range lastBitsIPv4Prefixes {
+		if pfx.Contains(addr) {
+			return netip.AddrFrom4([4]byte(b[12:16])), true
+		}
+	}
+	if sixToFour.Contains(addr) {
+		return netip.AddrFrom4([4]byte(b[2:6])), true
+	}
+	return netip.Addr{}, false
+}
+
+// refusedReason returns why addr, an address that embeds no other, is
+// refused, or "" if it is public.
+func refusedReason(addr netip.Addr) string {
 	switch {
 	case addr == metadataV4 || addr == metadataV6:
 		return "metadata"

@@ -3,8 +3,10 @@ package mcp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -100,7 +102,7 @@ func TestPolicyRefusesInternalAddresses(t *testing.T) {
 		{"172.32.0.1", ""},
 	}
 	for _, tt := range tests {
-		if got := p.refused(netip.MustParseAddr(tt.addr).Unmap()); got != tt.reason {
+		if got := p.judge(netip.MustParseAddr(tt.addr).Unmap()).reason; got != tt.reason {
 			t.Errorf("refused(%s) = %q, want %q", tt.addr, got, tt.reason)
 		}
 	}
@@ -120,6 +122,20 @@ func TestPolicyAllowlist(t *testing.T) {
 		if p.Allowed(netip.MustParseAddr(a)) {
 			t.Errorf("%s allowed, but not allowlisted", a)
 		}
+	}
+	// An embedded IPv4 address is judged as itself, allowlist included;
+	// the forms refused whatever they carry need their own entry.
+	for a, want := range map[string]bool{"::127.0.0.1": true, "64:ff9b::a09:807": true, "2002:7f00:2::1": false, "64:ff9b:1::7f00:1": false} {
+		if got := p.Allowed(netip.MustParseAddr(a)); got != want {
+			t.Errorf("Allowed(%s) = %v, want %v", a, got, want)
+		}
+	}
+	nat, err := NewPolicy(&PolicyOptions{Allow: "64:ff9b:1::/48"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !nat.Allowed(netip.MustParseAddr("64:ff9b:1::5db8:d822")) || nat.Allowed(netip.MustParseAddr("2001:0:4136:e378:8000:63bf:a247:27dd")) {
+		t.Error("an allowlisted local-use NAT64 prefix is refused, or Teredo admitted with it")
 	}
 	if !p.hosts["example.internal"] {
 		t.Errorf("host entry not normalized: %v", p.hosts)
@@ -246,4 +262,138 @@ func TestDialTimeRefusalReachesCaller(t *testing.T) {
 	if n := d.dials.Load(); n != 0 {
 		t.Fatalf("%d dials attempted", n)
 	}
+}
+
+// TestPolicyEmbeddedIPv4 lists every IPv6 form that embeds an IPv4 address
+// or is translated to one, each carrying a loopback, a private, a
+// link-local and a public IPv4 address, and the plain IPv4 and IPv6
+// addresses around them. Each is judged three ways: the address itself,
+// as the literal host of a URL (CheckURL), and as a DNS answer when
+// dialling (DialContext): a refused address is never handed to the
+// dialer, an admitted one is, as resolved.
+func TestPolicyEmbeddedIPv4(t *testing.T) {
+	// The IPv4 addresses embedded, and how each is judged on its own.
+	embedded := []struct{ name, v4, reason string }{
+		{"loopback", "127.0.0.1", "loopback"},
+		{"private", "10.1.2.3", "private"},
+		{"link-local", "169.254.10.20", "link-local"},
+		{"metadata", "169.254.169.254", "metadata"},
+		{"public", "93.184.216.34", ""},
+	}
+	hex32 := func(v4 string, xor uint32) string {
+		b := netip.MustParseAddr(v4).As4()
+		n := (uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])) ^ xor
+		return fmt.Sprintf("%x:%x", n>>16, n&0xffff)
+	}
+	// The forms. judged: the form is judged as the IPv4 address it
+	// carries; otherwise it is refused as reason whatever it carries.
+	forms := []struct {
+		name   string
+		build  func(v4 string) string
+		reason string // "" = judged as the embedded IPv4 address
+	}{
+		{"IPv4-mapped ::ffff:0:0/96", func(v4 string) string { return "::ffff:" + v4 }, ""},
+		{"IPv4-translated ::ffff:0:0:0/96", func(v4 string) string { return "::ffff:0:" + v4 }, ""},
+		{"IPv4-compatible ::/96", func(v4 string) string { return "::" + v4 }, ""},
+		{"NAT64 64:ff9b::/96", func(v4 string) string { return "64:ff9b::" + v4 }, ""},
+		{"6to4 2002::/16", func(v4 string) string { return "2002:" + hex32(v4, 0) + "::1" }, ""},
+		// Local-use NAT64 with the IPv4 address last (a /96 translator
+		// prefix) and after the /48 (a /48 prefix, RFC 6052's layout).
+		{"local NAT64 64:ff9b:1::/48, /96 layout", func(v4 string) string { return "64:ff9b:1::" + v4 }, "local-nat64"},
+		{"local NAT64 64:ff9b:1::/48, /48 layout", func(v4 string) string {
+			b := netip.MustParseAddr(v4).As4()
+			return fmt.Sprintf("64:ff9b:1:%02x%02x:%02x:%02x00::", b[0], b[1], b[2], b[3])
+		}, "local-nat64"},
+		// Teredo: server 65.54.227.120 (public), client the embedded
+		// address, inverted in the last 32 bits; and the embedded address
+		// as the server.
+		{"Teredo 2001::/32, client", func(v4 string) string { return "2001:0:4136:e378:8000:63bf:" + hex32(v4, 0xffffffff) }, "teredo"},
+		{"Teredo 2001::/32, server", func(v4 string) string { return "2001:0:" + hex32(v4, 0) + ":8000:63bf:a2e5:d4dd" }, "teredo"},
+	}
+	type row struct{ name, addr, reason string }
+	var rows []row
+	for _, f := range forms {
+		for _, e := range embedded {
+			want := f.reason
+			if want == "" {
+				want = e.reason
+			}
+			rows = append(rows, row{f.name + " of " + e.name + " " + e.v4, f.build(e.v4), want})
+		}
+	}
+	for _, e := range embedded {
+		rows = append(rows, row{"plain IPv4 " + e.name, e.v4, e.reason})
+	}
+	rows = append(rows,
+		row{"IPv6 loopback, in ::/96 but not IPv4-compatible", "::1", "loopback"},
+		row{"IPv6 unspecified, in ::/96 but not IPv4-compatible", "::", "unspecified"},
+		row{"IPv4-compatible 0.0.0.2", "::2", "unspecified"},
+		row{"IPv6 private", "fd12:3456::1", "private"},
+		row{"IPv6 link-local", "fe80::1", "link-local"},
+		row{"IPv6 link-local with a zone", "fe80::1%eth0", "link-local"},
+		row{"IPv4-compatible loopback with a zone", "::127.0.0.1%eth0", "loopback"},
+		row{"IPv6 metadata", "fd00:ec2::254", "metadata"},
+		row{"IPv6 multicast", "ff02::1", "multicast"},
+		row{"IPv6 public", "2606:4700::1111", ""},
+		row{"IPv6 public next to 6to4", "2003::1", ""},
+		row{"IPv6 public next to Teredo", "2001:4860::8888", ""},
+		row{"IPv6 public next to NAT64", "64:ff9c::a00:1", ""},
+	)
+
+	for _, tt := range rows {
+		t.Run(tt.name, func(t *testing.T) {
+			addr := netip.MustParseAddr(tt.addr)
+			res := &fakeResolver{answers: map[string][][]netip.Addr{"form.example": {{addr}}}}
+			d := &recordingDialer{}
+			p, err := NewPolicy(&PolicyOptions{Resolver: res, Dialer: d})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.judge(addr).reason; got != tt.reason {
+				t.Errorf("judge(%s) = %q, want %q", tt.addr, got, tt.reason)
+			}
+			// The literal, in a URL. A zone is written %25 there.
+			host := "[" + strings.Replace(tt.addr, "%", "%25", 1) + "]"
+			if addr.Is4() {
+				host = tt.addr
+			}
+			_, err = p.CheckURL(context.Background(), "http://"+host+":8080/x")
+			checkVerdict(t, "CheckURL(literal)", err, tt.reason)
+			// A DNS answer, at dial time.
+			_, err = p.DialContext(context.Background(), "tcp", "form.example:8080")
+			if tt.reason == "" {
+				if want := net.JoinHostPort(addr.Unmap().String(), "8080"); len(d.dials) != 1 || d.dials[0] != want {
+					t.Errorf("admitted, but dials %v, want [%s]", d.dials, want)
+				}
+				return
+			}
+			checkVerdict(t, "DialContext(form.example)", err, tt.reason)
+			if len(d.dials) != 0 {
+				t.Errorf("refused, but the dialer was asked for %v", d.dials)
+			}
+		})
+	}
+}
+
+// checkVerdict checks that err is a refusal for reason, or no refusal if
+// reason is "".
+func checkVerdict(t *testing.T, what string, err error, reason string) {
+	t.Helper()
+	var pe *PolicyError
+	switch {
+	case reason == "" && errors.As(err, &pe):
+		t.Errorf("%s refused (%v), want admitted", what, err)
+	case reason != "" && !errors.As(err, &pe):
+		t.Errorf("%s = %v, want a *PolicyError %q", what, err, reason)
+	case reason != "" && (pe.Reason != reason || !strings.Contains(strings.ToLower(pe.Error()), strings.Split(pe.Reason, "-")[0])):
+		t.Errorf("%s reason %q, want %q (%v)", what, pe.Reason, reason, err)
+	}
+}
+
+// recordingDialer records what it is asked to dial and dials nothing.
+type recordingDialer struct{ dials []string }
+
+func (d *recordingDialer) DialContext(_ context.Context, _, address string) (net.Conn, error) {
+	d.dials = append(d.dials, address)
+	return nil, errors.New("recordingDialer: dials nothing")
 }

@@ -24,12 +24,20 @@ type Box struct {
 	// Close can find every process the session left by its uid.
 	ownUID bool
 
+	// tmpDir and shmDir are the host directories, each a tmpfs loom
+	// mounted, that the sandbox sees as /tmp and /dev/shm; "" when bwrap
+	// makes those (loom not root), without an inode limit.
+	tmpDir, shmDir string
+
 	mu     sync.Mutex
 	procs  map[*Process]struct{}
 	closed bool
-	// quota is the size of the work directory's tmpfs, 0 when it is a
-	// plain directory.
-	quota int64
+	// mounted are the tmpfs loom mounted for the Box, until Close
+	// unmounts them.
+	mounted []string
+	// quota and quotaFiles are the size and the inode count of the work
+	// directory's tmpfs, 0 when it is a plain directory.
+	quota, quotaFiles int64
 }
 
 // NewBox creates a Box: a fresh work directory (mode 0700, owned by the
@@ -48,14 +56,29 @@ func (s *Sandbox) NewBox() (*Box, error) {
 	b.dir = filepath.Join(s.opts.WorkDirBase, "s-"+hex.EncodeToString(rnd[:]))
 	err := os.Mkdir(b.dir, 0o700)
 	if err == nil && s.ownUIDs && s.opts.DiskBytes > 0 {
-		err = b.mountQuota(s.opts.DiskBytes)
+		if err = b.mountTmpfs(b.dir, s.opts.DiskBytes); err == nil {
+			b.quota, b.quotaFiles = s.opts.DiskBytes, tmpfsInodes(s.opts.DiskBytes)
+		}
 	}
 	if err == nil && b.ownUID {
 		err = os.Chown(b.dir, int(b.uid), int(b.uid))
 	}
+	if err == nil && s.ownUIDs && s.sandboxed {
+		// bwrap's own tmpfs take no inode limit: as root, loom mounts
+		// /tmp and /dev/shm itself, next to the work directory.
+		b.tmpDir, b.shmDir = b.dir+".tmp", b.dir+".shm"
+		for _, dir := range []string{b.tmpDir, b.shmDir} {
+			if err == nil {
+				err = os.Mkdir(dir, 0o700)
+			}
+			if err == nil {
+				err = b.mountTmpfs(dir, s.opts.TmpBytes)
+			}
+		}
+	}
 	if err != nil {
-		b.unmountQuota()
-		_ = os.RemoveAll(b.dir)
+		b.unmountAll()
+		b.removeDirs()
 		b.releaseUID()
 		return nil, fmt.Errorf("sandbox: creating work directory: %w", err)
 	}
@@ -124,10 +147,10 @@ func (b *Box) Close() error {
 		}
 		reapOrphans(b.uid)
 	}
-	if err := b.unmountQuota(); err != nil {
+	if err := b.unmountAll(); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, removeAll(b.dir))
+	errs = append(errs, b.removeDirs())
 	// A uid with processes left is never handed out again by this loom.
 	if !leftover {
 		b.releaseUID()
@@ -135,31 +158,64 @@ func (b *Box) Close() error {
 	return errors.Join(errs...)
 }
 
-// mountQuota makes the work directory a tmpfs of size bytes, owned by the
-// Box's uid: the work directory's total quota. nosuid and nodev, like the
-// sandbox's other writable mounts.
-func (b *Box) mountQuota(size int64) error {
-	data := fmt.Sprintf("size=%d,mode=0700,uid=%d,gid=%d", size, b.uid, b.uid)
-	if err := syscall.Mount("tmpfs", b.dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, data); err != nil {
-		return fmt.Errorf("sandbox: mounting the work directory's tmpfs (its disk quota): %w", err)
+// Every tmpfs the sandbox mounts has an inode limit as well as a size:
+// an empty file takes no space, so without one a program can create files
+// until the kernel's default limit (half the host's memory pages), each
+// pinning about 1 KiB of kernel memory that no size limit counts (1.5
+// million empty files held 1.5 GB under a 256 MiB quota that read 0 used).
+// A tmpfs of size bytes gets one inode per tmpfsBytesPerInode of it, at
+// least tmpfsMinInodes: 32768 files for the default 256 MiB work directory,
+// 8192 for a 64 MiB /tmp, whose inodes then cost at most about an eighth of
+// the size in kernel memory.
+const (
+	tmpfsBytesPerInode = 8 << 10
+	tmpfsMinInodes     = 1024
+)
+
+// tmpfsInodes is the inode limit of a tmpfs of size bytes.
+func tmpfsInodes(size int64) int64 { return max(size/tmpfsBytesPerInode, tmpfsMinInodes) }
+
+// mountTmpfs mounts a tmpfs of size bytes (no limit if size is negative)
+// on dir, owned by the Box's uid, with its inode limit. nosuid and nodev,
+// like the sandbox's other writable mounts.
+func (b *Box) mountTmpfs(dir string, size int64) error {
+	data := fmt.Sprintf("mode=0700,uid=%d,gid=%d", b.uid, b.uid)
+	if size > 0 {
+		data += fmt.Sprintf(",size=%d,nr_inodes=%d", size, tmpfsInodes(size))
 	}
-	b.quota = size
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, data); err != nil {
+		return fmt.Errorf("sandbox: mounting a tmpfs on %s: %w", dir, err)
+	}
+	b.mu.Lock()
+	b.mounted = append(b.mounted, dir)
+	b.mu.Unlock()
 	return nil
 }
 
-// unmountQuota detaches the work directory's tmpfs, if mounted; its
-// memory is freed once the last process holding it is gone.
-func (b *Box) unmountQuota() error {
+// unmountAll detaches the tmpfs loom mounted for the Box; their memory is
+// freed once the last process holding them is gone.
+func (b *Box) unmountAll() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.quota == 0 {
-		return nil
+	var errs []error
+	for _, dir := range b.mounted {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			errs = append(errs, fmt.Errorf("sandbox: unmounting %s: %w", dir, err))
+		}
 	}
-	if err := syscall.Unmount(b.dir, syscall.MNT_DETACH); err != nil {
-		return fmt.Errorf("sandbox: unmounting the work directory: %w", err)
+	b.mounted, b.quota, b.quotaFiles = nil, 0, 0
+	return errors.Join(errs...)
+}
+
+// removeDirs removes the work directory and the Box's /tmp and /dev/shm.
+func (b *Box) removeDirs() error {
+	errs := []error{removeAll(b.dir)}
+	for _, dir := range []string{b.tmpDir, b.shmDir} {
+		if dir != "" {
+			errs = append(errs, removeAll(dir))
+		}
 	}
-	b.quota = 0
-	return nil
+	return errors.Join(errs...)
 }
 
 // DiskQuota is the work directory's size limit in bytes, 0 when there is
@@ -170,23 +226,40 @@ func (b *Box) DiskQuota() int64 {
 	return b.quota
 }
 
-// DiskFull reports whether the work directory's quota is (nearly) used
-// up, so a tool can tell the model why its writes failed.
-func (b *Box) DiskFull() bool {
+// DiskFiles is the number of files and directories the work directory
+// may hold (its tmpfs's inodes, the root included), 0 when there is no
+// quota.
+func (b *Box) DiskFiles() int64 {
 	b.mu.Lock()
-	quota := b.quota
+	defer b.mu.Unlock()
+	return b.quotaFiles
+}
+
+// DiskFull reports whether the work directory's quota, in bytes or in
+// files, is (nearly) used up, so a tool can tell the model why its writes
+// failed.
+func (b *Box) DiskFull() bool {
+	bytesFull, filesFull := b.diskFull()
+	return bytesFull || filesFull
+}
+
+// diskFull reports which of the work directory's quotas is (nearly) used
+// up: less than one block or one inode left, or under 1% of either, so
+// that the next write of any size, or the next file, fails.
+func (b *Box) diskFull() (bytesFull, filesFull bool) {
+	b.mu.Lock()
+	quota, files := b.quota, b.quotaFiles
 	b.mu.Unlock()
 	if quota == 0 {
-		return false
+		return false, false
 	}
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(b.dir, &st); err != nil {
-		return false
+		return false, false
 	}
-	// Less than one block left, or under 1% of the quota: the next
-	// write of any size fails.
 	free := int64(st.Bavail) * int64(st.Bsize)
-	return free < int64(st.Bsize) || free < quota/100
+	freeFiles := int64(st.Ffree)
+	return free < int64(st.Bsize) || free < quota/100, freeFiles < 1 || freeFiles < files/100
 }
 
 func (b *Box) releaseUID() {

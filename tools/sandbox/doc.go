@@ -17,7 +17,7 @@
 //     /lib links) and nothing else of the host: not /home, /root, /work, other
 //     sessions' work directories or loom's files; writable are only its work
 //     directory (mounted at /mnt/data) and size-capped tmpfs /tmp and
-//     /dev/shm;
+//     /dev/shm (/dev itself, a tmpfs of bwrap's, is read-only);
 //   - its own PID, IPC, UTS, cgroup and user namespaces, no capabilities, no
 //     further user namespaces; it dies with loom (bwrap --die-with-parent and
 //     Pdeathsig);
@@ -30,15 +30,19 @@
 //     (RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE), processes per session
 //     (RLIMIT_NPROC, only with a uid of its own), the work directory's total
 //     size (as root, the directory is a tmpfs of Options.DiskBytes: writes
-//     past it fail with ENOSPC, Box.DiskFull reports it), and the output the
-//     caller keeps (OutputCap).
+//     past it fail with ENOSPC, Box.DiskFull reports it), the files each
+//     tmpfs may hold (as root, every tmpfs loom mounts, the work directory,
+//     /tmp and /dev/shm, has one inode per 8 KiB of its size, so that empty
+//     files cannot pin unbounded kernel memory), and the output the caller
+//     keeps (OutputCap).
 //
 // What is not isolated: the kernel is shared (a kernel bug is an escape;
 // there is no seccomp filter); world-readable files under the read-only
 // directories can be read; RLIMIT_AS is per process, so a session's total
 // memory can reach MaxProcesses x MemoryBytes (use a cgroup to bound the
 // total); as another user than root the work directory lives on the host's
-// disk and its total size is not bounded (only each file's), and as root
+// disk and its total size is not bounded (only each file's), and /tmp and
+// /dev/shm are bwrap's tmpfs, capped in size but not in inodes; as root
 // its tmpfs counts against the host's memory; CPU time is bounded per process, not per
 // session. Without bubblewrap (Options.AllowUnsandboxed) none of the
 // namespace isolation applies: the code runs as a host process with network

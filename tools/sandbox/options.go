@@ -67,14 +67,19 @@ type Options struct {
 	// Default 256 MiB.
 	MaxFileBytes int64
 	// TmpBytes is the size of each of the sandbox's tmpfs mounts (/tmp,
-	// /dev/shm), which live in memory. Default 64 MiB.
+	// /dev/shm), which live in memory. As root loom mounts them, with one
+	// inode per 8 KiB of this size (at least 1024), like the work
+	// directory; as another user bwrap does, with no inode limit.
+	// Default 64 MiB.
 	TmpBytes int64
 	// DiskBytes is the total a session may store in its work directory:
 	// the directory is a tmpfs of this size (so it lives in memory, and
 	// counts against the host's RAM and swap as it fills), and past it
-	// writes fail with ENOSPC inside the sandbox. Mounting needs root; as
+	// writes fail with ENOSPC inside the sandbox. It holds one file or
+	// directory per 8 KiB of this size (at least 1024): empty files take
+	// no space but each pins kernel memory. Mounting needs root; as
 	// another user there is no quota (only MaxFileBytes per file) and New
-	// logs a warning. Default 256 MiB.
+	// logs a warning. Default 256 MiB (32768 files).
 	DiskBytes int64
 
 	// UIDBase and UIDCount are the range of uids given to sessions when

@@ -13,11 +13,15 @@ func TruncationNotice(limit int) string {
 }
 
 // DiskFullNotice tells the model why its writes fail: the work
-// directory's quota is used up. Tools append it to a call's output when
-// Box.DiskFull reports it.
+// directory's quota, in bytes or in files, is used up. Tools append it to
+// a call's output when Box.DiskFull reports it.
 func DiskFullNotice(b *Box) string {
-	return fmt.Sprintf("\n[the work directory %s is full: its disk quota of %d bytes is used up, so writes there fail with \"No space left on device\"; delete files to free space]",
-		b.WorkDir(), b.DiskQuota())
+	what := fmt.Sprintf("its disk quota of %d bytes is used up", b.DiskQuota())
+	if _, filesFull := b.diskFull(); filesFull {
+		what = fmt.Sprintf("it holds as many files and directories as it may (%d)", b.DiskFiles())
+	}
+	return fmt.Sprintf("\n[the work directory %s is full: %s, so writes there fail with \"No space left on device\"; delete files to free space]",
+		b.WorkDir(), what)
 }
 
 // OutputCap is a byte budget shared by the buffers it hands out: a

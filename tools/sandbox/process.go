@@ -197,14 +197,25 @@ func (s *Sandbox) bwrapArgs(b *Box, env []string) []string {
 	}
 	args = append(args, s.mounts...)
 	args = append(args, "--dev", "/dev", "--proc", "/proc")
-	for _, dir := range []string{"/tmp", "/dev/shm"} {
-		if o.TmpBytes > 0 {
-			args = append(args, "--size", strconv.FormatInt(o.TmpBytes, 10))
+	if b.tmpDir != "" {
+		// loom's own tmpfs, with an inode limit (Box.mountTmpfs).
+		args = append(args, "--bind", b.tmpDir, "/tmp", "--bind", b.shmDir, "/dev/shm")
+	} else {
+		// bwrap's, size-capped; bwrap sets no inode limit.
+		for _, dir := range []string{"/tmp", "/dev/shm"} {
+			if o.TmpBytes > 0 {
+				args = append(args, "--size", strconv.FormatInt(o.TmpBytes, 10))
+			}
+			args = append(args, "--tmpfs", dir)
 		}
-		args = append(args, "--tmpfs", dir)
 	}
 	args = append(args,
 		"--bind", b.dir, o.MountPoint,
+		// The tmpfs bwrap builds /dev on has neither a size nor an inode
+		// limit: read-only, once /dev/shm is on it. Not recursive: the
+		// device nodes, /dev/pts and /dev/shm are mounts of their own and
+		// stay writable.
+		"--remount-ro", "/dev",
 		// Last: the root tmpfs bwrap built the tree on becomes read-only,
 		// so nothing but the mounts above is writable.
 		"--remount-ro", "/",

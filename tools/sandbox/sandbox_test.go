@@ -443,6 +443,31 @@ func TestDiesWithLoom(t *testing.T) {
 	}
 	// Exited processes of the uid may still wait to be reaped.
 	waitFor(t, func() bool { return len(UIDPIDs(uid)) == 0 })
+	// The dead loom's tmpfs (the box's /tmp and /dev/shm) are still
+	// mounted; the next loom on the same base unmounts them.
+	if n := mountsUnder(t, base); n == 0 {
+		t.Error("the killed helper left no tmpfs mounted: nothing to check the cleanup on")
+	}
+	newSandbox(t, &Options{WorkDirBase: base})
+	if n := mountsUnder(t, base); n != 0 {
+		t.Errorf("%d mounts left under %s after the next loom started", n, base)
+	}
+}
+
+// mountsUnder counts the mounts below dir.
+func mountsUnder(t *testing.T, dir string) int {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for line := range strings.Lines(string(data)) {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			n++
+		}
+	}
+	return n
 }
 
 // TestHelperLoom is TestDiesWithLoom's stand-in for loom; it does nothing
@@ -452,7 +477,8 @@ func TestHelperLoom(t *testing.T) {
 	if base == "" {
 		return
 	}
-	// No quota tmpfs: this loom is killed, and its mount would outlive it.
+	// No quota tmpfs on the work directory (its /tmp and /dev/shm are
+	// tmpfs all the same): this loom is killed, and its mounts outlive it.
 	s, err := New(&Options{WorkDirBase: base, DiskBytes: -1, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -499,7 +525,8 @@ func TestHelperReaper(t *testing.T) {
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
 		t.Fatal(errno)
 	}
-	// No quota tmpfs: this loom is killed, and its mount would outlive it.
+	// No quota tmpfs on the work directory (its /tmp and /dev/shm are
+	// tmpfs all the same): this loom is killed, and its mounts outlive it.
 	s, err := New(&Options{WorkDirBase: base, DiskBytes: -1, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
