@@ -15,6 +15,17 @@ const (
 	defaultMaxRunningPerTenant = 256
 )
 
+// Default bounds on the history a continuation loads
+// (Options.MaxHistoryItems, Options.MaxHistoryBytes): past them a request
+// of a hundred bytes made the server decode half a million items (4-6
+// CPU-seconds, 0.9 GB). 64 MiB is twice the largest request body by
+// default: a conversation may outgrow what one request can send, up to a
+// point.
+const (
+	defaultMaxHistoryItems = 100_000
+	defaultMaxHistoryBytes = 64 << 20
+)
+
 // admission counts the responses running at once, in all and by tenant,
 // and refuses one past either bound. A refusal costs nothing: it comes
 // before the request's history is loaded or the model is called.

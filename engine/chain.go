@@ -20,9 +20,25 @@ const maxChain = 1000
 // and the calls of the chain waiting for the client's input, by the id of
 // the mcp_input_request that asks.
 func (e *Engine) history(ctx context.Context, previousID string) ([]responses.Item, map[string]*pendingCall, error) {
+	// What the chain holds is measured before it is read: a request of
+	// a hundred bytes must not make the server load a history past its
+	// bounds. One record more than the bound tells a chain that is too
+	// long.
+	size, err := e.store.ChainSize(ctx, previousID, maxChain+1)
+	if errors.Is(err, ErrNotFound) || err == nil && size.Tenant != tenant.From(ctx) {
+		return nil, nil, responses.NotFound("previous_response_id", "previous response %q not found", previousID)
+	}
+	if err != nil {
+		return nil, nil, storeUnavailable(err)
+	}
+	if size.Responses > maxChain {
+		return nil, nil, responses.BadRequest("previous_response_id", "the response chain is longer than %d responses", maxChain)
+	}
+	if err := e.checkHistorySize("previous_response_id", size); err != nil {
+		return nil, nil, err
+	}
 	// One read for the whole chain, however long: the store follows
-	// the links itself. One record more than the bound tells a chain
-	// that is too long.
+	// the links itself.
 	chain, err := e.store.Chain(ctx, previousID, maxChain+1)
 	if err == nil {
 		// Only the tenant's own responses can be continued (with their
@@ -67,6 +83,17 @@ func (e *Engine) history(ctx context.Context, previousID string) ([]responses.It
 		items = dropOrphanOutputs(items)
 	}
 	return items, pending, nil
+}
+
+// checkHistorySize refuses a continuation whose stored history is past
+// Options.MaxHistoryItems or MaxHistoryBytes, with a 400 naming param
+// (previous_response_id or conversation), before it is loaded.
+func (e *Engine) checkHistorySize(param string, size Size) error {
+	if size.Items > e.opts.MaxHistoryItems || size.Bytes > e.opts.MaxHistoryBytes {
+		return responses.BadRequest(param, "the conversation this request continues holds %d items (%d bytes), more than this server loads "+
+			"(%d items, %d bytes): compact it (POST /v1/responses/compact) or start a new one", size.Items, size.Bytes, e.opts.MaxHistoryItems, e.opts.MaxHistoryBytes)
+	}
+	return nil
 }
 
 // dropOrphanOutputs removes tool results whose call is no longer in the

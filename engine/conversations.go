@@ -38,6 +38,14 @@ func (e *Engine) conversationHistory(ctx context.Context, id string) ([]response
 	if err != nil {
 		return nil, nil, storeUnavailable(fmt.Errorf("load conversation %s: %w", id, err))
 	}
+	// Measured before it is read, as a chain is (history).
+	size, err := e.store.ConversationSize(ctx, id)
+	if err != nil {
+		return nil, nil, storeUnavailable(fmt.Errorf("size of conversation %s: %w", id, err))
+	}
+	if err := e.checkHistorySize("conversation", size); err != nil {
+		return nil, nil, err
+	}
 	items, _, err := e.store.ConversationItems(ctx, id, Page{})
 	if err != nil {
 		return nil, nil, storeUnavailable(fmt.Errorf("load conversation %s: %w", id, err))

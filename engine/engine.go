@@ -109,6 +109,13 @@ type Options struct {
 	// their job engine's worker count bounds those.
 	MaxRunning          int
 	MaxRunningPerTenant int
+	// MaxHistoryItems and MaxHistoryBytes bound the stored history a
+	// continuation (previous_response_id, conversation) may load: its
+	// items and their bytes as stored (defaults 100,000 and 64 MiB).
+	// Past either the request is refused with a 400 naming the parameter,
+	// measured before anything is loaded (Store.ChainSize).
+	MaxHistoryItems int
+	MaxHistoryBytes int64
 	// QuietResponses logs the line of a response that did not fail at
 	// debug rather than info (a failure's stays at warn).
 	QuietResponses bool
@@ -190,6 +197,12 @@ func New(backend model.Backend, store Store, opts *Options) *Engine {
 	}
 	if e.opts.CancelWait <= 0 {
 		e.opts.CancelWait = 2 * time.Second
+	}
+	if e.opts.MaxHistoryItems <= 0 {
+		e.opts.MaxHistoryItems = defaultMaxHistoryItems
+	}
+	if e.opts.MaxHistoryBytes <= 0 {
+		e.opts.MaxHistoryBytes = defaultMaxHistoryBytes
 	}
 	if e.opts.MaxRunning <= 0 {
 		e.opts.MaxRunning = defaultMaxRunning

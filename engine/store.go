@@ -41,6 +41,12 @@ type Store interface {
 	// with it. ErrNotFound if absent or another tenant's (then nothing is
 	// removed): the ownership check and the delete are one write.
 	DeleteResponse(ctx context.Context, id, tenant string) error
+	// ChainSize returns how much Chain(id, limit) would load -- its
+	// responses, their items and the items' stored bytes -- and the
+	// tenant that owns id, without reading the items (a count and a sum
+	// of lengths), so that a continuation past the history bounds is
+	// refused before it is loaded. ErrNotFound if id is absent.
+	ChainSize(ctx context.Context, id string, limit int) (Size, error)
 	// ListInputItems pages through the input items of a response of
 	// tenant. ErrNotFound if the response is absent or another tenant's,
 	// ErrUnknownCursor if Page.After names no input item of it.
@@ -117,6 +123,9 @@ type ConversationStore interface {
 	// DeleteConversationItem removes one item; ErrNotFound if either is
 	// absent.
 	DeleteConversationItem(ctx context.Context, id, itemID string) error
+	// ConversationSize returns how many items conversation id holds and
+	// their stored bytes, and its tenant, without reading the items.
+	ConversationSize(ctx context.Context, id string) (Size, error)
 	// ClaimConversation lets response responseID run on the conversation
 	// until until: it succeeds when no response holds it, when the hold
 	// ran out before now (its replica died), or when responseID holds it
@@ -128,6 +137,15 @@ type ConversationStore interface {
 	// conversation's last response when items were added. A hold that
 	// is no longer responseID's is left as it is.
 	FinishConversationTurn(ctx context.Context, id, responseID string, items []responses.Item) error
+}
+
+// Size is how much a stored conversation holds (Store.ChainSize,
+// Store.ConversationSize), and who owns it.
+type Size struct {
+	Responses int   // the responses of a chain (0 for a conversation)
+	Items     int   // their input and output items
+	Bytes     int64 // the items' length as stored (compact JSON)
+	Tenant    string
 }
 
 // Conversation is a stored conversation, without its items.

@@ -103,6 +103,8 @@ type Config struct {
 	// Admission and the response log line (engine.Options).
 	MaxRunning          int
 	MaxRunningPerTenant int
+	MaxHistoryItems     int
+	MaxHistoryBytes     int64
 	LogResponses        bool
 
 	// Warnings are configuration that works but is likely a mistake; they
@@ -194,6 +196,8 @@ func serveFlags(cfg *Config, models, apiKeys *string) *flag.FlagSet {
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 120*time.Second, "how long an idle keep-alive connection stays open")
 	fs.IntVar(&cfg.MaxRunning, "max-running", 1024, "the most responses this replica runs at once; past it a request is refused with a 429 and Retry-After (queued background responses count once they run)")
 	fs.IntVar(&cfg.MaxRunningPerTenant, "max-running-per-tenant", 256, "the most responses one tenant runs at once on this replica; past it its requests are refused with a 429 and Retry-After")
+	fs.IntVar(&cfg.MaxHistoryItems, "max-history-items", 100_000, "the most stored items a continuation (previous_response_id, conversation) may load; past it the request is a 400 naming the parameter, decided before loading")
+	fs.Int64Var(&cfg.MaxHistoryBytes, "max-history-bytes", 64<<20, "the most bytes of stored items a continuation may load; past it the request is a 400 naming the parameter, decided before loading")
 	fs.BoolVar(&cfg.LogResponses, "log-responses", true, "write one info line per finished response (id, tenant, status, duration, tokens, trace id); false: at debug, failures still at warn")
 
 	return fs
@@ -328,6 +332,10 @@ func (c *Config) checkRanges() error {
 		{"tool-max-output", int64(c.ToolMaxOutput)},
 		{"tool-disk-bytes", c.ToolDiskBytes},
 		{"web-fetch-max-bytes", c.WebFetchMaxBytes},
+		{"max-running", int64(c.MaxRunning)},
+		{"max-running-per-tenant", int64(c.MaxRunningPerTenant)},
+		{"max-history-items", int64(c.MaxHistoryItems)},
+		{"max-history-bytes", c.MaxHistoryBytes},
 	}
 	for _, p := range positive {
 		if p.v < 1 {

@@ -146,6 +146,8 @@ func (m *Main) Open(ctx context.Context) (err error) {
 
 		MaxRunning:          m.cfg.MaxRunning,
 		MaxRunningPerTenant: m.cfg.MaxRunningPerTenant,
+		MaxHistoryItems:     m.cfg.MaxHistoryItems,
+		MaxHistoryBytes:     m.cfg.MaxHistoryBytes,
 		QuietResponses:      !m.cfg.LogResponses,
 	})
 	m.cancelRuns = eng.CancelBackground

@@ -37,6 +37,7 @@ const (
 type DB struct {
 	conversations
 	events
+	sizes
 	pool *pgxpool.Pool
 	log  *slog.Logger
 }

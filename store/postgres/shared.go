@@ -15,6 +15,7 @@ import (
 type (
 	conversations = records.Conversations
 	events        = records.Events
+	sizes         = records.Sizes
 )
 
 // share sets up the shared methods on this pool. Conversation writes run
@@ -37,6 +38,7 @@ func (d *DB) share() {
 				func(tx pgx.Tx) error { return fn(querier{tx}) })
 		},
 	}
+	d.sizes = sizes{Name: "postgres", DB: querier{d.pool}}
 	d.events = events{
 		Name: "postgres",
 		Append: func(ctx context.Context, id, joined string) error {

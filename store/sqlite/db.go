@@ -40,6 +40,7 @@ type Options struct {
 type DB struct {
 	conversations
 	events
+	sizes
 	db  *sql.DB
 	log *slog.Logger
 	st  statements

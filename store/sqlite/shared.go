@@ -12,6 +12,7 @@ import (
 type (
 	conversations = records.Conversations
 	events        = records.Events
+	sizes         = records.Sizes
 )
 
 // share sets up the shared methods on this database. Writes go through
@@ -36,6 +37,7 @@ func (d *DB) share() {
 			})
 		},
 	}
+	d.sizes = sizes{Name: "sqlite", DB: dbQuerier{querier{d.db}}}
 	d.events = events{
 		Name: "sqlite",
 		Append: func(ctx context.Context, id, joined string) error {

@@ -45,6 +45,7 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		{"ConversationClaims", testConversationClaims},
 		{"ConversationConcurrentAppends", testConversationConcurrentAppends},
 		{"Ping", testPing},
+		{"Sizes", testSizes},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1092,5 +1093,63 @@ func testPing(t *testing.T, s engine.Store) {
 	}
 	if err := s.Ping(ctx); err == nil {
 		t.Fatal("Ping of a closed store succeeded")
+	}
+}
+
+// testSizes: ChainSize and ConversationSize count what Chain and
+// ConversationItems would load, and the bytes of the items as stored
+// (text k bytes longer is k bytes more), with the owner; an absent id is
+// ErrNotFound.
+func testSizes(t *testing.T, s engine.Store) {
+	chain := saveChain(t, s, 4)
+	perRecord := len(chain[0].Input) + len(chain[0].Output)
+	got, err := s.ChainSize(ctx, "resp_3", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Responses != 4 || got.Items != 4*perRecord || got.Tenant != owner("resp_3") || got.Bytes <= 0 {
+		t.Fatalf("ChainSize of 4 records of %d items: %+v", perRecord, got)
+	}
+	// The limit bounds the walk, as Chain's.
+	if lim, err := s.ChainSize(ctx, "resp_3", 2); err != nil || lim.Responses != 2 || lim.Items != 2*perRecord {
+		t.Errorf("ChainSize with limit 2: %+v, %v", lim, err)
+	}
+	// 1000 more bytes of text in one item of the chain: 1000 more bytes.
+	longer := record("resp_3", "resp_2")
+	longer.Input[0].Content[0].Text += strings.Repeat("x", 1000)
+	save(t, s, longer)
+	if g, err := s.ChainSize(ctx, "resp_3", 100); err != nil || g.Bytes != got.Bytes+1000 || g.Items != got.Items {
+		t.Errorf("ChainSize after 1000 bytes more text: %+v (before %+v), %v", g, got, err)
+	}
+	if _, err := s.ChainSize(ctx, "resp_missing", 100); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("ChainSize of an absent response: %v, want ErrNotFound", err)
+	}
+
+	c := &engine.Conversation{ID: "conv_size", CreatedAt: 1, Tenant: "acme"}
+	if err := s.CreateConversation(ctx, c, []responses.Item{message("m1", "one"), message("m2", "two")}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.ConversationSize(ctx, c.ID)
+	if err != nil || cs.Items != 2 || cs.Tenant != "acme" || cs.Bytes <= 0 {
+		t.Fatalf("ConversationSize of 2 items: %+v, %v", cs, err)
+	}
+	if err := s.AddConversationItems(ctx, c.ID, []responses.Item{message("m3", "three"+strings.Repeat("y", 500))}); err != nil {
+		t.Fatal(err)
+	}
+	three, err := s.ConversationSize(ctx, c.ID)
+	// m3's item is m1's (half of cs.Bytes) with "three" and 500 bytes in
+	// place of "one": 502 bytes longer.
+	if err != nil || three.Items != 3 || three.Bytes != cs.Bytes+cs.Bytes/2+502 {
+		t.Errorf("ConversationSize after an item of 505 bytes of text: %+v (before %+v), %v", three, cs, err)
+	}
+	if _, err := s.ConversationSize(ctx, "conv_missing"); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("ConversationSize of an absent conversation: %v, want ErrNotFound", err)
+	}
+	empty := &engine.Conversation{ID: "conv_empty", CreatedAt: 1}
+	if err := s.CreateConversation(ctx, empty, nil); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := s.ConversationSize(ctx, empty.ID); err != nil || e.Items != 0 || e.Bytes != 0 {
+		t.Errorf("ConversationSize of an empty conversation: %+v, %v", e, err)
 	}
 }
