@@ -20,6 +20,7 @@ import (
 	"github.com/loomgate/loom/internal/loadgen"
 	"github.com/loomgate/loom/model/chat"
 	"github.com/loomgate/loom/model/mockllm"
+	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/server"
 	"github.com/loomgate/loom/store/sqlite"
 )
@@ -267,6 +268,42 @@ func heapObjects(s []metrics.Sample) uint64 {
 //	go test ./integration -run '^$' -bench InputItemsMemory -benchtime 1x -count 3
 func BenchmarkInputItemsMemory(b *testing.B) {
 	const items = 300_000
+	var body bytes.Buffer
+	body.WriteString(`{"model":"mock-model","store":false,"input":[`)
+	for i := range items {
+		if i%2 == 0 {
+			fmt.Fprintf(&body, `{"role":"user","content":"q%d"},`, i)
+		} else {
+			fmt.Fprintf(&body, `{"role":"assistant","content":"a%d"},`, i)
+		}
+	}
+	body.WriteString(`{"role":"user","content":"#say ok"}]}`)
+	benchPeakMemory(b, body.Bytes())
+}
+
+// BenchmarkToolsMemory is BenchmarkInputItemsMemory for a request with
+// the most function tools a request may offer (responses.MaxTools), each
+// with a small schema.
+//
+//	go test ./integration -run '^$' -bench ToolsMemory -benchtime 1x -count 3
+func BenchmarkToolsMemory(b *testing.B) {
+	var body bytes.Buffer
+	body.WriteString(`{"model":"mock-model","store":true,"stream":true,"input":"#say ok","tools":[`)
+	for i := range responses.MaxTools {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		fmt.Fprintf(&body, `{"type":"function","name":"tool_%d","description":"does thing %d","parameters":{"type":"object","properties":{"x":{"type":"string"}}}}`, i, i)
+	}
+	body.WriteString(`]}`)
+	benchPeakMemory(b, body.Bytes())
+}
+
+// benchPeakMemory runs one request of payload through loom's handler in
+// process, against an upstream that discards what it reads, and reports
+// the live heap's peak growth while it runs over the body's size, and the
+// bytes allocated in all per body byte.
+func benchPeakMemory(b *testing.B, payload []byte) {
 	up := httptest.NewServer(http.HandlerFunc(discardUpstream))
 	b.Cleanup(up.Close)
 	db, err := sqlite.Open(context.Background(), ":memory:", &sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
@@ -278,18 +315,6 @@ func BenchmarkInputItemsMemory(b *testing.B) {
 	eng := engine.New(backend, db, &engine.Options{Models: []string{mockllm.DefaultModel}, Upstream: backend.Capabilities(),
 		Logger: slog.New(slog.DiscardHandler)})
 	handler := server.New(eng, nil)
-
-	var body bytes.Buffer
-	body.WriteString(`{"model":"mock-model","store":false,"input":[`)
-	for i := range items {
-		if i%2 == 0 {
-			fmt.Fprintf(&body, `{"role":"user","content":"q%d"},`, i)
-		} else {
-			fmt.Fprintf(&body, `{"role":"assistant","content":"a%d"},`, i)
-		}
-	}
-	body.WriteString(`{"role":"user","content":"#say ok"}]}`)
-	payload := body.Bytes()
 
 	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
 	var peakRatio, allocRatio float64
