@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,6 +48,13 @@ func (d *DB) SaveResponse(ctx context.Context, rec *engine.Record) error {
 	}
 
 	b := &pgx.Batch{}
+	if deadline, ok := ctx.Deadline(); ok && n > 0 {
+		// A large save may run past the statement timeout set for the
+		// pool's connections: the caller's deadline, which grows with
+		// what is written, bounds it instead, for this transaction only
+		// (the batch is one implicit transaction).
+		b.Queue(`SELECT set_config('statement_timeout', $1, true)`, strconv.FormatInt(max(time.Until(deadline).Milliseconds(), 1), 10))
+	}
 	b.Queue(records.UpsertResponse, rec.ID, rec.PreviousResponseID, rec.CreatedAt, rec.Status, string(rec.Response), events,
 		string(rec.Pending), rec.LeaseOwner, records.LeaseMillis(rec.LeaseUntil), rec.Tenant, rec.TraceID)
 	// A re-save may have fewer items than the last one.
