@@ -150,9 +150,12 @@ func TestReplicaKilledUnderMixedLoad(t *testing.T) {
 		k := o.kind()
 		var onVictim, clean bool
 		switch {
-		case k == "failed server_error":
-			// A stream of the victim's that the sweep failed, or a
-			// background response the victim was running.
+		case o.err == nil && o.status == "failed":
+			// A stream of the victim's that ended response.failed, or
+			// a background response the victim was running or had
+			// claimed, failed by the sweep of its lease (whichever
+			// replica took the create: the run's replica is not
+			// known).
 			onVictim, clean = o.replica == victim.name || o.background, true
 		case k == "stream cut" || k == "no answer":
 			onVictim, clean = o.replica == victim.name || o.replica == "", true
@@ -178,6 +181,9 @@ func TestReplicaKilledUnderMixedLoad(t *testing.T) {
 	}
 	if len(outcomes) != faultTotal {
 		t.Errorf("%d outcomes, want %d", len(outcomes), faultTotal)
+	}
+	if failedOnVictim == 0 {
+		t.Errorf("no request was in flight on the killed replica: the kill did not strike mid-run (answered by %v)", byReplica(outcomes))
 	}
 
 	// Two leases after the kill (and never less than two leases after
@@ -407,15 +413,18 @@ func TestPostgresKilledUnderMixedLoad(t *testing.T) {
 	}
 
 	stored := c.store.statuses(t)
+	var lostOutcomes []outcome
 	if len(lost) > 0 {
 		var lines []string
 		for _, o := range outcomes {
 			if why, ok := lost[o.id]; ok {
+				lostOutcomes = append(lostOutcomes, o)
 				lines = append(lines, fmt.Sprintf("%s (request %d, phase %d, stream %v, background %v, chained %v, ended %v after the crash; stored %q): %s",
 					o.id, o.i, o.phase, o.stream, o.background, o.previous != "", o.end.Sub(crashedAt).Round(time.Millisecond), stored[o.id], why))
 			}
 		}
-		t.Errorf("%d responses their clients were told are completed do not read completed afterwards (lost):%s", len(lost), firstLines(lines))
+		t.Errorf("%d responses their clients were told are completed do not read completed afterwards (lost; {%s}):%s",
+			len(lost), sortedCounts(byShape(lostOutcomes)), firstLines(lines))
 	}
 
 	// Nothing stranded: what was in flight at the crash ends within two
@@ -433,16 +442,19 @@ func TestPostgresKilledUnderMixedLoad(t *testing.T) {
 	}
 	c.store.checkIntegrity(t)
 
-	ok := 0
+	ok, noRetryAfter := 0, 0
 	for _, o := range outcomes {
 		if o.ok() {
 			ok++
 		}
+		if o.httpStatus == http.StatusServiceUnavailable && o.errorBody && o.retryAfter == "" {
+			noRetryAfter++
+		}
 	}
-	t.Logf("PostgreSQL crashed at %d completed, down %v, accepting %v after its start, every replica ready and routed %v after that (at %d completed); %d requests (40 workers) in %v: completed %d, lost %d, 500s %d, not allowed %d, failed after the recovery %d; by kind {%s}; by phase (before, during, after) %v; requests {%s}; answered by %v; /readyz 503 seen on %d of %d replicas; %d left queued or in_progress",
+	t.Logf("PostgreSQL crashed at %d completed, down %v, accepting %v after its start, every replica ready and routed %v after that (at %d completed); %d requests (40 workers) in %v: completed %d, lost %d {%s}, 500s %d, not allowed %d, failed after the recovery %d; by kind {%s}; loom's 503s without Retry-After %d; by phase (before, during, after) %v; requests {%s}; answered by %v; /readyz 503 seen on %d of %d replicas; %d left queued or in_progress",
 		completedAtCrash, down.Round(time.Millisecond), accepting.Round(time.Millisecond), ready.Round(time.Millisecond), completedAtRecovery,
-		len(outcomes), elapsed.Round(time.Millisecond), ok, len(lost), servers500, len(bad), len(afterRecovery),
-		sortedCounts(kinds(outcomes)), phases, sortedCounts(byShape(outcomes)), byReplica(outcomes), len(readyzSaw503), len(c.replicas), len(left))
+		len(outcomes), elapsed.Round(time.Millisecond), ok, len(lost), sortedCounts(byShape(lostOutcomes)), servers500, len(bad), len(afterRecovery),
+		sortedCounts(kinds(outcomes)), noRetryAfter, phases, sortedCounts(byShape(outcomes)), byReplica(outcomes), len(readyzSaw503), len(c.replicas), len(left))
 }
 
 // readyz is the status of r's /readyz.
