@@ -220,6 +220,20 @@ func TestReplicaKilledUnderMixedLoad(t *testing.T) {
 		}
 		t.Errorf("%d responses their clients were told are completed do not read completed afterwards (lost):%s", len(lost), firstLines(lines))
 	}
+	// A response whose client saw it cut or failed is stored, and ended:
+	// never missing (its client has the id), never left running. It is
+	// failed, or completed when the victim stored it and died before
+	// its client had the final event.
+	stored := c.store.statuses(t)
+	var notEnded []string
+	for _, o := range outcomes {
+		if !o.ok() && o.id != "" && stored[o.id] != "failed" && stored[o.id] != "completed" {
+			notEnded = append(notEnded, fmt.Sprintf("%s stored %q: %v", o.id, stored[o.id], o))
+		}
+	}
+	if len(notEnded) > 0 {
+		t.Errorf("%d responses whose clients saw them cut or failed are not stored failed or completed:%s", len(notEnded), firstLines(notEnded))
+	}
 	checkStored(t, c.store, outcomes)
 	c.store.checkIntegrity(t)
 
