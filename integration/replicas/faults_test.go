@@ -194,10 +194,7 @@ func TestReplicaKilledUnderMixedLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(left) > 0 {
-		var lines []string
-		for id, status := range left {
-			lines = append(lines, id+": "+status)
-		}
+		lines := describeLeft(left, outcomes)
 		t.Errorf("%d responses still queued or in_progress %v after the kill (%v after the load; lease %v):%s",
 			len(left), time.Since(killedAt).Round(time.Millisecond), waited.Round(time.Millisecond), killLease, firstLines(lines))
 	}
@@ -464,10 +461,7 @@ func TestPostgresKilledUnderMixedLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(left) > 0 {
-		var lines []string
-		for id, status := range left {
-			lines = append(lines, id+": "+status)
-		}
+		lines := describeLeft(left, outcomes)
 		t.Errorf("%d responses still queued or in_progress %v after the load (lease %v):%s", len(left), waited.Round(time.Millisecond), killLease, firstLines(lines))
 	}
 	c.store.checkIntegrity(t)
@@ -485,6 +479,28 @@ func TestPostgresKilledUnderMixedLoad(t *testing.T) {
 		completedAtCrash, down.Round(time.Millisecond), accepting.Round(time.Millisecond), ready.Round(time.Millisecond), completedAtRecovery,
 		len(outcomes), elapsed.Round(time.Millisecond), ok, len(lost), sortedCounts(byShape(lostOutcomes)), servers500, len(bad), len(afterRecovery),
 		sortedCounts(kinds(outcomes)), noRetryAfter, phases, sortedCounts(byShape(outcomes)), byReplica(outcomes), len(readyzSaw503), len(c.replicas), len(left))
+}
+
+// describeLeft says of each response left queued or in progress what its
+// client saw, or that no client was given its id (a create that failed
+// after the response was stored: a cut stream's create, or a background
+// one whose job could not be queued).
+func describeLeft(left map[string]string, outcomes []outcome) []string {
+	byID := map[string]outcome{}
+	for _, o := range outcomes {
+		if o.id != "" {
+			byID[o.id] = o
+		}
+	}
+	var lines []string
+	for id, status := range left {
+		if o, ok := byID[id]; ok {
+			lines = append(lines, fmt.Sprintf("%s: %s; its client saw: %v", id, status, o))
+		} else {
+			lines = append(lines, fmt.Sprintf("%s: %s; no client was given this id", id, status))
+		}
+	}
+	return lines
 }
 
 // readyz is the status of r's /readyz.
