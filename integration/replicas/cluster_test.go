@@ -25,11 +25,17 @@ type cluster struct {
 // additional loom serve flags.
 func newCluster(t *testing.T, opts *mockllm.Options, n int, extra ...string) *cluster {
 	t.Helper()
+	return newClusterOn(t, newSharedStore(t), opts, n, extra...)
+}
+
+// newClusterOn is newCluster on a given store.
+func newClusterOn(t *testing.T, store *sharedStore, opts *mockllm.Options, n int, extra ...string) *cluster {
+	t.Helper()
 	mock := mockllm.New(opts)
 	up := httptest.NewServer(mock)
 	t.Cleanup(up.Close)
 	t.Cleanup(mock.Close)
-	c := &cluster{mock: mock, upstream: up.URL + "/v1", store: newSharedStore(t)}
+	c := &cluster{mock: mock, upstream: up.URL + "/v1", store: store}
 	for i := range n {
 		args := append([]string{
 			"--upstream-url", c.upstream, "--store", c.store.arg,

@@ -6,7 +6,10 @@
 // (model/mockllm, in the test process). It holds the tests that need the
 // processes: a response followed from replica to replica, and the load
 // tests with a replica restarted by SIGTERM, or killed with -9, in the
-// middle of the load.
+// middle of the load. The fault tests (faults_test.go) run a mixed load
+// (JSON, streams, chains, background responses) and kill a replica, or
+// crash PostgreSQL: a cluster of the test's own (pgServer), never the one
+// the other tests share.
 //
 // After each run the tests read the database directly: every response a
 // client saw completed is stored, and nothing a crash may not leave is

@@ -35,21 +35,30 @@ type sharedStore struct {
 // newSharedStore returns a fresh store for the replicas of one test.
 func newSharedStore(t *testing.T) *sharedStore {
 	t.Helper()
-	s := &sharedStore{kind: sharedStoreKind}
-	var err error
-	switch s.kind {
+	switch sharedStoreKind {
 	case "postgres":
-		s.arg = pgtest.URL(t)
-		s.db, err = sql.Open("pgx", s.arg)
-	case "sqlite":
-		s.arg = filepath.Join(t.TempDir(), "loom.db")
-		s.db, err = sql.Open("sqlite", "file:"+s.arg+"?_pragma=busy_timeout(10000)")
+		return postgresStore(t, pgtest.URL(t))
+	default:
+		s := &sharedStore{kind: "sqlite", arg: filepath.Join(t.TempDir(), "loom.db")}
+		db, err := sql.Open("sqlite", "file:"+s.arg+"?_pragma=busy_timeout(10000)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.db = db
+		t.Cleanup(func() { s.db.Close() })
+		return s
 	}
+}
+
+// postgresStore is the shared store of the PostgreSQL database at url.
+func postgresStore(t *testing.T, url string) *sharedStore {
+	t.Helper()
+	db, err := sql.Open("pgx", url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.db.Close() })
-	return s
+	t.Cleanup(func() { db.Close() })
+	return &sharedStore{kind: "postgres", arg: url, db: db}
 }
 
 func storeCtx(t *testing.T) context.Context {
@@ -80,6 +89,44 @@ func (s *sharedStore) statuses(t *testing.T) map[string]string {
 	return out
 }
 
+// unsettled returns the responses stored queued or in_progress: what is
+// still running, or what a fault stranded.
+func (s *sharedStore) unsettled(ctx context.Context) (map[string]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, status FROM responses WHERE status IN ('queued', 'in_progress')`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var id, status string
+		if err := rows.Scan(&id, &status); err != nil {
+			return nil, err
+		}
+		out[id] = status
+	}
+	return out, rows.Err()
+}
+
+// waitSettled reads the store every interval until no response is queued
+// or in progress, for at most bound (and so at most bound/interval+1
+// times), and returns those left and how long it waited.
+func (s *sharedStore) waitSettled(bound, interval time.Duration) (map[string]string, time.Duration, error) {
+	start := time.Now()
+	for i := 0; ; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		left, err := s.unsettled(ctx)
+		cancel()
+		if err != nil {
+			return nil, time.Since(start), err
+		}
+		if len(left) == 0 || time.Since(start) >= bound || i >= int(bound/interval) {
+			return left, time.Since(start), nil
+		}
+		time.Sleep(interval)
+	}
+}
+
 // checkIntegrity fails the test for what no crash or restart may leave
 // behind: items of a response that is not there, a response whose
 // previous_response_id names nothing, a finished response whose stored
@@ -104,19 +151,23 @@ func (s *sharedStore) checkIntegrity(t *testing.T) {
 	if broken != 0 {
 		t.Errorf("%d responses continue a response that is not stored", broken)
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT id, status, events FROM responses`)
+	rows, err := s.db.QueryContext(ctx, `SELECT id, status, events, response FROM responses`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id, status, events string
-		if err := rows.Scan(&id, &status, &events); err != nil {
+		var id, status, events, response string
+		if err := rows.Scan(&id, &status, &events, &response); err != nil {
 			t.Fatal(err)
 		}
 		// A response failed by the sweep of a dead replica's lease
-		// has no events: it never got to store them.
-		if want := finalEventType(status); want != "" && (events != "" || status != "failed") {
+		// ends with the events it had stored: none for a stream (it
+		// stores them at the end), those appended so far for a
+		// background run. Following it ends on its status (see
+		// engine.Follow).
+		swept := status == "failed" && (events == "" || sweptFailed(response))
+		if want := finalEventType(status); want != "" && !swept {
 			if got := lastEventType(events); got != want {
 				t.Errorf("response %s is %s but its last stored event is %q, want %q", id, status, got, want)
 			}
@@ -165,6 +216,18 @@ func (s *sharedStore) checkDatabase(t *testing.T) {
 	if checked == 0 {
 		t.Errorf("amcheck checked no index")
 	}
+}
+
+// sweptFailed reports whether a failed response's error is the one the
+// sweep of a dead replica's lease gives: code server_error and the
+// sweep's message (engine's errServerStopped).
+func sweptFailed(response string) bool {
+	var r struct {
+		Error *struct{ Code, Message string }
+	}
+	json.Unmarshal([]byte(response), &r)
+	return r.Error != nil && r.Error.Code == "server_error" &&
+		strings.Contains(r.Error.Message, "stopped before it finished")
 }
 
 // finalEventType is the event a response with status ends its stream with
