@@ -155,7 +155,7 @@ func New(e *engine.Engine, opts *Options) *Server {
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
-	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+	s.mux.HandleFunc(readyzRoute, func(w http.ResponseWriter, r *http.Request) {
 		if !s.ready.Load() {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
@@ -172,6 +172,9 @@ func New(e *engine.Engine, opts *Options) *Server {
 	s.mux.HandleFunc("/v1/", s.noRoute)
 	return s
 }
+
+// readyzRoute is the readiness probe's route.
+const readyzRoute = "GET /readyz"
 
 // routeMethods are the methods noRoute tries against the route table to
 // tell a wrong method (405) from an unknown path (404).
@@ -264,10 +267,11 @@ func (s *Server) endRequest(r *http.Request, sw *statusWriter, span trace.Span, 
 		}
 		s.opts.Metrics.observeHTTP(route, sw.status, time.Since(start))
 	}
-	if sw.status >= 500 {
+	if sw.status >= 500 && r.Pattern != readyzRoute {
 		// A failure of the server's is never silent: one line, with the
 		// request's trace id (from ctx) and the cause the client was not
-		// told.
+		// told. A 503 of /readyz is its answer, not a failure (the
+		// change of readiness has its own line).
 		attrs := []slog.Attr{slog.String("method", r.Method), slog.String("route", routeOf(r)), slog.Int("status", sw.status)}
 		if e := sw.apiErr; e != nil {
 			attrs = append(attrs, slog.String("code", e.Code), slog.String("message", e.Message))
