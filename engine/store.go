@@ -77,6 +77,12 @@ type Store interface {
 	// CancelRequested reports whether RequestCancel was called for id.
 	// ErrNotFound if absent.
 	CancelRequested(ctx context.Context, id string) (bool, error)
+	// GetOrCreateSecret returns the secret stored under name, storing
+	// value under it first if there is none, in one atomic write: every
+	// caller, concurrent ones and replicas on other processes included,
+	// gets the value of the first, and so does a caller after a restart.
+	// (The engine's default reasoning key lives there: NewStoreSealer.)
+	GetOrCreateSecret(ctx context.Context, name string, value []byte) ([]byte, error)
 
 	ConversationStore
 	Close() error

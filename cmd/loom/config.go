@@ -145,7 +145,7 @@ func serveFlags(cfg *Config, models, apiKeys *string) *flag.FlagSet {
 	fs.StringVar(&cfg.UpstreamURL, "upstream-url", "", "OpenAI-compatible base URL of the inference engine, ending in /v1 (required)")
 	fs.StringVar(&cfg.UpstreamAPI, "upstream-api", "chat", "upstream API: chat (chat completions, any engine) or completions (harmony token ids, gpt-oss)")
 	fs.StringVar(&cfg.UpstreamEngine, "upstream-engine", "vllm", "with --upstream-api completions: the engine's dialect of the completions endpoint: vllm, sglang or llamacpp")
-	fs.StringVar(&cfg.ReasoningKey, "reasoning-key", "", "secret that seals reasoning for include [\"reasoning.encrypted_content\"]; replicas must share it (empty: a random key per process)")
+	fs.StringVar(&cfg.ReasoningKey, "reasoning-key", "", "secret that seals reasoning for include [\"reasoning.encrypted_content\"]; replicas must share it (empty: a key generated once and kept in the store, shared by its replicas)")
 	fs.StringVar(&cfg.UpstreamKey, "upstream-key", "", "API key sent to the upstream")
 	fs.StringVar(&cfg.UpstreamTokenizeURL, "upstream-tokenize-url", "", "with --upstream-api chat: the engine's tokenize endpoint in vLLM's chat form (e.g. http://localhost:8000/tokenize), for exact /v1/responses/input_tokens counts (empty: an o200k estimate)")
 	fs.Int64Var(&cfg.MaxImageBytes, "max-image-bytes", 20<<20, "largest image loom fetches for an input_image URL (URLs are checked like MCP server URLs: see --mcp-allow)")

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -93,7 +92,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if err := m.openStore(ctx); err != nil {
 		return err
 	}
-	sealer, err := m.sealer()
+	sealer, err := m.sealer(ctx)
 	if err != nil {
 		return err
 	}
@@ -344,28 +343,24 @@ func (m *Main) localTools() (*local.Provider, error) {
 	return p, nil
 }
 
-// sealer returns the reasoning sealer: from the configured key, or from a
-// random one, which works for one process but not across replicas.
-//
-// Without a key nothing is said at start for a single loom on SQLite: the
-// key matters only to clients that ask for encrypted reasoning, and the
-// engine warns the first time one does. A store other replicas share
-// means replicas, so there the warning comes at start.
-func (m *Main) sealer() (*engine.Sealer, error) {
+// sealer returns the reasoning sealer: from the configured key, or from
+// the one kept in the store, which the first replica on the store made
+// and every other (and every restart) reads back. Which one is logged,
+// never the key.
+func (m *Main) sealer(ctx context.Context) (*engine.Sealer, error) {
 	if m.cfg.ReasoningKey != "" {
+		m.log.Info("reasoning key", "source", "--reasoning-key")
 		return engine.NewSealer([]byte(m.cfg.ReasoningKey))
 	}
-	if sharedStore(m.cfg.Store) {
-		m.log.Warn("no --reasoning-key with a shared store: encrypted reasoning one replica seals, the others cannot open; " +
-			"set --reasoning-key (LOOM_REASONING_KEY) to the same secret on every replica, e.g. the output of `openssl rand -hex 32`")
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	s, err := engine.NewStoreSealer(sctx, m.store)
+	if err != nil {
+		return nil, err
 	}
-	return engine.NewRandomSealer(), nil
-}
-
-// sharedStore reports whether a --store value names a database several
-// replicas share (PostgreSQL) rather than a SQLite file.
-func sharedStore(store string) bool {
-	return strings.HasPrefix(store, "postgres://") || strings.HasPrefix(store, "postgresql://")
+	m.log.Info("reasoning key", "source", "store",
+		"note", "generated once and kept in the store, shared by every replica on it; --reasoning-key sets one instead")
+	return s, nil
 }
 
 // Addr is the address the server listens on.

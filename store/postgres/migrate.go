@@ -93,6 +93,19 @@ var migrations = []migration{
 			`ALTER TABLE conversations ADD COLUMN tenant text NOT NULL DEFAULT ''`,
 		},
 	},
+	{
+		// Secrets the replicas share (issue #35): the default reasoning
+		// key, made by the first replica and read by every later one,
+		// so that what one seals opens on all, and after a restart.
+		Version: 5,
+		Name:    "secrets",
+		Stmts: []string{
+			`CREATE TABLE secrets (
+				name  text  NOT NULL PRIMARY KEY,
+				value bytea NOT NULL
+			)`,
+		},
+	},
 }
 
 // migrate applies the steps newer than the database's version in one

@@ -127,6 +127,19 @@ var migrations = []migration{
 			`ALTER TABLE conversations ADD COLUMN tenant TEXT NOT NULL DEFAULT ''`,
 		},
 	},
+	{
+		// Secrets the replicas share (issue #35): the default reasoning
+		// key, made by the first replica and read by every later one,
+		// so that what one seals opens on all, and after a restart.
+		Version: 7,
+		Name:    "secrets",
+		Stmts: []string{
+			`CREATE TABLE secrets (
+				name  TEXT NOT NULL PRIMARY KEY,
+				value BLOB NOT NULL
+			) STRICT`,
+		},
+	},
 }
 
 // migrate applies the steps of steps newer than the database's version, all

@@ -40,6 +40,7 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		{"Retention", testRetention},
 		{"AppendEvents", testAppendEvents},
 		{"Cancel", testCancel},
+		{"Secret", testSecret},
 		{"Conversations", testConversations},
 		{"ConversationItemsPaging", testConversationPaging},
 		{"ConversationClaims", testConversationClaims},
