@@ -37,6 +37,8 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"Leases", testLeases},
 		{"LeaseSweepLimit", testLeaseSweepLimit},
+		{"QueuedClaims", testQueuedClaims},
+		{"FailUnleasedQueued", testFailUnleasedQueued},
 		{"Retention", testRetention},
 		{"AppendEvents", testAppendEvents},
 		{"Cancel", testCancel},
