@@ -103,6 +103,12 @@ type Config struct {
 	// Warnings are configuration that works but is likely a mistake; they
 	// are logged once the logger exists.
 	Warnings []string
+
+	// TestHoldClaimed, from LOOM_TEST_HOLD_CLAIMED (tests only, no flag),
+	// is a file: every background job this replica claims has its
+	// response id appended there and is then held, before its run, until
+	// shutdown, so that a test can kill the replica between the two.
+	TestHoldClaimed string
 }
 
 // parseServeFlags reads the serve subcommand's flags from args and env.
@@ -123,6 +129,7 @@ func parseServeFlags(args []string, getenv func(string) string) (*Config, error)
 	cfg.Tracing = cfg.OTLPEndpoint != "" || getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 	cfg.Models = splitList(models)
 	cfg.APIKeys = splitList(apiKeys)
+	cfg.TestHoldClaimed = getenv("LOOM_TEST_HOLD_CLAIMED")
 	return cfg, cfg.validate()
 }
 

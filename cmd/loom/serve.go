@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -196,7 +197,7 @@ func (m *Main) openStore(ctx context.Context) error {
 			return fmt.Errorf("open store: %w", err)
 		}
 		m.store = db
-		m.jobs, err = background.NewPostgres(ctx, db.Pool(), &background.Options{Logger: m.log.With("component", "jobs")})
+		m.jobs, err = background.NewPostgres(ctx, db.Pool(), &background.Options{Logger: m.log.With("component", "jobs"), OnClaim: m.holdClaimed()})
 		if err != nil {
 			return err
 		}
@@ -209,8 +210,29 @@ func (m *Main) openStore(ctx context.Context) error {
 		return fmt.Errorf("open store %s: %w", m.cfg.Store, err)
 	}
 	m.store = db
-	m.jobs, err = background.NewSQLite(ctx, db.SQL(), &background.Options{Logger: m.log.With("component", "jobs")})
+	m.jobs, err = background.NewSQLite(ctx, db.SQL(), &background.Options{Logger: m.log.With("component", "jobs"), OnClaim: m.holdClaimed()})
 	return err
+}
+
+// holdClaimed is the jobs' OnClaim with LOOM_TEST_HOLD_CLAIMED (nil
+// without): the claimed job's response id is appended to that file, one
+// line in one write, and the job held until it is cancelled (shutdown).
+func (m *Main) holdClaimed() func(context.Context, engine.BackgroundJob) {
+	path := m.cfg.TestHoldClaimed
+	if path == "" {
+		return nil
+	}
+	m.log.Warn("LOOM_TEST_HOLD_CLAIMED is set: background jobs are claimed and held, never run (for tests only)", "file", path)
+	return func(ctx context.Context, job engine.BackgroundJob) {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			m.log.Error("LOOM_TEST_HOLD_CLAIMED", "err", err)
+		} else {
+			f.WriteString(job.ResponseID + "\n")
+			f.Close()
+		}
+		<-ctx.Done()
+	}
 }
 
 // eventNotifier is the notifier for the engine: none (a nil interface, not
