@@ -78,18 +78,18 @@ type replica struct {
 // store is how a test opens the shared store once per replica, as
 // separate processes would.
 type store struct {
-	open func(t testing.TB) (engine.Store, *background.Jobs, engine.EventNotifier)
+	open func(t testing.TB, opts *background.Options) (engine.Store, *background.Jobs, engine.EventNotifier)
 }
 
 func postgresStore(t testing.TB) store {
 	url := pgtest.URL(t)
-	return store{open: func(t testing.TB) (engine.Store, *background.Jobs, engine.EventNotifier) {
+	return store{open: func(t testing.TB, opts *background.Options) (engine.Store, *background.Jobs, engine.EventNotifier) {
 		db, err := postgres.Open(t.Context(), url, &postgres.Options{Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
-		jobs, err := background.NewPostgres(t.Context(), db.Pool(), nil)
+		jobs, err := background.NewPostgres(t.Context(), db.Pool(), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,13 +104,13 @@ func postgresStore(t testing.TB) store {
 
 func sqliteStore(t testing.TB) store {
 	path := t.TempDir() + "/loom.db"
-	return store{open: func(t testing.TB) (engine.Store, *background.Jobs, engine.EventNotifier) {
+	return store{open: func(t testing.TB, opts *background.Options) (engine.Store, *background.Jobs, engine.EventNotifier) {
 		db, err := sqlite.Open(t.Context(), path, &sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
-		jobs, err := background.NewSQLite(t.Context(), db.SQL(), nil)
+		jobs, err := background.NewSQLite(t.Context(), db.SQL(), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +122,7 @@ func sqliteStore(t testing.TB) store {
 // background jobs; without, it only takes requests.
 func newReplica(t testing.TB, name string, st store, u *upstream, work bool, providers ...engine.ToolProvider) *replica {
 	t.Helper()
-	db, jobs, notifier := st.open(t)
+	db, jobs, notifier := st.open(t, nil)
 	opts := &engine.Options{
 		Models:        []string{"m"},
 		Owner:         name,

@@ -88,7 +88,7 @@ func BenchmarkStreamEvents(b *testing.B) {
 				}
 				// As cmd/loom wires it: on PostgreSQL with the notifier
 				// (one NOTIFY after the final save).
-				db, _, notifier := s.open(b)
+				db, _, notifier := s.open(b, nil)
 				e := engine.New(&replicaBackend{name: "bench", u: u}, db, &engine.Options{Models: []string{"m"}, Notifier: notifier})
 				body := `{"model":"m","input":"hi","stream":true}`
 				if bg {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
@@ -38,6 +39,12 @@ type Options struct {
 	// and the poll catches a notification River coalesced away;
 	// 50ms on SQLite, where polling is all there is).
 	PollInterval time.Duration
+	// OnClaim, when set, is called on this replica's worker for each job
+	// its River client claimed, before the run: the moment a replica that
+	// dies leaves the job claimed and its response queued. Tests stop a
+	// replica there (cmd/loom: LOOM_TEST_HOLD_CLAIMED); it returns when
+	// the run may go on.
+	OnClaim func(ctx context.Context, job engine.BackgroundJob)
 }
 
 // Runner runs a claimed background response: *engine.Engine.
@@ -49,10 +56,12 @@ type Runner interface {
 // implements engine.Queue. Create it, hand it to the engine in
 // engine.Options.Queue, then Start it with that engine.
 type Jobs struct {
-	log    *slog.Logger
-	insert func(ctx context.Context, args responseJob) error
-	start  func(ctx context.Context) error
-	stop   func(ctx context.Context) error
+	log     *slog.Logger
+	insert  func(ctx context.Context, args responseJob) error
+	start   func(ctx context.Context) error
+	stop    func(ctx context.Context) error
+	claimed func(ctx context.Context, before time.Time) ([]string, error)
+	onClaim func(ctx context.Context, job engine.BackgroundJob)
 
 	mu     sync.Mutex
 	runner Runner
@@ -67,9 +76,15 @@ type responseJob struct {
 
 func (responseJob) Kind() string { return "loom_background_response" }
 
-// InsertOpts: one attempt (see the package doc for why), on loom's queue.
+// maxAttempts bounds the attempts of a job. A response runs at most once
+// (see the package doc): only an attempt that could not lease its response
+// fails in a way that makes another worth it; any later one finds the
+// response leased or finished and does nothing.
+const maxAttempts = 10
+
+// InsertOpts: maxAttempts, on loom's queue.
 func (responseJob) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{MaxAttempts: 1, Queue: queueName}
+	return river.InsertOpts{MaxAttempts: maxAttempts, Queue: queueName}
 }
 
 type worker struct {
@@ -83,6 +98,9 @@ func (w *worker) Work(ctx context.Context, job *river.Job[responseJob]) error {
 	w.j.mu.Unlock()
 	if r == nil {
 		return errors.New("background: no runner")
+	}
+	if w.j.onClaim != nil {
+		w.j.onClaim(ctx, job.Args.BackgroundJob)
 	}
 	return r.RunBackground(ctx, job.Args.BackgroundJob)
 }
@@ -114,8 +132,35 @@ func NewPostgres(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Jobs,
 	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return nil, fmt.Errorf("background: migrate river: %w", err)
 	}
-	return newJobs(driver, opts, 100*time.Millisecond)
+	j, err := newJobs(driver, opts, 100*time.Millisecond)
+	if err != nil {
+		return nil, err
+	}
+	j.claimed = func(ctx context.Context, before time.Time) ([]string, error) {
+		rows, err := pool.Query(ctx, claimedPostgres, queueName, responseJob{}.Kind(), before)
+		if err != nil {
+			return nil, fmt.Errorf("background: claimed jobs: %w", err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return nil, fmt.Errorf("background: claimed jobs: %w", err)
+		}
+		return ids, nil
+	}
+	return j, nil
 }
+
+// The claimed jobs are read from River's table directly, and only their
+// responses' ids: River's JobList would read each job's arguments whole,
+// the client's request, for every running job at every sweep. A running
+// job's attempted_at is when its current attempt was claimed.
+const (
+	claimedPostgres = `SELECT args->>'response_id' FROM river_job
+		WHERE state = 'running' AND queue = $1 AND kind = $2 AND attempted_at < $3`
+	// River keeps SQLite times as UTC text; unixepoch reads them.
+	claimedSQLite = `SELECT json_extract(args, '$.response_id') FROM river_job
+		WHERE state = 'running' AND queue = ? AND kind = ? AND unixepoch(attempted_at, 'subsec') < ?`
+)
 
 // NewSQLite returns the jobs of a SQLite store, given its database handle
 // (sqlite.DB.SQL), after bringing River's tables up to date in one
@@ -133,7 +178,30 @@ func NewSQLite(ctx context.Context, db *sql.DB, opts *Options) (*Jobs, error) {
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("background: migrate river: %w", err)
 	}
-	return newJobs(driver, opts, 50*time.Millisecond)
+	j, err := newJobs(driver, opts, 50*time.Millisecond)
+	if err != nil {
+		return nil, err
+	}
+	j.claimed = func(ctx context.Context, before time.Time) ([]string, error) {
+		rows, err := db.QueryContext(ctx, claimedSQLite, queueName, responseJob{}.Kind(), float64(before.UnixMilli())/1000)
+		if err != nil {
+			return nil, fmt.Errorf("background: claimed jobs: %w", err)
+		}
+		defer rows.Close()
+		var ids []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return nil, fmt.Errorf("background: claimed jobs: %w", err)
+			}
+			ids = append(ids, id)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("background: claimed jobs: %w", err)
+		}
+		return ids, nil
+	}
+	return j, nil
 }
 
 func migrateTx[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], tx TTx) error {
@@ -159,7 +227,7 @@ func newJobs[TTx any](driver riverdriver.Driver[TTx], opts *Options, poll time.D
 	if o.PollInterval <= 0 {
 		o.PollInterval = poll
 	}
-	j := &Jobs{log: o.Logger}
+	j := &Jobs{log: o.Logger, onClaim: o.OnClaim}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &worker{j: j})
 	client, err := river.NewClient(driver, &river.Config{
@@ -197,6 +265,14 @@ func newJobs[TTx any](driver riverdriver.Driver[TTx], opts *Options, poll time.D
 // Enqueue stores job for some replica to run.
 func (j *Jobs) Enqueue(ctx context.Context, job engine.BackgroundJob) error {
 	return j.insert(ctx, responseJob{job})
+}
+
+// Claimed returns the response ids of the jobs that a replica's River
+// client claimed before before and that are still running (in River's
+// table: a replica that died holds its jobs running until River's rescuer
+// hands them on, an hour later).
+func (j *Jobs) Claimed(ctx context.Context, before time.Time) ([]string, error) {
+	return j.claimed(ctx, before)
 }
 
 // Start starts claiming and running jobs with runner until Stop.

@@ -44,6 +44,12 @@ type Queue interface {
 	// Enqueue stores job durably: once it returns, some replica will run
 	// it, even if this one stops.
 	Enqueue(ctx context.Context, job BackgroundJob) error
+	// Claimed returns the response ids of the jobs that some replica's
+	// job engine claimed before before and has not finished. The sweep
+	// (SweepLeases) fails those whose response is still queued without
+	// a lease: the replica that claimed the job died before its first
+	// write (Store.ClaimQueued).
+	Claimed(ctx context.Context, before time.Time) ([]string, error)
 }
 
 // errCancelled is the cause of a background run's context when a cancel
@@ -86,12 +92,30 @@ func (e *Engine) enqueue(ctx context.Context, r *run) (*responses.Response, erro
 }
 
 // RunBackground runs a queued background response: the job engine calls it
-// on the replica that claimed job. A response that is no longer queued
-// (cancelled before it started, deleted, or already run by an earlier
-// attempt of the job) is left alone, so a job delivered twice runs once.
-// The error is for the job engine's log; the response itself is stored
-// with its outcome.
+// on the replica that claimed job. Its first write leases the response to
+// this engine (Store.ClaimQueued), renewed by the heartbeat until the run
+// ends, so that a replica dying at any point after the job's claim leaves
+// a response the sweep fails (SweepLeases). A response that is no longer
+// queued (cancelled before it started, deleted, failed by a sweep, run by
+// an earlier delivery of the job) or that another delivery leased is left
+// alone, so a job delivered twice runs once. An error before the lease is
+// written means the run never started: the job engine may try the job
+// again. Later errors are for its log; the response itself is stored with
+// its outcome.
 func (e *Engine) RunBackground(ctx context.Context, job BackgroundJob) error {
+	e.inflight.add(job.ResponseID)
+	defer e.inflight.remove(job.ResponseID)
+	// Written even when a shutdown already cancelled ctx: a claimed job
+	// is leased, so its response is run or swept, never left queued.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
+	claimed, err := e.store.ClaimQueued(sctx, job.ResponseID, e.owner, e.opts.Now().Add(e.opts.Lease))
+	cancel()
+	if errors.Is(err, ErrNotFound) || (err == nil && !claimed) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
 	rec, err := e.store.GetResponse(ctx, job.ResponseID)
 	if errors.Is(err, ErrNotFound) {
 		return nil
@@ -158,6 +182,7 @@ func (e *Engine) failQueued(ctx context.Context, rec *Record, apiErr *responses.
 	}
 	failed := *rec
 	failed.Status, failed.Response = resp.Status, body
+	failed.LeaseOwner, failed.LeaseUntil = "", time.Time{}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
 	defer cancel()
 	err = e.store.SaveResponse(sctx, &failed)

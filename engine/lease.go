@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -169,8 +170,12 @@ func (e *Engine) RenewLeases(ctx context.Context) {
 	}
 }
 
-// SweepLeases marks failed the in-progress responses, of any replica,
-// whose lease ran out, and returns how many.
+// SweepLeases marks failed the queued and in-progress responses, of any
+// replica, whose lease ran out, and the queued ones whose job a replica
+// claimed over a lease ago without leasing them, and returns how many.
+// Either way the replica that held them died: a response is failed within
+// 1.5 leases of its replica's death (or of its job's claim), as the sweep
+// runs every half lease.
 func (e *Engine) SweepLeases(ctx context.Context) int {
 	payload, _ := json.Marshal(errServerStopped.Payload())
 	total := 0
@@ -187,8 +192,35 @@ func (e *Engine) SweepLeases(ctx context.Context) int {
 			break
 		}
 	}
+	total += e.sweepUnleasedClaims(ctx, payload)
 	if total > 0 {
 		e.log.WarnContext(ctx, "responses of a stopped replica marked failed", "responses", total)
+	}
+	return total
+}
+
+// sweepUnleasedClaims fails the queued responses whose job a replica
+// claimed over a lease ago but never leased (ClaimQueued is the first
+// thing a live replica does with a job), and returns how many.
+func (e *Engine) sweepUnleasedClaims(ctx context.Context, payload json.RawMessage) int {
+	if e.opts.Queue == nil {
+		return 0
+	}
+	sctx, cancel := context.WithTimeout(ctx, e.opts.StoreTimeout)
+	defer cancel()
+	ids, err := e.opts.Queue.Claimed(sctx, e.opts.Now().Add(-e.opts.Lease))
+	if err != nil {
+		e.log.WarnContext(ctx, "sweep claimed jobs", "err", err)
+		return 0
+	}
+	total := 0
+	for batch := range slices.Chunk(ids, sweepBatch) {
+		n, err := e.store.FailUnleasedQueued(sctx, batch, payload)
+		if err != nil {
+			e.log.WarnContext(ctx, "sweep claimed jobs", "err", err)
+			break
+		}
+		total += n
 	}
 	return total
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
@@ -22,8 +23,10 @@ const IncludeEncryptedReasoning = "reasoning.encrypted_content"
 var sealAAD = []byte("loom reasoning v1")
 
 // ErrUnsealable is returned for an encrypted_content that loom did not
-// seal under its key, or that was altered.
-var ErrUnsealable = errors.New("encrypted_content cannot be opened: it was altered or sealed under another key")
+// seal under its key, or that was altered. The message leads with the
+// likely cause, an operator's: a blob from a server with another key.
+var ErrUnsealable = errors.New("encrypted_content cannot be opened: it was most likely sealed by a server with a different reasoning key " +
+	"(every replica must have the same --reasoning-key, or none, to share the store's), or it was altered")
 
 // Sealer seals reasoning text with authenticated encryption (AES-256-GCM)
 // under a key from configuration, so that any replica holding the key can
@@ -46,6 +49,26 @@ func NewRandomSealer() *Sealer {
 	s, _ := NewSealer(key)
 	s.random = true
 	return s
+}
+
+// storeKeyName is the name of the default reasoning key among the store's
+// secrets (Store.GetOrCreateSecret).
+const storeKeyName = "reasoning_key"
+
+// NewStoreSealer returns a Sealer under the store's reasoning key, for a
+// server without a configured one: the first engine on a store generates
+// it (32 random bytes) and keeps it there, and every other, on any replica
+// and after a restart, reads it back, so that what one seals every other
+// opens. Whoever can read the store can read the key (as they can the
+// stored responses); a configured key (NewSealer) is kept apart.
+func NewStoreSealer(ctx context.Context, store Store) (*Sealer, error) {
+	key := make([]byte, 32)
+	rand.Read(key)
+	stored, err := store.GetOrCreateSecret(ctx, storeKeyName, key)
+	if err != nil {
+		return nil, fmt.Errorf("reasoning key: %w", err)
+	}
+	return NewSealer(stored)
 }
 
 // NewSealer derives a sealing key from secret (any length; it is hashed).

@@ -56,14 +56,33 @@ type Store interface {
 	// the response is absent.
 	Events(ctx context.Context, id string, after int) ([]json.RawMessage, error)
 	// RenewLeases moves to until the lease expiry of those of ids that
-	// are in progress and leased by owner (the heartbeat of a replica).
+	// are queued or in progress and leased by owner (the heartbeat of a
+	// replica).
 	RenewLeases(ctx context.Context, owner string, ids []string, until time.Time) error
-	// FailExpiredLeases marks failed up to limit in-progress responses
-	// whose lease expired before now: their status column and the
-	// response object's status become "failed", the object's error
+	// FailExpiredLeases marks failed up to limit queued or in-progress
+	// responses whose lease expired before now: their status column and
+	// the response object's status become "failed", the object's error
 	// becomes errorObject, and the lease is cleared. It returns how many
-	// it marked. Any replica may call it; a response is marked once.
+	// it marked. Any replica may call it; a response is marked once. A
+	// response without a lease (a queued one whose job no replica has
+	// claimed yet) is never marked: it is waiting, not stranded.
 	FailExpiredLeases(ctx context.Context, now time.Time, errorObject json.RawMessage, limit int) (int, error)
+	// ClaimQueued leases queued response id to owner until until, unless
+	// it is leased already: the first write of the replica whose job
+	// engine claimed the response's job, before its run starts, so that
+	// should the replica die from then on, the lease runs out and any
+	// replica's FailExpiredLeases fails the response (within 1.5 leases,
+	// as an in-progress one). It reports whether it took the lease: false
+	// for a response no longer queued (cancelled, failed, run) or leased
+	// already (the job delivered twice). ErrNotFound if absent.
+	ClaimQueued(ctx context.Context, id, owner string, until time.Time) (bool, error)
+	// FailUnleasedQueued marks failed, as FailExpiredLeases does, those
+	// of ids that are queued and not leased, and returns how many. The
+	// engine's sweep passes the responses whose jobs a replica claimed
+	// over a lease ago and still holds (Queue.Claimed): a replica alive
+	// would have leased them (ClaimQueued) at once, so its death between
+	// the job's claim and that write is what left them so.
+	FailUnleasedQueued(ctx context.Context, ids []string, errorObject json.RawMessage) (int, error)
 	// DeleteCreatedBefore removes up to limit responses created before
 	// before (CreatedAt, in Unix seconds), with their items and events,
 	// and returns how many it removed.
@@ -83,6 +102,12 @@ type Store interface {
 	// CancelRequested reports whether RequestCancel was called for id.
 	// ErrNotFound if absent.
 	CancelRequested(ctx context.Context, id string) (bool, error)
+	// GetOrCreateSecret returns the secret stored under name, storing
+	// value under it first if there is none, in one atomic write: every
+	// caller, concurrent ones and replicas on other processes included,
+	// gets the value of the first, and so does a caller after a restart.
+	// (The engine's default reasoning key lives there: NewStoreSealer.)
+	GetOrCreateSecret(ctx context.Context, name string, value []byte) ([]byte, error)
 
 	ConversationStore
 	// Ping reports whether the store can serve requests now (a round trip

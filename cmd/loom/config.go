@@ -110,6 +110,12 @@ type Config struct {
 	// Warnings are configuration that works but is likely a mistake; they
 	// are logged once the logger exists.
 	Warnings []string
+
+	// TestHoldClaimed, from LOOM_TEST_HOLD_CLAIMED (tests only, no flag),
+	// is a file: every background job this replica claims has its
+	// response id appended there and is then held, before its run, until
+	// shutdown, so that a test can kill the replica between the two.
+	TestHoldClaimed string
 }
 
 // parseServeFlags reads the serve subcommand's flags from args and env.
@@ -130,6 +136,7 @@ func parseServeFlags(args []string, getenv func(string) string) (*Config, error)
 	cfg.Tracing = cfg.OTLPEndpoint != "" || getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 	cfg.Models = splitList(models)
 	cfg.APIKeys = splitList(apiKeys)
+	cfg.TestHoldClaimed = getenv("LOOM_TEST_HOLD_CLAIMED")
 	return cfg, cfg.validate()
 }
 
@@ -152,7 +159,7 @@ func serveFlags(cfg *Config, models, apiKeys *string) *flag.FlagSet {
 	fs.StringVar(&cfg.UpstreamURL, "upstream-url", "", "OpenAI-compatible base URL of the inference engine, ending in /v1 (required)")
 	fs.StringVar(&cfg.UpstreamAPI, "upstream-api", "chat", "upstream API: chat (chat completions, any engine) or completions (harmony token ids, gpt-oss)")
 	fs.StringVar(&cfg.UpstreamEngine, "upstream-engine", "vllm", "with --upstream-api completions: the engine's dialect of the completions endpoint: vllm, sglang or llamacpp")
-	fs.StringVar(&cfg.ReasoningKey, "reasoning-key", "", "secret that seals reasoning for include [\"reasoning.encrypted_content\"]; replicas must share it (empty: a random key per process)")
+	fs.StringVar(&cfg.ReasoningKey, "reasoning-key", "", "secret that seals reasoning for include [\"reasoning.encrypted_content\"]; replicas must share it (empty: a key generated once and kept in the store, shared by its replicas)")
 	fs.StringVar(&cfg.UpstreamKey, "upstream-key", "", "API key sent to the upstream")
 	fs.StringVar(&cfg.UpstreamTokenizeURL, "upstream-tokenize-url", "", "with --upstream-api chat: the engine's tokenize endpoint in vLLM's chat form (e.g. http://localhost:8000/tokenize), for exact /v1/responses/input_tokens counts (empty: an o200k estimate)")
 	fs.Int64Var(&cfg.MaxImageBytes, "max-image-bytes", 20<<20, "largest image loom fetches for an input_image URL (URLs are checked like MCP server URLs: see --mcp-allow)")

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
+	"os"
 	"sync"
 	"time"
 
@@ -93,7 +93,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if err := m.openStore(ctx); err != nil {
 		return err
 	}
-	sealer, err := m.sealer()
+	sealer, err := m.sealer(ctx)
 	if err != nil {
 		return err
 	}
@@ -203,7 +203,7 @@ func (m *Main) openStore(ctx context.Context) error {
 			return fmt.Errorf("open store: %w", err)
 		}
 		m.store = db
-		m.jobs, err = background.NewPostgres(ctx, db.Pool(), &background.Options{Logger: m.log.With("component", "jobs")})
+		m.jobs, err = background.NewPostgres(ctx, db.Pool(), &background.Options{Logger: m.log.With("component", "jobs"), OnClaim: m.holdClaimed()})
 		if err != nil {
 			return err
 		}
@@ -216,8 +216,29 @@ func (m *Main) openStore(ctx context.Context) error {
 		return fmt.Errorf("open store %s: %w", m.cfg.Store, err)
 	}
 	m.store = db
-	m.jobs, err = background.NewSQLite(ctx, db.SQL(), &background.Options{Logger: m.log.With("component", "jobs")})
+	m.jobs, err = background.NewSQLite(ctx, db.SQL(), &background.Options{Logger: m.log.With("component", "jobs"), OnClaim: m.holdClaimed()})
 	return err
+}
+
+// holdClaimed is the jobs' OnClaim with LOOM_TEST_HOLD_CLAIMED (nil
+// without): the claimed job's response id is appended to that file, one
+// line in one write, and the job held until it is cancelled (shutdown).
+func (m *Main) holdClaimed() func(context.Context, engine.BackgroundJob) {
+	path := m.cfg.TestHoldClaimed
+	if path == "" {
+		return nil
+	}
+	m.log.Warn("LOOM_TEST_HOLD_CLAIMED is set: background jobs are claimed and held, never run (for tests only)", "file", path)
+	return func(ctx context.Context, job engine.BackgroundJob) {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			m.log.Error("LOOM_TEST_HOLD_CLAIMED", "err", err)
+		} else {
+			f.WriteString(job.ResponseID + "\n")
+			f.Close()
+		}
+		<-ctx.Done()
+	}
 }
 
 // eventNotifier is the notifier for the engine: none (a nil interface, not
@@ -350,28 +371,24 @@ func (m *Main) localTools() (*local.Provider, error) {
 	return p, nil
 }
 
-// sealer returns the reasoning sealer: from the configured key, or from a
-// random one, which works for one process but not across replicas.
-//
-// Without a key nothing is said at start for a single loom on SQLite: the
-// key matters only to clients that ask for encrypted reasoning, and the
-// engine warns the first time one does. A store other replicas share
-// means replicas, so there the warning comes at start.
-func (m *Main) sealer() (*engine.Sealer, error) {
+// sealer returns the reasoning sealer: from the configured key, or from
+// the one kept in the store, which the first replica on the store made
+// and every other (and every restart) reads back. Which one is logged,
+// never the key.
+func (m *Main) sealer(ctx context.Context) (*engine.Sealer, error) {
 	if m.cfg.ReasoningKey != "" {
+		m.log.Info("reasoning key", "source", "--reasoning-key")
 		return engine.NewSealer([]byte(m.cfg.ReasoningKey))
 	}
-	if sharedStore(m.cfg.Store) {
-		m.log.Warn("no --reasoning-key with a shared store: encrypted reasoning one replica seals, the others cannot open; " +
-			"set --reasoning-key (LOOM_REASONING_KEY) to the same secret on every replica, e.g. the output of `openssl rand -hex 32`")
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	s, err := engine.NewStoreSealer(sctx, m.store)
+	if err != nil {
+		return nil, err
 	}
-	return engine.NewRandomSealer(), nil
-}
-
-// sharedStore reports whether a --store value names a database several
-// replicas share (PostgreSQL) rather than a SQLite file.
-func sharedStore(store string) bool {
-	return strings.HasPrefix(store, "postgres://") || strings.HasPrefix(store, "postgresql://")
+	m.log.Info("reasoning key", "source", "store",
+		"note", "generated once and kept in the store, shared by every replica on it; --reasoning-key sets one instead")
+	return s, nil
 }
 
 // Addr is the address the server listens on.

@@ -20,10 +20,11 @@ import (
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 // serveOn runs loom on store with upstream, logging into logs, until the
-// test ends, and returns its base URL.
-func serveOn(t *testing.T, store, upstream string, logs io.Writer) string {
+// test ends, and returns its base URL. extra are more loom serve flags.
+func serveOn(t *testing.T, store, upstream string, logs io.Writer, extra ...string) string {
 	t.Helper()
-	cfg, err := parseServeFlags([]string{"--addr", "127.0.0.1:0", "--upstream-url", upstream, "--store", store}, env(map[string]string{
+	args := append([]string{"--addr", "127.0.0.1:0", "--upstream-url", upstream, "--store", store}, extra...)
+	cfg, err := parseServeFlags(args, env(map[string]string{
 		"LOOM_STORE_LEASE":     "3s",
 		"LOOM_STORE_POOL_SIZE": "4",
 	}))

@@ -27,6 +27,7 @@ type replica struct {
 	addr string
 	bin  string
 	args []string
+	env  []string // more environment variables, NAME=value
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -74,7 +75,7 @@ func (r *replica) start(t *testing.T) {
 func (r *replica) tryStart() error {
 	args := append([]string{"serve", "--addr", r.addr, "--log-format", "json"}, r.args...)
 	cmd := exec.Command(r.bin, args...)
-	cmd.Env = append(os.Environ(), "LOOM_REASONING_KEY=replicas-share-this-key-0123456789")
+	cmd.Env = append(append(os.Environ(), "LOOM_REASONING_KEY=replicas-share-this-key-0123456789"), r.env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return err

@@ -29,6 +29,15 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) engine.Store { return openTest(t) })
 }
 
+func TestConformanceShared(t *testing.T) {
+	storetest.RunShared(t, func(t *testing.T) func() (engine.Store, error) {
+		url := pgtest.URL(t)
+		return func() (engine.Store, error) {
+			return Open(t.Context(), url, &Options{Logger: slog.New(slog.DiscardHandler), PoolSize: 4})
+		}
+	})
+}
+
 // TestConcurrentOpenMigratesOnce opens one new database from several
 // replicas at once: the advisory lock makes one migrate and the others
 // find the schema current, so every open succeeds and each step is

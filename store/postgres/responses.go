@@ -241,22 +241,22 @@ func (d *DB) ListInputItems(ctx context.Context, id, tenant string, page engine.
 	return items, hasMore, nil
 }
 
-// RenewLeases moves the lease expiry of owner's in-progress responses ids
-// to until.
+// RenewLeases moves the lease expiry of owner's queued or in-progress
+// responses ids to until.
 func (d *DB) RenewLeases(ctx context.Context, owner string, ids []string, until time.Time) error {
 	if len(ids) == 0 {
 		return nil
 	}
 	_, err := d.pool.Exec(ctx, `UPDATE responses SET lease_until = $1
-		WHERE id = ANY($3) AND lease_owner = $2 AND status = 'in_progress'`, until.UnixMilli(), owner, ids)
+		WHERE id = ANY($3) AND lease_owner = $2 AND status IN ('queued', 'in_progress')`, until.UnixMilli(), owner, ids)
 	if err != nil {
 		return fmt.Errorf("postgres: renew leases of %s: %w", owner, err)
 	}
 	return nil
 }
 
-// FailExpiredLeases marks failed up to limit in-progress responses whose
-// lease ran out before now. Rows another sweeper holds are skipped, and
+// FailExpiredLeases marks failed up to limit queued or in-progress
+// responses whose lease ran out before now. Rows another sweeper holds are skipped, and
 // the conditions are checked again on the locked row, so a response its
 // owner finished meanwhile is left alone.
 func (d *DB) FailExpiredLeases(ctx context.Context, now time.Time, errorObject json.RawMessage, limit int) (int, error) {
@@ -264,17 +264,53 @@ func (d *DB) FailExpiredLeases(ctx context.Context, now time.Time, errorObject j
 	// conditions are checked again on each locked row.
 	tag, err := d.pool.Exec(ctx, `WITH expired AS MATERIALIZED (
 			SELECT id FROM responses
-			WHERE status = 'in_progress' AND lease_until > 0 AND lease_until < $1
+			WHERE status IN ('queued', 'in_progress') AND lease_until > 0 AND lease_until < $1
 			ORDER BY lease_until LIMIT $3 FOR UPDATE SKIP LOCKED)
 		UPDATE responses r
 		SET status = 'failed',
 			response = jsonb_set(jsonb_set(r.response::jsonb, '{status}', '"failed"'), '{error}', $2::jsonb)::text,
 			lease_owner = '', lease_until = 0
 		FROM expired
-		WHERE r.id = expired.id AND r.status = 'in_progress' AND r.lease_until > 0 AND r.lease_until < $1`,
+		WHERE r.id = expired.id AND r.status IN ('queued', 'in_progress') AND r.lease_until > 0 AND r.lease_until < $1`,
 		now.UnixMilli(), string(errorObject), limit)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: fail expired leases: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// ClaimQueued leases queued response id to owner until until, unless it
+// is leased already, and reports whether it did.
+func (d *DB) ClaimQueued(ctx context.Context, id, owner string, until time.Time) (bool, error) {
+	// One statement: the update, and whether the response exists at all.
+	var exists, claimed bool
+	err := d.pool.QueryRow(ctx, `WITH claimed AS (
+			UPDATE responses SET lease_owner = $2, lease_until = $3
+			WHERE id = $1 AND status = 'queued' AND lease_owner = ''
+			RETURNING id)
+		SELECT EXISTS (SELECT 1 FROM responses WHERE id = $1), EXISTS (SELECT 1 FROM claimed)`,
+		id, owner, until.UnixMilli()).Scan(&exists, &claimed)
+	if err != nil {
+		return false, fmt.Errorf("postgres: claim %s: %w", id, err)
+	}
+	if !exists {
+		return false, engine.ErrNotFound
+	}
+	return claimed, nil
+}
+
+// FailUnleasedQueued marks failed those of ids that are queued and not
+// leased.
+func (d *DB) FailUnleasedQueued(ctx context.Context, ids []string, errorObject json.RawMessage) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	tag, err := d.pool.Exec(ctx, `UPDATE responses
+		SET status = 'failed',
+			response = jsonb_set(jsonb_set(response::jsonb, '{status}', '"failed"'), '{error}', $2::jsonb)::text
+		WHERE id = ANY($1) AND status = 'queued' AND lease_owner = ''`, ids, string(errorObject))
+	if err != nil {
+		return 0, fmt.Errorf("postgres: fail unleased queued responses: %w", err)
 	}
 	return int(tag.RowsAffected()), nil
 }

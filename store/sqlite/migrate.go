@@ -127,6 +127,23 @@ var migrations = []migration{
 			`ALTER TABLE conversations ADD COLUMN tenant TEXT NOT NULL DEFAULT ''`,
 		},
 	},
+	{
+		// Issue #35. Secrets the replicas share: the default reasoning
+		// key, made by the first replica and read by every later one,
+		// so that what one seals opens on all, and after a restart. And
+		// leases on queued responses too (a claimed background job's,
+		// before its run starts), so the sweep's index covers both.
+		Version: 7,
+		Name:    "secrets, leases of queued responses",
+		Stmts: []string{
+			`CREATE TABLE secrets (
+				name  TEXT NOT NULL PRIMARY KEY,
+				value BLOB NOT NULL
+			) STRICT`,
+			`DROP INDEX responses_leases`,
+			`CREATE INDEX responses_leases ON responses (lease_until) WHERE status IN ('queued', 'in_progress')`,
+		},
+	},
 }
 
 // migrate applies the steps of steps newer than the database's version, all

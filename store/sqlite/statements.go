@@ -85,7 +85,7 @@ func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
 			FROM chain c JOIN responses r ON r.id = c.id
 			ORDER BY c.depth`},
 		{&s.renewLeases, `UPDATE responses SET lease_until = ?1
-			WHERE lease_owner = ?2 AND status = 'in_progress' AND id IN (SELECT value FROM json_each(?3))`},
+			WHERE lease_owner = ?2 AND status IN ('queued', 'in_progress') AND id IN (SELECT value FROM json_each(?3))`},
 		// The status column and the object's status change together, so
 		// GET and the sweeper agree.
 		{&s.failExpired, `UPDATE responses
@@ -93,7 +93,7 @@ func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
 				response = json_set(response, '$.status', 'failed', '$.error', json(?2)),
 				lease_owner = '', lease_until = 0
 			WHERE id IN (SELECT id FROM responses
-				WHERE status = 'in_progress' AND lease_until > 0 AND lease_until < ?1
+				WHERE status IN ('queued', 'in_progress') AND lease_until > 0 AND lease_until < ?1
 				LIMIT ?3)`},
 		{&s.oldResponses, `SELECT id FROM responses WHERE created_at < ? ORDER BY created_at LIMIT ?`},
 	} {

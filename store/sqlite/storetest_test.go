@@ -27,3 +27,12 @@ func TestConformance(t *testing.T) {
 		})
 	}
 }
+
+func TestConformanceShared(t *testing.T) {
+	storetest.RunShared(t, func(t *testing.T) func() (engine.Store, error) {
+		path := filepath.Join(t.TempDir(), "loom.db")
+		return func() (engine.Store, error) {
+			return Open(t.Context(), path, &Options{Logger: slog.New(slog.DiscardHandler)})
+		}
+	})
+}

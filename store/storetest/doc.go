@@ -5,6 +5,8 @@
 // for byte, events by sequence number, previous_response_id chains, paging
 // input items with every cursor edge, deletes, not-found and the cursor
 // error (the engine's own values, never a store's copy), concurrent
-// writers and readers, in-flight leases and their sweep, and retention.
+// writers and readers, in-flight leases and their sweep (queued responses'
+// claims too), retention, and secrets. RunShared checks what needs several handles on one database
+// (replicas, restarts): a secret's get-or-create agrees across them.
 // store/sqlite and store/postgres both pass it.
 package storetest
