@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/loomgate/loom/tenant"
 )
 
 // ConfigError is a configuration loom refuses to start with; loom exits
@@ -39,6 +42,7 @@ type Config struct {
 	JWTIssuer       string
 	JWTAudience     string
 	JWTTenantClaim  string
+	JWTTenantScope  string
 	JWTRefresh      time.Duration
 	OTLPEndpoint    string
 	OTLPSampleRatio float64
@@ -138,6 +142,7 @@ func serveFlags(cfg *Config, models, apiKeys *string) *flag.FlagSet {
 	fs.StringVar(&cfg.JWTIssuer, "jwt-issuer", "", "the iss a JWT must carry")
 	fs.StringVar(&cfg.JWTAudience, "jwt-audience", "", "the aud a JWT must carry")
 	fs.StringVar(&cfg.JWTTenantClaim, "jwt-tenant-claim", "sub", "the JWT claim naming the tenant")
+	fs.StringVar(&cfg.JWTTenantScope, "jwt-tenant-scope", "", "what a JWT's tenant is scoped by: the tenant is SCOPE#CLAIM, so that no token names an API key's tenant or another issuer's (empty: --jwt-issuer; no # allowed)")
 	fs.DurationVar(&cfg.JWTRefresh, "jwt-refresh", 10*time.Minute, "how often the JWKS is reloaded (a token with an unknown kid reloads it too, at most every 10s)")
 	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", "export OpenTelemetry spans over OTLP/HTTP to this collector URL (e.g. http://127.0.0.1:4318); the OTEL_EXPORTER_OTLP_* variables work too (empty: no export)")
 	fs.Float64Var(&cfg.OTLPSampleRatio, "otlp-sample-ratio", 1, "share of new traces whose spans are exported, 0 to 1; a client's sampled flag is followed (OTEL_TRACES_SAMPLER applies when this is not set)")
@@ -293,8 +298,13 @@ func (c *Config) validate() error {
 	if c.JWTJWKS != "" && (c.JWTIssuer == "" || c.JWTAudience == "") {
 		return configErrorf("--jwt-jwks needs --jwt-issuer and --jwt-audience: a token for another service must not pass")
 	}
-	if c.JWTJWKS == "" && (c.JWTIssuer != "" || c.JWTAudience != "") {
-		return configErrorf("--jwt-issuer and --jwt-audience need --jwt-jwks")
+	if c.JWTJWKS == "" && (c.JWTIssuer != "" || c.JWTAudience != "" || c.JWTTenantScope != "") {
+		return configErrorf("--jwt-issuer, --jwt-audience and --jwt-tenant-scope need --jwt-jwks")
+	}
+	if c.JWTJWKS != "" {
+		if err := tenant.CheckScope(cmp.Or(c.JWTTenantScope, c.JWTIssuer)); err != nil {
+			return configErrorf("--jwt-tenant-scope (by default --jwt-issuer): %v; JWT tenants are SCOPE#CLAIM, so set --jwt-tenant-scope to a scope without #", err)
+		}
 	}
 	if c.OTLPSampleRatio > 1 || (c.OTLPSampleRatio < 0 && c.OTLPSampleRatio != -1) {
 		return configErrorf("--otlp-sample-ratio must be between 0 and 1")

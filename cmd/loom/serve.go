@@ -246,7 +246,7 @@ func (m *Main) authenticators(ctx context.Context) ([]server.Authenticator, erro
 	if m.cfg.JWTJWKS != "" {
 		v, err := server.NewJWTVerifier(ctx, &server.JWTOptions{
 			JWKS: m.cfg.JWTJWKS, Issuer: m.cfg.JWTIssuer, Audience: m.cfg.JWTAudience,
-			TenantClaim: m.cfg.JWTTenantClaim, Refresh: m.cfg.JWTRefresh, Logger: m.log,
+			TenantClaim: m.cfg.JWTTenantClaim, TenantScope: m.cfg.JWTTenantScope, Refresh: m.cfg.JWTRefresh, Logger: m.log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("--jwt-jwks: %w", err)
