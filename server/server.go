@@ -60,6 +60,8 @@ type Options struct {
 	DecodeCacheBytes int
 	// HideMetrics keeps /metrics off this handler although Metrics is
 	// set: the operator serves Metrics.Handler on a listener of its own.
+	// Served here, /metrics needs the API's bearer token when
+	// authentication is configured (APIKeys, Authenticators).
 	HideMetrics bool
 	// TracerProvider starts the span of each request (nil: spans are not
 	// recorded, but each request still gets a trace id, logged and
@@ -126,8 +128,8 @@ func New(e *engine.Engine, opts *Options) *Server {
 	s.ready.Store(true)
 
 	// The API: every route of it behind authentication, in one place so
-	// that a route added here cannot miss it. The health routes and
-	// /metrics below are for probes and scrapers, without it.
+	// that a route added here cannot miss it. The health routes below are
+	// for probes, without it.
 	for _, rt := range []struct {
 		pattern string
 		handler http.HandlerFunc
@@ -163,7 +165,11 @@ func New(e *engine.Engine, opts *Options) *Server {
 		w.Write([]byte("ok\n"))
 	})
 	if s.opts.Metrics != nil && !s.opts.HideMetrics {
-		s.mux.Handle("GET /metrics", s.opts.Metrics.Handler())
+		// On the API's listener, which faces clients, the metrics need
+		// the API's bearer token when the API does: they name routes,
+		// outcomes and load. A listener of their own (HideMetrics, and
+		// Metrics.Handler served there) is the operator's to guard.
+		s.mux.HandleFunc("GET /metrics", s.auth(s.opts.Metrics.Handler().ServeHTTP))
 	}
 	s.mux.HandleFunc("/v1/", s.noRoute)
 	return s

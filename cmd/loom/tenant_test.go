@@ -312,3 +312,24 @@ func TestTenantFlags(t *testing.T) {
 		t.Error("--jwt-tenant-scope without --jwt-jwks accepted")
 	}
 }
+
+// Issue 35, finding 11: with --api-key, /metrics on the API listener needs
+// the key; on --metrics-addr, the operator's own listener, it does not.
+func TestMetricsBehindTheAPIKey(t *testing.T) {
+	up := upstreamForTenants(t)
+	cfg := testConfig(t, up)
+	cfg.APIKeys = []string{"sk-1"}
+	m, _ := runMain(t, cfg, io.Discard)
+	if got := call(t, "GET", "http://"+m.Addr()+"/metrics", "", ""); got.status != http.StatusUnauthorized || !strings.Contains(got.body, `"invalid_api_key"`) {
+		t.Errorf("API listener /metrics without the key: %d %.200s, want 401", got.status, got.body)
+	}
+	if got := call(t, "GET", "http://"+m.Addr()+"/metrics", "sk-1", ""); got.status != http.StatusOK || !strings.Contains(got.body, "go_goroutines") {
+		t.Errorf("API listener /metrics with the key: %d %.200s", got.status, got.body)
+	}
+	cfg = testConfig(t, up)
+	cfg.APIKeys, cfg.MetricsAddr = []string{"sk-1"}, "127.0.0.1:0"
+	m, _ = runMain(t, cfg, io.Discard)
+	if got := call(t, "GET", "http://"+m.MetricsAddr()+"/metrics", "", ""); got.status != http.StatusOK || !strings.Contains(got.body, "go_goroutines") {
+		t.Errorf("--metrics-addr /metrics without a key: %d %.200s, want the metrics", got.status, got.body)
+	}
+}
