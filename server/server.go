@@ -67,6 +67,18 @@ type Options struct {
 	// recorded, but each request still gets a trace id, logged and
 	// propagated).
 	TracerProvider trace.TracerProvider
+
+	// MaxWebSockets caps the WebSocket connections open at once (default
+	// 1024), and MaxWebSocketsPerTenant those of one tenant (default
+	// 256): past either, an upgrade is refused with a 429 and
+	// Retry-After. Negative: no cap.
+	MaxWebSockets          int
+	MaxWebSocketsPerTenant int
+	// MaxWebSocketAge is the longest a WebSocket connection stays open
+	// (default 1h; negative: no limit): past it, once its running
+	// response has ended, it is closed with 1000 and the reason
+	// "websocket_connection_limit_reached: ..." (websocketlimits.go).
+	MaxWebSocketAge time.Duration
 }
 
 // Server is loom's HTTP API: the Responses endpoints over an Engine, plus
@@ -86,7 +98,7 @@ type Server struct {
 
 // New returns a Server for e. It reports ready until SetReady(false).
 func New(e *engine.Engine, opts *Options) *Server {
-	s := &Server{engine: e, mux: http.NewServeMux(), sockets: sockets{shutdown: make(chan struct{})}}
+	s := &Server{engine: e, mux: http.NewServeMux(), sockets: sockets{shutdown: make(chan struct{}), afterFunc: timeAfterFunc}}
 	if opts != nil {
 		s.opts = *opts
 	}
@@ -110,6 +122,15 @@ func New(e *engine.Engine, opts *Options) *Server {
 	}
 	if s.opts.WriteTimeout == 0 {
 		s.opts.WriteTimeout = 60 * time.Second
+	}
+	if s.opts.MaxWebSockets == 0 {
+		s.opts.MaxWebSockets = defaultMaxWebSockets
+	}
+	if s.opts.MaxWebSocketsPerTenant == 0 {
+		s.opts.MaxWebSocketsPerTenant = defaultMaxWebSocketsPerTenant
+	}
+	if s.opts.MaxWebSocketAge == 0 {
+		s.opts.MaxWebSocketAge = defaultMaxWebSocketAge
 	}
 	s.log = s.opts.Logger
 	if len(s.opts.APIKeys) > 0 {

@@ -104,6 +104,11 @@ type Config struct {
 	WriteTimeout         time.Duration
 	IdleTimeout          time.Duration
 
+	// WebSocket mode's limits (server.Options.MaxWebSockets...); 0: none.
+	WebSocketMaxConnections          int
+	WebSocketMaxConnectionsPerTenant int
+	WebSocketMaxAge                  time.Duration
+
 	// Warnings are configuration that works but is likely a mistake; they
 	// are logged once the logger exists.
 	Warnings []string
@@ -192,6 +197,9 @@ func serveFlags(cfg *Config, models, apiKeys *string) *flag.FlagSet {
 	fs.DurationVar(&cfg.BodyReadTimeout, "body-read-timeout", 60*time.Second, "the longest a client may take to send a request body")
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", 60*time.Second, "the longest one write to a client may take (a stream's deadline is extended for each event)")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 120*time.Second, "how long an idle keep-alive connection stays open")
+	fs.IntVar(&cfg.WebSocketMaxConnections, "websocket-max-connections", 1024, "most WebSocket connections (GET /v1/responses upgrades) open at once; past it an upgrade is refused with a 429 and Retry-After (0: no cap)")
+	fs.IntVar(&cfg.WebSocketMaxConnectionsPerTenant, "websocket-max-connections-per-tenant", 256, "most WebSocket connections one tenant may have open; past it its upgrades are refused with a 429 and Retry-After (0: no cap)")
+	fs.DurationVar(&cfg.WebSocketMaxAge, "websocket-max-age", time.Hour, "longest a WebSocket connection stays open: past it, once its running response has ended, it is closed with 1000 and the reason websocket_connection_limit_reached (0: no limit)")
 
 	return fs
 }
@@ -313,6 +321,9 @@ func (c *Config) validate() error {
 	case "text", "json":
 	default:
 		return configErrorf("--log-format must be text or json")
+	}
+	if c.WebSocketMaxConnections < 0 || c.WebSocketMaxConnectionsPerTenant < 0 || c.WebSocketMaxAge < 0 {
+		return configErrorf("--websocket-max-connections, --websocket-max-connections-per-tenant and --websocket-max-age must be 0 (no limit) or more")
 	}
 	return nil
 }
