@@ -48,7 +48,9 @@ func TestDecodeCache(t *testing.T) {
 			t.Fatalf("%s, %d items: status %d, %.300s; want %q", step.key, step.items, res.StatusCode, got, want)
 		}
 	}
-	res, err := http.Get(srv.URL + "/metrics")
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer key-a") // the API's auth guards its /metrics
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@
 //	GET    /v1/responses/{id}/input_items  list input items (after, limit, order)
 //	GET    /v1/models                      served models
 //	GET    /healthz, /readyz               liveness, readiness
-//	GET    /metrics                        Prometheus metrics (when Options.Metrics is set)
+//	GET    /metrics                        Prometheus metrics (when Options.Metrics is set; behind the API's auth)
 //
 // The event dialect ("openai" or "openresponses") defaults to the server's
 // and can be chosen per request with the X-Loom-Dialect header.
@@ -29,7 +29,8 @@
 //
 // WebSocket connections are hijacked, so http.Server.Shutdown neither
 // closes nor waits for them: register CloseSockets with RegisterOnShutdown
-// and call WaitSockets after Shutdown.
+// and call WaitSockets after Shutdown. Their number (in all and per
+// tenant) and age are bounded (websocketlimits.go).
 // A /v1 path that no route serves is a 404; one that a route serves for
 // other methods is a 405 whose Allow header lists them, found by asking
 // the route table itself, so a route added in New is counted without a

@@ -17,6 +17,8 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jws"
 	"github.com/lestrrat-go/jwx/v3/jwt"
+
+	"github.com/loomgate/loom/tenant"
 )
 
 // JWTOptions configure a JWTVerifier.
@@ -26,9 +28,15 @@ type JWTOptions struct {
 	// Issuer and Audience must match the token's iss and aud.
 	Issuer   string
 	Audience string
-	// TenantClaim names the claim whose string value is the tenant
+	// TenantClaim names the claim whose string value names the tenant
 	// (default "sub").
 	TenantClaim string
+	// TenantScope scopes the tenants of this verifier's tokens (default:
+	// Issuer): a token's tenant is TenantScope + "#" + its claim
+	// (tenant.Scoped), so that no token names an API key's tenant, nor
+	// one of another issuer. It may not contain "#". Two verifiers given
+	// the same scope share their tenants.
+	TenantScope string
 	// Skew is the clock skew allowed on exp, nbf and iat (default 30s).
 	Skew time.Duration
 	// Refresh is how often Run reloads the keys (default 10 minutes). A
@@ -74,6 +82,12 @@ func NewJWTVerifier(ctx context.Context, opts *JWTOptions) (*JWTVerifier, error)
 	}
 	if o.TenantClaim == "" {
 		o.TenantClaim = "sub"
+	}
+	if o.TenantScope == "" {
+		o.TenantScope = o.Issuer
+	}
+	if err := tenant.CheckScope(o.TenantScope); err != nil {
+		return nil, fmt.Errorf("a JWT verifier's tenants: %w", err)
 	}
 	if o.Skew <= 0 {
 		o.Skew = 30 * time.Second
@@ -121,7 +135,8 @@ func (v *JWTVerifier) Run(ctx context.Context) {
 	}
 }
 
-// Authenticate implements Authenticator.
+// Authenticate implements Authenticator. The tenant is the token's claim
+// scoped by TenantScope.
 func (v *JWTVerifier) Authenticate(ctx context.Context, token string) (string, error) {
 	raw := []byte(token)
 	msg, err := jws.Parse(raw)
@@ -150,11 +165,14 @@ func (v *JWTVerifier) Authenticate(ctx context.Context, token string) (string, e
 	if err := tok.Get(v.opts.TenantClaim, &claim); err != nil {
 		return "", fmt.Errorf("%w: no %q claim", ErrUnauthenticated, v.opts.TenantClaim)
 	}
-	tenant, ok := claim.(string)
-	if !ok || tenant == "" {
+	name, ok := claim.(string)
+	if !ok || name == "" {
 		return "", fmt.Errorf("%w: the %q claim is not a non-empty string", ErrUnauthenticated, v.opts.TenantClaim)
 	}
-	return tenant, nil
+	if err := tenant.CheckClaim(name); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrUnauthenticated, err)
+	}
+	return tenant.Scoped(v.opts.TenantScope, name), nil
 }
 
 func (v *JWTVerifier) keySet() jwk.Set {

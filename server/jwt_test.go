@@ -38,7 +38,7 @@ func TestJWTVerifier(t *testing.T) {
 	tests := []struct {
 		name   string
 		token  string
-		tenant string // "" for refused
+		tenant string // "" for refused; else the claim, scoped by the issuer
 	}{
 		{"RS256", is.Token("rsa-1", ok), "tenant-a"},
 		{"ES256", is.Token("ec-1", ok), "tenant-a"},
@@ -64,8 +64,8 @@ func TestJWTVerifier(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || got != tt.tenant {
-				t.Errorf("tenant %q, err %v; want %q", got, err, tt.tenant)
+			if want := is.Name + "#" + tt.tenant; err != nil || got != want {
+				t.Errorf("tenant %q, err %v; want %q", got, err, want)
 			}
 		})
 	}
@@ -75,8 +75,8 @@ func TestJWTTenantClaim(t *testing.T) {
 	is := authtest.NewIssuer(t, "https://issuer.test", "loom")
 	v, _ := newVerifier(t, is, server.JWTOptions{TenantClaim: "org_id"})
 	got, err := v.Authenticate(context.Background(), is.Token("rsa-1", authtest.Claims{Subject: "user-1", Extra: map[string]any{"org_id": "org-9"}}))
-	if err != nil || got != "org-9" {
-		t.Errorf("tenant %q, err %v; want org-9 from the org_id claim", got, err)
+	if err != nil || got != "https://issuer.test#org-9" {
+		t.Errorf("tenant %q, err %v; want org-9 from the org_id claim, scoped by the issuer", got, err)
 	}
 	if _, err := v.Authenticate(context.Background(), is.Token("rsa-1", authtest.Claims{Subject: "user-1", Extra: map[string]any{"org_id": 7}})); err == nil {
 		t.Error("a non-string tenant claim was accepted")
@@ -94,7 +94,7 @@ func TestJWTKeyRotation(t *testing.T) {
 		t.Fatal("a token of an unpublished key was accepted")
 	}
 	is.WriteJWKS(path) // the issuer publishes the new key
-	if got, err := v.Authenticate(context.Background(), tok); err != nil || got != "tenant-a" {
+	if got, err := v.Authenticate(context.Background(), tok); err != nil || got != "https://issuer.test#tenant-a" {
 		t.Fatalf("after rotation: tenant %q, err %v", got, err)
 	}
 	if _, err := v.Authenticate(context.Background(), is.Token("rsa-1", authtest.Claims{Subject: "tenant-a"})); err != nil {
@@ -136,7 +136,7 @@ func TestJWTJWKSOverHTTPS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := v.Authenticate(context.Background(), is.Token("ed-1", authtest.Claims{Subject: "t"})); err != nil || got != "t" {
+	if got, err := v.Authenticate(context.Background(), is.Token("ed-1", authtest.Claims{Subject: "t"})); err != nil || got != "https://issuer.test#t" {
 		t.Fatalf("tenant %q, err %v", got, err)
 	}
 	is.AddKey("ec-2", jwa.ES256())
@@ -144,7 +144,7 @@ func TestJWTJWKSOverHTTPS(t *testing.T) {
 	jwks = is.JWKS()
 	mu.Unlock()
 	before := fetches.Load()
-	if got, err := v.Authenticate(context.Background(), is.Token("ec-2", authtest.Claims{Subject: "t"})); err != nil || got != "t" {
+	if got, err := v.Authenticate(context.Background(), is.Token("ec-2", authtest.Claims{Subject: "t"})); err != nil || got != "https://issuer.test#t" {
 		t.Fatalf("after rotation: tenant %q, err %v", got, err)
 	}
 	if fetches.Load() != before+1 {
@@ -175,7 +175,7 @@ func TestJWTRefreshTimer(t *testing.T) {
 		}
 		time.Sleep(time.Minute + time.Second)
 		synctest.Wait()
-		if got, err := v.Authenticate(context.Background(), tok); err != nil || got != "t" {
+		if got, err := v.Authenticate(context.Background(), tok); err != nil || got != "https://issuer.test#t" {
 			t.Errorf("after the timer: tenant %q, err %v", got, err)
 		}
 		cancel()

@@ -41,3 +41,45 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// Issue 35, finding 11: /metrics on the API's listener answered without a
+// key although the API needed one. It now needs the API's bearer token,
+// whichever authenticator accepts it.
+func TestMetricsNeedTheAPIKey(t *testing.T) {
+	srv := newServer(t, answer("hi"), &server.Options{Metrics: server.NewMetrics(), APIKeys: []string{"secret"},
+		Authenticators: []server.Authenticator{server.APIKeys{{Key: "key-a", Tenant: "a"}}}})
+	scrape := func(token string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(body)
+	}
+	for _, token := range []string{"", "wrong"} {
+		code, body := scrape(token)
+		if code != http.StatusUnauthorized || !strings.Contains(body, `"code":"invalid_api_key"`) || strings.Contains(body, "go_goroutines") {
+			t.Errorf("/metrics with token %q: %d %.200s; want an OpenAI-shaped 401", token, code, body)
+		}
+	}
+	for _, token := range []string{"secret", "key-a"} {
+		if code, body := scrape(token); code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
+			t.Errorf("/metrics with token %q: %d %.200s; want the metrics", token, code, body)
+		}
+	}
+	// Without authentication, /metrics stays open like the API.
+	open := newServer(t, answer("hi"), &server.Options{Metrics: server.NewMetrics()})
+	res, err := http.Get(open.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Errorf("/metrics without authentication configured: %d", res.StatusCode)
+	}
+}

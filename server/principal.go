@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/loomgate/loom/tenant"
 )
 
 // DefaultTenant owns what is created with a key of --api-key (which maps
-// no key to a tenant of its own).
+// no key to a tenant of its own). No JWT can name it: a JWT's tenant is
+// scoped by its issuer (tenant.Scoped).
 const DefaultTenant = "default"
 
 // ErrUnauthenticated is what an Authenticator returns for a token it does
@@ -24,7 +27,8 @@ type Authenticator interface {
 	Authenticate(ctx context.Context, token string) (tenant string, err error)
 }
 
-// APIKey maps one static bearer token to a tenant.
+// APIKey maps one static bearer token to a tenant, whose name passes
+// tenant.CheckName (no JWT's tenant can have it).
 type APIKey struct {
 	Key    string `json:"key"`
 	Tenant string `json:"tenant"`
@@ -37,20 +41,26 @@ type APIKeys []APIKey
 
 // Authenticate implements Authenticator.
 func (ks APIKeys) Authenticate(_ context.Context, token string) (string, error) {
-	tenant, found := "", 0
+	name, found := "", 0
 	for _, k := range ks {
 		if subtle.ConstantTimeCompare([]byte(token), []byte(k.Key)) == 1 {
-			tenant, found = k.Tenant, 1
+			name, found = k.Tenant, 1
 		}
 	}
 	if found == 0 {
 		return "", fmt.Errorf("%w: not a known API key", ErrUnauthenticated)
 	}
-	return tenant, nil
+	if err := tenant.CheckName(name); err != nil {
+		// Not loaded by LoadAPIKeys: a name a JWT's tenant could have
+		// must not be served.
+		return "", fmt.Errorf("%w: the key's %v", ErrUnauthenticated, err)
+	}
+	return name, nil
 }
 
 // LoadAPIKeys reads a JSON file of [{"key", "tenant"}]. Every entry needs
-// both, and a key may appear once.
+// both, a key may appear once, and a tenant's name must pass
+// tenant.CheckName: none may contain "#", which only JWT tenants have.
 func LoadAPIKeys(path string) (APIKeys, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -64,6 +74,9 @@ func LoadAPIKeys(path string) (APIKeys, error) {
 	for i, k := range keys {
 		if k.Key == "" || k.Tenant == "" {
 			return nil, fmt.Errorf("%s: entry %d needs a key and a tenant", path, i)
+		}
+		if err := tenant.CheckName(k.Tenant); err != nil {
+			return nil, fmt.Errorf("%s: entry %d: %w", path, i, err)
 		}
 		if seen[k.Key] {
 			return nil, fmt.Errorf("%s: entry %d repeats a key", path, i)

@@ -60,11 +60,25 @@ type Options struct {
 	DecodeCacheBytes int
 	// HideMetrics keeps /metrics off this handler although Metrics is
 	// set: the operator serves Metrics.Handler on a listener of its own.
+	// Served here, /metrics needs the API's bearer token when
+	// authentication is configured (APIKeys, Authenticators).
 	HideMetrics bool
 	// TracerProvider starts the span of each request (nil: spans are not
 	// recorded, but each request still gets a trace id, logged and
 	// propagated).
 	TracerProvider trace.TracerProvider
+
+	// MaxWebSockets caps the WebSocket connections open at once (default
+	// 1024), and MaxWebSocketsPerTenant those of one tenant (default
+	// 256): past either, an upgrade is refused with a 429 and
+	// Retry-After. Negative: no cap.
+	MaxWebSockets          int
+	MaxWebSocketsPerTenant int
+	// MaxWebSocketAge is the longest a WebSocket connection stays open
+	// (default 1h; negative: no limit): past it, once its running
+	// response has ended, it is closed with 1000 and the reason
+	// "websocket_connection_limit_reached: ..." (websocketlimits.go).
+	MaxWebSocketAge time.Duration
 }
 
 // Server is loom's HTTP API: the Responses endpoints over an Engine, plus
@@ -84,7 +98,7 @@ type Server struct {
 
 // New returns a Server for e. It reports ready until SetReady(false).
 func New(e *engine.Engine, opts *Options) *Server {
-	s := &Server{engine: e, mux: http.NewServeMux(), sockets: sockets{shutdown: make(chan struct{})}}
+	s := &Server{engine: e, mux: http.NewServeMux(), sockets: sockets{shutdown: make(chan struct{}), afterFunc: timeAfterFunc}}
 	if opts != nil {
 		s.opts = *opts
 	}
@@ -109,6 +123,15 @@ func New(e *engine.Engine, opts *Options) *Server {
 	if s.opts.WriteTimeout == 0 {
 		s.opts.WriteTimeout = 60 * time.Second
 	}
+	if s.opts.MaxWebSockets == 0 {
+		s.opts.MaxWebSockets = defaultMaxWebSockets
+	}
+	if s.opts.MaxWebSocketsPerTenant == 0 {
+		s.opts.MaxWebSocketsPerTenant = defaultMaxWebSocketsPerTenant
+	}
+	if s.opts.MaxWebSocketAge == 0 {
+		s.opts.MaxWebSocketAge = defaultMaxWebSocketAge
+	}
 	s.log = s.opts.Logger
 	if len(s.opts.APIKeys) > 0 {
 		keys := make(APIKeys, len(s.opts.APIKeys))
@@ -126,8 +149,8 @@ func New(e *engine.Engine, opts *Options) *Server {
 	s.ready.Store(true)
 
 	// The API: every route of it behind authentication, in one place so
-	// that a route added here cannot miss it. The health routes and
-	// /metrics below are for probes and scrapers, without it.
+	// that a route added here cannot miss it. The health routes below are
+	// for probes, without it.
 	for _, rt := range []struct {
 		pattern string
 		handler http.HandlerFunc
@@ -167,7 +190,11 @@ func New(e *engine.Engine, opts *Options) *Server {
 		w.Write([]byte("ok\n"))
 	})
 	if s.opts.Metrics != nil && !s.opts.HideMetrics {
-		s.mux.Handle("GET /metrics", s.opts.Metrics.Handler())
+		// On the API's listener, which faces clients, the metrics need
+		// the API's bearer token when the API does: they name routes,
+		// outcomes and load. A listener of their own (HideMetrics, and
+		// Metrics.Handler served there) is the operator's to guard.
+		s.mux.HandleFunc("GET /metrics", s.auth(s.opts.Metrics.Handler().ServeHTTP))
 	}
 	s.mux.HandleFunc("/v1/", s.noRoute)
 	return s

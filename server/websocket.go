@@ -13,6 +13,7 @@ import (
 
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/tenant"
 )
 
 // WebSocket mode: a client upgrades GET /v1/responses and sends
@@ -59,6 +60,14 @@ type sockets struct {
 	wg           sync.WaitGroup
 	shutdownOnce sync.Once
 	shutdown     chan struct{}
+
+	// mu guards slots, the connections counted against the caps
+	// (websocketlimits.go).
+	mu    sync.Mutex
+	slots socketSlots
+	// afterFunc starts a connection's age timer: time.AfterFunc's, or a
+	// test's.
+	afterFunc func(d time.Duration, f func()) (stop func() bool)
 }
 
 // CloseSockets tells every WebSocket connection to close once its running
@@ -103,18 +112,29 @@ func (s *Server) responsesSocket(w http.ResponseWriter, r *http.Request) {
 		return
 	default:
 	}
+	// Past a cap the upgrade is refused before it happens: nothing is
+	// started for a connection that is not taken.
+	release, refused := s.admitSocket(tenant.From(r.Context()))
+	if refused != nil {
+		refuseSocket(w, refused)
+		return
+	}
 	s.sockets.wg.Add(1)
 	defer s.sockets.wg.Done()
 	c, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		// Accept has answered the client.
+		release()
 		s.log.Debug("websocket accept", "err", err)
 		return
 	}
 	c.SetReadLimit(s.opts.MaxBodyBytes)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	sc := &socketConn{s: s, c: c, dialect: dialect, ctx: ctx, cancel: cancel, creates: make(chan []byte, socketQueue)}
+	sc := &socketConn{s: s, c: c, dialect: dialect, ctx: ctx, cancel: cancel, creates: make(chan []byte, socketQueue),
+		aged: make(chan struct{}), release: release}
+	stopAge := s.startAge(sc)
+	defer stopAge()
 	sc.serve()
 }
 
@@ -131,6 +151,10 @@ type socketConn struct {
 	// creates carries the response.create messages from the reader to
 	// the loop that runs them, one at a time.
 	creates chan []byte
+	// aged is closed when the connection is older than MaxWebSocketAge;
+	// release gives back its slot under the caps.
+	aged    chan struct{}
+	release func()
 	// last is the conversation of the connection's latest response, so
 	// that a response with store false can be continued on this socket.
 	last *engine.Continuation
@@ -151,6 +175,9 @@ func (sc *socketConn) serve() {
 		sc.ping()
 	}()
 	status, reason := sc.loop()
+	// The slot is free before the client sees the close: a client that
+	// reconnects on it is not refused for the connection it left.
+	sc.release()
 	sc.c.Close(status, reason)
 	sc.cancel()
 	wg.Wait()
@@ -160,12 +187,17 @@ func (sc *socketConn) serve() {
 // close status to send.
 func (sc *socketConn) loop() (websocket.StatusCode, string) {
 	for {
-		// Shutdown first: a create that arrives with it is not started.
+		// Shutdown and age first: a create that arrives with them is not
+		// started. Both are looked at only between responses, so that a
+		// running response is never cut by them.
 		select {
 		case <-sc.s.sockets.shutdown:
 			return websocket.StatusGoingAway, "server shutting down"
 		case <-sc.ctx.Done():
 			return websocket.StatusNormalClosure, ""
+		case <-sc.aged:
+			sc.refuseWaiting()
+			return socketAgeStatus, socketAgeReason
 		default:
 		}
 		select {
@@ -173,6 +205,9 @@ func (sc *socketConn) loop() (websocket.StatusCode, string) {
 			return websocket.StatusGoingAway, "server shutting down"
 		case <-sc.ctx.Done():
 			return websocket.StatusNormalClosure, ""
+		case <-sc.aged:
+			sc.refuseWaiting()
+			return socketAgeStatus, socketAgeReason
 		case data := <-sc.creates:
 			sc.create(data)
 		}

@@ -5,5 +5,6 @@
 //
 // The empty tenant is the anonymous one: a server without authentication
 // runs every request as it, and rows stored before tenants existed belong
-// to it.
+// to it. How the other tenants are named, so that an API key's tenant and a
+// JWT's never share a name, is in name.go.
 package tenant

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/loomgate/loom/tenant"
 )
 
 // ConfigError is a configuration loom refuses to start with; loom exits
@@ -39,6 +42,7 @@ type Config struct {
 	JWTIssuer       string
 	JWTAudience     string
 	JWTTenantClaim  string
+	JWTTenantScope  string
 	JWTRefresh      time.Duration
 	OTLPEndpoint    string
 	OTLPSampleRatio float64
@@ -106,6 +110,10 @@ type Config struct {
 	MaxHistoryItems     int
 	MaxHistoryBytes     int64
 	LogResponses        bool
+	// WebSocket mode's limits (server.Options.MaxWebSockets...); 0: none.
+	WebSocketMaxConnections          int
+	WebSocketMaxConnectionsPerTenant int
+	WebSocketMaxAge                  time.Duration
 
 	// Warnings are configuration that works but is likely a mistake; they
 	// are logged once the logger exists.
@@ -152,6 +160,7 @@ func serveFlags(cfg *Config, models, apiKeys *string) *flag.FlagSet {
 	fs.StringVar(&cfg.JWTIssuer, "jwt-issuer", "", "the iss a JWT must carry")
 	fs.StringVar(&cfg.JWTAudience, "jwt-audience", "", "the aud a JWT must carry")
 	fs.StringVar(&cfg.JWTTenantClaim, "jwt-tenant-claim", "sub", "the JWT claim naming the tenant")
+	fs.StringVar(&cfg.JWTTenantScope, "jwt-tenant-scope", "", "what a JWT's tenant is scoped by: the tenant is SCOPE#CLAIM, so that no token names an API key's tenant or another issuer's (empty: --jwt-issuer; no # allowed)")
 	fs.DurationVar(&cfg.JWTRefresh, "jwt-refresh", 10*time.Minute, "how often the JWKS is reloaded (a token with an unknown kid reloads it too, at most every 10s)")
 	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", "export OpenTelemetry spans over OTLP/HTTP to this collector URL (e.g. http://127.0.0.1:4318); the OTEL_EXPORTER_OTLP_* variables work too (empty: no export)")
 	fs.Float64Var(&cfg.OTLPSampleRatio, "otlp-sample-ratio", 1, "share of new traces whose spans are exported, 0 to 1; a client's sampled flag is followed (OTEL_TRACES_SAMPLER applies when this is not set)")
@@ -206,6 +215,9 @@ func serveFlags(cfg *Config, models, apiKeys *string) *flag.FlagSet {
 	fs.IntVar(&cfg.MaxHistoryItems, "max-history-items", 100_000, "the most stored items a continuation (previous_response_id, conversation) may load; past it the request is a 400 naming the parameter, decided before loading")
 	fs.Int64Var(&cfg.MaxHistoryBytes, "max-history-bytes", 64<<20, "the most bytes of stored items a continuation may load; past it the request is a 400 naming the parameter, decided before loading")
 	fs.BoolVar(&cfg.LogResponses, "log-responses", true, "write one info line per finished response (id, tenant, status, duration, tokens, trace id); false: at debug, failures still at warn")
+	fs.IntVar(&cfg.WebSocketMaxConnections, "websocket-max-connections", 1024, "most WebSocket connections (GET /v1/responses upgrades) open at once; past it an upgrade is refused with a 429 and Retry-After (0: no cap)")
+	fs.IntVar(&cfg.WebSocketMaxConnectionsPerTenant, "websocket-max-connections-per-tenant", 256, "most WebSocket connections one tenant may have open; past it its upgrades are refused with a 429 and Retry-After (0: no cap)")
+	fs.DurationVar(&cfg.WebSocketMaxAge, "websocket-max-age", time.Hour, "longest a WebSocket connection stays open: past it, once its running response has ended, it is closed with 1000 and the reason websocket_connection_limit_reached (0: no limit)")
 
 	return fs
 }
@@ -312,8 +324,13 @@ func (c *Config) validate() error {
 	if c.JWTJWKS != "" && (c.JWTIssuer == "" || c.JWTAudience == "") {
 		return configErrorf("--jwt-jwks needs --jwt-issuer and --jwt-audience: a token for another service must not pass")
 	}
-	if c.JWTJWKS == "" && (c.JWTIssuer != "" || c.JWTAudience != "") {
-		return configErrorf("--jwt-issuer and --jwt-audience need --jwt-jwks")
+	if c.JWTJWKS == "" && (c.JWTIssuer != "" || c.JWTAudience != "" || c.JWTTenantScope != "") {
+		return configErrorf("--jwt-issuer, --jwt-audience and --jwt-tenant-scope need --jwt-jwks")
+	}
+	if c.JWTJWKS != "" {
+		if err := tenant.CheckScope(cmp.Or(c.JWTTenantScope, c.JWTIssuer)); err != nil {
+			return configErrorf("--jwt-tenant-scope (by default --jwt-issuer): %v; JWT tenants are SCOPE#CLAIM, so set --jwt-tenant-scope to a scope without #", err)
+		}
 	}
 	if c.OTLPSampleRatio > 1 || (c.OTLPSampleRatio < 0 && c.OTLPSampleRatio != -1) {
 		return configErrorf("--otlp-sample-ratio must be between 0 and 1")
@@ -322,6 +339,9 @@ func (c *Config) validate() error {
 	case "text", "json":
 	default:
 		return configErrorf("--log-format must be text or json")
+	}
+	if c.WebSocketMaxConnections < 0 || c.WebSocketMaxConnectionsPerTenant < 0 || c.WebSocketMaxAge < 0 {
+		return configErrorf("--websocket-max-connections, --websocket-max-connections-per-tenant and --websocket-max-age must be 0 (no limit) or more")
 	}
 	return nil
 }

@@ -162,7 +162,9 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}()
 	m.server = server.New(eng, &server.Options{Logger: m.log, Dialect: dialect, APIKeys: m.cfg.APIKeys, MaxBodyBytes: m.cfg.MaxBodyBytes, Metrics: metrics,
 		BodyReadTimeout: m.cfg.BodyReadTimeout, WriteTimeout: m.cfg.WriteTimeout,
-		HideMetrics: m.cfg.MetricsAddr != "", TracerProvider: tp, Authenticators: authn, DecodeCacheBytes: decodeCacheBytes(m.cfg.DecodeCacheBytes)})
+		HideMetrics: m.cfg.MetricsAddr != "", TracerProvider: tp, Authenticators: authn, DecodeCacheBytes: decodeCacheBytes(m.cfg.DecodeCacheBytes),
+		MaxWebSockets: noCap(m.cfg.WebSocketMaxConnections), MaxWebSocketsPerTenant: noCap(m.cfg.WebSocketMaxConnectionsPerTenant),
+		MaxWebSocketAge: m.noLimit(m.cfg.WebSocketMaxAge)})
 	m.listener, err = net.Listen("tcp", m.cfg.Addr)
 	if err != nil {
 		return err
@@ -273,7 +275,7 @@ func (m *Main) authenticators(ctx context.Context) ([]server.Authenticator, erro
 	if m.cfg.JWTJWKS != "" {
 		v, err := server.NewJWTVerifier(ctx, &server.JWTOptions{
 			JWKS: m.cfg.JWTJWKS, Issuer: m.cfg.JWTIssuer, Audience: m.cfg.JWTAudience,
-			TenantClaim: m.cfg.JWTTenantClaim, Refresh: m.cfg.JWTRefresh, Logger: m.log,
+			TenantClaim: m.cfg.JWTTenantClaim, TenantScope: m.cfg.JWTTenantScope, Refresh: m.cfg.JWTRefresh, Logger: m.log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("--jwt-jwks: %w", err)
@@ -544,4 +546,13 @@ func decodeCacheBytes(flag int64) int {
 		return -1
 	}
 	return int(flag)
+}
+
+// noCap maps a cap flag's 0 (no cap) to the options' negative, where 0
+// is the default.
+func noCap(flag int) int {
+	if flag == 0 {
+		return -1
+	}
+	return flag
 }

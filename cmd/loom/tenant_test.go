@@ -196,6 +196,29 @@ func TestTenantsJWT(t *testing.T) {
 	checkUnauthorized(t, base, is.Tampered("rsa-1", a, "tenant-b"), "bad signature")
 }
 
+// Issue 35, finding 4: a JWT's tenant is scoped by its issuer, so no token
+// names a tenant of --api-key or --api-keys-file, whatever its sub.
+func TestTenantsJWTAndAPIKeysApart(t *testing.T) {
+	is := authtest.NewIssuer(t, "https://issuer.test", "loom")
+	jwks := filepath.Join(t.TempDir(), "jwks.json")
+	is.WriteJWKS(jwks)
+	keys := filepath.Join(t.TempDir(), "keys.json")
+	if err := os.WriteFile(keys, []byte(`[{"key":"sk-a","tenant":"A"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, upstreamForTenants(t))
+	cfg.JWTJWKS, cfg.JWTIssuer, cfg.JWTAudience, cfg.JWTTenantClaim, cfg.JWTRefresh = jwks, is.Name, is.Audience, "sub", time.Hour
+	cfg.APIKeysFile, cfg.APIKeys = keys, []string{"sk-default"}
+	m, _ := runMain(t, cfg, io.Discard)
+	base := "http://" + m.Addr()
+	subDefault := is.Token("rsa-1", authtest.Claims{Subject: "default"})
+	subA := is.Token("ec-1", authtest.Claims{Subject: "A"})
+	checkOwnership(t, base, "sk-default", subDefault)
+	checkOwnership(t, base, "sk-a", subA)
+	checkOwnership(t, base, subA, "sk-a")
+	checkConversationOwnership(t, base, "sk-default", subDefault)
+}
+
 func TestTenantsAPIKeysFile(t *testing.T) {
 	keys := filepath.Join(t.TempDir(), "keys.json")
 	if err := os.WriteFile(keys, []byte(`[{"key":"sk-a","tenant":"acme"},{"key":"sk-a2","tenant":"acme"},{"key":"sk-b","tenant":"globex"}]`), 0o600); err != nil {
@@ -265,4 +288,48 @@ func TestTenantFlags(t *testing.T) {
 		t.Errorf("Open with a bad keys file: %v", err)
 	}
 	m.Close()
+
+	// No API key's tenant may have a JWT tenant's name (SCOPE#CLAIM).
+	os.WriteFile(bad, []byte(`[{"key":"k","tenant":"https://issuer.test#default"}]`), 0o600)
+	m = NewMain(c, newLogger(io.Discard, "json", "info"))
+	if err := m.Open(t.Context()); err == nil || !strings.Contains(err.Error(), "--api-keys-file") || !strings.Contains(err.Error(), "#") {
+		t.Errorf("Open with a keys file naming a JWT tenant: %v", err)
+	}
+	m.Close()
+
+	// The scope of JWT tenants may not contain the separator.
+	jwt := append(base, "--jwt-jwks", "/x.json", "--jwt-audience", "a")
+	if _, err := parseServeFlags(append(jwt, "--jwt-issuer", "https://i.test/#x"), env(nil)); err == nil || !strings.Contains(err.Error(), "--jwt-tenant-scope") {
+		t.Errorf("an issuer with # and no --jwt-tenant-scope: %v", err)
+	}
+	if cfg, err := parseServeFlags(append(jwt, "--jwt-issuer", "https://i.test/#x", "--jwt-tenant-scope", "i"), env(nil)); err != nil || cfg.JWTTenantScope != "i" {
+		t.Errorf("an issuer with # and a scope: %v", err)
+	}
+	if _, err := parseServeFlags(append(jwt, "--jwt-issuer", "https://i.test", "--jwt-tenant-scope", "a#b"), env(nil)); err == nil {
+		t.Error("a scope with # accepted")
+	}
+	if _, err := parseServeFlags(append(base, "--jwt-tenant-scope", "i"), env(nil)); err == nil {
+		t.Error("--jwt-tenant-scope without --jwt-jwks accepted")
+	}
+}
+
+// Issue 35, finding 11: with --api-key, /metrics on the API listener needs
+// the key; on --metrics-addr, the operator's own listener, it does not.
+func TestMetricsBehindTheAPIKey(t *testing.T) {
+	up := upstreamForTenants(t)
+	cfg := testConfig(t, up)
+	cfg.APIKeys = []string{"sk-1"}
+	m, _ := runMain(t, cfg, io.Discard)
+	if got := call(t, "GET", "http://"+m.Addr()+"/metrics", "", ""); got.status != http.StatusUnauthorized || !strings.Contains(got.body, `"invalid_api_key"`) {
+		t.Errorf("API listener /metrics without the key: %d %.200s, want 401", got.status, got.body)
+	}
+	if got := call(t, "GET", "http://"+m.Addr()+"/metrics", "sk-1", ""); got.status != http.StatusOK || !strings.Contains(got.body, "go_goroutines") {
+		t.Errorf("API listener /metrics with the key: %d %.200s", got.status, got.body)
+	}
+	cfg = testConfig(t, up)
+	cfg.APIKeys, cfg.MetricsAddr = []string{"sk-1"}, "127.0.0.1:0"
+	m, _ = runMain(t, cfg, io.Discard)
+	if got := call(t, "GET", "http://"+m.MetricsAddr()+"/metrics", "", ""); got.status != http.StatusOK || !strings.Contains(got.body, "go_goroutines") {
+		t.Errorf("--metrics-addr /metrics without a key: %d %.200s, want the metrics", got.status, got.body)
+	}
 }
