@@ -102,7 +102,9 @@ func (w *worker) Work(ctx context.Context, job *river.Job[responseJob]) error {
 	if w.j.onClaim != nil {
 		w.j.onClaim(ctx, job.Args.BackgroundJob)
 	}
-	return r.RunBackground(ctx, job.Args.BackgroundJob)
+	bj := job.Args.BackgroundJob
+	bj.Attempt = job.Attempt
+	return r.RunBackground(ctx, bj)
 }
 
 // Timeout: none from River; the engine bounds a response (its Timeout).

@@ -22,6 +22,9 @@ import (
 type BackgroundJob struct {
 	ResponseID string          `json:"response_id"`
 	Request    json.RawMessage `json:"request"`
+	// Attempt is which delivery of the job this is (1 for the first), as
+	// the job engine counts them; it is not stored with the job.
+	Attempt int `json:"-"`
 }
 
 // EventNotifier tells this replica's followers of a running response that
@@ -52,13 +55,19 @@ type Queue interface {
 	Claimed(ctx context.Context, before time.Time) ([]string, error)
 }
 
+// errResponseNotYetStored asks the job engine to deliver a job again,
+// once: its response was not stored when it came.
+var errResponseNotYetStored = errors.New("the background response is not stored yet")
+
 // errCancelled is the cause of a background run's context when a cancel
 // was asked for.
 var errCancelled = errors.New("the response was cancelled")
 
-// enqueue stores a prepared background response as queued and hands it to
-// the job engine. If the job cannot be stored, neither is the response: the
-// client gets a 503 and nothing is left half done.
+// enqueue hands a prepared background response to the job engine, then
+// stores it as queued. In that order, a failure of either leaves nothing
+// queued for good: a job whose response was never stored finds none and
+// ends (RunBackground), where a response stored without its job would
+// wait forever. The client gets a 503 for either.
 func (e *Engine) enqueue(ctx context.Context, r *run) (*responses.Response, error) {
 	r.resp.Status = responses.ResponseQueued
 	rec, err := r.storeRecord(ctx)
@@ -76,16 +85,13 @@ func (e *Engine) enqueue(ctx context.Context, r *run) (*responses.Response, erro
 	if err := e.claimConversation(ctx, r); err != nil {
 		return nil, err
 	}
+	if err := e.opts.Queue.Enqueue(sctx, BackgroundJob{ResponseID: rec.ID, Request: request}); err != nil {
+		e.finishTurn(ctx, r, false)
+		return nil, storeUnavailable(fmt.Errorf("enqueue background response %s: %w", rec.ID, err))
+	}
 	if err := e.store.SaveResponse(sctx, rec); err != nil {
 		e.finishTurn(ctx, r, false)
 		return nil, storeUnavailable(fmt.Errorf("store queued response %s: %w", rec.ID, err))
-	}
-	if err := e.opts.Queue.Enqueue(sctx, BackgroundJob{ResponseID: rec.ID, Request: request}); err != nil {
-		if derr := e.store.DeleteResponse(sctx, rec.ID, rec.Tenant); derr != nil {
-			e.log.ErrorContext(ctx, "delete unqueued response", "id", rec.ID, "err", derr)
-		}
-		e.finishTurn(ctx, r, false)
-		return nil, storeUnavailable(fmt.Errorf("enqueue background response %s: %w", rec.ID, err))
 	}
 	e.log.InfoContext(ctx, "response queued", "id", rec.ID, "model", r.req.Model)
 	return r.resp, nil
@@ -110,6 +116,13 @@ func (e *Engine) RunBackground(ctx context.Context, job BackgroundJob) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
 	claimed, err := e.store.ClaimQueued(sctx, job.ResponseID, e.owner, e.opts.Now().Add(e.opts.Lease))
 	cancel()
+	if errors.Is(err, ErrNotFound) && job.Attempt <= 1 {
+		// The job is stored before its response (enqueue): a first
+		// delivery may come before the response's write commits. The
+		// next delivery tells a response that will not come (its write
+		// failed, or it was deleted) by finding none again.
+		return errResponseNotYetStored
+	}
 	if errors.Is(err, ErrNotFound) || (err == nil && !claimed) {
 		return nil
 	}

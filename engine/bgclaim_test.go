@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -17,12 +18,18 @@ import (
 type memQueue struct {
 	mu   sync.Mutex
 	jobs []engine.BackgroundJob
+	// delivered, if set, is called with each job as it is enqueued: a
+	// job engine that delivers it at once.
+	delivered func(engine.BackgroundJob)
 }
 
 func (q *memQueue) Enqueue(_ context.Context, job engine.BackgroundJob) error {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	q.jobs = append(q.jobs, job)
+	q.mu.Unlock()
+	if q.delivered != nil {
+		q.delivered(job)
+	}
 	return nil
 }
 
@@ -148,5 +155,86 @@ func TestBackgroundRunHoldsItsLeaseBeforeItStarts(t *testing.T) {
 	}
 	if o := get(t, b, job.ResponseID); o.Status != responses.StatusCompleted {
 		t.Errorf("after the run: %+v, want completed", o)
+	}
+}
+
+// failingSaves fails every SaveResponse while fail is set, as a store
+// that went away between the job's write and the response's.
+type failingSaves struct {
+	engine.Store
+	mu   sync.Mutex
+	fail bool
+}
+
+func (s *failingSaves) SaveResponse(ctx context.Context, rec *engine.Record) error {
+	s.mu.Lock()
+	fail := s.fail
+	s.mu.Unlock()
+	if fail {
+		return errStoreDown
+	}
+	return s.Store.SaveResponse(ctx, rec)
+}
+
+var errStoreDown = errors.New("connection refused")
+
+// TestBackgroundNeverQueuedWithoutItsJob: the job is written before the
+// response. When the response's write fails, the client gets a 503 and
+// nothing is left queued: the job, delivered twice, finds no response and
+// ends. A first delivery that comes before the response's write asks for
+// a second, which runs it.
+func TestBackgroundNeverQueuedWithoutItsJob(t *testing.T) {
+	db, err := sqlite.Open(context.Background(), ":memory:", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st := &failingSaves{Store: db, fail: true}
+	q := &memQueue{}
+	e := engine.New(&fakeBackend{stream: deltas(model.Delta{Kind: model.DeltaText, Text: "done"})}, st,
+		&engine.Options{Models: []string{"m"}, Queue: q})
+	ctx := context.Background()
+	resp, err := e.Run(ctx, decodeRequest(t, `{"model":"m","input":"x","background":true}`), nil)
+	var apiErr *responses.APIError
+	if resp != nil || !errors.As(err, &apiErr) || apiErr.Kind != responses.EUnavailable {
+		t.Fatalf("background request with the store failing: %v, %v; want a 503", resp, err)
+	}
+	job := q.only(t)
+	st.mu.Lock()
+	st.fail = false
+	st.mu.Unlock()
+	job.Attempt = 1
+	if err := e.RunBackground(ctx, job); err == nil {
+		t.Fatal("the first delivery of a job without its response asked for no second")
+	}
+	job.Attempt = 2
+	if err := e.RunBackground(ctx, job); err != nil {
+		t.Fatalf("the second delivery of a job without its response: %v", err)
+	}
+	if _, err := e.Get(ctx, job.ResponseID); err == nil {
+		t.Fatalf("a response whose write failed is stored")
+	}
+
+	// The job's first delivery comes before the response's write.
+	q.jobs = nil
+	var first error
+	q.delivered = func(job engine.BackgroundJob) {
+		job.Attempt = 1
+		first = e.RunBackground(ctx, job)
+	}
+	resp, err = e.Run(ctx, decodeRequest(t, `{"model":"m","input":"x","background":true}`), nil)
+	if err != nil || resp.Status != responses.ResponseQueued {
+		t.Fatalf("background request: %v, %v", resp, err)
+	}
+	if first == nil {
+		t.Fatal("a delivery before the response's write asked for no second")
+	}
+	job = q.only(t)
+	job.Attempt = 2
+	if err := e.RunBackground(ctx, job); err != nil {
+		t.Fatalf("a second delivery: %v", err)
+	}
+	if o := get(t, e, job.ResponseID); o.Status != responses.ResponseCompleted {
+		t.Errorf("the response after its job's second delivery: %+v, want completed", o)
 	}
 }
