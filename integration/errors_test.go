@@ -80,6 +80,10 @@ func TestBadRequests(t *testing.T) {
 		// User-supplied text echoed in a message must not make the body
 		// unbounded: the caps are checked for every case below.
 		{"very long model name", `{"model":"` + long + `","input":"hi"}`, wantError{404, "not_found_error", "model", ""}},
+		{"service_tier unknown", `{"model":"mock-model","input":"hi","service_tier":"bogus"}`, wantError{400, "invalid_request_error", "service_tier", ""}},
+		{"stream_options a string", `{"model":"mock-model","input":"hi","stream_options":"x"}`, wantError{400, "invalid_request_error", "stream_options", ""}},
+		{"include_obfuscation a string", `{"model":"mock-model","input":"hi","stream_options":{"include_obfuscation":"x"}}`,
+			wantError{400, "invalid_request_error", "stream_options.include_obfuscation", ""}},
 		{"very long tool type", `{"model":"mock-model","input":"hi","tools":[{"type":"` + long + `"}]}`, wantError{400, "invalid_request_error", "tools[0].type", ""}},
 	}
 	for _, tc := range cases {

@@ -102,7 +102,12 @@ func diagnose(body []byte) *APIError {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
 		var syntaxErr *json.SyntaxError
-		if errors.As(err, &syntaxErr) || len(bytes.TrimSpace(body)) == 0 {
+		if errors.As(err, &syntaxErr) {
+			if deep := nestingError(body); deep != nil {
+				return deep
+			}
+		}
+		if syntaxErr != nil || len(bytes.TrimSpace(body)) == 0 {
 			return BadRequest("", "the request body is not valid JSON")
 		}
 		return BadRequest("", "the request body must be a JSON object")
