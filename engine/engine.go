@@ -130,7 +130,7 @@ type Engine struct {
 
 // New returns an Engine over backend and store.
 func New(backend model.Backend, store Store, opts *Options) *Engine {
-	e := &Engine{backend: backend, store: store}
+	e := &Engine{backend: backend, store: idCheckedStore{store}}
 	e.life, e.endLife = context.WithCancel(context.Background())
 	if opts != nil {
 		e.opts = *opts

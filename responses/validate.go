@@ -351,6 +351,9 @@ func validFunctionName(s string) bool {
 
 // validateInput checks one input item.
 func (it *Item) validateInput(param string) *APIError {
+	if err := it.checkItemID(param); err != nil {
+		return err
+	}
 	switch it.Type {
 	case "":
 		return BadRequest(param+".type", "input item type is required")
