@@ -396,6 +396,8 @@ var inputChecks = map[string]func(it *Item, param string) *APIError{
 	ItemMCPInputRequest:      nil,
 	ItemCodeInterpreterCall:  nil,
 	ItemWebSearchCall:        nil, // resent by Codex with its history
+	ItemShellCall:            nil, // the sandboxed shell's, as loom reported them
+	ItemShellCallOutput:      nil,
 	ItemToolSearchCall:       nil,
 	ItemToolSearchOutput:     (*Item).validateToolSearchOutput,
 }

@@ -207,6 +207,8 @@ func TestValidateAcceptsEveryInputItemType(t *testing.T) {
 		`{"type":"mcp_input_response","request_id":"mcpi_1","input_responses":{"k":{"action":"decline"}}}`,
 		`{"type":"code_interpreter_call","id":"ci_1","code":"print(1)","container_id":"cntr_1","outputs":[]}`,
 		`{"type":"compaction","id":"cmp_1","encrypted_content":"sealed"}`,
+		`{"type":"shell_call","id":"sh_1","call_id":"c3","action":{"commands":["ls"],"timeout_ms":1000},"status":"completed"}`,
+		`{"type":"shell_call_output","id":"sho_1","call_id":"c3","output":[{"stdout":"a\n","stderr":"","outcome":{"type":"exit","exit_code":0}}],"max_output_length":4096}`,
 		`{"type":"` + VendorPrefix + `mcp_call","id":"mcp_2","server_label":"s","name":"t","arguments":"{}"}`,
 	}
 	for _, it := range items {
