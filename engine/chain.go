@@ -79,6 +79,8 @@ func dropOrphanOutputs(items []responses.Item) []responses.Item {
 	for i := range items {
 		it := &items[i]
 		switch {
+		case it.Type == responses.ItemMessage:
+			// Most of a long history: no kind's to look up.
 		case tools.ClientCall(it.Type):
 			if calls == nil {
 				calls = map[string]bool{}
