@@ -143,7 +143,7 @@ func rejectedCode(reason string) string {
 // (IPv4, IPv6, a name with a port), localhost.
 var (
 	urlPattern  = regexp.MustCompile(`(?i)\b[a-z][a-z0-9+.\-]*://[^\s"'<>()\[\]{},]*`)
-	hostPattern = regexp.MustCompile(`(?i)\[[0-9a-f:.%]+\](:\d+)?|\b\d{1,3}(\.\d{1,3}){3}(:\d+)?\b|\b[0-9a-f]{0,4}(:[0-9a-f]{0,4}){3,7}\b|\b[a-z]([a-z0-9\-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9\-]*[a-z0-9])?)*:\d{2,5}\b|\blocalhost\b`)
+	hostPattern = regexp.MustCompile(`(?i)\[[0-9a-f.%]*:[0-9a-f.%]*:[0-9a-f:.%]*\](:\d+)?|\b\d{1,3}(\.\d{1,3}){3}(:\d+)?\b|\b[0-9a-f]{0,4}(:[0-9a-f]{0,4}){3,7}\b|\b[a-z]([a-z0-9\-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9\-]*[a-z0-9])?)*:\d{2,5}\b|\blocalhost\b`)
 )
 
 // clientReason is an engine's message made fit for a client: credentials

@@ -130,6 +130,7 @@ func TestClientReason(t *testing.T) {
 		{"on localhost, ok", "on [host], ok"},
 		{"line one\nline\ttwo\r\x00\x1b[31mred\u2028end", "line one line two [31mred end"},
 		{"context length 8192 at 12:30:45", "context length 8192 at 12:30:45"},
+		{"messages[0].content[1]: field required; value [1, 2]", "messages[0].content[1]: field required; value [1, 2]"},
 	}
 	for _, tt := range tests {
 		if got := c.clientReason(tt.in); got != tt.want {
