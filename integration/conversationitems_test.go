@@ -216,3 +216,60 @@ func modelSaw(r mockllm.Request) string {
 	}
 	return string(r.Body)
 }
+
+// TestConversationReadsEveryItemType: every item type a client may send
+// as input (and loom outputs), added to a conversation, is read back by
+// the next response on it as history: the check of stored items refuses
+// none of them. On every store, over both backends. (A guard of that
+// check: it passed before the check existed too.)
+func TestConversationReadsEveryItemType(t *testing.T) {
+	sealer, _ := engine.NewSealer([]byte("integration test key"))
+	items := []string{
+		`{"role":"user","content":"hi"}`,
+		`{"role":"developer","content":[{"type":"input_text","text":"be brief"}]}`,
+		`{"type":"message","role":"system","content":[]}`,
+		`{"type":"message","role":"assistant","content":[]}`,
+		`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"a","annotations":[]},{"type":"refusal","refusal":"no"}]}`,
+		`{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"}`,
+		`{"type":"function_call_output","call_id":"c1","output":"done"}`,
+		`{"type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":"think"}]}`,
+		`{"type":"reasoning","summary":[{"type":"summary_text","text":"s"}],"encrypted_content":"` + sealer.Seal("x") + `"}`,
+		`{"type":"local_shell_call","call_id":"c2","action":{"type":"exec","command":["ls"]},"status":"completed"}`,
+		`{"type":"local_shell_call_output","call_id":"c2","output":"a.txt"}`,
+		`{"type":"mcp_call","id":"mcp_1","server_label":"s","name":"t","arguments":"{}","output":"ok"}`,
+		`{"type":"mcp_list_tools","id":"mcpl_1","server_label":"s","tools":[]}`,
+		`{"type":"mcp_approval_request","id":"mcpr_1","server_label":"s","name":"t","arguments":"{}"}`,
+		`{"type":"mcp_approval_response","approval_request_id":"mcpr_1","approve":false,"reason":"no"}`,
+		`{"type":"mcp_input_request","id":"mcpi_1","server_label":"s","name":"t","arguments":"{}","input_requests":{}}`,
+		`{"type":"mcp_input_response","request_id":"mcpi_1","input_responses":{"k":{"action":"decline"}}}`,
+		`{"type":"code_interpreter_call","id":"ci_1","code":"print(1)","container_id":"cntr_1","outputs":[]}`,
+		`{"type":"web_search_call","id":"ws_1","status":"completed","action":{"type":"search","query":"x"}}`,
+		`{"type":"shell_call","id":"sh_1","call_id":"c3","action":{"commands":["ls"]},"status":"completed"}`,
+		`{"type":"shell_call_output","id":"sho_1","call_id":"c3","output":[{"stdout":"a","stderr":"","outcome":{"type":"exit","exit_code":0}}]}`,
+		`{"type":"custom_tool_call","call_id":"c4","name":"g","input":"x"}`,
+		`{"type":"custom_tool_call_output","call_id":"c4","output":"y"}`,
+		`{"type":"apply_patch_call","call_id":"c6","operation":{"type":"create_file","path":"a","diff":"+x"},"status":"completed"}`,
+		`{"type":"apply_patch_call_output","call_id":"c6","status":"completed","output":"ok"}`,
+	}
+	for _, store := range storeKinds {
+		for _, up := range upstreams {
+			t.Run(store.name+"/"+up.name, func(t *testing.T) {
+				h := up.harness(t, &harnessOptions{OpenStore: store.open})
+				status, body := doRaw(t, http.MethodPost, h.BaseURL+"/conversations", `{}`)
+				var conv struct{ ID string }
+				if json.Unmarshal(body, &conv); status != http.StatusOK || conv.ID == "" {
+					t.Fatalf("create: %d %s", status, body)
+				}
+				for _, it := range items {
+					if status, body := doRaw(t, http.MethodPost, h.BaseURL+"/conversations/"+conv.ID+"/items", `{"items":[`+it+`]}`); status != http.StatusOK {
+						t.Errorf("add %s: %d %s", it, status, body)
+					}
+				}
+				status, body = doRaw(t, http.MethodPost, h.BaseURL+"/responses", `{"model":"mock-model","input":"#say ok","conversation":"`+conv.ID+`"}`)
+				if status != http.StatusOK {
+					t.Errorf("a response on the conversation: %d %s", status, body)
+				}
+			})
+		}
+	}
+}
