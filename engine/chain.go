@@ -96,40 +96,54 @@ func (e *Engine) checkHistorySize(param string, size Size) error {
 	return nil
 }
 
-// dropOrphanOutputs removes tool results whose call is no longer in the
-// conversation (it was in a deleted response): engines reject a tool
-// message that answers no call.
+// dropOrphanOutputs removes the client's tool results whose call is no
+// longer in the conversation before them (it was in a deleted response,
+// or a deleted conversation item): engines reject a tool message that
+// answers no call. It returns items itself when there is none.
 func dropOrphanOutputs(items []responses.Item) []responses.Item {
-	calls := map[string]bool{}
-	kept := items[:0:0]
-	for _, it := range items {
-		switch it.Type {
-		case responses.ItemFunctionCall:
-			calls[it.CallFields().CallID] = true
-		case responses.ItemFunctionCallOutput:
-			if !calls[it.CallFields().CallID] {
-				continue
+	var calls map[string]bool
+	var kept []responses.Item // made at the first orphan: most histories have none
+	for i := range items {
+		it := &items[i]
+		switch {
+		case it.Type == responses.ItemMessage:
+			// Most of a long history: no kind's to look up.
+		case tools.ClientCall(it.Type):
+			if calls == nil {
+				calls = map[string]bool{}
 			}
+			calls[it.CallFields().CallID] = true
+		case tools.ClientOutput(it.Type) && !calls[it.CallFields().CallID]:
+			if kept == nil {
+				kept = append(make([]responses.Item, 0, len(items)-1), items[:i]...)
+			}
+			continue
 		}
-		kept = append(kept, it)
+		if kept != nil {
+			kept = append(kept, *it)
+		}
+	}
+	if kept == nil {
+		return items
 	}
 	return kept
 }
 
-// checkCallOutputs makes sure every function_call_output in input answers a
-// function_call present in the conversation (history or input itself).
-func checkCallOutputs(history, input []responses.Item) *responses.APIError {
+// checkCallOutputs makes sure every client's tool result in items answers
+// a call present in the conversation (history or items themselves); field
+// names items in the error ("input", "items").
+func checkCallOutputs(history, items []responses.Item, field string) *responses.APIError {
 	var calls map[string]bool // made at the first output: most inputs have none
-	for i := range input {
-		if !tools.ClientOutput(input[i].Type) {
+	for i := range items {
+		if !tools.ClientOutput(items[i].Type) {
 			continue
 		}
 		if calls == nil {
-			calls = clientCallIDs(history, input)
+			calls = clientCallIDs(history, items)
 		}
-		if !calls[input[i].CallFields().CallID] {
-			return responses.BadRequest(fmt.Sprintf("input[%d].call_id", i),
-				"no function call with call_id %q exists in this conversation", input[i].CallFields().CallID)
+		if !calls[items[i].CallFields().CallID] {
+			return responses.BadRequest(fmt.Sprintf("%s[%d].call_id", field, i),
+				"no function call with call_id %q exists in this conversation", items[i].CallFields().CallID)
 		}
 	}
 	return nil

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/loomgate/loom/model"
@@ -102,12 +101,4 @@ func (e *Engine) openCompaction(it *responses.Item, param string) (responses.Ite
 	}
 	return responses.Item{Type: responses.ItemMessage, ID: it.ID, Role: "user",
 		Content: []responses.ContentPart{{Type: responses.PartInputText, Text: compactionPreamble + summary}}}, nil
-}
-
-// compactionParam names a compaction item's blob for errors.
-func compactionParam(inHistory bool, i int) string {
-	if inHistory {
-		return "previous_response_id"
-	}
-	return fmt.Sprintf("input[%d].encrypted_content", i)
 }

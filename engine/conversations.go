@@ -1,14 +1,15 @@
 package engine
 
 import (
-	"github.com/loomgate/loom/tenant"
-
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/tenant"
+	"github.com/loomgate/loom/tools"
 )
 
 // A response created with conversation reads the conversation's items as
@@ -49,6 +50,9 @@ func (e *Engine) conversationHistory(ctx context.Context, id string) ([]response
 	items, _, err := e.store.ConversationItems(ctx, id, Page{})
 	if err != nil {
 		return nil, nil, storeUnavailable(fmt.Errorf("load conversation %s: %w", id, err))
+	}
+	if items, err = readableHistory(id, items); err != nil {
+		return nil, nil, err
 	}
 	var pending map[string]*pendingCall
 	if conv.LastResponseID != "" {
@@ -131,12 +135,32 @@ func (e *Engine) releaseConversation(ctx context.Context, responseID string, bod
 	}
 }
 
+// readableHistory checks a conversation's stored items as input items
+// are checked: one that is not (stored before the Conversations API
+// checked its items, say) is a 400 naming the conversation and the item
+// to delete, rather than a failure of the model's call. A client's tool
+// result whose call is no longer there (its item was deleted) is left out,
+// as on a cut chain of previous_response_id.
+func readableHistory(id string, items []responses.Item) ([]responses.Item, error) {
+	for i := range items {
+		if err := responses.ValidateStoredItem(&items[i], ""); err != nil {
+			var reason string
+			if apiErr, ok := err.(*responses.APIError); ok {
+				reason = apiErr.Message
+			}
+			return nil, responses.BadRequest("conversation",
+				"conversation %q holds an item a response cannot read (item %d, id %q: %s); delete it with DELETE /v1/conversations/{id}/items/{item_id}",
+				id, i, items[i].ID, reason)
+		}
+	}
+	return dropOrphanOutputs(items), nil
+}
+
 // Limits of the Conversations API, as OpenAI documents them.
 const (
-	maxConversationItems = 20 // items in one create or add
-	maxMetadataKeys      = 16
-	maxMetadataKey       = 64
-	maxMetadataValue     = 512
+	maxMetadataKeys  = 16
+	maxMetadataKey   = 64
+	maxMetadataValue = 512
 )
 
 // CheckMetadata checks a metadata object against the API's limits.
@@ -155,16 +179,40 @@ func CheckMetadata(m map[string]string) error {
 	return nil
 }
 
-// newItems checks items given to the Conversations API and gives those
-// without an id one.
-func (e *Engine) newItems(items []responses.Item) ([]responses.Item, error) {
-	if len(items) > maxConversationItems {
-		return nil, responses.BadRequest("items", "%d items given; at most %d can be added at once", len(items), maxConversationItems)
+// newItems checks items given to the Conversations API as a create
+// request's input is checked, so that no item stored makes a later
+// response fail: responses.ValidateConversationItems, then what needs
+// the conversation (every client's tool result answers a call of the
+// conversation or of the items; a sealed reasoning or compaction blob
+// opens). history returns the conversation's items; it is called only
+// when needed, and is nil for a new conversation. The items returned are
+// a copy, with ids for those without one and sealed reasoning opened.
+func (e *Engine) newItems(items []responses.Item, history func() ([]responses.Item, error)) ([]responses.Item, error) {
+	if err := responses.ValidateConversationItems(items); err != nil {
+		return nil, err
 	}
-	out := make([]responses.Item, len(items))
-	for i, it := range items {
-		if it.Type == "" {
-			return nil, responses.BadRequest(fmt.Sprintf("items[%d].type", i), "item %d has no type", i)
+	out := slices.Clone(items)
+	if slices.ContainsFunc(out, func(it responses.Item) bool { return tools.ClientOutput(it.Type) }) {
+		var prior []responses.Item
+		if history != nil {
+			var err error
+			if prior, err = history(); err != nil {
+				return nil, err
+			}
+		}
+		if err := checkCallOutputs(prior, out, "items"); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.openReasoning(out, "items"); err != nil {
+		return nil, err
+	}
+	for i := range out {
+		it := &out[i]
+		if it.Type == responses.ItemCompaction {
+			if _, err := e.openCompaction(it, fmt.Sprintf("items[%d].encrypted_content", i)); err != nil {
+				return nil, err
+			}
 		}
 		if it.ID == "" {
 			it.ID = e.opts.NewID(itemPrefix(it.Type))
@@ -172,7 +220,6 @@ func (e *Engine) newItems(items []responses.Item) ([]responses.Item, error) {
 		if it.Type == responses.ItemMessage && it.Status == "" {
 			it.Status = responses.StatusCompleted
 		}
-		out[i] = it
 	}
 	return out, nil
 }
@@ -196,7 +243,7 @@ func (e *Engine) CreateConversation(ctx context.Context, items []responses.Item,
 	if err := CheckMetadata(metadata); err != nil {
 		return nil, err
 	}
-	items, err := e.newItems(items)
+	items, err := e.newItems(items, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +295,13 @@ func (e *Engine) AddConversationItems(ctx context.Context, id string, items []re
 	if _, err := e.ownConversation(ctx, id); err != nil {
 		return nil, err
 	}
-	items, err := e.newItems(items)
+	items, err := e.newItems(items, func() ([]responses.Item, error) {
+		all, _, err := e.store.ConversationItems(ctx, id, Page{})
+		if errors.Is(err, ErrNotFound) {
+			return nil, conversationNotFound(id)
+		}
+		return all, err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -159,7 +159,7 @@ type Engine struct {
 
 // New returns an Engine over backend and store.
 func New(backend model.Backend, store Store, opts *Options) *Engine {
-	e := &Engine{backend: backend, store: store}
+	e := &Engine{backend: backend, store: idCheckedStore{store}}
 	e.life, e.endLife = context.WithCancel(context.Background())
 	if opts != nil {
 		e.opts = *opts
@@ -392,10 +392,10 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 			input[i].ID = queued.Input[i].ID
 		}
 	}
-	if err := checkCallOutputs(history, input); err != nil {
+	if err := checkCallOutputs(history, input, "input"); err != nil {
 		return nil, err
 	}
-	if err := e.openReasoning(input); err != nil {
+	if err := e.openReasoning(input, "input"); err != nil {
 		return nil, err
 	}
 	approvals, err := checkApprovals(history, input)
@@ -419,7 +419,11 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 	e.setItemIDs(input, ids)
 	// What the model reads: compactions opened, files as text, images
 	// checked (and fetched) -- the stored items stay as sent.
-	seen, asSent, err := e.modelInput(ctx, history, input)
+	historyParam := "previous_response_id"
+	if conversationID != "" {
+		historyParam = "conversation"
+	}
+	seen, asSent, err := e.modelInput(ctx, history, historyParam, input)
 	if err != nil {
 		return nil, err
 	}

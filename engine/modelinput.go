@@ -11,14 +11,14 @@ import (
 // input, with what the model cannot read as sent turned into what it can
 // (a compaction becomes its summary, a text file its text, an image URL
 // the image's bytes). The stored items stay as sent.
-// Errors in input name the item; one in the history names
-// previous_response_id.
+// Errors in input name the item; one in the history names historyParam,
+// what the history came from (previous_response_id, conversation).
 //
 // The result has room past its end for the response's output: the
 // conversation's history grows in it without copying what came before.
 // With no history and nothing to change it is input itself, with input's
 // spare capacity (the decoder leaves some), and asSent is true.
-func (e *Engine) modelInput(ctx context.Context, history, input []responses.Item) (items []responses.Item, asSent bool, err error) {
+func (e *Engine) modelInput(ctx context.Context, history []responses.Item, historyParam string, input []responses.Item) (items []responses.Item, asSent bool, err error) {
 	if len(history) == 0 && !anyChangedForModel(input) {
 		// The model reads the input as it is: no copy of a long input.
 		return input, true, nil
@@ -30,7 +30,11 @@ func (e *Engine) modelInput(ctx context.Context, history, input []responses.Item
 			it := &list[i]
 			switch it.Type {
 			case responses.ItemCompaction:
-				m, err := e.openCompaction(it, compactionParam(inHistory, i))
+				param := historyParam
+				if !inHistory {
+					param = fmt.Sprintf("input[%d].encrypted_content", i)
+				}
+				m, err := e.openCompaction(it, param)
 				if err != nil {
 					return nil, false, err
 				}
@@ -38,7 +42,7 @@ func (e *Engine) modelInput(ctx context.Context, history, input []responses.Item
 				continue
 			case responses.ItemMessage:
 				if hasMedia(it.Content) {
-					param := "previous_response_id"
+					param := historyParam
 					if !inHistory {
 						param = fmt.Sprintf("input[%d]", i)
 					}

@@ -195,6 +195,11 @@ func upstreamAPIError(me *model.Error) *responses.APIError {
 		e.Type, e.Code = responses.ErrRateLimit, "rate_limit_exceeded"
 	case responses.ETimeout:
 		e.Code = "timeout"
+	case responses.EInvalid:
+		// The model server refused the request as it stands (its
+		// context too long, say), or the backend cannot put it to the
+		// model: the client's to change, a 400 with the reason.
+		e.Type, e.Code = responses.ErrInvalidRequest, "invalid_prompt"
 	default:
 		e.Kind, e.Code = responses.EUpstream, "upstream_error"
 	}

@@ -134,16 +134,17 @@ func sealedReasoning(it *responses.Item) bool {
 	return c != nil && *c != ""
 }
 
-// openReasoning restores the text of reasoning input items that carry only
+// openReasoning restores the text of reasoning items that carry only
 // encrypted_content, so the model sees its earlier reasoning again. A blob
-// that does not open is a 400 naming the item.
-func (e *Engine) openReasoning(input []responses.Item) error {
+// that does not open is a 400 naming the item of field ("input",
+// "items").
+func (e *Engine) openReasoning(input []responses.Item, field string) error {
 	for i := range input {
 		it := &input[i]
 		if !sealedReasoning(it) {
 			continue
 		}
-		param := fmt.Sprintf("input[%d].encrypted_content", i)
+		param := fmt.Sprintf("%s[%d].encrypted_content", field, i)
 		if e.opts.Sealer == nil {
 			return responses.BadRequest(param, "this server has no reasoning key, so it cannot open encrypted_content")
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -80,6 +81,10 @@ func TestBadRequests(t *testing.T) {
 		// User-supplied text echoed in a message must not make the body
 		// unbounded: the caps are checked for every case below.
 		{"very long model name", `{"model":"` + long + `","input":"hi"}`, wantError{404, "not_found_error", "model", ""}},
+		{"service_tier unknown", `{"model":"mock-model","input":"hi","service_tier":"bogus"}`, wantError{400, "invalid_request_error", "service_tier", ""}},
+		{"stream_options a string", `{"model":"mock-model","input":"hi","stream_options":"x"}`, wantError{400, "invalid_request_error", "stream_options", ""}},
+		{"include_obfuscation a string", `{"model":"mock-model","input":"hi","stream_options":{"include_obfuscation":"x"}}`,
+			wantError{400, "invalid_request_error", "stream_options.include_obfuscation", ""}},
 		{"very long tool type", `{"model":"mock-model","input":"hi","tools":[{"type":"` + long + `"}]}`, wantError{400, "invalid_request_error", "tools[0].type", ""}},
 	}
 	for _, tc := range cases {
@@ -182,7 +187,7 @@ func TestUpstreamFailures(t *testing.T) {
 	}{
 		{"429", "#fail 429 " + secret, wantError{429, "rate_limit_error", "", "rate_limit_exceeded"}, 1 + model.DefaultRetries},
 		{"500", "#fail 500 " + secret, wantError{502, "upstream_error", "", "upstream_error"}, 1 + model.DefaultRetries},
-		{"400 from the engine", "#fail 400 " + secret, wantError{502, "upstream_error", "", "upstream_error"}, 1},
+		{"404 from the engine", "#fail 404 " + secret, wantError{502, "upstream_error", "", "upstream_error"}, 1},
 		{"garbage", "#garbage", wantError{502, "upstream_error", "", "upstream_error"}, 1},
 		// The non-streamed upstream call is cut before its answer: nothing
 		// was read, so it is retried like a refused connection.
@@ -200,6 +205,61 @@ func TestUpstreamFailures(t *testing.T) {
 			}
 			checkNothingHappened(t, h, 0, tc.upstream)
 		})
+	}
+}
+
+// TestUpstreamRejection: an upstream 400 or 422 (the request is bad for the
+// model: its context too long, say) reaches the client as a 400
+// invalid_request_error carrying the engine's reason, cleaned of the
+// engine's addresses and capped; streamed, response.failed carries the
+// same message and code. Nothing is retried, and nothing is stored for
+// the JSON request. Over both backends.
+func TestUpstreamRejection(t *testing.T) {
+	const reason = "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens"
+	for _, up := range upstreams {
+		for _, tc := range []struct {
+			status          int
+			detail, code    string
+			wantMsgContains string
+		}{
+			{400, reason + " (served by http://10.1.2.3:8000/v1)", "context_length_exceeded", reason + " (served by [url])"},
+			{422, "temperature is out of range on vllm-0:8000", "invalid_prompt", "temperature is out of range on [host]"},
+		} {
+			t.Run(fmt.Sprintf("%s/%d", up.name, tc.status), func(t *testing.T) {
+				h := up.harness(t, nil)
+				script := fmt.Sprintf("#fail %d %s", tc.status, tc.detail)
+				req, _ := json.Marshal(map[string]any{"model": "mock-model", "input": script})
+				status, body := doRaw(t, http.MethodPost, h.BaseURL+"/responses", string(req))
+				checkAPIError(t, h, status, body, wantError{400, "invalid_request_error", "", tc.code})
+				var e struct{ Error struct{ Message string } }
+				json.Unmarshal(body, &e)
+				if !strings.Contains(e.Error.Message, tc.wantMsgContains) {
+					t.Errorf("message %q, want it to carry %q", e.Error.Message, tc.wantMsgContains)
+				}
+				checkNothingHappened(t, h, 0, 1)
+
+				// Streamed: the same message and code in response.failed.
+				req, _ = json.Marshal(map[string]any{"model": "mock-model", "input": script, "stream": true})
+				sStatus, raw := postStream(t, h.BaseURL+"/responses", string(req), nil)
+				if sStatus != http.StatusOK {
+					t.Fatalf("stream: status %d: %s", sStatus, raw)
+				}
+				var failed struct {
+					Type     string `json:"type"`
+					Response struct {
+						Error *struct{ Code, Message string } `json:"error"`
+					} `json:"response"`
+				}
+				events := parseSSE(t, raw)
+				if len(events) > 0 {
+					json.Unmarshal(events[len(events)-1].Data, &failed)
+				}
+				if failed.Type != "response.failed" || failed.Response.Error == nil ||
+					failed.Response.Error.Code != tc.code || failed.Response.Error.Message != e.Error.Message {
+					t.Errorf("stream ended with %+v, want response.failed with code %s and message %q:\n%s", failed, tc.code, e.Error.Message, raw)
+				}
+			})
+		}
 	}
 }
 

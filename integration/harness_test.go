@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -23,7 +22,6 @@ import (
 	"github.com/loomgate/loom/model/mockllm"
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/server"
-	"github.com/loomgate/loom/store/sqlite"
 )
 
 // harness is loom served in-process over the scripted upstream and a real
@@ -91,6 +89,9 @@ type harnessOptions struct {
 	// Tokenize points the chat backend at the scripted upstream's
 	// tokenize endpoint, for exact input token counts.
 	Tokenize bool
+	// OpenStore, when set, opens the store loom runs on in place of an
+	// in-memory SQLite database (storeKinds: each store there is).
+	OpenStore func(testing.TB) engine.Store
 	// UpstreamURL, when set, is the upstream loom calls (and MockURL)
 	// instead of a scripted upstream of the harness's own, which then
 	// does not run (Mock is nil): a benchmark's upstream in a process of
@@ -198,12 +199,11 @@ func newHarness(t testing.TB, opts *harnessOptions) *harness {
 		h.MockURL = mockSrv.URL + "/v1"
 	}
 
-	db, err := sqlite.Open(context.Background(), ":memory:", &sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
+	openStore := opts.OpenStore
+	if openStore == nil {
+		openStore = openSQLite
 	}
-	t.Cleanup(func() { db.Close() })
-	h.Store = &countingStore{Store: db}
+	h.Store = &countingStore{Store: openStore(t)}
 
 	// loom's connections to the upstream go through the backend's
 	// default transport, what a deployment runs, unless the test gives

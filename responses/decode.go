@@ -99,15 +99,8 @@ func decodeValidText(body []byte) (*Request, *APIError) {
 // an object, text that is not valid Unicode, or the first field (and
 // input item) of the wrong type.
 func diagnose(body []byte) *APIError {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
-		var syntaxErr *json.SyntaxError
-		if errors.As(err, &syntaxErr) || len(bytes.TrimSpace(body)) == 0 {
-			return BadRequest("", "the request body is not valid JSON")
-		}
-		return BadRequest("", "the request body must be a JSON object")
-	}
-	if err := textError(body, fields); err != nil {
+	fields, err := bodyFields(body)
+	if err != nil {
 		return err
 	}
 	// Find the field at fault by decoding one field at a time.
@@ -125,18 +118,50 @@ func diagnose(body []byte) *APIError {
 	return BadRequest("", "the request body could not be decoded")
 }
 
+// bodyFields returns the top-level fields of a body, or the 400 for one
+// that is not a JSON object of valid text: not JSON (too deeply nested,
+// naming the field), not an object, or text that is not valid Unicode.
+func bodyFields(body []byte) (map[string]json.RawMessage, *APIError) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		var syntaxErr *json.SyntaxError
+		if errors.As(err, &syntaxErr) {
+			if deep := nestingError(body); deep != nil {
+				return nil, deep
+			}
+		}
+		if syntaxErr != nil || len(bytes.TrimSpace(body)) == 0 {
+			return nil, BadRequest("", "the request body is not valid JSON")
+		}
+		return nil, BadRequest("", "the request body must be a JSON object")
+	}
+	if fields == nil {
+		return nil, BadRequest("", "the request body must be a JSON object")
+	}
+	if err := textError(body, fields); err != nil {
+		return nil, err
+	}
+	return fields, nil
+}
+
 // inputError names the input item at fault, and its field when it can.
 func inputError(raw json.RawMessage) *APIError {
+	return itemsError("input", raw, "input must be a string or an array of items")
+}
+
+// itemsError names the item of the list field at fault, and its field
+// when it can; notList is the message for a value that is no list.
+func itemsError(field string, raw json.RawMessage, notList string) *APIError {
 	var items []json.RawMessage
 	if json.Unmarshal(raw, &items) != nil {
-		return BadRequest("input", "input must be a string or an array of items")
+		return BadRequest(field, "%s", notList)
 	}
 	for i, itemRaw := range items {
 		var it Item
 		if json.Unmarshal(itemRaw, &it) == nil {
 			continue
 		}
-		param := fmt.Sprintf("input[%d]", i)
+		param := fmt.Sprintf("%s[%d]", field, i)
 		var fields map[string]json.RawMessage
 		if json.Unmarshal(itemRaw, &fields) != nil {
 			return BadRequest(param, "an input item must be a JSON object")
@@ -153,7 +178,7 @@ func inputError(raw json.RawMessage) *APIError {
 		}
 		return BadRequest(param, "malformed input item")
 	}
-	return BadRequest("input", "input must be a string or an array of items")
+	return BadRequest(field, "%s", notList)
 }
 
 // fieldError describes a field whose value has the wrong type.

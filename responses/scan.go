@@ -101,8 +101,19 @@ func (s *scanner) keep(r *Request) {
 
 // newScanner returns a scanner over data.
 func newScanner(data []byte) *scanner {
-	return &scanner{js: jsonscan.NewScanner(data), data: data}
+	js := jsonscan.NewScanner(data)
+	// The values it skips are at most scanLevels into the body: none it
+	// takes can make the body deeper than MaxNesting, counted from the
+	// body as encoding/json counts. One that may is left to encoding/json,
+	// which then refuses the body or not.
+	js.SetMaxDepth(MaxNesting - scanLevels)
+	return &scanner{js: js, data: data}
 }
+
+// scanLevels bounds how many objects and arrays of a request enclose a
+// value the scanner skips or takes raw: an item's field is three levels
+// in (the body, input, the item), a content part's five.
+const scanLevels = 8
 
 // errDeclined stops a walk of the scanner's at a key or value it leaves
 // to encoding/json.

@@ -112,9 +112,39 @@ func (r *Request) validateUnsupported() *APIError {
 	if r.Truncation != nil && *r.Truncation != "disabled" && *r.Truncation != "auto" {
 		return BadRequest("truncation", "truncation must be \"auto\" or \"disabled\"")
 	}
+	if r.ServiceTier != nil && !serviceTiers[*r.ServiceTier] {
+		return BadRequest("service_tier", "service_tier must be auto, default, flex, scale or priority")
+	}
+	if err := checkStreamOptions(r.StreamOptions); err != nil {
+		return err
+	}
 	for i, inc := range r.Include {
 		if !supportedInclude[inc] {
 			return Unsupported(fmt.Sprintf("include[%d]", i), "include value %q is not supported", inc)
+		}
+	}
+	return nil
+}
+
+// serviceTiers are the service_tier values of the API. loom serves each
+// request alike and echoes the one asked for.
+var serviceTiers = map[string]bool{"auto": true, "default": true, "flex": true, "scale": true, "priority": true}
+
+// checkStreamOptions checks stream_options: null or an object whose
+// include_obfuscation, when given, is a boolean. Other keys are tolerated,
+// as unknown fields are. loom adds no obfuscation field either way.
+func checkStreamOptions(raw json.RawMessage) *APIError {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var opts map[string]json.RawMessage
+	if raw[0] != '{' || json.Unmarshal(raw, &opts) != nil {
+		return BadRequest("stream_options", "stream_options must be an object, got %s", jsonKind(raw))
+	}
+	if v, ok := opts["include_obfuscation"]; ok {
+		if v = bytes.TrimSpace(v); string(v) != "true" && string(v) != "false" && string(v) != "null" {
+			return BadRequest("stream_options.include_obfuscation", "stream_options.include_obfuscation must be a boolean, got %s", jsonKind(v))
 		}
 	}
 	return nil
@@ -321,6 +351,9 @@ func validFunctionName(s string) bool {
 
 // validateInput checks one input item.
 func (it *Item) validateInput(param string) *APIError {
+	if err := it.checkItemID(param); err != nil {
+		return err
+	}
 	switch it.Type {
 	case "":
 		return BadRequest(param+".type", "input item type is required")
@@ -363,6 +396,8 @@ var inputChecks = map[string]func(it *Item, param string) *APIError{
 	ItemMCPInputRequest:      nil,
 	ItemCodeInterpreterCall:  nil,
 	ItemWebSearchCall:        nil, // resent by Codex with its history
+	ItemShellCall:            nil, // the sandboxed shell's, as loom reported them
+	ItemShellCallOutput:      nil,
 	ItemToolSearchCall:       nil,
 	ItemToolSearchOutput:     (*Item).validateToolSearchOutput,
 }

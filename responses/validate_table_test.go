@@ -52,6 +52,13 @@ func TestValidateRequestFields(t *testing.T) {
 		{"text.verbosity", withInput(`,"text":{"format":{"type":"text"},"verbosity":"loud"}`), "text.verbosity", ""},
 		{"reasoning.effort", withInput(`,"reasoning":{"effort":"maximal"}`), "reasoning.effort", ""},
 		{"metadata not a string", withInput(`,"metadata":{"k":true}`), "metadata", ""},
+		{"service_tier unknown", withInput(`,"service_tier":"bogus"`), "service_tier", ""},
+		{"service_tier empty", withInput(`,"service_tier":""`), "service_tier", ""},
+		{"stream_options a string", withInput(`,"stream":true,"stream_options":"x"`), "stream_options", ""},
+		{"stream_options an array", withInput(`,"stream":true,"stream_options":[]`), "stream_options", ""},
+		{"stream_options a number", withInput(`,"stream_options":1`), "stream_options", ""},
+		{"include_obfuscation a string", withInput(`,"stream":true,"stream_options":{"include_obfuscation":"x"}`), "stream_options.include_obfuscation", ""},
+		{"include_obfuscation an object", withInput(`,"stream":true,"stream_options":{"include_obfuscation":{}}`), "stream_options.include_obfuscation", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -97,6 +104,13 @@ func TestValidateAcceptsTheLimits(t *testing.T) {
 		withInput(`,"text":{"verbosity":"medium"}`),
 		withInput(`,"reasoning":{"summary":"auto"}`),
 		withInput(`,"metadata":{"k":"v"},"store":false,"stream":true,"user":"u","service_tier":"auto"`),
+		withInput(`,"stream":true,"stream_options":{"include_obfuscation":false}`),
+		withInput(`,"stream":true,"stream_options":{"include_obfuscation":true,"other":1}`),
+		withInput(`,"stream":true,"stream_options":{}`),
+		withInput(`,"stream_options":null`),
+	}
+	for _, tier := range []string{"auto", "default", "flex", "scale", "priority"} {
+		bodies = append(bodies, withInput(`,"service_tier":"`+tier+`"`))
 	}
 	for _, effort := range []string{"none", "minimal", "low", "medium", "high", "xhigh"} {
 		bodies = append(bodies, withInput(`,"reasoning":{"effort":"`+effort+`"}`))
@@ -193,6 +207,8 @@ func TestValidateAcceptsEveryInputItemType(t *testing.T) {
 		`{"type":"mcp_input_response","request_id":"mcpi_1","input_responses":{"k":{"action":"decline"}}}`,
 		`{"type":"code_interpreter_call","id":"ci_1","code":"print(1)","container_id":"cntr_1","outputs":[]}`,
 		`{"type":"compaction","id":"cmp_1","encrypted_content":"sealed"}`,
+		`{"type":"shell_call","id":"sh_1","call_id":"c3","action":{"commands":["ls"],"timeout_ms":1000},"status":"completed"}`,
+		`{"type":"shell_call_output","id":"sho_1","call_id":"c3","output":[{"stdout":"a\n","stderr":"","outcome":{"type":"exit","exit_code":0}}],"max_output_length":4096}`,
 		`{"type":"` + VendorPrefix + `mcp_call","id":"mcp_2","server_label":"s","name":"t","arguments":"{}"}`,
 	}
 	for _, it := range items {

@@ -1,9 +1,6 @@
 package server
 
 import (
-	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"strconv"
 
@@ -47,34 +44,33 @@ func newItemList(items []responses.Item, more bool) itemList {
 	return l
 }
 
-// conversationBody is the body of create and update; items is only read
-// by create and by add (which takes nothing else).
-type conversationBody struct {
-	Items    responses.Input   `json:"items"`
-	Metadata map[string]string `json:"metadata"`
-}
-
-func (s *Server) decodeConversationBody(w http.ResponseWriter, r *http.Request, v *conversationBody) bool {
-	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
-	dec := json.NewDecoder(r.Body)
-	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.EOF) {
-			return true // an empty body is an empty object
-		}
-		param := ""
-		if te, ok := err.(*json.UnmarshalTypeError); ok {
-			param = te.Field
-		}
-		writeError(w, responses.BadRequest(param, "the request body is not a valid conversation request: %v", err))
-		return false
+// decodeConversationBody reads and decodes a Conversations API body as
+// a create request's is read: a 415 for a body that is not JSON, a 413
+// past the size limit, a 400 naming the field for a bad value
+// (responses.DecodeConversationRequest).
+func (s *Server) decodeConversationBody(w http.ResponseWriter, r *http.Request) (*responses.ConversationRequest, bool) {
+	if apiErr := checkJSONContentType(r); apiErr != nil {
+		writeError(w, apiErr)
+		return nil, false
 	}
-	return true
+	body, err := s.readRequestBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return nil, false
+	}
+	req, err := responses.DecodeConversationRequest(body)
+	requestBodies.Put(body)
+	if err != nil {
+		writeError(w, err)
+		return nil, false
+	}
+	return req, true
 }
 
 // createConversation serves POST /v1/conversations.
 func (s *Server) createConversation(w http.ResponseWriter, r *http.Request) {
-	var body conversationBody
-	if !s.decodeConversationBody(w, r, &body) {
+	body, ok := s.decodeConversationBody(w, r)
+	if !ok {
 		return
 	}
 	c, err := s.engine.CreateConversation(r.Context(), body.Items.Items, body.Metadata)
@@ -98,8 +94,8 @@ func (s *Server) getConversation(w http.ResponseWriter, r *http.Request) {
 
 // updateConversation serves POST /v1/conversations/{id}: its metadata.
 func (s *Server) updateConversation(w http.ResponseWriter, r *http.Request) {
-	var body conversationBody
-	if !s.decodeConversationBody(w, r, &body) {
+	body, ok := s.decodeConversationBody(w, r)
+	if !ok {
 		return
 	}
 	c, err := s.engine.UpdateConversation(r.Context(), r.PathValue("id"), body.Metadata)
@@ -108,8 +104,8 @@ func (s *Server) updateConversation(w http.ResponseWriter, r *http.Request) {
 
 // addConversationItems serves POST /v1/conversations/{id}/items.
 func (s *Server) addConversationItems(w http.ResponseWriter, r *http.Request) {
-	var body conversationBody
-	if !s.decodeConversationBody(w, r, &body) {
+	body, ok := s.decodeConversationBody(w, r)
+	if !ok {
 		return
 	}
 	if !body.Items.Set {

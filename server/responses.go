@@ -88,6 +88,25 @@ func checkJSONContentType(r *http.Request) *responses.APIError {
 // (decodeBody): 413 past the size limit, 400 naming the field for a value
 // of the wrong type.
 func (s *Server) decodeRequest(w http.ResponseWriter, r *http.Request, memo *responses.InputMemo) (*responses.Request, error) {
+	body, err := s.readRequestBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	req, apiErr := s.decodeBody(r.Context(), body, memo)
+	// The decoded request holds copies of what it keeps, never the
+	// body's bytes (DecodeRequest's contract; TestDecodeRequestKeepsNoBody
+	// holds it to that), so the body's buffer can go back.
+	requestBodies.Put(body)
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	return req, nil
+}
+
+// readRequestBody reads a request's body, in a buffer to give back to
+// requestBodies once decoded: a 413 past the size limit, a 408 for a body
+// not received in time.
+func (s *Server) readRequestBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := readBody(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes), r.ContentLength, s.opts.MaxBodyBytes)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -101,15 +120,7 @@ func (s *Server) decodeRequest(w http.ResponseWriter, r *http.Request, memo *res
 		}
 		return nil, responses.BadRequest("", "could not read the request body")
 	}
-	req, apiErr := s.decodeBody(r.Context(), body, memo)
-	// The decoded request holds copies of what it keeps, never the
-	// body's bytes (DecodeRequest's contract; TestDecodeRequestKeepsNoBody
-	// holds it to that), so the body's buffer can go back.
-	requestBodies.Put(body)
-	if apiErr != nil {
-		return nil, apiErr
-	}
-	return req, nil
+	return body, nil
 }
 
 // decodeBody decodes a create request's body, sent by ctx's tenant (the

@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -196,7 +198,9 @@ func New(e *engine.Engine, opts *Options) *Server {
 		// Metrics.Handler served there) is the operator's to guard.
 		s.mux.HandleFunc("GET /metrics", s.auth(s.opts.Metrics.Handler().ServeHTTP))
 	}
-	s.mux.HandleFunc("/v1/", s.noRoute)
+	// Every other path gets the API's error shape too, never net/http's
+	// plain-text 404.
+	s.mux.HandleFunc("/", s.noRoute)
 	return s
 }
 
@@ -207,26 +211,42 @@ const readyzRoute = "GET /readyz"
 // tell a wrong method (405) from an unknown path (404).
 var routeMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
 
-// noRoute answers a /v1 request no route matched: a 405 with Allow when
-// the path has routes for other methods, else a 404. The allowed methods
+// noRoute answers a request no route matched: a 405 with Allow when the
+// path has routes for other methods, else a 404. The allowed methods
 // come from the mux itself, so a route added above is counted without
 // a list to keep in step.
 func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 	var allow []string
 	for _, m := range routeMethods {
 		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
-		if _, pattern := s.mux.Handler(probe); pattern != "/v1/" && pattern != "" {
+		if _, pattern := s.mux.Handler(probe); pattern != "/" && pattern != "" {
 			allow = append(allow, m)
 		}
 	}
 	if len(allow) == 0 {
-		writeError(w, &responses.APIError{Kind: responses.ENotFound, Type: responses.ErrNotFound, Code: "unknown_route",
-			Message: "no route for " + r.Method + " " + r.URL.Path})
+		writeError(w, unknownRoute(r))
 		return
 	}
 	w.Header().Set("Allow", strings.Join(allow, ", "))
 	writeError(w, &responses.APIError{Kind: kindMethodNotAllowed, Type: responses.ErrInvalidRequest, Code: "method_not_allowed",
 		Message: r.Method + " is not allowed on " + r.URL.Path + "; allowed: " + strings.Join(allow, ", ")})
+}
+
+func unknownRoute(r *http.Request) *responses.APIError {
+	return &responses.APIError{Kind: responses.ENotFound, Type: responses.ErrNotFound, Code: "unknown_route",
+		Message: "no route for " + r.Method + " " + strconv.Quote(r.URL.Path)}
+}
+
+// cleanPath reports whether p, a request's escaped path, is in the form
+// the mux serves: rooted, no empty segment, no "." or "..". The mux
+// answers any other with an HTML redirect to its cleaned form; loom
+// names no such path, so it is an unknown route instead.
+func cleanPath(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	c := path.Clean(p)
+	return c == p || c+"/" == p && c != "/"
 }
 
 // SetReady sets what /readyz answers; cmd/loom clears it on shutdown so
@@ -257,7 +277,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
 		}
 	}
-	s.mux.ServeHTTP(sw, r)
+	if cleanPath(r.URL.EscapedPath()) {
+		s.mux.ServeHTTP(sw, r)
+	} else {
+		writeError(sw, unknownRoute(r))
+	}
 	s.endRequest(r, sw, span, start)
 }
 
@@ -330,7 +354,7 @@ func (s *Server) endRequest(r *http.Request, sw *statusWriter, span trace.Span, 
 
 // routeOf is the route pattern that served r, or its path when none did.
 func routeOf(r *http.Request) string {
-	if r.Pattern != "" && r.Pattern != "/v1/" {
+	if r.Pattern != "" && r.Pattern != "/" {
 		return r.Pattern
 	}
 	return r.Method + " " + r.URL.Path

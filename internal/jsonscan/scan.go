@@ -26,7 +26,16 @@ type Scanner struct {
 	// spaced counts the white-space bytes skipped, so that a caller can
 	// tell a compact value from one to compact (RawDepth).
 	spaced int
+	// maxDepth, when set, is how deeply SkipDepth follows a value in
+	// place of MaxDepth (SetMaxDepth).
+	maxDepth int
 }
+
+// SetMaxDepth makes SkipDepth refuse a value nested deeper than n (at most
+// MaxDepth), with ErrTooDeep. A caller that skips values found some levels
+// into a text sets it lower by those levels, so that no value it takes
+// makes the whole text deeper than MaxDepth.
+func (s *Scanner) SetMaxDepth(n int) { s.maxDepth = min(n, MaxDepth) }
 
 // NewScanner returns a Scanner over one JSON value.
 func NewScanner(b []byte) *Scanner { return &Scanner{b: b} }
@@ -442,6 +451,10 @@ func (s *Scanner) number() error {
 // encoding/json does: a deeper value is an error, not a deep recursion.
 const MaxDepth = 10000
 
+// ErrTooDeep is the error (wrapped) of a value nested deeper than
+// MaxDepth, for a caller that names where a text went too deep.
+var ErrTooDeep = errors.New("exceeded max depth")
+
 // Skip consumes any value, checking it.
 func (s *Scanner) Skip() error {
 	_, err := s.SkipDepth()
@@ -466,6 +479,10 @@ func (s *Scanner) SkipDepth() (deepest int, err error) {
 	var words [4]uint64
 	inObject := words[:]
 	depth := 0
+	limit := MaxDepth
+	if s.maxDepth > 0 {
+		limit = s.maxDepth
+	}
 	b, i := s.b, s.i
 	key := false // the next token is an object's key
 	for {
@@ -478,9 +495,9 @@ func (s *Scanner) SkipDepth() (deepest int, err error) {
 		}
 		switch c {
 		case '{', '[':
-			if depth >= MaxDepth {
+			if depth >= limit {
 				s.i = i
-				return deepest, fmt.Errorf("exceeded max depth at offset %d", i)
+				return deepest, fmt.Errorf("%w at offset %d", ErrTooDeep, i)
 			}
 			if depth/64 == len(inObject) {
 				inObject = append(inObject, make([]uint64, len(inObject))...)

@@ -3,6 +3,7 @@ package jsonscan
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -173,6 +174,29 @@ func TestScannerSkipDepth(t *testing.T) {
 		}
 		if tc.fail != (err != nil) || !tc.fail && d != tc.depth {
 			t.Errorf("%s: depth %d, %v; want %d (fail %v)", tc.in, d, err, tc.depth, tc.fail)
+		}
+	}
+}
+
+// TestScannerTooDeep: a value nested deeper than the limit, MaxDepth or
+// the one set, is ErrTooDeep; one at the limit is read.
+func TestScannerTooDeep(t *testing.T) {
+	nest := func(n int) []byte { return []byte(strings.Repeat("[", n) + strings.Repeat("]", n)) }
+	for _, tc := range []struct {
+		set, depth int
+		fail       bool
+	}{
+		{0, MaxDepth, false}, {0, MaxDepth + 1, true},
+		{5, 5, false}, {5, 6, true},
+		{MaxDepth + 5, MaxDepth + 1, true}, // never past MaxDepth
+	} {
+		s := NewScanner(nest(tc.depth))
+		if tc.set > 0 {
+			s.SetMaxDepth(tc.set)
+		}
+		_, err := s.SkipDepth()
+		if tc.fail != errors.Is(err, ErrTooDeep) || !tc.fail && err != nil {
+			t.Errorf("limit %d, depth %d: %v, want too deep %v", tc.set, tc.depth, err, tc.fail)
 		}
 	}
 }

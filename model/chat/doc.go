@@ -94,13 +94,19 @@
 // internal/httpretry, with go-retryablehttp's bounded exponential
 // backoff) only until a response is accepted: once the body is
 // being read nothing is retried. Failures are *model.Error values: 429
-// stays 429; 5xx, other 4xx, garbage, an upstream error inside the stream
-// and a stream that ends without [DONE] are 502; a timeout (the caller's
-// deadline, FirstByteTimeout, a connect timeout) is 504, and a stream
-// that goes silent for IdleTimeout once it started is a 504 with Code
+// stays 429; a 400 or 422 (the request is bad for the model: its context
+// too long, say) is a 400 whose message carries the engine's reason,
+// cleaned of URLs, hosts, credentials and control characters and capped
+// at 1 KiB, coded "context_length_exceeded" or "invalid_prompt"; 5xx,
+// other 4xx, garbage, an upstream error inside the stream and a stream
+// that ends without [DONE] are 502; a timeout (the caller's deadline,
+// FirstByteTimeout, a connect timeout) is 504, and a stream that goes
+// silent for IdleTimeout once it started is a 504 with Code
 // "upstream_idle_timeout". Messages are safe for clients; what the engine
-// said is in Err as an *UpstreamError, and every failure but a 400 is
-// logged at warn with the endpoint's path, the status and the engine's
-// message (capped, credentials removed) or the dial error. Cancelling ctx aborts the HTTP request and closes its connection,
+// said is in Err as an *UpstreamError, and every failure the engine
+// answered is logged at warn with the endpoint's path, the status and the
+// engine's message (capped, credentials removed) or the dial error; a
+// request that cannot be rendered is a 400, never sent nor logged.
+// Cancelling ctx aborts the HTTP request and closes its connection,
 // which is how the engine learns to stop; Stream then returns ctx.Err().
 package chat

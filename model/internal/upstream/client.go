@@ -315,7 +315,9 @@ func (c *Client) Send(ctx context.Context, w *Body, whole bool, emit func(model.
 func (c *Client) post(ctx context.Context, body []byte, accept string, emit func(model.Delta) error, read ReadFunc) error {
 	err := c.send(ctx, body, accept, emit, read)
 	var merr *model.Error
-	if errors.As(err, &merr) && merr.Kind != responses.EInvalid {
+	// Logged: every failure the engine answered, and none of a request
+	// loom would not send (BadRequest, whose message says it all).
+	if errors.As(err, &merr) && (merr.Kind != responses.EInvalid || merr.Err != nil) {
 		c.logFailure(ctx, merr)
 	}
 	return err
@@ -343,7 +345,7 @@ func (c *Client) send(ctx context.Context, body []byte, accept string, emit func
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return statusError(resp)
+		return c.statusError(resp)
 	}
 	// Nothing reads the headers of a 200 (the transport is done with
 	// them before it returns the response): a stream that waits need not

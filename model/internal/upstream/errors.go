@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
@@ -72,7 +74,7 @@ func (e *UpstreamError) Error() string {
 }
 
 // statusError maps a non-200 response to a model.Error.
-func statusError(resp *http.Response) error {
+func (c *Client) statusError(resp *http.Response) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	uerr := &UpstreamError{StatusCode: resp.StatusCode, Message: errorMessage(body)}
 	switch code := resp.StatusCode; {
@@ -80,15 +82,92 @@ func statusError(resp *http.Response) error {
 		return &model.Error{Kind: responses.ERateLimited, Message: msgRateLimited, Err: uerr}
 	case code >= 500:
 		return &model.Error{Kind: responses.EUpstream, Message: msgUnavailable, Err: uerr}
+	case code == http.StatusBadRequest || code == http.StatusUnprocessableEntity:
+		// The engine refused the request as it stands (the context is too
+		// long for the model, a value out of its range): the client's to
+		// change, and it can only with the engine's reason, cleaned.
+		reason := c.clientReason(uerr.Message)
+		return &model.Error{Kind: responses.EInvalid, Message: rejectedMessage(reason), Code: rejectedCode(reason), Err: uerr}
 	case code >= 400:
-		// A 4xx means loom built a request the engine refused (an unknown
-		// model, a context-length overflow, a parameter it lacks). The
-		// client cannot fix that with the engine's words, which may name
-		// internals, so it gets a gateway error.
+		// Any other 4xx (an unknown model, a refused key, a wrong path)
+		// is loom's configuration, not the request: a gateway error.
 		return &model.Error{Kind: responses.EUpstream, Message: msgRejected, Err: uerr}
 	default:
 		return &model.Error{Kind: responses.EUpstream, Message: msgBadResponse, Err: uerr}
 	}
+}
+
+// What a client is told of a request the engine refused: its reason,
+// cleaned of anything internal and capped, after this.
+const msgRejectedPrefix = "the upstream model server rejected the request: "
+
+// MaxClientReason caps the message that carries an engine's reason to a
+// client (1 KiB, the cap of every error message loom sends).
+const MaxClientReason = 1024
+
+// Codes of a request the engine refused: its context too long for the
+// model, or any other reason.
+const (
+	CodeContextLength = "context_length_exceeded"
+	CodeInvalidPrompt = "invalid_prompt"
+)
+
+func rejectedMessage(reason string) string {
+	if reason == "" {
+		return msgRejected
+	}
+	msg := msgRejectedPrefix + reason
+	if len(msg) > MaxClientReason {
+		cut := MaxClientReason - len("…")
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "…"
+	}
+	return msg
+}
+
+// contextLengthPattern is how engines say the input does not fit the
+// model: vLLM's and SGLang's "maximum context length", llama.cpp's
+// "exceeds the available context size".
+var contextLengthPattern = regexp.MustCompile(`(?i)context[ _-]?(length|size|window)`)
+
+func rejectedCode(reason string) string {
+	if contextLengthPattern.MatchString(reason) {
+		return CodeContextLength
+	}
+	return CodeInvalidPrompt
+}
+
+// What a client must not see of an engine's message: URLs, addresses
+// (IPv4, IPv6, a name with a port), localhost.
+var (
+	urlPattern  = regexp.MustCompile(`(?i)\b[a-z][a-z0-9+.\-]*://[^\s"'<>()\[\]{},]*`)
+	hostPattern = regexp.MustCompile(`(?i)\[[0-9a-f.%]*:[0-9a-f.%]*:[0-9a-f:.%]*\](:\d+)?|\b\d{1,3}(\.\d{1,3}){3}(:\d+)?\b|\b[0-9a-f]{0,4}(:[0-9a-f]{0,4}){3,7}\b|\b[a-z]([a-z0-9\-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9\-]*[a-z0-9])?)*:\d{2,5}\b|\blocalhost\b`)
+)
+
+// clientReason is an engine's message made fit for a client: credentials
+// (the key loom sends, anything that looks like one), URLs and hosts
+// replaced, control characters made spaces, white space collapsed. The
+// caller caps it.
+func (c *Client) clientReason(msg string) string {
+	if len(msg) > maxErrorBody {
+		msg = msg[:maxErrorBody]
+	}
+	msg = strings.ToValidUTF8(msg, "")
+	if c.apiKey != "" {
+		msg = strings.ReplaceAll(msg, c.apiKey, "[redacted]")
+	}
+	msg = secretPattern.ReplaceAllString(msg, "${1}${2}[redacted]")
+	msg = urlPattern.ReplaceAllString(msg, "[url]")
+	msg = hostPattern.ReplaceAllString(msg, "[host]")
+	msg = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+			return ' '
+		}
+		return r
+	}, msg)
+	return strings.Join(strings.Fields(msg), " ")
 }
 
 // errorMessage pulls the message out of an engine's error body: OpenAI

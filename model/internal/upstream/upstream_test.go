@@ -88,26 +88,53 @@ func TestStatusError(t *testing.T) {
 		body     string
 		wantKind string
 		wantMsg  string // the UpstreamError message
+		shown    bool   // the client's message carries it
 	}{
-		{429, `{"error":{"message":"slow down"}}`, responses.ERateLimited, "slow down"},
-		{500, `{"object":"error","message":"engine died"}`, responses.EUpstream, "engine died"},
-		{503, `{"error":"loading"}`, responses.EUpstream, "loading"},
-		{400, `{"error":{"message":"too long"}}`, responses.EUpstream, "too long"},
-		{302, `moved`, responses.EUpstream, "moved"},
-		{502, strings.Repeat("z", 1000), responses.EUpstream, strings.Repeat("z", 512)},
-		{500, "bad \xff utf-8", responses.EUpstream, "bad  utf-8"},
+		{429, `{"error":{"message":"slow down"}}`, responses.ERateLimited, "slow down", false},
+		{500, `{"object":"error","message":"engine died"}`, responses.EUpstream, "engine died", false},
+		{503, `{"error":"loading"}`, responses.EUpstream, "loading", false},
+		{400, `{"error":{"message":"too long"}}`, responses.EInvalid, "too long", true},
+		{422, `{"object":"error","message":"bad temperature"}`, responses.EInvalid, "bad temperature", true},
+		{404, `{"error":{"message":"no model nope"}}`, responses.EUpstream, "no model nope", false},
+		{401, `{"error":{"message":"bad key"}}`, responses.EUpstream, "bad key", false},
+		{302, `moved`, responses.EUpstream, "moved", false},
+		{502, strings.Repeat("z", 1000), responses.EUpstream, strings.Repeat("z", 512), false},
+		{500, "bad \xff utf-8", responses.EUpstream, "bad  utf-8", false},
 	}
+	c := &Client{}
 	for _, tt := range tests {
 		resp := &http.Response{StatusCode: tt.code, Body: io.NopCloser(strings.NewReader(tt.body))}
-		err := statusError(resp)
+		err := c.statusError(resp)
 		var merr *model.Error
 		var uerr *UpstreamError
 		if !errors.As(err, &merr) || merr.Kind != tt.wantKind || !errors.As(err, &uerr) ||
 			uerr.StatusCode != tt.code || uerr.Message != tt.wantMsg {
 			t.Errorf("%d %q: err = %v, want kind %s and message %q", tt.code, tt.body, err, tt.wantKind, tt.wantMsg)
 		}
-		if strings.Contains(merr.Message, tt.wantMsg) {
-			t.Errorf("%d: client message %q repeats the upstream's words", tt.code, merr.Message)
+		if strings.Contains(merr.Message, tt.wantMsg) != tt.shown {
+			t.Errorf("%d: client message %q, shows the upstream's words: want %v", tt.code, merr.Message, tt.shown)
+		}
+	}
+}
+
+// An engine's reason shown to a client carries no credential (the key
+// loom sends, anything that looks like one), URL, host or control
+// character.
+func TestClientReason(t *testing.T) {
+	c := &Client{apiKey: "k3y-of-loom"}
+	tests := []struct{ in, want string }{
+		{"too long", "too long"},
+		{"bad key k3y-of-loom at https://vllm.internal:8000/v1/chat/completions?x=1, retry", "bad key [redacted] at [url], retry"},
+		{"Authorization: Bearer abc.def rejected (token=s3cr3t)", "Authorization: Bearer [redacted] rejected (token=[redacted]"},
+		{"worker 10.0.0.7 and 10.0.0.8:8000 and vllm:8000 and [::1]:80 and fe80::1:2:3 down", "worker [host] and [host] and [host] and [host] and [host] down"},
+		{"on localhost, ok", "on [host], ok"},
+		{"line one\nline\ttwo\r\x00\x1b[31mred\u2028end", "line one line two [31mred end"},
+		{"context length 8192 at 12:30:45", "context length 8192 at 12:30:45"},
+		{"messages[0].content[1]: field required; value [1, 2]", "messages[0].content[1]: field required; value [1, 2]"},
+	}
+	for _, tt := range tests {
+		if got := c.clientReason(tt.in); got != tt.want {
+			t.Errorf("clientReason(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }

@@ -79,6 +79,9 @@ type errorCase struct {
 	wantAttempts int32  // requests the upstream saw
 	wantDeltas   int    // deltas emitted before the error (or in total)
 	wantErrText  string // in the Err chain (for logs)
+	// wantMessage and wantCode, when set, are the client's message and
+	// code: an engine's reason a client is shown, cleaned.
+	wantMessage, wantCode string
 }
 
 // firstThenHold serves an upstream that streams wire.First and then holds
@@ -153,13 +156,33 @@ func errorCases(wire Wire) []errorCase {
 			wantKind: responses.EUpstream, wantAttempts: 1, wantErrText: "busy",
 		},
 		{
-			name: "400 is not retried, 502 with a safe message",
+			name: "400 is not retried, a 400 with the engine's reason, cleaned",
 			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusBadRequest)
 				_, _ = io.WriteString(w, `{"error":{"message":"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens (`+internalURL+`)","type":"BadRequestError","param":null,"code":400}}`)
 			},
-			wantKind: responses.EUpstream, wantAttempts: 1, wantErrText: "maximum context length",
+			wantKind: responses.EInvalid, wantAttempts: 1, wantErrText: "maximum context length",
+			wantMessage: "the upstream model server rejected the request: This model's maximum context length is 8192 tokens. However, you requested 9000 tokens ([url])",
+			wantCode:    upstream.CodeContextLength,
+		},
+		{
+			name: "422 in older vLLM's shape: a 400 with the reason, hosts and control characters removed",
+			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
+				http.Error(w, `{"object":"error","message":"temperature must be in [0, 2], got 7\n\tat worker 10.20.30.40:8000 (vllm-0.internal:8000, [fd00::7]:8000)\u0007","type":"BadRequestError","code":422}`, http.StatusUnprocessableEntity)
+			},
+			wantKind: responses.EInvalid, wantAttempts: 1, wantErrText: "temperature must be",
+			wantMessage: "the upstream model server rejected the request: temperature must be in [0, 2], got 7 at worker [host] ([host], [host])",
+			wantCode:    upstream.CodeInvalidPrompt,
+		},
+		{
+			name: "400 with a long reason: capped",
+			handler: func(w http.ResponseWriter, _ *http.Request, _ int) {
+				http.Error(w, `{"error":{"message":"bad value: `+strings.Repeat("é", 4000)+`"}}`, http.StatusBadRequest)
+			},
+			wantKind: responses.EInvalid, wantAttempts: 1, wantErrText: "bad value",
+			wantMessage: "the upstream model server rejected the request: bad value: " + strings.Repeat("é", (upstream.MaxClientReason-len("the upstream model server rejected the request: bad value: ")-len("…"))/2) + "…",
+			wantCode:    upstream.CodeInvalidPrompt,
 		},
 		{
 			name: "404 unknown model",
@@ -298,8 +321,11 @@ func testErrors(t *testing.T, wire Wire) {
 				t.Errorf("kind %s, want %s (%v)", merr.Kind, tt.wantKind, err)
 			}
 			if strings.Contains(merr.Message, "10.20.30.40") || strings.Contains(merr.Message, srv.Listener.Addr().String()) ||
-				strings.Contains(merr.Message, "{") {
+				strings.Contains(merr.Message, "{") || strings.Contains(merr.Message, "internal") || len(merr.Message) > upstream.MaxClientReason {
 				t.Errorf("client message leaks upstream details: %q", merr.Message)
+			}
+			if tt.wantMessage != "" && (merr.Message != tt.wantMessage || merr.Code != tt.wantCode) {
+				t.Errorf("client message %q code %q, want %q %q", merr.Message, merr.Code, tt.wantMessage, tt.wantCode)
 			}
 			if merr.Message == "" {
 				t.Error("empty client message")
