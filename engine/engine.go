@@ -649,15 +649,11 @@ type clientWaits struct {
 type eventLog struct {
 	sink  func(*responses.Event) error
 	flush func() // RunOptions.Flush, or nothing
-	// events are the stored response's events, encoded, back to back in
-	// one buffer (eventEnds[i] is where event i ends): an open stream
-	// holds them until its final save, one buffer instead of one per event.
-	events    []byte
-	eventEnds []int
-	// sharedTail is how many bytes of its end response.in_progress (event
-	// 1) shares with response.created (event 0) and does not keep (keep).
-	sharedTail int
-	sinkErr    error // the client went away
+	// events are the stored response's events, encoded (each the slice
+	// EncodeJSON made for it, which the SSE writer shares), until its
+	// final save.
+	events  []json.RawMessage
+	sinkErr error // the client went away
 	// final is the terminal event, held back until the response is saved.
 	final *responses.Event
 	// appender appends a background response's events as they are built.
@@ -697,7 +693,8 @@ func (r *run) record(ev *responses.Event) error {
 		if err != nil {
 			return err
 		}
-		r.keep(ev.Type, b)
+		// Kept as it is: EncodeJSON's slice is the event's own.
+		r.events = append(r.events, b)
 		if r.appender != nil && !ev.Terminal() {
 			// The terminal event is stored by the final save alone: a
 			// follower must not see a response end that was not saved.
@@ -717,60 +714,6 @@ func (r *run) record(ev *responses.Event) error {
 	}
 	r.deliver(ev)
 	return nil
-}
-
-// keep adds an encoded event to the events kept for the store.
-//
-// response.created and response.in_progress carry the same response
-// object (Builder.Start encodes the one snapshot twice) and are the
-// largest events of a stream that has just started; an idle stream holds
-// them until its final save. So in_progress keeps only its head, where
-// the two differ, and storedEvents reads the rest from created's
-// encoding: at the first text delta the buffer holds about 1.4 KB where
-// it held 2.1 KB, in a 1.5 KB allocation instead of 2.7 KB.
-func (l *eventLog) keep(typ string, b []byte) {
-	if typ == responses.EventInProgress && len(l.eventEnds) == 1 {
-		if n := commonSuffix(l.events, b); n > len(b)/2 {
-			l.events = append(l.events, b[:len(b)-n]...)
-			l.eventEnds = append(l.eventEnds, len(l.events))
-			l.sharedTail = n
-			return
-		}
-	}
-	if l.events == nil {
-		// The first event is response.created: with room for as much
-		// again (up to 2 KB) the buffer holds what a stream sends up to
-		// its first delta without growing, and a large response object
-		// (a long echo of tools) is not allocated twice over.
-		l.events = make([]byte, 0, len(b)+min(len(b), 2<<10))
-	}
-	l.events = append(l.events, b...)
-	l.eventEnds = append(l.eventEnds, len(l.events))
-}
-
-// commonSuffix is the length of the longest common suffix of a and b.
-func commonSuffix(a, b []byte) int {
-	n := 0
-	for n < len(a) && n < len(b) && a[len(a)-1-n] == b[len(b)-1-n] {
-		n++
-	}
-	return n
-}
-
-// storedEvents returns the events record kept, one slice of its buffer
-// each but in_progress, whose shared tail keep left out is put back.
-func (l *eventLog) storedEvents() []json.RawMessage {
-	out := make([]json.RawMessage, len(l.eventEnds))
-	start := 0
-	for i, end := range l.eventEnds {
-		out[i] = l.events[start:end:end]
-		if i == 1 && l.sharedTail > 0 {
-			created := out[0]
-			out[i] = append(append(make([]byte, 0, end-start+l.sharedTail), out[i]...), created[len(created)-l.sharedTail:]...)
-		}
-		start = end
-	}
-	return out
 }
 
 // deliverFinal sends the terminal event held back by record, once the
