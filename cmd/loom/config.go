@@ -159,33 +159,33 @@ func serveFlags(cfg *Config, models, apiKeys *string) *flag.FlagSet {
 	fs.StringVar(&cfg.JWTJWKS, "jwt-jwks", "", "accept JWT bearer tokens verified against this JWKS: a file path or an https URL (needs --jwt-issuer and --jwt-audience)")
 	fs.StringVar(&cfg.JWTIssuer, "jwt-issuer", "", "the iss a JWT must carry")
 	fs.StringVar(&cfg.JWTAudience, "jwt-audience", "", "the aud a JWT must carry")
-	fs.StringVar(&cfg.JWTTenantClaim, "jwt-tenant-claim", "sub", "the JWT claim naming the tenant")
+	fs.StringVar(&cfg.JWTTenantClaim, "jwt-tenant-claim", "sub", "the JWT claim naming the tenant (a non-empty string; the tenant is SCOPE#CLAIM, see --jwt-tenant-scope)")
 	fs.StringVar(&cfg.JWTTenantScope, "jwt-tenant-scope", "", "what a JWT's tenant is scoped by: the tenant is SCOPE#CLAIM, so that no token names an API key's tenant or another issuer's (empty: --jwt-issuer; no # allowed)")
 	fs.DurationVar(&cfg.JWTRefresh, "jwt-refresh", 10*time.Minute, "how often the JWKS is reloaded (a token with an unknown kid reloads it too, at most every 10s)")
-	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", "export OpenTelemetry spans over OTLP/HTTP to this collector URL (e.g. http://127.0.0.1:4318); the OTEL_EXPORTER_OTLP_* variables work too (empty: no export)")
+	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", "export OpenTelemetry spans over OTLP/HTTP (protobuf) to this collector URL, e.g. http://127.0.0.1:4318 (spans go to /v1/traces unless the URL has a path); the standard OTEL_EXPORTER_OTLP_* variables work too (empty: no export)")
 	fs.Float64Var(&cfg.OTLPSampleRatio, "otlp-sample-ratio", 1, "share of new traces whose spans are exported, 0 to 1; a client's sampled flag is followed (OTEL_TRACES_SAMPLER applies when this is not set)")
-	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics on this address instead of on --addr (empty: /metrics on --addr)")
-	fs.StringVar(&cfg.UpstreamURL, "upstream-url", "", "OpenAI-compatible base URL of the inference engine, ending in /v1 (required)")
-	fs.StringVar(&cfg.UpstreamAPI, "upstream-api", "chat", "upstream API: chat (chat completions, any engine) or completions (harmony token ids, gpt-oss)")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics on this address, without authentication, and not on --addr (empty: /metrics on --addr, behind the API's bearer token when authentication is configured)")
+	fs.StringVar(&cfg.UpstreamURL, "upstream-url", "", "OpenAI-compatible base URL of the inference engine, ending in /v1 (required); redirects are not followed (a 3xx is a 502), and credentials in the URL are sent as basic auth when --upstream-key is unset")
+	fs.StringVar(&cfg.UpstreamAPI, "upstream-api", "chat", "upstream API: chat (chat completions, any engine) or completions (gpt-oss: harmony token ids over a completions endpoint, with exact token usage, preambles and the analysis channel kept during tool loops)")
 	fs.StringVar(&cfg.UpstreamEngine, "upstream-engine", "vllm", "with --upstream-api completions: the engine's dialect of the completions endpoint: vllm, sglang or llamacpp")
-	fs.StringVar(&cfg.ReasoningKey, "reasoning-key", "", "secret that seals reasoning for include [\"reasoning.encrypted_content\"]; replicas must share it (empty: a key generated once and kept in the store, shared by its replicas)")
-	fs.StringVar(&cfg.UpstreamKey, "upstream-key", "", "API key sent to the upstream")
+	fs.StringVar(&cfg.ReasoningKey, "reasoning-key", "", "secret that seals reasoning returned as encrypted_content and compaction items; replicas must share it (empty: a key generated once and kept in the store, which every replica on the store reads)")
+	fs.StringVar(&cfg.UpstreamKey, "upstream-key", "", "API key sent to the upstream (never logged)")
 	fs.StringVar(&cfg.UpstreamTokenizeURL, "upstream-tokenize-url", "", "with --upstream-api chat: the engine's tokenize endpoint in vLLM's chat form (e.g. http://localhost:8000/tokenize), for exact /v1/responses/input_tokens counts (empty: an o200k estimate)")
 	fs.Int64Var(&cfg.MaxImageBytes, "max-image-bytes", 20<<20, "largest image loom fetches for an input_image URL (URLs are checked like MCP server URLs: see --mcp-allow)")
-	fs.StringVar(models, "model", "", "comma-separated model names served; a request for another model is a 404 (empty: any)")
+	fs.StringVar(models, "model", "", "comma-separated model names served; a request for another model is a 404 (empty: any name is passed to the upstream, and GET /v1/models is a 404)")
 	fs.StringVar(&cfg.Store, "store", "./loom.db", "where responses are kept: a SQLite database file or :memory: (one replica), or a postgres:// or postgresql:// URL (replicas share it)")
-	fs.DurationVar(&cfg.StoreLease, "store-lease", 30*time.Second, "lease of an in-flight stored response: a replica that stops renewing it (it died) has its responses marked failed by another within about this long (heartbeat every third of it)")
+	fs.DurationVar(&cfg.StoreLease, "store-lease", 30*time.Second, "lease of an in-flight stored response, 1s to 10m: renewed every third of it; when its replica dies, another marks the response failed within 1.5 times it")
 	fs.DurationVar(&cfg.StoreTTL, "store-ttl", 0, "delete stored responses, their items and events this long after they were created (0: keep them)")
 	fs.IntVar(&cfg.StorePoolSize, "store-pool-size", 16, "PostgreSQL store: the most connections a replica opens")
 	fs.DurationVar(&cfg.StoreStatementTimeout, "store-statement-timeout", 10*time.Second, "PostgreSQL store: the longest one statement may run on the server (0: no limit)")
 	fs.StringVar(&cfg.EventDialect, "event-dialect", "openai", "default event dialect: openai or openresponses (a request may override it with the X-Loom-Dialect header)")
-	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log format: text (coloured on a terminal) or json")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.StringVar(apiKeys, "api-key", "", "comma-separated bearer tokens clients must send (empty: no authentication)")
+	fs.StringVar(apiKeys, "api-key", "", "comma-separated bearer tokens clients must send (Authorization: Bearer KEY), all of one tenant named default (empty, with no --api-keys-file or --jwt-jwks: no authentication)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "after the drain, how long in-flight responses may run before they are cancelled (and stored as cancelled)")
 	fs.DurationVar(&cfg.DrainDelay, "drain-delay", 5*time.Second, "after SIGINT/SIGTERM, how long /readyz answers 503 while requests are still accepted, so load balancers stop routing here before the listener closes (a second signal ends it early; 0: none)")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", 10*time.Minute, "the longest one response may take")
-	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 32<<20, "largest request body accepted")
+	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 32<<20, "largest request body accepted; a larger one is a 413 (a larger WebSocket message closes the socket with 1009)")
 	fs.Int64Var(&cfg.DecodeCacheBytes, "decode-cache-bytes", 32<<20, "about how much memory the tools and input items of recent requests may hold decoded, per process (an agent sends the same tools, and a client keeping its conversation the same history grown by a turn, with every request; what is found there is not decoded again; kept per tenant); 0: none kept")
 	fs.StringVar(&cfg.MCPAllow, "mcp-allow", "", "comma-separated hosts or CIDRs that request-supplied MCP server_urls may reach although private or loopback (e.g. 127.0.0.1,::1)")
 	fs.StringVar(&cfg.MCPServers, "mcp-servers", "", "JSON file of operator-configured MCP servers ([{server_label, server_url, authorization, headers, require_approval, elicitation, roots}]) that requests name by server_label alone")
@@ -203,14 +203,14 @@ func serveFlags(cfg *Config, models, apiKeys *string) *flag.FlagSet {
 	fs.IntVar(&cfg.ToolMaxProcesses, "tool-max-processes", 64, "process limit of a local tool session")
 	fs.IntVar(&cfg.ToolMaxOutput, "tool-max-output", 64<<10, "output bytes a local tool call may return (the rest is cut with a marker)")
 	fs.Int64Var(&cfg.ToolDiskBytes, "tool-disk-bytes", 256<<20, "total bytes a local tool session may write to its work directory (a size-limited tmpfs); past it writes fail")
-	fs.DurationVar(&cfg.UpstreamIdleTimeout, "upstream-idle-timeout", 60*time.Second, "longest silence between two chunks of an upstream stream before the response fails (code upstream_idle_timeout)")
+	fs.DurationVar(&cfg.UpstreamIdleTimeout, "upstream-idle-timeout", 60*time.Second, "longest silence between two chunks of an upstream stream, once it started, before the response fails (code upstream_idle_timeout; the first byte has its own 120s bound, for long prefills)")
 	fs.BoolVar(&cfg.UpstreamNetHTTP, "upstream-net-http", false, "send upstream requests through Go's net/http transport also to a plain http:// engine, instead of loom's own HTTP/1.1 transport (https and proxied engines always use net/http)")
 	fs.DurationVar(&cfg.UpstreamWholeTimeout, "upstream-whole-timeout", 10*time.Minute, "longest wait for a non-streamed upstream answer (what a client that asked for no stream gets) before the response fails with a 504")
-	fs.DurationVar(&cfg.MCPIdleTimeout, "mcp-idle-timeout", 60*time.Second, "longest silence while an MCP server's answer is read (an SSE stream's included) before the call fails")
-	fs.DurationVar(&cfg.BodyReadTimeout, "body-read-timeout", 60*time.Second, "the longest a client may take to send a request body")
+	fs.DurationVar(&cfg.MCPIdleTimeout, "mcp-idle-timeout", 60*time.Second, "longest silence while an MCP server's answer is read (an SSE stream's included) before the call fails and the model is told; a whole call is bounded by 2 minutes regardless")
+	fs.DurationVar(&cfg.BodyReadTimeout, "body-read-timeout", 60*time.Second, "the longest a client may take to send a request body; past it a 408 and the connection is closed")
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", 60*time.Second, "the longest one write to a client may take (a stream's deadline is extended for each event)")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 120*time.Second, "how long an idle keep-alive connection stays open")
-	fs.IntVar(&cfg.MaxRunning, "max-running", 1024, "the most responses this replica runs at once; past it a request is refused with a 429 and Retry-After (queued background responses count once they run)")
+	fs.IntVar(&cfg.MaxRunning, "max-running", 1024, "the most responses this replica runs at once; past it a request is refused with a 429 too_many_running_responses and Retry-After before anything is loaded (queued background responses count once they run)")
 	fs.IntVar(&cfg.MaxRunningPerTenant, "max-running-per-tenant", 256, "the most responses one tenant runs at once on this replica; past it its requests are refused with a 429 and Retry-After")
 	fs.IntVar(&cfg.MaxHistoryItems, "max-history-items", 100_000, "the most stored items a continuation (previous_response_id, conversation) may load; past it the request is a 400 naming the parameter, decided before loading")
 	fs.Int64Var(&cfg.MaxHistoryBytes, "max-history-bytes", 64<<20, "the most bytes of stored items a continuation may load; past it the request is a 400 naming the parameter, decided before loading")
@@ -249,23 +249,46 @@ func parseServeEnvAndArgs(fs *flag.FlagSet, args []string, getenv func(string) s
 	return nil
 }
 
+// flagHelp is one serve flag as loom serve --help shows it, and as
+// docs/configuration.md lists it (generated from the same list).
+type flagHelp struct {
+	Name    string // without the dashes
+	Arg     string // the value's kind, e.g. "duration"; empty for a boolean
+	Env     string // the environment variable, LOOM_X_Y
+	Default string // empty when there is none (or it is false)
+	Usage   string
+}
+
+// serveFlagHelp lists the serve flags in name order.
+func serveFlagHelp() []flagHelp {
+	fs := serveFlags(&Config{}, new(string), new(string))
+	var out []flagHelp
+	fs.VisitAll(func(f *flag.Flag) {
+		arg, usage := flag.UnquoteUsage(f)
+		def := f.DefValue
+		if def == "false" {
+			def = ""
+		}
+		out = append(out, flagHelp{Name: f.Name, Arg: arg, Env: envName(f.Name), Default: def, Usage: usage})
+	})
+	return out
+}
+
 // printServeUsage lists every serve flag with its environment variable
 // and default.
 func printServeUsage(w io.Writer) {
-	fs := serveFlags(&Config{}, new(string), new(string))
 	fmt.Fprint(w, "Usage: loom serve [flags]\n\nEvery flag --x-y can also be set as the environment variable LOOM_X_Y; a flag on the command line wins.\n\nFlags:\n")
-	fs.VisitAll(func(f *flag.Flag) {
-		name, usage := flag.UnquoteUsage(f)
+	for _, f := range serveFlagHelp() {
 		fmt.Fprintf(w, "  --%s", f.Name)
-		if name != "" {
-			fmt.Fprintf(w, " %s", name)
+		if f.Arg != "" {
+			fmt.Fprintf(w, " %s", f.Arg)
 		}
-		fmt.Fprintf(w, "  (%s)\n      %s", envName(f.Name), usage)
-		if f.DefValue != "" && f.DefValue != "false" {
-			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		fmt.Fprintf(w, "  (%s)\n      %s", f.Env, f.Usage)
+		if f.Default != "" {
+			fmt.Fprintf(w, " (default %s)", f.Default)
 		}
 		fmt.Fprintln(w)
-	})
+	}
 }
 
 func (c *Config) validate() error {

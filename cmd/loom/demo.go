@@ -18,6 +18,21 @@ import (
 	"github.com/loomgate/loom/model/mockllm"
 )
 
+const demoUsage = `Usage: loom demo
+
+Runs loom in this process in front of a scripted model (model/mockllm) and a
+temporary SQLite store, then plays a client: it asks for the weather with a
+function tool, runs the function itself when the model calls it, sends the
+result back with previous_response_id, and prints each request body and every
+streamed event as it arrives.
+
+It needs no GPU, no network and no flags. It keeps nothing: the store is
+removed when it exits. To serve a real engine, run loom serve (loom serve -h
+lists its flags):
+
+  loom serve --upstream-url http://127.0.0.1:8000/v1 --model openai/gpt-oss-20b
+`
+
 // runDemo starts loom in-process over the scripted model and a temporary
 // store, then plays a client: it asks for the weather with a function
 // tool, runs the function itself when the model calls it, and sends the

@@ -28,7 +28,7 @@ const usage = `loom serves the OpenAI Responses API in front of open-weight mode
 
 Usage:
   loom serve [flags]   run the server (loom serve -h lists the flags)
-  loom demo            run loom with a scripted model and show a streamed function-call round trip
+  loom demo            run loom with a scripted model and show a streamed function-call round trip (loom demo -h says more)
   loom --version       print the version and commit
 `
 
@@ -94,6 +94,15 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) er
 		}
 		return err
 	case "demo":
+		if len(args) > 1 {
+			switch args[1] {
+			case "-h", "-help", "--help", "help":
+				fmt.Fprint(stdout, demoUsage)
+				return nil
+			}
+			fmt.Fprint(stderr, demoUsage)
+			return configErrorf("loom demo takes no arguments, got %q", args[1:])
+		}
 		return runDemo(ctx, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)

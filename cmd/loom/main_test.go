@@ -195,3 +195,29 @@ func TestDemo(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoHelp: `loom demo --help` (and -h) explains the demo instead of
+// running it, and an argument the demo does not take is refused with
+// status 2 rather than ignored.
+func TestDemoHelp(t *testing.T) {
+	for _, arg := range []string{"--help", "-h"} {
+		var stdout, stderr bytes.Buffer
+		if err := run([]string{"demo", arg}, env(nil), &stdout, &stderr); err != nil {
+			t.Fatalf("demo %s: %v", arg, err)
+		}
+		if !strings.HasPrefix(stdout.String(), "Usage: loom demo") || !strings.Contains(stdout.String(), "scripted model") {
+			t.Errorf("demo %s printed %q, want the demo's usage", arg, stdout.String())
+		}
+		if strings.Contains(stdout.String(), "SCRIPTED model") || strings.Contains(stdout.String(), "POST /v1/responses") {
+			t.Errorf("demo %s ran the demo:\n%s", arg, stdout.String())
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	err := run([]string{"demo", "--fast"}, env(nil), &stdout, &stderr)
+	if err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), "--fast") {
+		t.Errorf("demo --fast: %v (exit %d), want a configuration error naming --fast", err, exitCode(err))
+	}
+	if stdout.Len() != 0 || !strings.Contains(stderr.String(), "Usage: loom demo") {
+		t.Errorf("demo --fast: stdout %q, stderr %q: want the usage on stderr and no demo", stdout.String(), stderr.String())
+	}
+}
