@@ -171,11 +171,11 @@ func (c *Client) CloseIdleConnections() {
 // concurrent streams go to the same one.
 const maxIdleConns = 64
 
-// MaxResponseHeaderBytes caps the head of an upstream response (status
+// maxResponseHeaderBytes caps the head of an upstream response (status
 // line and headers): an upstream whose headers never end fails the
 // request there, a 502, instead of growing the heap. An engine's head is
 // a few hundred bytes.
-const MaxResponseHeaderBytes = 1 << 20
+const maxResponseHeaderBytes = 1 << 20
 
 // pooledTransport is the sender when the caller gave none: net/http's
 // Transport, with the environment's proxy settings, tuned for many
@@ -185,7 +185,7 @@ func pooledTransport(connect time.Duration) *http.Transport {
 	t.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
 	t.TLSHandshakeTimeout = connect
 	t.MaxIdleConnsPerHost = maxIdleConns
-	t.MaxResponseHeaderBytes = MaxResponseHeaderBytes
+	t.MaxResponseHeaderBytes = maxResponseHeaderBytes
 	// No "Accept-Encoding: gzip" added to every request (the transport
 	// builds a header map of its own for it, per request): an engine
 	// next to loom gains nothing from compressing its answers.

@@ -242,7 +242,7 @@ func TestSenders(t *testing.T) {
 
 // TestEndlessResponseHeader: an upstream whose response head never ends
 // fails the request with a 502 once the head passes
-// MaxResponseHeaderBytes, and the connection is dropped there: the
+// maxResponseHeaderBytes, and the connection is dropped there: the
 // upstream cannot make loom read (and hold) more than a bound. The
 // upstream writes until the client closes the connection, or up to
 // endless bytes, past which the cap has failed.
