@@ -68,6 +68,6 @@ type HTTPOptions struct {
 	// with Whole set: a client that asked for no stream), from sending
 	// the request to its first byte. The engine sends nothing before the
 	// answer is complete, so it bounds the whole generation; past it the
-	// turn fails with a 504.
+	// turn fails with a 504. It bounds chat's tokenize call too.
 	WholeTimeout time.Duration
 }
