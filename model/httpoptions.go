@@ -19,9 +19,8 @@ const (
 	// stream is open. The write buffer holds only the request, then sits
 	// idle for the whole stream (a larger body is written past it,
 	// straight to the connection). The SSE reader reads through the read
-	// buffer: 1 KB holds a few chunks; a stream that is ahead is read a
-	// few chunks per read instead of a dozen (BENCHMARKS.md, "Idle stream
-	// memory"), against 3 KB less per open stream.
+	// buffer: 1 KB holds a few chunks, and each open stream keeps 3 KB
+	// less than with net/http's 4 KB.
 	DefaultReadBufferSize  = 1 << 10
 	DefaultWriteBufferSize = 1 << 10
 )
@@ -40,16 +39,10 @@ type HTTPOptions struct {
 	// kept, as an engine's URL is configured, not discovered (a 3xx is
 	// the upstream's invalid response). Credentials in the URL's userinfo
 	// are sent as basic auth when there is no API key, as http.Client
-	// does. Without both, loom's own pooled transport is used this way,
-	// with ConnectTimeout; an http.Client costs a copy and check of the
-	// request's headers per request that this path does not need.
+	// does. Without both, a pooled net/http Transport tuned for one
+	// engine (ConnectTimeout, kept connections, a cap on response
+	// headers) is used this way.
 	Transport http.RoundTripper
-	// NetHTTP makes the default client send through net/http's
-	// Transport also to a plain http:// engine, where loom's own HTTP/1.1
-	// transport (internal/http1: each request and its answer on the
-	// caller's goroutine) is the default; https and proxied engines use
-	// net/http either way. It has no effect with HTTPClient or Transport.
-	NetHTTP bool
 	// Logger receives retry notices. Default: slog.Default().
 	Logger *slog.Logger
 	// Retries is how many times a request is retried after a connection
@@ -75,6 +68,6 @@ type HTTPOptions struct {
 	// with Whole set: a client that asked for no stream), from sending
 	// the request to its first byte. The engine sends nothing before the
 	// answer is complete, so it bounds the whole generation; past it the
-	// turn fails with a 504.
+	// turn fails with a 504. It bounds chat's tokenize call too.
 	WholeTimeout time.Duration
 }

@@ -59,7 +59,6 @@ func (s *Server) decodeConversationBody(w http.ResponseWriter, r *http.Request) 
 		return nil, false
 	}
 	req, err := responses.DecodeConversationRequest(body)
-	requestBodies.Put(body)
 	if err != nil {
 		writeError(w, err)
 		return nil, false

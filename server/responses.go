@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/loomgate/loom/engine"
-	"github.com/loomgate/loom/internal/bufpool"
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/tenant"
 )
@@ -93,19 +92,14 @@ func (s *Server) decodeRequest(w http.ResponseWriter, r *http.Request, memo *res
 		return nil, err
 	}
 	req, apiErr := s.decodeBody(r.Context(), body, memo)
-	// The decoded request holds copies of what it keeps, never the
-	// body's bytes (DecodeRequest's contract; TestDecodeRequestKeepsNoBody
-	// holds it to that), so the body's buffer can go back.
-	requestBodies.Put(body)
 	if apiErr != nil {
 		return nil, apiErr
 	}
 	return req, nil
 }
 
-// readRequestBody reads a request's body, in a buffer to give back to
-// requestBodies once decoded: a 413 past the size limit, a 408 for a body
-// not received in time.
+// readRequestBody reads a request's body: a 413 past the size limit, a
+// 408 for a body not received in time.
 func (s *Server) readRequestBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := readBody(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes), r.ContentLength, s.opts.MaxBodyBytes)
 	if err != nil {
@@ -130,22 +124,17 @@ func (s *Server) decodeBody(ctx context.Context, body []byte, memo *responses.In
 	return responses.DecodeRequestWith(body, responses.DecodeOptions{Cache: s.decoded, Scope: tenant.From(ctx), Memo: memo})
 }
 
-// requestBodies lends readBody its buffer for a large body (a long
-// history: 120 KB for 1000 messages), given back once it is decoded: one
-// buffer less per request for the collector.
-var requestBodies = bufpool.Pool{Min: bufpool.BodyMin, Max: bufpool.BodyMax}
-
 // readBody reads a body of the declared length (-1: unknown) into one
-// buffer of that size, lent by requestBodies when it is large, where
-// io.ReadAll would grow it by doubling and hold about twice a large body
-// at once.
+// buffer of that size, where io.ReadAll would grow it by doubling and
+// hold about twice a large body at once. body is bounded by limit (a
+// MaxBytesReader), so a declared length past it is read the plain way
+// and fails there.
 func readBody(body io.Reader, length, limit int64) ([]byte, error) {
 	if length <= 0 || length > limit {
 		return io.ReadAll(body)
 	}
-	buf := requestBodies.Get(int(length))[:length]
+	buf := make([]byte, length)
 	if _, err := io.ReadFull(body, buf); err != nil {
-		requestBodies.Put(buf)
 		return nil, err
 	}
 	return buf, nil

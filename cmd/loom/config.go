@@ -92,10 +92,6 @@ type Config struct {
 	ToolMaxOutput    int
 	ToolDiskBytes    int64
 
-	// UpstreamNetHTTP sends upstream requests through net/http's
-	// transport also to a plain http:// engine (model.HTTPOptions.NetHTTP).
-	UpstreamNetHTTP bool
-
 	UpstreamIdleTimeout time.Duration
 	// UpstreamWholeTimeout bounds a non-streamed upstream answer.
 	UpstreamWholeTimeout time.Duration
@@ -204,7 +200,6 @@ func serveFlags(cfg *Config, models, apiKeys *string) *flag.FlagSet {
 	fs.IntVar(&cfg.ToolMaxOutput, "tool-max-output", 64<<10, "output bytes a local tool call may return (the rest is cut with a marker)")
 	fs.Int64Var(&cfg.ToolDiskBytes, "tool-disk-bytes", 256<<20, "total bytes a local tool session may write to its work directory (a size-limited tmpfs); past it writes fail")
 	fs.DurationVar(&cfg.UpstreamIdleTimeout, "upstream-idle-timeout", 60*time.Second, "longest silence between two chunks of an upstream stream, once it started, before the response fails (code upstream_idle_timeout; the first byte has its own 120s bound, for long prefills)")
-	fs.BoolVar(&cfg.UpstreamNetHTTP, "upstream-net-http", false, "send upstream requests through Go's net/http transport also to a plain http:// engine, instead of loom's own HTTP/1.1 transport (https and proxied engines always use net/http)")
 	fs.DurationVar(&cfg.UpstreamWholeTimeout, "upstream-whole-timeout", 10*time.Minute, "longest wait for a non-streamed upstream answer (what a client that asked for no stream gets) before the response fails with a 504")
 	fs.DurationVar(&cfg.MCPIdleTimeout, "mcp-idle-timeout", 60*time.Second, "longest silence while an MCP server's answer is read (an SSE stream's included) before the call fails and the model is told; a whole call is bounded by 2 minutes regardless")
 	fs.DurationVar(&cfg.BodyReadTimeout, "body-read-timeout", 60*time.Second, "the longest a client may take to send a request body; past it a 408 and the connection is closed")

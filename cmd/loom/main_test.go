@@ -19,12 +19,12 @@ func env(m map[string]string) func(string) string { return func(k string) string
 
 func TestFlagsAndEnvironment(t *testing.T) {
 	cfg, err := parseServeFlags([]string{"--model", "a,b", "--addr", "127.0.0.1:9"}, env(map[string]string{
-		"LOOM_UPSTREAM_URL":      "http://127.0.0.1:8000/v1",
-		"LOOM_ADDR":              "127.0.0.1:1",
-		"LOOM_SHUTDOWN_TIMEOUT":  "3s",
-		"LOOM_EVENT_DIALECT":     "openresponses",
-		"LOOM_DRAIN_DELAY":       "7s",
-		"LOOM_UPSTREAM_NET_HTTP": "true",
+		"LOOM_UPSTREAM_URL":     "http://127.0.0.1:8000/v1",
+		"LOOM_ADDR":             "127.0.0.1:1",
+		"LOOM_SHUTDOWN_TIMEOUT": "3s",
+		"LOOM_EVENT_DIALECT":    "openresponses",
+		"LOOM_DRAIN_DELAY":      "7s",
+		"LOOM_LOG_RESPONSES":    "false",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -35,8 +35,8 @@ func TestFlagsAndEnvironment(t *testing.T) {
 	if cfg.DrainDelay != 7*time.Second {
 		t.Errorf("LOOM_DRAIN_DELAY not read: %v", cfg.DrainDelay)
 	}
-	if !cfg.UpstreamNetHTTP {
-		t.Error("LOOM_UPSTREAM_NET_HTTP not read")
+	if cfg.LogResponses {
+		t.Error("LOOM_LOG_RESPONSES not read")
 	}
 	if cfg.Addr != "127.0.0.1:9" {
 		t.Errorf("flag did not win over the environment: addr %q", cfg.Addr)

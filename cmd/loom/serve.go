@@ -291,8 +291,7 @@ func (m *Main) authenticators(ctx context.Context) ([]server.Authenticator, erro
 // upstreamHTTP is the upstream connection's configuration, the same for
 // either backend.
 func (m *Main) upstreamHTTP() model.HTTPOptions {
-	return model.HTTPOptions{Logger: m.log, IdleTimeout: m.cfg.UpstreamIdleTimeout, WholeTimeout: m.cfg.UpstreamWholeTimeout,
-		NetHTTP: m.cfg.UpstreamNetHTTP}
+	return model.HTTPOptions{Logger: m.log, IdleTimeout: m.cfg.UpstreamIdleTimeout, WholeTimeout: m.cfg.UpstreamWholeTimeout}
 }
 
 // backend returns the upstream backend the configuration names, and what

@@ -2,7 +2,6 @@ package chat
 
 import (
 	"context"
-	"net/http"
 	"strings"
 
 	"github.com/loomgate/loom/model"
@@ -17,7 +16,9 @@ type Options struct {
 	// TokenizeURL is the engine's tokenize endpoint in vLLM's chat form
 	// (for vLLM, the server root + "/tokenize": POST {model, messages,
 	// tools, add_generation_prompt} answering {"count": N}), used to count
-	// input tokens exactly. Empty: input tokens are an o200k estimate.
+	// input tokens exactly, through the same client as the turns (its
+	// key, retries, timeouts and error mapping). Empty: input tokens are
+	// an o200k estimate.
 	TokenizeURL string
 }
 
@@ -25,10 +26,9 @@ type Options struct {
 // (vLLM, SGLang, llama.cpp, Ollama). It is safe for concurrent use.
 type Backend struct {
 	client *upstream.Client
-	// For the tokenize endpoint (count.go).
-	tokenizeURL string
-	apiKey      string
-	httpClient  *http.Client
+	// tokenizer posts to the tokenize endpoint (count.go); nil without
+	// one.
+	tokenizer *upstream.Client
 }
 
 var _ model.Backend = (*Backend)(nil)
@@ -49,14 +49,11 @@ func New(baseURL, apiKey string, opts *Options) *Backend {
 		o = *opts
 	}
 	url := strings.TrimSuffix(baseURL, "/") + "/chat/completions"
-	httpClient := o.HTTPClient
-	switch {
-	case httpClient == nil && o.Transport != nil:
-		httpClient = &http.Client{Transport: o.Transport}
-	case httpClient == nil:
-		httpClient = &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}
+	b := &Backend{client: upstream.NewClient(url, apiKey, upstream.Config{Name: "chat completions", HTTPOptions: o.HTTPOptions})}
+	if o.TokenizeURL != "" {
+		b.tokenizer = b.client.At(o.TokenizeURL, "tokenize")
 	}
-	return &Backend{tokenizeURL: o.TokenizeURL, apiKey: apiKey, httpClient: httpClient, client: upstream.NewClient(url, apiKey, upstream.Config{Name: "chat completions", HTTPOptions: o.HTTPOptions})}
+	return b
 }
 
 // CloseIdleConnections closes the connections to the engine kept for

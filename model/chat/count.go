@@ -1,12 +1,10 @@
 package chat
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 
 	openai "github.com/sashabaranov/go-openai"
 
@@ -24,9 +22,6 @@ func (b *Backend) Capabilities() model.Capabilities {
 	return model.Capabilities{CountInput: b.CountInput}
 }
 
-// maxTokenizeBody caps what is read of a tokenize answer.
-const maxTokenizeBody = 1 << 20
-
 // CountInput counts the input tokens of req. With a tokenize endpoint the
 // engine counts them with the model's own tokenizer and chat template
 // (exact); without one the count is an estimate: o200k tokens of every
@@ -43,7 +38,7 @@ func (b *Backend) CountInput(ctx context.Context, req *model.Request) (model.Inp
 			return model.InputCount{}, err
 		}
 	}
-	if b.tokenizeURL != "" {
+	if b.tokenizer != nil {
 		return b.tokenize(ctx, req.Model, messages, tools)
 	}
 	n, err := estimateTokens(messages, tools)
@@ -54,7 +49,9 @@ func (b *Backend) CountInput(ctx context.Context, req *model.Request) (model.Inp
 }
 
 // tokenize asks the engine (vLLM's POST /tokenize, chat form) to count
-// the messages and tools as the chat body carries them.
+// the messages and tools as the chat body carries them. Its failures are
+// a turn's: retried before the answer starts, bounded by the whole-answer
+// timeout, mapped to the same errors.
 func (b *Backend) tokenize(ctx context.Context, modelName string, messages, tools []byte) (model.InputCount, error) {
 	w := upstream.NewBody(len(messages)+len(tools)+128, nil, nil)
 	w.String("model", modelName)
@@ -63,36 +60,24 @@ func (b *Backend) tokenize(ctx context.Context, modelName string, messages, tool
 		w.Raw("tools", tools)
 	}
 	w.Bool("add_generation_prompt", true)
-	body, err := w.Finish()
-	if err != nil {
+	var count int
+	read := func(body io.Reader, _ func(model.Delta) error) error {
+		return upstream.ReadWhole(body, func(raw []byte) error {
+			var out struct {
+				Count *int `json:"count"`
+			}
+			if err := json.Unmarshal(raw, &out); err != nil || out.Count == nil {
+				return upstream.Malformed(fmt.Errorf("the tokenize answer has no count: %.200s", raw))
+			}
+			count = *out.Count
+			return nil
+		})
+	}
+	ignore := func(model.Delta) error { return nil }
+	if err := b.tokenizer.Send(ctx, w, true, ignore, read); err != nil {
 		return model.InputCount{}, err
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.tokenizeURL, bytes.NewReader(body))
-	if err != nil {
-		return model.InputCount{}, &model.Error{Kind: responses.EUpstream, Message: "the tokenize endpoint is misconfigured", Err: err}
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	if b.apiKey != "" {
-		hreq.Header.Set("Authorization", "Bearer "+b.apiKey)
-	}
-	resp, err := b.httpClient.Do(hreq)
-	if err != nil {
-		return model.InputCount{}, &model.Error{Kind: responses.EUpstream, Message: "the upstream tokenize endpoint failed", Err: err}
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenizeBody))
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return model.InputCount{}, &model.Error{Kind: responses.EUpstream, Message: "the upstream tokenize endpoint failed",
-			Err: fmt.Errorf("status %d: %.200s (%v)", resp.StatusCode, raw, err)}
-	}
-	var out struct {
-		Count *int `json:"count"`
-	}
-	if err := json.Unmarshal(raw, &out); err != nil || out.Count == nil {
-		return model.InputCount{}, &model.Error{Kind: responses.EUpstream, Message: "the upstream tokenize endpoint answered no count",
-			Err: fmt.Errorf("%.200s", raw)}
-	}
-	return model.InputCount{Tokens: *out.Count}, nil
+	return model.InputCount{Tokens: count}, nil
 }
 
 // perMessageTokens is what a chat template adds around each message (role

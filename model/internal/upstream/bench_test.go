@@ -12,10 +12,8 @@ import (
 )
 
 // BenchmarkPost is one non-streamed exchange over loopback with a small
-// body and answer: what the client costs per request around the
-// transport (headers, the request, the timers, the retry loop), over each
-// transport a client sends through: its default for an http:// engine
-// (internal/http1) and net/http's (NetHTTP), side by side.
+// body and answer: what the client costs per request (headers, the
+// request, the timers, the retry loop) with its default transport.
 //
 //	go test ./model/internal/upstream -run '^$' -bench Post -count 3
 func BenchmarkPost(b *testing.B) {
@@ -30,20 +28,13 @@ func BenchmarkPost(b *testing.B) {
 		return ReadWhole(r, func([]byte) error { return nil })
 	}
 	emit := func(model.Delta) error { return nil }
-	for _, tr := range []struct {
-		name    string
-		netHTTP bool
-	}{{"http1", false}, {"nethttp", true}} {
-		b.Run(tr.name, func(b *testing.B) {
-			c := NewClient(srv.URL+"/v1/chat/completions", "sk-test", Config{Name: "bench",
-				HTTPOptions: model.HTTPOptions{Logger: slog.New(slog.DiscardHandler), NetHTTP: tr.netHTTP}})
-			defer c.CloseIdleConnections()
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := c.Whole(context.Background(), body, emit, read); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+	c := NewClient(srv.URL+"/v1/chat/completions", "sk-test", Config{Name: "bench",
+		HTTPOptions: model.HTTPOptions{Logger: slog.New(slog.DiscardHandler)}})
+	defer c.CloseIdleConnections()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := c.Whole(context.Background(), body, emit, read); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

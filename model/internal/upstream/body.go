@@ -33,12 +33,9 @@ type Body struct {
 	err       error
 }
 
-// NewBody starts a body with room for size bytes. A large one is written
-// into a pooled buffer, which Client.Send hands back (bodypool.go).
+// NewBody starts a body with room for size bytes.
 func NewBody(size int, extra map[string]json.RawMessage, protected map[string]bool) *Body {
-	// Small enough to be inlined, so that a Body that stays in its
-	// caller is not allocated.
-	return &Body{b: append(bodyPool.Get(size), '{'), extra: extra, protected: protected}
+	return &Body{b: append(make([]byte, 0, size), '{'), extra: extra, protected: protected}
 }
 
 // Key starts the value of key and reports whether to write it: false

@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 
@@ -29,13 +28,6 @@ type Chunk[C any] struct {
 	Usage   *Usage // nil when the chunk has none
 
 	usage Usage
-	// head is the text of the last chunk read whole up to the comma before
-	// its "choices", when every key before them is one Decode skips (or
-	// "object", not "error"): the envelope an engine repeats in each chunk
-	// of a stream (id, object, created, model). A chunk that begins with
-	// the same bytes is read from there, as those bytes read the same
-	// every time.
-	head []byte
 }
 
 // Decode reads payload into c. reset clears a reused choice (keeping
@@ -49,56 +41,34 @@ func (c *Chunk[C]) Decode(s *jsonscan.Scanner, payload []byte, reset func(*C), c
 	}
 	c.Choices, c.Usage = choices[:0], nil
 	var errField, object []byte
-	// headEnd is where the members read so far end, while they can be a
-	// head (see Chunk.head); -1 once one cannot.
-	headEnd := 0
-	member := func(k []byte) error {
-		var err error
+	s.Reset(payload)
+	err := s.Object(func(k []byte) error {
 		switch string(k) {
 		case "choices":
-			if headEnd > 0 && headEnd < len(payload) && payload[headEnd] == ',' {
-				c.head = append(c.head[:0], payload[:headEnd+1]...)
-			}
-			headEnd = -1
-			err = s.Array(func() error {
+			return s.Array(func() error {
 				c.Choices = slices.Grow(c.Choices, 1)[:len(c.Choices)+1] // reset above, or new
 				return choice(s, &c.Choices[len(c.Choices)-1])
 			})
 		case "usage":
-			headEnd = -1
-			if !s.Null() {
-				c.usage = Usage{}
-				c.Usage = &c.usage
-				err = DecodeUsage(s, &c.usage)
+			if s.Null() {
+				return nil
 			}
+			c.usage = Usage{}
+			c.Usage = &c.usage
+			return DecodeUsage(s, &c.usage)
 		case "error":
-			headEnd = -1
+			var err error
 			errField, err = s.Raw()
+			return err
 		case "object":
-			// Read only to be compared with "error": every chunk has
-			// one, and a string of it was an allocation per chunk.
+			// Read only to be compared with "error".
+			var err error
 			object, err = s.StringBytes()
-			if string(object) == "error" {
-				headEnd = -1
-			}
+			return err
 		default:
-			err = s.Skip()
+			return s.Skip()
 		}
-		if headEnd >= 0 {
-			headEnd = s.Offset()
-		}
-		return err
-	}
-	s.Reset(payload)
-	var err error
-	if len(c.head) > 0 && bytes.HasPrefix(payload, c.head) {
-		headEnd = -1
-		s.Seek(len(c.head))
-		err = s.ObjectRest(member)
-	} else {
-		c.head = c.head[:0]
-		err = s.Object(member)
-	}
+	})
 	if err == nil {
 		err = s.End()
 	}

@@ -1,11 +1,11 @@
 // Package upstream is the HTTP plumbing the model backends share: a
-// retrying client that retries only before the first byte of a response
-// (loom's retry rule, internal/httpretry), a first-byte timeout, the SSE
-// line reader (and the DeltaPause it emits when the upstream has nothing
-// more buffered), the reading of a non-streamed answer, the chunk envelope
-// every OpenAI-style endpoint shares, read in one pass with
-// internal/jsonscan (chunk.go), and the mapping of every failure to a *model.Error
-// with a message safe for clients. Each backend keeps only its wire
+// retrying client over a pooled net/http Transport that retries only
+// before the first byte of a response (loom's retry rule,
+// internal/httpretry), a first-byte timeout, the SSE line reader (and the
+// DeltaPause it emits when the upstream has nothing more buffered), the
+// reading of a non-streamed answer, the chunk every OpenAI-style endpoint
+// shares, decoded with internal/jsonscan (chunk.go), and the mapping of
+// every failure to a *model.Error with a message safe for clients. Each backend keeps only its wire
 // format: the request body, the fields of its choices and what it makes
 // of them.
 //
@@ -26,7 +26,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/loomgate/loom/internal/http1"
 	"github.com/loomgate/loom/internal/httpretry"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
@@ -72,6 +71,8 @@ func (c Config) resolved() Config {
 // Client posts JSON bodies to one streaming endpoint. It is safe for
 // concurrent use.
 type Client struct {
+	// cfg is the resolved configuration, its sender set, for At.
+	cfg  Config
 	name string
 	// url is parsed once; each request points at it (nothing changes a
 	// request's URL on its way out).
@@ -85,10 +86,6 @@ type Client struct {
 	firstByteTimeout time.Duration
 	idleTimeout      time.Duration
 	wholeTimeout     time.Duration
-	// pool: requests go straight to a transport whose reading of a body
-	// Send can follow (loom's own, or the caller's net/http Transport),
-	// so Send hands pooled bodies back (bodypool.go).
-	pool bool
 	// closeIdle closes the sender's kept connections (nil: it has no
 	// way to).
 	closeIdle func()
@@ -100,18 +97,31 @@ type Client struct {
 // no error).
 func NewClient(url, apiKey string, cfg Config) *Client {
 	c := cfg.resolved()
-	u, err := neturl.Parse(url)
-	traced := sendsThroughNetHTTP(c.HTTPOptions)
 	if c.HTTPClient == nil && c.Transport == nil {
-		c.Transport, traced = defaultTransport(u, c.ConnectTimeout, c.NetHTTP), true
+		c.Transport = pooledTransport(c.ConnectTimeout)
 	}
-	cl := &Client{name: c.Name, apiKey: apiKey, httpDo: sender(c.HTTPOptions), log: c.Logger,
+	return newClient(url, apiKey, c)
+}
+
+// At returns a Client posting to another endpoint of the same engine
+// (chat's tokenize endpoint) over c's connections, with c's key, retries
+// and timeouts; name says which request its logs are about.
+func (c *Client) At(url, name string) *Client {
+	cfg := c.cfg
+	cfg.Name = name
+	return newClient(url, c.apiKey, cfg)
+}
+
+// newClient is NewClient for a resolved c whose sender is set.
+func newClient(url, apiKey string, c Config) *Client {
+	u, err := neturl.Parse(url)
+	cl := &Client{cfg: c, name: c.Name, apiKey: apiKey, httpDo: sender(c.HTTPOptions), log: c.Logger,
 		// A turn's request may reach the engine twice: it has no effect
 		// but the tokens it costs.
 		retry: httpretry.Policy{Retries: c.Retries, WaitMin: c.RetryWaitMin, WaitMax: c.RetryWaitMax, Idempotent: true,
 			Logger: c.Logger, Notice: "retrying upstream " + c.Name + " request"},
 		firstByteTimeout: c.FirstByteTimeout, idleTimeout: c.IdleTimeout, wholeTimeout: c.WholeTimeout,
-		pool: traced, closeIdle: idleCloser(c.HTTPOptions)}
+		closeIdle: idleCloser(c.HTTPOptions)}
 	if err == nil {
 		cl.url, cl.path = u, u.Path
 	}
@@ -137,15 +147,6 @@ func sender(o model.HTTPOptions) func(*http.Request) (*http.Response, error) {
 	return o.Transport.RoundTrip
 }
 
-// sendsThroughNetHTTP reports whether requests go straight to a
-// net/http Transport: what its trace says of a request body holds only
-// for it (an http.Client or another RoundTripper may wrap it, or read a
-// body its own way).
-func sendsThroughNetHTTP(o model.HTTPOptions) bool {
-	_, ok := o.Transport.(*http.Transport)
-	return o.HTTPClient == nil && ok
-}
-
 // idleCloser is how the sender's kept connections are closed, as
 // http.Client.CloseIdleConnections finds it.
 func idleCloser(o model.HTTPOptions) func() {
@@ -166,32 +167,25 @@ func (c *Client) CloseIdleConnections() {
 	}
 }
 
-// defaultTransport is the sender when the caller gave none: for a plain
-// http:// engine that no proxy setting of the environment applies to
-// (the usual one, next to loom), internal/http1, which sends each request
-// and reads its answer on the caller's goroutine (less per request and
-// per open stream than net/http's Transport, BENCHMARKS.md "The upstream
-// transport"); for anything else (https, a proxy, a URL that does not
-// parse), or when netHTTP asks for it, a pooled net/http Transport.
-func defaultTransport(u *neturl.URL, connect time.Duration, netHTTP bool) http.RoundTripper {
-	if u != nil && u.Scheme == "http" && !netHTTP {
-		if proxy, err := http.ProxyFromEnvironment(&http.Request{URL: u}); err == nil && proxy == nil {
-			return http1.New(&http1.Options{ConnectTimeout: connect, MaxIdleConns: maxIdleConns,
-				ReadBufferSize: model.DefaultReadBufferSize})
-		}
-	}
-	return pooledTransport(connect)
-}
-
 // maxIdleConns is how many connections to the engine are kept: many
 // concurrent streams go to the same one.
 const maxIdleConns = 64
 
+// maxResponseHeaderBytes caps the head of an upstream response (status
+// line and headers): an upstream whose headers never end fails the
+// request there, a 502, instead of growing the heap. An engine's head is
+// a few hundred bytes.
+const maxResponseHeaderBytes = 1 << 20
+
+// pooledTransport is the sender when the caller gave none: net/http's
+// Transport, with the environment's proxy settings, tuned for many
+// streams to one engine.
 func pooledTransport(connect time.Duration) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
 	t.TLSHandshakeTimeout = connect
 	t.MaxIdleConnsPerHost = maxIdleConns
+	t.MaxResponseHeaderBytes = maxResponseHeaderBytes
 	// No "Accept-Encoding: gzip" added to every request (the transport
 	// builds a header map of its own for it, per request): an engine
 	// next to loom gains nothing from compressing its answers.
@@ -222,13 +216,13 @@ var (
 	headerSSE  = []string{acceptSSE}
 )
 
-// newRequest is the request: body from a byte slice, which the retry
-// loop and the transport rewind (GetBody) for another attempt, or when a
-// reused connection turns out dead before the request was written. The body must stay an
-// io.NopCloser around a *bytes.Reader: that is a reader net/http knows
-// to be in memory, so it writes the headers and the body together; any
-// other type makes it flush the headers first, one more write and
-// packet per request (measured: BenchmarkPost 39 -> 47 us).
+// newRequest is the request: body from a byte slice the request owns,
+// which the retry loop and the transport rewind (GetBody) for another
+// attempt, or when a reused connection turns out dead before the request
+// was written. It is an io.NopCloser around a *bytes.Reader, a reader
+// net/http knows to be in memory, so it writes the headers and the body
+// together; another type makes it flush the headers first, one more
+// write per request.
 func (c *Client) newRequest(ctx context.Context, body []byte, accept string) *http.Request {
 	h := make(http.Header, 4)
 	h["Content-Type"] = headerJSON
@@ -292,9 +286,7 @@ func (c *Client) Whole(ctx context.Context, body []byte, emit func(model.Delta) 
 const acceptSSE = "text/event-stream"
 
 // Send finishes w and posts it, as Whole when whole is set and as Stream
-// otherwise. A large body's buffer came from a pool (NewBody); Send
-// hands it back once net/http can no longer read it (bodypool.go), so w
-// and the bytes it returned must not be used after.
+// otherwise.
 func (c *Client) Send(ctx context.Context, w *Body, whole bool, emit func(model.Delta) error, read ReadFunc) error {
 	body, err := w.Finish()
 	if err != nil {
@@ -304,12 +296,7 @@ func (c *Client) Send(ctx context.Context, w *Body, whole bool, emit func(model.
 	if whole {
 		accept = "application/json"
 	}
-	if !c.pool || cap(body) < bodyPool.Min {
-		return c.post(ctx, body, accept, emit, read)
-	}
-	lease := newBodyLease(body)
-	defer lease.release()
-	return c.post(lease.context(ctx), body, accept, emit, read)
+	return c.post(ctx, body, accept, emit, read)
 }
 
 func (c *Client) post(ctx context.Context, body []byte, accept string, emit func(model.Delta) error, read ReadFunc) error {

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -9,14 +10,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/loomgate/loom/internal/http1"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
 )
@@ -240,31 +240,67 @@ func TestSenders(t *testing.T) {
 	}
 }
 
-// TestDefaultTransport: loom's own HTTP/1.1 transport serves a plain
-// http:// engine, unless NetHTTP asks for net/http's, which serves https
-// and a URL that does not parse. (That a proxy setting also gets
-// net/http's is not tested here: net/http reads the environment once
-// per process.)
-func TestDefaultTransport(t *testing.T) {
-	for _, tt := range []struct {
-		url     string
-		netHTTP bool
-		http1   bool
-	}{
-		{"http://127.0.0.1:8000/v1/chat/completions", false, true},
-		{"http://127.0.0.1:8000/v1/chat/completions", true, false},
-		{"https://engine.example:8443/v1/chat/completions", false, false},
-	} {
-		u, err := url.Parse(tt.url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, own := defaultTransport(u, time.Second, tt.netHTTP).(*http1.Transport)
-		if own != tt.http1 {
-			t.Errorf("%s (NetHTTP %v): http1 %v, want %v", tt.url, tt.netHTTP, own, tt.http1)
-		}
+// TestEndlessResponseHeader: an upstream whose response head never ends
+// fails the request with a 502 once the head passes
+// maxResponseHeaderBytes, and the connection is dropped there: the
+// upstream cannot make loom read (and hold) more than a bound. The
+// upstream writes until the client closes the connection, or up to
+// endless bytes, past which the cap has failed.
+func TestEndlessResponseHeader(t *testing.T) {
+	const endless = 256 << 20
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, own := defaultTransport(nil, time.Second, false).(*http1.Transport); own {
-		t.Error("a URL that does not parse got http1")
+	defer ln.Close()
+	written := make(chan int64, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			written <- 0
+			return
+		}
+		defer conn.Close()
+		r := bufio.NewReader(conn)
+		for { // the request head; its small body is left unread
+			line, err := r.ReadString('\n')
+			if err != nil || line == "\r\n" {
+				break
+			}
+		}
+		n, _ := io.WriteString(conn, "HTTP/1.1 200 OK\r\nX-Endless: ")
+		chunk := bytes.Repeat([]byte("a"), 64<<10)
+		total := int64(n)
+		for total < endless {
+			n, err := conn.Write(chunk)
+			total += int64(n)
+			if err != nil {
+				break
+			}
+		}
+		written <- total
+	}()
+
+	c := NewClient("http://"+ln.Addr().String()+"/v1/chat/completions", "", Config{HTTPOptions: model.HTTPOptions{
+		Logger: slog.New(slog.DiscardHandler), Retries: -1}})
+	defer c.CloseIdleConnections()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err = c.Stream(context.Background(), []byte("{}"), func(model.Delta) error { return nil }, readAll)
+	runtime.ReadMemStats(&after)
+	var merr *model.Error
+	if !errors.As(err, &merr) || merr.Kind != responses.EUpstream {
+		t.Fatalf("err = %v, want a 502", err)
+	}
+	// What the client read is at most the cap; what the upstream wrote
+	// past it sits in the socket buffers of loopback (a few MB at most).
+	if n := <-written; n >= 64<<20 {
+		t.Errorf("the upstream wrote %d MB of one header before the client dropped it", n>>20)
+	}
+	// Everything allocated during the request bounds what the heap grew
+	// by: the line of a 1 MiB head grows by appends, ~7 MB in all; a 10
+	// MB one (net/http's default cap) takes ten times that.
+	if grown := after.TotalAlloc - before.TotalAlloc; grown > 16<<20 {
+		t.Errorf("%d MB allocated while reading an endless header", grown>>20)
 	}
 }

@@ -24,30 +24,8 @@ import (
 const internalURL = "http://10.20.30.40:8000/v1/chat/completions"
 
 // Run runs every shared case against the backend w describes, each as a
-// subtest, over each of the transports a backend sends through: its
-// default for an http:// engine (internal/http1, "http1") and a net/http
-// Transport ("nethttp": what an https engine, a proxy, or a caller's own
-// transport gets).
+// subtest.
 func Run(t *testing.T, w Wire) {
-	for _, tr := range []struct {
-		name string
-		new  func() http.RoundTripper // nil: the backend's default
-	}{
-		{"http1", nil},
-		{"nethttp", func() http.RoundTripper { return &http.Transport{} }},
-	} {
-		over := w
-		if tr.new != nil {
-			over.New = func(baseURL, apiKey string, o Options) model.Backend {
-				o.Transport = tr.new()
-				return w.New(baseURL, apiKey, o)
-			}
-		}
-		t.Run(tr.name, func(t *testing.T) { runCases(t, over) })
-	}
-}
-
-func runCases(t *testing.T, w Wire) {
 	for _, c := range []struct {
 		name string
 		test func(*testing.T, Wire)

@@ -23,9 +23,6 @@ import (
 type Options struct {
 	Retries          int
 	FirstByteTimeout time.Duration
-	// Transport is the sender (Run sets it for each of its transports);
-	// nil keeps the backend's default.
-	Transport http.RoundTripper
 }
 
 // Apply sets the fields o changes in a backend's HTTPOptions.
@@ -35,9 +32,6 @@ func (o Options) Apply(h *model.HTTPOptions) {
 	}
 	if o.FirstByteTimeout != 0 {
 		h.FirstByteTimeout = o.FirstByteTimeout
-	}
-	if o.Transport != nil {
-		h.Transport = o.Transport
 	}
 }
 
