@@ -20,6 +20,7 @@ import (
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/server"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/store/postgres"
 	"github.com/loomgate/loom/store/postgres/pgtest"
 	"github.com/loomgate/loom/store/sqlite"
@@ -28,6 +29,10 @@ import (
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// Jobs is the queue the engine consumes; the package itself does not import
+// the engine, so the check is here.
+var _ engine.Queue = (*background.Jobs)(nil)
 
 // upstream is the fake model every replica of a test talks to: stream
 // answers each turn; it records which replica sent each request.
@@ -75,15 +80,15 @@ type replica struct {
 	url    string
 }
 
-// store is how a test opens the shared store once per replica, as
+// sharedStore is how a test opens the shared store once per replica, as
 // separate processes would.
-type store struct {
+type sharedStore struct {
 	open func(t testing.TB, opts *background.Options) (engine.Store, *background.Jobs, engine.EventNotifier)
 }
 
-func postgresStore(t testing.TB) store {
+func postgresStore(t testing.TB) sharedStore {
 	url := pgtest.URL(t)
-	return store{open: func(t testing.TB, opts *background.Options) (engine.Store, *background.Jobs, engine.EventNotifier) {
+	return sharedStore{open: func(t testing.TB, opts *background.Options) (engine.Store, *background.Jobs, engine.EventNotifier) {
 		db, err := postgres.Open(t.Context(), url, &postgres.Options{Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
@@ -102,9 +107,9 @@ func postgresStore(t testing.TB) store {
 	}}
 }
 
-func sqliteStore(t testing.TB) store {
+func sqliteStore(t testing.TB) sharedStore {
 	path := t.TempDir() + "/loom.db"
-	return store{open: func(t testing.TB, opts *background.Options) (engine.Store, *background.Jobs, engine.EventNotifier) {
+	return sharedStore{open: func(t testing.TB, opts *background.Options) (engine.Store, *background.Jobs, engine.EventNotifier) {
 		db, err := sqlite.Open(t.Context(), path, &sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
@@ -120,7 +125,7 @@ func sqliteStore(t testing.TB) store {
 
 // newReplica starts a replica on st. With work set it claims and runs
 // background jobs; without, it only takes requests.
-func newReplica(t testing.TB, name string, st store, u *upstream, work bool, providers ...engine.ToolProvider) *replica {
+func newReplica(t testing.TB, name string, st sharedStore, u *upstream, work bool, providers ...engine.ToolProvider) *replica {
 	t.Helper()
 	db, jobs, notifier := st.open(t, nil)
 	opts := &engine.Options{
@@ -210,8 +215,8 @@ func pollUntil(t *testing.T, r *replica, id string) object {
 
 func text(s string) model.Delta { return model.Delta{Kind: model.DeltaText, Text: s} }
 
-func stores(t *testing.T) map[string]func(t testing.TB) store {
-	return map[string]func(t testing.TB) store{"postgres": postgresStore, "sqlite": sqliteStore}
+func stores(t *testing.T) map[string]func(t testing.TB) sharedStore {
+	return map[string]func(t testing.TB) sharedStore{"postgres": postgresStore, "sqlite": sqliteStore}
 }
 
 // TestBackgroundRunsOnAnotherReplica: a background response created on A,
@@ -569,7 +574,7 @@ func TestConversationsAcrossReplicas(t *testing.T) {
 
 	st := reps[1].engine.Store()
 	texts := func(id string) []string {
-		items, _, err := st.ConversationItems(context.Background(), id, engine.Page{})
+		items, _, err := st.ConversationItems(context.Background(), id, store.Page{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,7 +26,7 @@ func BenchmarkBackgroundStart(b *testing.B) {
 				started <- time.Now()
 				return emit(text("ok"))
 			}}
-			var s store
+			var s sharedStore
 			if name == "postgres" {
 				s = postgresStore(b)
 			} else {
@@ -80,7 +80,7 @@ func BenchmarkStreamEvents(b *testing.B) {
 	for _, name := range []string{"postgres", "sqlite"} {
 		for _, bg := range []bool{false, true} {
 			b.Run(fmt.Sprintf("%s/background=%v", name, bg), func(b *testing.B) {
-				var s store
+				var s sharedStore
 				if name == "postgres" {
 					s = postgresStore(b)
 				} else {

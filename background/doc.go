@@ -11,7 +11,7 @@
 // (River's LISTEN/NOTIFY); on SQLite, within PollInterval.
 //
 // A response is run at most once. The first thing the replica that
-// claimed a job does is lease its response (engine.Store.ClaimQueued),
+// claimed a job does is lease its response (store.Store.ClaimQueued),
 // renewed by its heartbeat until the run ends; should the replica die
 // from then on, queued or in_progress, the lease runs out and any
 // replica's sweep marks the response failed (engine.Maintain). Should it

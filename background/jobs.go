@@ -17,7 +17,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 
-	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/store"
 )
 
 // queueName is the River queue of background responses.
@@ -44,12 +44,12 @@ type Options struct {
 	// dies leaves the job claimed and its response queued. Tests stop a
 	// replica there (cmd/loom: LOOM_TEST_HOLD_CLAIMED); it returns when
 	// the run may go on.
-	OnClaim func(ctx context.Context, job engine.BackgroundJob)
+	OnClaim func(ctx context.Context, job store.BackgroundJob)
 }
 
 // Runner runs a claimed background response: *engine.Engine.
 type Runner interface {
-	RunBackground(ctx context.Context, job engine.BackgroundJob) error
+	RunBackground(ctx context.Context, job store.BackgroundJob) error
 }
 
 // Jobs is the job engine of background responses on one store. It
@@ -61,17 +61,15 @@ type Jobs struct {
 	start   func(ctx context.Context) error
 	stop    func(ctx context.Context) error
 	claimed func(ctx context.Context, before time.Time) ([]string, error)
-	onClaim func(ctx context.Context, job engine.BackgroundJob)
+	onClaim func(ctx context.Context, job store.BackgroundJob)
 
 	mu     sync.Mutex
 	runner Runner
 }
 
-var _ engine.Queue = (*Jobs)(nil)
-
 // responseJob is the River job of one background response.
 type responseJob struct {
-	engine.BackgroundJob
+	store.BackgroundJob
 }
 
 func (responseJob) Kind() string { return "loom_background_response" }
@@ -265,7 +263,7 @@ func newJobs[TTx any](driver riverdriver.Driver[TTx], opts *Options, poll time.D
 }
 
 // Enqueue stores job for some replica to run.
-func (j *Jobs) Enqueue(ctx context.Context, job engine.BackgroundJob) error {
+func (j *Jobs) Enqueue(ctx context.Context, job store.BackgroundJob) error {
 	return j.insert(ctx, responseJob{job})
 }
 

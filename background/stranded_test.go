@@ -14,6 +14,7 @@ import (
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/server"
+	"github.com/loomgate/loom/store"
 )
 
 // TestClaimedJobOfDeadReplicaIsFailed: replica A's River client claims a
@@ -36,7 +37,7 @@ func TestClaimedJobOfDeadReplicaIsFailed(t *testing.T) {
 
 			claimed := make(chan string, 2)
 			release := make(chan struct{})
-			dbA, jobsA, _ := s.open(t, &background.Options{Workers: 1, OnClaim: func(ctx context.Context, job engine.BackgroundJob) {
+			dbA, jobsA, _ := s.open(t, &background.Options{Workers: 1, OnClaim: func(ctx context.Context, job store.BackgroundJob) {
 				claimed <- job.ResponseID
 				select {
 				case <-release:

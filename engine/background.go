@@ -12,20 +12,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/telemetry"
 	"github.com/loomgate/loom/tenant"
 )
-
-// BackgroundJob is what the job engine carries for a background response:
-// the id it was stored under (queued) and the request as the client sent
-// it, which the replica that claims the job runs again from the start.
-type BackgroundJob struct {
-	ResponseID string          `json:"response_id"`
-	Request    json.RawMessage `json:"request"`
-	// Attempt is which delivery of the job this is (1 for the first), as
-	// the job engine counts them; it is not stored with the job.
-	Attempt int `json:"-"`
-}
 
 // EventNotifier tells this replica's followers of a running response that
 // events of it were appended, on whichever replica runs it (PostgreSQL
@@ -46,7 +36,7 @@ type EventNotifier interface {
 type Queue interface {
 	// Enqueue stores job durably: once it returns, some replica will run
 	// it, even if this one stops.
-	Enqueue(ctx context.Context, job BackgroundJob) error
+	Enqueue(ctx context.Context, job store.BackgroundJob) error
 	// Claimed returns the response ids of the jobs that some replica's
 	// job engine claimed before before and has not finished. The sweep
 	// (SweepLeases) fails those whose response is still queued without
@@ -85,7 +75,7 @@ func (e *Engine) enqueue(ctx context.Context, r *run) (*responses.Response, erro
 	if err := e.claimConversation(ctx, r); err != nil {
 		return nil, err
 	}
-	if err := e.opts.Queue.Enqueue(sctx, BackgroundJob{ResponseID: rec.ID, Request: request}); err != nil {
+	if err := e.opts.Queue.Enqueue(sctx, store.BackgroundJob{ResponseID: rec.ID, Request: request}); err != nil {
 		e.finishTurn(ctx, r, false)
 		return nil, storeUnavailable(fmt.Errorf("enqueue background response %s: %w", rec.ID, err))
 	}
@@ -108,7 +98,7 @@ func (e *Engine) enqueue(ctx context.Context, r *run) (*responses.Response, erro
 // written means the run never started: the job engine may try the job
 // again. Later errors are for its log; the response itself is stored with
 // its outcome.
-func (e *Engine) RunBackground(ctx context.Context, job BackgroundJob) error {
+func (e *Engine) RunBackground(ctx context.Context, job store.BackgroundJob) error {
 	e.inflight.add(job.ResponseID)
 	defer e.inflight.remove(job.ResponseID)
 	// Written even when a shutdown already cancelled ctx: a claimed job
@@ -116,21 +106,21 @@ func (e *Engine) RunBackground(ctx context.Context, job BackgroundJob) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.StoreTimeout)
 	claimed, err := e.store.ClaimQueued(sctx, job.ResponseID, e.owner, e.opts.Now().Add(e.opts.Lease))
 	cancel()
-	if errors.Is(err, ErrNotFound) && job.Attempt <= 1 {
+	if errors.Is(err, store.ErrNotFound) && job.Attempt <= 1 {
 		// The job is stored before its response (enqueue): a first
 		// delivery may come before the response's write commits. The
 		// next delivery tells a response that will not come (its write
 		// failed, or it was deleted) by finding none again.
 		return errResponseNotYetStored
 	}
-	if errors.Is(err, ErrNotFound) || (err == nil && !claimed) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !claimed) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	rec, err := e.store.GetResponse(ctx, job.ResponseID)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
@@ -177,7 +167,7 @@ func (e *Engine) RunBackground(ctx context.Context, job BackgroundJob) error {
 
 // failQueued stores a queued response as failed with apiErr, when its run
 // cannot start.
-func (e *Engine) failQueued(ctx context.Context, rec *Record, apiErr *responses.APIError) error {
+func (e *Engine) failQueued(ctx context.Context, rec *store.Record, apiErr *responses.APIError) error {
 	var resp responses.Response
 	if err := json.Unmarshal(rec.Response, &resp); err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/store/sqlite"
 )
 
@@ -17,13 +18,13 @@ import (
 // claims none by itself (the test hands them to RunBackground).
 type memQueue struct {
 	mu   sync.Mutex
-	jobs []engine.BackgroundJob
+	jobs []store.BackgroundJob
 	// delivered, if set, is called with each job as it is enqueued: a
 	// job engine that delivers it at once.
-	delivered func(engine.BackgroundJob)
+	delivered func(store.BackgroundJob)
 }
 
-func (q *memQueue) Enqueue(_ context.Context, job engine.BackgroundJob) error {
+func (q *memQueue) Enqueue(_ context.Context, job store.BackgroundJob) error {
 	q.mu.Lock()
 	q.jobs = append(q.jobs, job)
 	q.mu.Unlock()
@@ -35,7 +36,7 @@ func (q *memQueue) Enqueue(_ context.Context, job engine.BackgroundJob) error {
 
 func (q *memQueue) Claimed(context.Context, time.Time) ([]string, error) { return nil, nil }
 
-func (q *memQueue) only(t *testing.T) engine.BackgroundJob {
+func (q *memQueue) only(t *testing.T) store.BackgroundJob {
 	t.Helper()
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -55,7 +56,7 @@ type gatedStore struct {
 	holdOne sync.Once
 }
 
-func (s *gatedStore) GetResponse(ctx context.Context, id string) (*engine.Record, error) {
+func (s *gatedStore) GetResponse(ctx context.Context, id string) (*store.Record, error) {
 	if id == s.id {
 		s.holdOne.Do(func() {
 			close(s.held)
@@ -67,7 +68,7 @@ func (s *gatedStore) GetResponse(ctx context.Context, id string) (*engine.Record
 
 // backgroundReplicas are two engines on one store and one clock, with a
 // queued background response created on the first.
-func backgroundReplicas(t *testing.T, st engine.Store, backend model.Backend, lease time.Duration) (a, b *engine.Engine, clk *clock, job engine.BackgroundJob) {
+func backgroundReplicas(t *testing.T, st engine.Store, backend model.Backend, lease time.Duration) (a, b *engine.Engine, clk *clock, job store.BackgroundJob) {
 	t.Helper()
 	clk = &clock{now: time.Unix(1767225600, 0)}
 	q := &memQueue{}
@@ -166,7 +167,7 @@ type failingSaves struct {
 	fail bool
 }
 
-func (s *failingSaves) SaveResponse(ctx context.Context, rec *engine.Record) error {
+func (s *failingSaves) SaveResponse(ctx context.Context, rec *store.Record) error {
 	s.mu.Lock()
 	fail := s.fail
 	s.mu.Unlock()
@@ -218,7 +219,7 @@ func TestBackgroundNeverQueuedWithoutItsJob(t *testing.T) {
 	// The job's first delivery comes before the response's write.
 	q.jobs = nil
 	var first error
-	q.delivered = func(job engine.BackgroundJob) {
+	q.delivered = func(job store.BackgroundJob) {
 		job.Attempt = 1
 		first = e.RunBackground(ctx, job)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/tools"
 )
 
@@ -25,7 +26,7 @@ func (e *Engine) history(ctx context.Context, previousID string) ([]responses.It
 	// bounds. One record more than the bound tells a chain that is too
 	// long.
 	size, err := e.store.ChainSize(ctx, previousID, maxChain+1)
-	if errors.Is(err, ErrNotFound) || err == nil && size.Tenant != tenant.From(ctx) {
+	if errors.Is(err, store.ErrNotFound) || err == nil && size.Tenant != tenant.From(ctx) {
 		return nil, nil, responses.NotFound("previous_response_id", "previous response %q not found", previousID)
 	}
 	if err != nil {
@@ -45,12 +46,12 @@ func (e *Engine) history(ctx context.Context, previousID string) ([]responses.It
 		// pending calls and approvals); another's is not found.
 		for _, rec := range chain {
 			if rec.Tenant != tenant.From(ctx) {
-				err = ErrNotFound
+				err = store.ErrNotFound
 				break
 			}
 		}
 	}
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, responses.NotFound("previous_response_id", "previous response %q not found", previousID)
 	}
 	if err != nil {
@@ -88,7 +89,7 @@ func (e *Engine) history(ctx context.Context, previousID string) ([]responses.It
 // checkHistorySize refuses a continuation whose stored history is past
 // Options.MaxHistoryItems or MaxHistoryBytes, with a 400 naming param
 // (previous_response_id or conversation), before it is loaded.
-func (e *Engine) checkHistorySize(param string, size Size) error {
+func (e *Engine) checkHistorySize(param string, size store.Size) error {
 	if size.Items > e.opts.MaxHistoryItems || size.Bytes > e.opts.MaxHistoryBytes {
 		return responses.BadRequest(param, "the conversation this request continues holds %d items (%d bytes), more than this server loads "+
 			"(%d items, %d bytes): compact it (POST /v1/responses/compact) or start a new one", size.Items, size.Bytes, e.opts.MaxHistoryItems, e.opts.MaxHistoryBytes)

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/tenant"
 	"github.com/loomgate/loom/tools"
 )
@@ -31,9 +32,9 @@ func conversationBusy(id string) *responses.APIError {
 func (e *Engine) conversationHistory(ctx context.Context, id string) ([]responses.Item, map[string]*pendingCall, error) {
 	conv, err := e.store.GetConversation(ctx, id)
 	if err == nil && conv.Tenant != tenant.From(ctx) {
-		err = ErrNotFound // another tenant's: not found, like a missing one
+		err = store.ErrNotFound // another tenant's: not found, like a missing one
 	}
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, responses.NotFound("conversation", "conversation %q not found", id)
 	}
 	if err != nil {
@@ -47,7 +48,7 @@ func (e *Engine) conversationHistory(ctx context.Context, id string) ([]response
 	if err := e.checkHistorySize("conversation", size); err != nil {
 		return nil, nil, err
 	}
-	items, _, err := e.store.ConversationItems(ctx, id, Page{})
+	items, _, err := e.store.ConversationItems(ctx, id, store.Page{})
 	if err != nil {
 		return nil, nil, storeUnavailable(fmt.Errorf("load conversation %s: %w", id, err))
 	}
@@ -68,7 +69,7 @@ func (e *Engine) conversationHistory(ctx context.Context, id string) ([]response
 				}
 				pending[p.RequestID] = p
 			}
-		} else if !errors.Is(err, ErrNotFound) {
+		} else if !errors.Is(err, store.ErrNotFound) {
 			return nil, nil, storeUnavailable(fmt.Errorf("load conversation %s: %w", id, err))
 		}
 	}
@@ -84,9 +85,9 @@ func (e *Engine) claimConversation(ctx context.Context, r *run) error {
 	now := e.opts.Now()
 	err := e.store.ClaimConversation(ctx, r.conversationID, r.resp.ID, now, now.Add(e.opts.Timeout+2*e.opts.StoreTimeout))
 	switch {
-	case errors.Is(err, ErrConversationBusy):
+	case errors.Is(err, store.ErrConversationBusy):
 		return conversationBusy(r.conversationID)
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		return responses.NotFound("conversation", "conversation %q not found", r.conversationID)
 	case err != nil:
 		return storeUnavailable(fmt.Errorf("claim conversation %s: %w", r.conversationID, err))
@@ -130,7 +131,7 @@ func (e *Engine) releaseConversation(ctx context.Context, responseID string, bod
 	if json.Unmarshal(body, &head) != nil || head.Conversation == nil || head.Conversation.ID == "" {
 		return
 	}
-	if err := e.store.FinishConversationTurn(ctx, head.Conversation.ID, responseID, nil); err != nil && !errors.Is(err, ErrNotFound) {
+	if err := e.store.FinishConversationTurn(ctx, head.Conversation.ID, responseID, nil); err != nil && !errors.Is(err, store.ErrNotFound) {
 		e.log.WarnContext(ctx, "release conversation", "conversation", head.Conversation.ID, "id", responseID, "err", err)
 	}
 }
@@ -230,16 +231,16 @@ func conversationNotFound(id string) error {
 
 // ownConversation returns conversation id if it belongs to the tenant of
 // ctx; another tenant's is a 404 exactly like a missing one.
-func (e *Engine) ownConversation(ctx context.Context, id string) (*Conversation, error) {
+func (e *Engine) ownConversation(ctx context.Context, id string) (*store.Conversation, error) {
 	c, err := e.store.GetConversation(ctx, id)
-	if errors.Is(err, ErrNotFound) || (err == nil && c.Tenant != tenant.From(ctx)) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && c.Tenant != tenant.From(ctx)) {
 		return nil, conversationNotFound(id)
 	}
 	return c, storeFailed(err)
 }
 
 // CreateConversation creates a conversation with its first items.
-func (e *Engine) CreateConversation(ctx context.Context, items []responses.Item, metadata map[string]string) (*Conversation, error) {
+func (e *Engine) CreateConversation(ctx context.Context, items []responses.Item, metadata map[string]string) (*store.Conversation, error) {
 	if err := CheckMetadata(metadata); err != nil {
 		return nil, err
 	}
@@ -247,7 +248,7 @@ func (e *Engine) CreateConversation(ctx context.Context, items []responses.Item,
 	if err != nil {
 		return nil, err
 	}
-	c := &Conversation{ID: e.opts.NewID("conv"), CreatedAt: e.opts.Now().Unix(), Metadata: metadata, Tenant: tenant.From(ctx)}
+	c := &store.Conversation{ID: e.opts.NewID("conv"), CreatedAt: e.opts.Now().Unix(), Metadata: metadata, Tenant: tenant.From(ctx)}
 	if c.Metadata == nil {
 		c.Metadata = map[string]string{}
 	}
@@ -258,12 +259,12 @@ func (e *Engine) CreateConversation(ctx context.Context, items []responses.Item,
 }
 
 // Conversation returns a conversation.
-func (e *Engine) Conversation(ctx context.Context, id string) (*Conversation, error) {
+func (e *Engine) Conversation(ctx context.Context, id string) (*store.Conversation, error) {
 	return e.ownConversation(ctx, id)
 }
 
 // UpdateConversation replaces a conversation's metadata.
-func (e *Engine) UpdateConversation(ctx context.Context, id string, metadata map[string]string) (*Conversation, error) {
+func (e *Engine) UpdateConversation(ctx context.Context, id string, metadata map[string]string) (*store.Conversation, error) {
 	if _, err := e.ownConversation(ctx, id); err != nil {
 		return nil, err
 	}
@@ -271,7 +272,7 @@ func (e *Engine) UpdateConversation(ctx context.Context, id string, metadata map
 		return nil, err
 	}
 	c, err := e.store.SetConversationMetadata(ctx, id, metadata)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, conversationNotFound(id)
 	}
 	return c, storeFailed(err)
@@ -284,7 +285,7 @@ func (e *Engine) DeleteConversation(ctx context.Context, id string) error {
 		return err
 	}
 	err := e.store.DeleteConversation(ctx, id)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return conversationNotFound(id)
 	}
 	return storeFailed(err)
@@ -296,8 +297,8 @@ func (e *Engine) AddConversationItems(ctx context.Context, id string, items []re
 		return nil, err
 	}
 	items, err := e.newItems(items, func() ([]responses.Item, error) {
-		all, _, err := e.store.ConversationItems(ctx, id, Page{})
-		if errors.Is(err, ErrNotFound) {
+		all, _, err := e.store.ConversationItems(ctx, id, store.Page{})
+		if errors.Is(err, store.ErrNotFound) {
 			return nil, conversationNotFound(id)
 		}
 		return all, err
@@ -306,22 +307,22 @@ func (e *Engine) AddConversationItems(ctx context.Context, id string, items []re
 		return nil, err
 	}
 	err = e.store.AddConversationItems(ctx, id, items)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, conversationNotFound(id)
 	}
 	return items, storeFailed(err)
 }
 
 // ConversationItems returns a page of a conversation's items.
-func (e *Engine) ConversationItems(ctx context.Context, id string, page Page) ([]responses.Item, bool, error) {
+func (e *Engine) ConversationItems(ctx context.Context, id string, page store.Page) ([]responses.Item, bool, error) {
 	if _, err := e.ownConversation(ctx, id); err != nil {
 		return nil, false, err
 	}
 	items, more, err := e.store.ConversationItems(ctx, id, page)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		return nil, false, conversationNotFound(id)
-	case errors.Is(err, ErrUnknownCursor):
+	case errors.Is(err, store.ErrUnknownCursor):
 		return nil, false, responses.BadRequest("after", "no item %q in this conversation", page.After)
 	}
 	return items, more, storeFailed(err)
@@ -333,8 +334,8 @@ func (e *Engine) ConversationItem(ctx context.Context, id, itemID string) (respo
 		return responses.Item{}, err
 	}
 	it, err := e.store.ConversationItem(ctx, id, itemID)
-	if errors.Is(err, ErrNotFound) {
-		if _, cerr := e.store.GetConversation(ctx, id); errors.Is(cerr, ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
+		if _, cerr := e.store.GetConversation(ctx, id); errors.Is(cerr, store.ErrNotFound) {
 			return it, conversationNotFound(id)
 		}
 		return it, responses.NotFound("item_id", "item %q not found in conversation %q", itemID, id)
@@ -343,13 +344,13 @@ func (e *Engine) ConversationItem(ctx context.Context, id, itemID string) (respo
 }
 
 // DeleteConversationItem deletes one item and returns the conversation.
-func (e *Engine) DeleteConversationItem(ctx context.Context, id, itemID string) (*Conversation, error) {
+func (e *Engine) DeleteConversationItem(ctx context.Context, id, itemID string) (*store.Conversation, error) {
 	if _, err := e.ownConversation(ctx, id); err != nil {
 		return nil, err
 	}
 	err := e.store.DeleteConversationItem(ctx, id, itemID)
-	if errors.Is(err, ErrNotFound) {
-		if _, cerr := e.store.GetConversation(ctx, id); errors.Is(cerr, ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
+		if _, cerr := e.store.GetConversation(ctx, id); errors.Is(cerr, store.ErrNotFound) {
 			return nil, conversationNotFound(id)
 		}
 		return nil, responses.NotFound("item_id", "item %q not found in conversation %q", itemID, id)

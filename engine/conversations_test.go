@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/tools"
 	"github.com/loomgate/loom/tools/toolstest"
 )
@@ -62,7 +62,7 @@ func TestMRTRClientThroughConversation(t *testing.T) {
 	if second.Status != responses.ResponseCompleted || len(mc) != 1 || !strings.Contains(string(mc[0].CallFields().Output), "confirmed") {
 		t.Fatalf("second response %s, mcp_call %+v", second.Status, mc)
 	}
-	all, _, err := e2.ConversationItems(ctx, conv.ID, engine.Page{})
+	all, _, err := e2.ConversationItems(ctx, conv.ID, store.Page{})
 	if err != nil {
 		t.Fatal(err)
 	}

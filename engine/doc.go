@@ -4,9 +4,10 @@
 // and events with the responses.Builder, and stores the result.
 //
 // The Engine knows nothing of HTTP: a program that embeds loom can call
-// Engine.Run with its own event sink. It defines the Store it needs, and
-// the error values stores return; store/sqlite and store/postgres
-// implement it, and store/storetest checks that they do.
+// Engine.Run with its own event sink. It consumes a Store (package store
+// holds its contract, the values it exchanges and the errors it returns);
+// store/sqlite and store/postgres implement it, and store/storetest checks
+// that they do.
 //
 // A request that cannot start (bad input, an unknown model or previous
 // response, a function_call_output answering no call) fails before any

@@ -18,6 +18,7 @@ import (
 	conversation "github.com/loomgate/loom/context"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/telemetry"
 	"github.com/loomgate/loom/tenant"
 	"github.com/loomgate/loom/tools"
@@ -158,8 +159,8 @@ type Engine struct {
 }
 
 // New returns an Engine over backend and store.
-func New(backend model.Backend, store Store, opts *Options) *Engine {
-	e := &Engine{backend: backend, store: idCheckedStore{store}}
+func New(backend model.Backend, st Store, opts *Options) *Engine {
+	e := &Engine{backend: backend, store: idCheckedStore{st}}
 	e.life, e.endLife = context.WithCancel(context.Background())
 	if opts != nil {
 		e.opts = *opts
@@ -344,7 +345,7 @@ func (e *Engine) continued(ctx context.Context, req *responses.Request, opts *Ru
 // as they are when nothing is written in them, the common case of a
 // long input of messages sent again with store false: a copy would be
 // more than half of that request's decode.
-func runInput(req *responses.Request, opts *RunOptions, queued *Record, ids bool) []responses.Item {
+func runInput(req *responses.Request, opts *RunOptions, queued *store.Record, ids bool) []responses.Item {
 	input := req.Input.Items
 	if !opts.givesInput() || req.Input.Shared && (queued != nil || anyWrittenIn(input, ids)) {
 		return slices.Clone(input)
@@ -369,7 +370,7 @@ func anyWrittenIn(input []responses.Item, ids bool) bool {
 // client's, an *APIError. opts may hold the conversation to continue in
 // memory. queued, when set, is the stored record of a background response
 // about to run: the run takes its id, creation time and input item ids.
-func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunOptions, queued *Record) (*run, error) {
+func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunOptions, queued *store.Record) (*run, error) {
 	if err := req.Validate(e.serverToolType); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/store/sqlite"
 )
 
@@ -20,12 +21,12 @@ type loadCountingStore struct {
 	loads int
 }
 
-func (s *loadCountingStore) Chain(ctx context.Context, id string, limit int) ([]*engine.Record, error) {
+func (s *loadCountingStore) Chain(ctx context.Context, id string, limit int) ([]*store.Record, error) {
 	s.loads++
 	return s.Store.Chain(ctx, id, limit)
 }
 
-func (s *loadCountingStore) ConversationItems(ctx context.Context, id string, page engine.Page) ([]responses.Item, bool, error) {
+func (s *loadCountingStore) ConversationItems(ctx context.Context, id string, page store.Page) ([]responses.Item, bool, error) {
 	s.loads++
 	return s.Store.ConversationItems(ctx, id, page)
 }

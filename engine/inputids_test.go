@@ -8,6 +8,7 @@ import (
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 )
 
 // An input item's id is given wherever anyone can see it again: the
@@ -64,7 +65,7 @@ func TestInputIDsWhereSeen(t *testing.T) {
 	t.Run("stored", func(t *testing.T) {
 		e := newRun()
 		req, resp := run(t, e, `{"model":"m","input":`+input+`}`, &engine.RunOptions{})
-		items, _, err := e.InputItems(ctx, resp.ID, engine.Page{Limit: 100})
+		items, _, err := e.InputItems(ctx, resp.ID, store.Page{Limit: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +83,7 @@ func TestInputIDsWhereSeen(t *testing.T) {
 			t.Fatal(err)
 		}
 		run(t, e, `{"model":"m","store":false,"conversation":"`+conv.ID+`","input":`+input+`}`, &engine.RunOptions{})
-		items, _, err := e.ConversationItems(ctx, conv.ID, engine.Page{Limit: 100})
+		items, _, err := e.ConversationItems(ctx, conv.ID, store.Page{Limit: 100})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/store/sqlite"
 )
 
@@ -168,12 +169,12 @@ func TestStoreFalseWritesNothing(t *testing.T) {
 	release := make(chan struct{})
 	a, _, _, db := replicas(t, heldBackend(release), nil, 10*time.Second)
 	id, done := startStream(t, a, `{"model":"m","input":"x","stream":true,"store":false}`)
-	if _, err := db.GetResponse(context.Background(), id); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := db.GetResponse(context.Background(), id); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("in flight with store false: %v, want not found", err)
 	}
 	close(release)
 	<-done
-	if _, err := db.GetResponse(context.Background(), id); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := db.GetResponse(context.Background(), id); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("finished with store false: %v, want not found", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/telemetry"
 	"github.com/loomgate/loom/tenant"
 )
@@ -97,9 +98,9 @@ func (e *Engine) newResponse(req *responses.Request) *responses.Response {
 
 // storeRecord is the response as the store keeps it, as far as every write of
 // it agrees: the object as it is now, its input, who owns it, its trace.
-func (r *run) storeRecord(ctx context.Context) (*Record, error) {
+func (r *run) storeRecord(ctx context.Context) (*store.Record, error) {
 	body := r.resp.AppendJSON(nil, responses.DialectOpenAI)
-	rec := &Record{ID: r.resp.ID, CreatedAt: r.resp.CreatedAt, Status: r.resp.Status, Response: body, Input: r.input,
+	rec := &store.Record{ID: r.resp.ID, CreatedAt: r.resp.CreatedAt, Status: r.resp.Status, Response: body, Input: r.input,
 		Tenant: tenant.From(ctx), TraceID: telemetry.TraceID(ctx)}
 	if r.req.PreviousResponseID != nil {
 		rec.PreviousResponseID = *r.req.PreviousResponseID
@@ -153,7 +154,7 @@ const saveRetryPause = 500 * time.Millisecond
 
 // saveRecord writes rec within the store timeout, grown by what it writes
 // (saveTimeout).
-func (e *Engine) saveRecord(ctx context.Context, rec *Record) error {
+func (e *Engine) saveRecord(ctx context.Context, rec *store.Record) error {
 	ctx, cancel := context.WithTimeout(ctx, e.saveTimeout(rec))
 	defer cancel()
 	return e.store.SaveResponse(ctx, rec)
@@ -163,7 +164,7 @@ func (e *Engine) saveRecord(ctx context.Context, rec *Record) error {
 // more for every 10,000 items or 4 MiB it writes, so that a response as
 // large as the request limits allow is stored on either store rather
 // than timed out (250k items took PostgreSQL past a fixed 10 s).
-func (e *Engine) saveTimeout(rec *Record) time.Duration {
+func (e *Engine) saveTimeout(rec *store.Record) time.Duration {
 	n := len(rec.Input) + len(rec.Output) + len(rec.Events)
 	size := len(rec.Response)
 	for _, ev := range rec.Events {

@@ -6,15 +6,16 @@ import (
 	"errors"
 
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/tenant"
 )
 
 // record returns the stored record id if it belongs to the tenant of ctx.
 // Another tenant's response is a 404 exactly like a missing one: whether
 // an id exists is not told to a tenant that does not own it.
-func (e *Engine) record(ctx context.Context, id string) (*Record, error) {
+func (e *Engine) record(ctx context.Context, id string) (*store.Record, error) {
 	rec, err := e.store.GetResponse(ctx, id)
-	if errors.Is(err, ErrNotFound) || (err == nil && rec.Tenant != tenant.From(ctx)) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.Tenant != tenant.From(ctx)) {
 		return nil, responses.NotFound("response_id", "response %q not found", id)
 	}
 	if err != nil {
@@ -37,7 +38,7 @@ func (e *Engine) Get(ctx context.Context, id string) (json.RawMessage, error) {
 func (e *Engine) Delete(ctx context.Context, id string) error {
 	// The store checks the tenant in the same write: one round trip.
 	err := e.store.DeleteResponse(ctx, id, tenant.From(ctx))
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return responses.NotFound("response_id", "response %q not found", id)
 	}
 	return storeFailed(err)
@@ -46,12 +47,12 @@ func (e *Engine) Delete(ctx context.Context, id string) error {
 // InputItems returns a page of a response's input items.
 // The store tells an absent response (ErrNotFound) from an unknown cursor
 // (ErrUnknownCursor) itself, in one read.
-func (e *Engine) InputItems(ctx context.Context, id string, page Page) ([]responses.Item, bool, error) {
+func (e *Engine) InputItems(ctx context.Context, id string, page store.Page) ([]responses.Item, bool, error) {
 	items, more, err := e.store.ListInputItems(ctx, id, tenant.From(ctx), page)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		return nil, false, responses.NotFound("response_id", "response %q not found", id)
-	case errors.Is(err, ErrUnknownCursor):
+	case errors.Is(err, store.ErrUnknownCursor):
 		return nil, false, responses.BadRequest("after", "no input item %q in this response", page.After)
 	}
 	return items, more, storeFailed(err)
@@ -64,7 +65,7 @@ func (e *Engine) Events(ctx context.Context, id string, after int) ([]json.RawMe
 		return nil, err
 	}
 	evs, err := e.store.Events(ctx, id, after)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, responses.NotFound("response_id", "response %q not found", id)
 	}
 	return evs, storeFailed(err)

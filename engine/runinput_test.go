@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 )
 
 // TestRunInput: the run writes in the request's input items only when
@@ -20,7 +21,7 @@ func TestRunInput(t *testing.T) {
 		items  []responses.Item
 		shared bool
 		opts   *RunOptions
-		queued *Record
+		queued *store.Record
 		ids    bool // messages get ids (inputIDsSeen)
 		same   bool // the run reads the request's array
 	}{
@@ -30,7 +31,7 @@ func TestRunInput(t *testing.T) {
 		{"shared, a message gets an id", []responses.Item{message}, true, given, nil, true, false},
 		{"shared, a call gets an id", []responses.Item{message, call}, true, given, nil, false, false},
 		{"shared, sealed reasoning", []responses.Item{message, reasoning}, true, given, nil, false, false},
-		{"shared, queued", []responses.Item{message}, true, given, &Record{}, false, false},
+		{"shared, queued", []responses.Item{message}, true, given, &store.Record{}, false, false},
 		{"shared, not given", []responses.Item{message}, true, nil, nil, false, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

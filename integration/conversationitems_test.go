@@ -13,6 +13,7 @@ import (
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/model/mockllm"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 )
 
 // conversationWrites counts the conversation writes that reach the store,
@@ -22,7 +23,7 @@ type conversationWrites struct {
 	writes atomic.Int64
 }
 
-func (s *conversationWrites) CreateConversation(ctx context.Context, c *engine.Conversation, items []responses.Item) error {
+func (s *conversationWrites) CreateConversation(ctx context.Context, c *store.Conversation, items []responses.Item) error {
 	s.writes.Add(1)
 	return s.Store.CreateConversation(ctx, c, items)
 }
@@ -83,11 +84,11 @@ func TestConversationItemsValidated(t *testing.T) {
 		{"compaction blob that does not open", "", `{"items":[{"type":"compaction","encrypted_content":"` + sealer.Seal("not a compaction") + `"}]}`, wantError{400, "invalid_request_error", "items[0].encrypted_content", ""}},
 		{"nested too deep", "", `{"items":[` + msg + `,` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `]}`, wantError{400, "invalid_request_error", "items[1]", ""}},
 	}
-	for _, store := range storeKinds {
-		t.Run(store.name, func(t *testing.T) {
+	for _, kind := range storeKinds {
+		t.Run(kind.name, func(t *testing.T) {
 			var writes *conversationWrites
 			h := newHarness(t, &harnessOptions{OpenStore: func(t testing.TB) engine.Store {
-				writes = &conversationWrites{Store: store.open(t)}
+				writes = &conversationWrites{Store: kind.open(t)}
 				return writes
 			}})
 			status, body := doRaw(t, http.MethodPost, h.BaseURL+"/conversations",
@@ -138,9 +139,9 @@ func TestConversationItemsValidated(t *testing.T) {
 // responses on it run. A compaction that does not open names the
 // conversation too. On every store.
 func TestConversationHoldingABadItem(t *testing.T) {
-	for _, store := range storeKinds {
-		t.Run(store.name, func(t *testing.T) {
-			h := newHarness(t, &harnessOptions{OpenStore: store.open})
+	for _, kind := range storeKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			h := newHarness(t, &harnessOptions{OpenStore: kind.open})
 			status, body := doRaw(t, http.MethodPost, h.BaseURL+"/conversations", `{"items":[{"type":"message","role":"user","content":"hi"}]}`)
 			var conv struct{ ID string }
 			if json.Unmarshal(body, &conv); status != http.StatusOK || conv.ID == "" {
@@ -251,10 +252,10 @@ func TestConversationReadsEveryItemType(t *testing.T) {
 		`{"type":"apply_patch_call","call_id":"c6","operation":{"type":"create_file","path":"a","diff":"+x"},"status":"completed"}`,
 		`{"type":"apply_patch_call_output","call_id":"c6","status":"completed","output":"ok"}`,
 	}
-	for _, store := range storeKinds {
+	for _, kind := range storeKinds {
 		for _, up := range upstreams {
-			t.Run(store.name+"/"+up.name, func(t *testing.T) {
-				h := up.harness(t, &harnessOptions{OpenStore: store.open})
+			t.Run(kind.name+"/"+up.name, func(t *testing.T) {
+				h := up.harness(t, &harnessOptions{OpenStore: kind.open})
 				status, body := doRaw(t, http.MethodPost, h.BaseURL+"/conversations", `{}`)
 				var conv struct{ ID string }
 				if json.Unmarshal(body, &conv); status != http.StatusOK || conv.ID == "" {

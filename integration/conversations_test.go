@@ -14,9 +14,9 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 
-	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/model/mockllm"
 	loomresponses "github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 )
 
 // TestOpenAIGoConversation: with openai-go, a conversation is created with
@@ -129,7 +129,7 @@ func TestOpenAIGoConversation(t *testing.T) {
 	if _, err := client.Conversations.Get(ctx, conv.ID); !asAPIError(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
 		t.Errorf("deleted conversation: %v, want a 404", err)
 	}
-	if _, _, err := h.Store.ConversationItems(ctx, conv.ID, engine.Page{}); err == nil {
+	if _, _, err := h.Store.ConversationItems(ctx, conv.ID, store.Page{}); err == nil {
 		t.Error("the deleted conversation's items are still there")
 	}
 	if r, err := client.Responses.Get(ctx, first.ID, responses.ResponseGetParams{}); err != nil || r.ID != first.ID {
@@ -219,7 +219,7 @@ func TestConversationConcurrency(t *testing.T) {
 
 	// Checked against the store, not the API.
 	for i, id := range owns {
-		items, _, err := h.Store.ConversationItems(context.Background(), id, engine.Page{})
+		items, _, err := h.Store.ConversationItems(context.Background(), id, store.Page{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +231,7 @@ func TestConversationConcurrency(t *testing.T) {
 			t.Errorf("own conversation %d: %q, want %q", i, got, want)
 		}
 	}
-	items, _, err := h.Store.ConversationItems(context.Background(), shared, engine.Page{})
+	items, _, err := h.Store.ConversationItems(context.Background(), shared, store.Page{})
 	if err != nil {
 		t.Fatal(err)
 	}

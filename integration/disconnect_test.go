@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/store"
 )
 
 // TestClientDisconnect checks what happens when a client goes away in the
@@ -149,7 +149,7 @@ func waitStored(ctx context.Context, t *testing.T, h *harness, id string) string
 		case err == nil && rec.Status != "in_progress":
 			return rec.Status
 		case err == nil:
-		case !errors.Is(err, engine.ErrNotFound):
+		case !errors.Is(err, store.ErrNotFound):
 			t.Fatalf("get %s: %v", id, err)
 		}
 		select {

@@ -22,6 +22,7 @@ import (
 	"github.com/loomgate/loom/model/mockllm"
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/server"
+	"github.com/loomgate/loom/store"
 )
 
 // harness is loom served in-process over the scripted upstream and a real
@@ -248,7 +249,7 @@ type countingStore struct {
 	ids   map[string]bool // the ids of the responses saved
 }
 
-func (s *countingStore) SaveResponse(ctx context.Context, rec *engine.Record) error {
+func (s *countingStore) SaveResponse(ctx context.Context, rec *store.Record) error {
 	s.saves.Add(1)
 	s.mu.Lock()
 	if s.ids == nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/loomgate/loom/model/chat"
 	"github.com/loomgate/loom/model/mockllm"
 	"github.com/loomgate/loom/server"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/store/sqlite"
 	"github.com/loomgate/loom/tools/mcp"
 	"github.com/loomgate/loom/tools/mcp/mcptest"
@@ -776,7 +777,7 @@ type mcptRecordingStore struct {
 	saved bytes.Buffer
 }
 
-func (s *mcptRecordingStore) SaveResponse(ctx context.Context, rec *engine.Record) error {
+func (s *mcptRecordingStore) SaveResponse(ctx context.Context, rec *store.Record) error {
 	b, _ := json.Marshal(rec)
 	s.mu.Lock()
 	s.saved.Write(b)
@@ -820,13 +821,13 @@ func TestMCPCredentialsNeverLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	store := &mcptRecordingStore{Store: db}
+	recording := &mcptRecordingStore{Store: db}
 	policy, err := mcp.NewPolicy(&mcp.PolicyOptions{Allow: "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	provider := &mcp.Provider{Client: mcp.NewClient(&mcp.ClientOptions{Policy: policy, Logger: logger, Retry: mcp.RetryOptions{Max: 1, WaitMin: time.Millisecond, WaitMax: 5 * time.Millisecond}})}
-	eng := engine.New(chat.New(mockSrv.URL+"/v1", "test-key", &chat.Options{}), store,
+	eng := engine.New(chat.New(mockSrv.URL+"/v1", "test-key", &chat.Options{}), recording,
 		&engine.Options{Logger: logger, ToolProviders: []engine.ToolProvider{provider}})
 	loom := httptest.NewServer(server.New(eng, &server.Options{Logger: logger}))
 	t.Cleanup(loom.Close)
@@ -922,7 +923,7 @@ func TestMCPCredentialsNeverLogged(t *testing.T) {
 	places := map[string]string{
 		"the logs":            logs.String(),
 		"the response bodies": strings.Join(bodies, "\n"),
-		"the stored records":  store.String(),
+		"the stored records":  recording.String(),
 		"the upstream":        upstream.String(),
 	}
 	for where, text := range places {

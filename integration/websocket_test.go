@@ -23,6 +23,7 @@ import (
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/server"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/tools"
 	"github.com/loomgate/loom/tools/toolstest"
 )
@@ -287,7 +288,7 @@ func TestWebSocketStoreFalseContinuation(t *testing.T) {
 		finalOf(t, c.response(ctx))
 		// The first response ended (and would have been saved) before
 		// the second started.
-		if _, err := h.Store.GetResponse(ctx, first.Response.ID); !errors.Is(err, engine.ErrNotFound) {
+		if _, err := h.Store.GetResponse(ctx, first.Response.ID); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("store false response was stored (err %v)", err)
 		}
 		prompt := lastPrompt(t, h)

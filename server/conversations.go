@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 )
 
 // conversationObject is a conversation on the wire.
@@ -16,7 +16,7 @@ type conversationObject struct {
 	Metadata  map[string]string `json:"metadata"`
 }
 
-func wireConversation(c *engine.Conversation) conversationObject {
+func wireConversation(c *store.Conversation) conversationObject {
 	o := conversationObject{ID: c.ID, Object: "conversation", CreatedAt: c.CreatedAt, Metadata: c.Metadata}
 	if o.Metadata == nil {
 		o.Metadata = map[string]string{}
@@ -77,7 +77,7 @@ func (s *Server) createConversation(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeConversation answers with conversation c, or with err.
-func writeConversation(w http.ResponseWriter, c *engine.Conversation, err error) {
+func writeConversation(w http.ResponseWriter, c *store.Conversation, err error) {
 	if err != nil {
 		writeError(w, err)
 		return
@@ -137,9 +137,9 @@ func (s *Server) listConversationItems(w http.ResponseWriter, r *http.Request) {
 
 // itemPage reads after, limit and order, answering a 400 naming the bad
 // one.
-func itemPage(w http.ResponseWriter, r *http.Request) (engine.Page, bool) {
+func itemPage(w http.ResponseWriter, r *http.Request) (store.Page, bool) {
 	q := r.URL.Query()
-	page := engine.Page{After: q.Get("after"), Limit: 20, Desc: true}
+	page := store.Page{After: q.Get("after"), Limit: 20, Desc: true}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 100 {

@@ -18,6 +18,7 @@ import (
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/server"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/store/sqlite"
 	"github.com/loomgate/loom/telemetry"
 )
@@ -37,7 +38,7 @@ type outageStore struct {
 
 var errDown = errors.New("connection refused")
 
-func (s *outageStore) SaveResponse(ctx context.Context, rec *engine.Record) error {
+func (s *outageStore) SaveResponse(ctx context.Context, rec *store.Record) error {
 	s.saves.Add(1)
 	if s.down.Load() {
 		return errDown
@@ -48,14 +49,14 @@ func (s *outageStore) SaveResponse(ctx context.Context, rec *engine.Record) erro
 	return s.Store.SaveResponse(ctx, rec)
 }
 
-func (s *outageStore) GetResponse(ctx context.Context, id string) (*engine.Record, error) {
+func (s *outageStore) GetResponse(ctx context.Context, id string) (*store.Record, error) {
 	if s.down.Load() {
 		return nil, errDown
 	}
 	return s.Store.GetResponse(ctx, id)
 }
 
-func (s *outageStore) Chain(ctx context.Context, id string, limit int) ([]*engine.Record, error) {
+func (s *outageStore) Chain(ctx context.Context, id string, limit int) ([]*store.Record, error) {
 	if s.down.Load() {
 		return nil, errDown
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/loomgate/loom/model/completions"
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/server"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/store/postgres"
 	"github.com/loomgate/loom/store/sqlite"
 	"github.com/loomgate/loom/telemetry"
@@ -225,13 +226,13 @@ func (m *Main) openStore(ctx context.Context) error {
 // holdClaimed is the jobs' OnClaim with LOOM_TEST_HOLD_CLAIMED (nil
 // without): the claimed job's response id is appended to that file, one
 // line in one write, and the job held until it is cancelled (shutdown).
-func (m *Main) holdClaimed() func(context.Context, engine.BackgroundJob) {
+func (m *Main) holdClaimed() func(context.Context, store.BackgroundJob) {
 	path := m.cfg.TestHoldClaimed
 	if path == "" {
 		return nil
 	}
 	m.log.Warn("LOOM_TEST_HOLD_CLAIMED is set: background jobs are claimed and held, never run (for tests only)", "file", path)
-	return func(ctx context.Context, job engine.BackgroundJob) {
+	return func(ctx context.Context, job store.BackgroundJob) {
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
 			m.log.Error("LOOM_TEST_HOLD_CLAIMED", "err", err)

@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/store/postgres/pgtest"
 )
 
@@ -24,7 +24,7 @@ func BenchmarkChain(b *testing.B) {
 			defer d.Close()
 			prev := ""
 			for i := range turns {
-				rec := &engine.Record{ID: fmt.Sprint("resp_", i), PreviousResponseID: prev, CreatedAt: 1, Status: "completed",
+				rec := &store.Record{ID: fmt.Sprint("resp_", i), PreviousResponseID: prev, CreatedAt: 1, Status: "completed",
 					Response: json.RawMessage(`{}`),
 					Input: []responses.Item{{Type: responses.ItemMessage, ID: fmt.Sprint("msg_in_", i), Role: "user",
 						Content: []responses.ContentPart{{Type: responses.PartInputText, Text: "a question"}}}},

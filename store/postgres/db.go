@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/store"
 )
 
 // Options configures a DB. The zero value, and a nil *Options, mean
@@ -33,7 +33,7 @@ const (
 	defaultStatementTimeout = 10 * time.Second
 )
 
-// DB is a response store on PostgreSQL. It implements engine.Store.
+// DB is a response store on PostgreSQL. It implements store.Store.
 type DB struct {
 	conversations
 	events
@@ -42,7 +42,7 @@ type DB struct {
 	log  *slog.Logger
 }
 
-var _ engine.Store = (*DB)(nil)
+var _ store.Store = (*DB)(nil)
 
 // IsURL reports whether s is a PostgreSQL URL (postgres:// or
 // postgresql://), the form --store takes for this store.

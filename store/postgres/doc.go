@@ -1,5 +1,5 @@
 // Package postgres is loom's shared response store: an implementation of
-// engine.Store on PostgreSQL through pgx (pgxpool), so that several loom
+// store.Store on PostgreSQL through pgx (pgxpool), so that several loom
 // replicas serve any request from one database.
 //
 // The schema mirrors store/sqlite: one row in responses per response (the

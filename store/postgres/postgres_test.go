@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/store/postgres/pgtest"
 	"github.com/loomgate/loom/store/storetest"
 )
@@ -26,13 +26,13 @@ func openTest(t *testing.T) *DB {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) engine.Store { return openTest(t) })
+	storetest.Run(t, func(t *testing.T) store.Store { return openTest(t) })
 }
 
 func TestConformanceShared(t *testing.T) {
-	storetest.RunShared(t, func(t *testing.T) func() (engine.Store, error) {
+	storetest.RunShared(t, func(t *testing.T) func() (store.Store, error) {
 		url := pgtest.URL(t)
-		return func() (engine.Store, error) {
+		return func() (store.Store, error) {
 			return Open(t.Context(), url, &Options{Logger: slog.New(slog.DiscardHandler), PoolSize: 4})
 		}
 	})

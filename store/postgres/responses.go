@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/store/internal/records"
 )
 
@@ -24,7 +24,7 @@ const insertItems = `INSERT INTO response_items (response_id, kind, position, it
 // was stored under rec.ID, in one round trip: the statements go as one
 // batch, which the server runs as one implicit transaction, so readers see
 // the old record or the new one, never a mix.
-func (d *DB) SaveResponse(ctx context.Context, rec *engine.Record) error {
+func (d *DB) SaveResponse(ctx context.Context, rec *store.Record) error {
 	if rec == nil || rec.ID == "" {
 		return errNoID
 	}
@@ -82,8 +82,8 @@ const itemColumns = `
 const chainColumns = `r.id, r.previous_response_id, r.created_at, r.status, NULL::text, r.pending, r.lease_owner, r.lease_until, r.tenant, r.trace_id,` + itemColumns
 
 // scanRecord reads one row of recordColumns or chainColumns.
-func scanRecord(row pgx.Row) (*engine.Record, error) {
-	rec := &engine.Record{}
+func scanRecord(row pgx.Row) (*store.Record, error) {
+	rec := &store.Record{}
 	var response *string
 	var pending string
 	var leaseUntil int64
@@ -124,10 +124,10 @@ func decodeItems(raw []string) ([]responses.Item, error) {
 
 // GetResponse returns the record stored under id, with its items but not
 // its events.
-func (d *DB) GetResponse(ctx context.Context, id string) (*engine.Record, error) {
+func (d *DB) GetResponse(ctx context.Context, id string) (*store.Record, error) {
 	rec, err := scanRecord(d.pool.QueryRow(ctx, `SELECT `+recordColumns+` FROM responses r WHERE r.id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, engine.ErrNotFound
+		return nil, store.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: get %s: %w", id, err)
@@ -150,13 +150,13 @@ const chainQuery = `WITH RECURSIVE chain (id, depth) AS (
 
 // Chain returns response id and those it continues, newest first, at most
 // limit, with their items: one statement whatever the length.
-func (d *DB) Chain(ctx context.Context, id string, limit int) ([]*engine.Record, error) {
+func (d *DB) Chain(ctx context.Context, id string, limit int) ([]*store.Record, error) {
 	rows, err := d.pool.Query(ctx, chainQuery, id, max(limit, 1))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: chain of %s: %w", id, err)
 	}
 	defer rows.Close()
-	var chain []*engine.Record
+	var chain []*store.Record
 	for rows.Next() {
 		rec, err := scanRecord(rows)
 		if err != nil {
@@ -168,7 +168,7 @@ func (d *DB) Chain(ctx context.Context, id string, limit int) ([]*engine.Record,
 		return nil, fmt.Errorf("postgres: chain of %s: %w", id, err)
 	}
 	if len(chain) == 0 {
-		return nil, engine.ErrNotFound
+		return nil, store.ErrNotFound
 	}
 	return chain, nil
 }
@@ -183,7 +183,7 @@ func (d *DB) DeleteResponse(ctx context.Context, id, tenant string) error {
 // ListInputItems returns one page of the input items of response id, and
 // whether more follow, in one statement: the response's existence, the
 // cursor's position and the page come from one snapshot.
-func (d *DB) ListInputItems(ctx context.Context, id, tenant string, page engine.Page) ([]responses.Item, bool, error) {
+func (d *DB) ListInputItems(ctx context.Context, id, tenant string, page store.Page) ([]responses.Item, bool, error) {
 	limit := page.Size()
 	order, cmp := "ASC", ">"
 	if page.Desc {
@@ -233,10 +233,10 @@ func (d *DB) ListInputItems(ctx context.Context, id, tenant string, page engine.
 		return nil, false, fmt.Errorf("postgres: input items of %s: %w", id, err)
 	}
 	if !found {
-		return nil, false, engine.ErrNotFound
+		return nil, false, store.ErrNotFound
 	}
 	if !cursorOK {
-		return nil, false, fmt.Errorf("%w %q in response %s", engine.ErrUnknownCursor, page.After, id)
+		return nil, false, fmt.Errorf("%w %q in response %s", store.ErrUnknownCursor, page.After, id)
 	}
 	return items, hasMore, nil
 }
@@ -294,7 +294,7 @@ func (d *DB) ClaimQueued(ctx context.Context, id, owner string, until time.Time)
 		return false, fmt.Errorf("postgres: claim %s: %w", id, err)
 	}
 	if !exists {
-		return false, engine.ErrNotFound
+		return false, store.ErrNotFound
 	}
 	return claimed, nil
 }

@@ -6,11 +6,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/store/internal/records"
 )
 
-// The conversation and event methods of engine.Store, which both stores
+// The conversation and event methods of store.Store, which both stores
 // share; the DB embeds them under these unexported names.
 type (
 	conversations = records.Conversations
@@ -46,7 +46,7 @@ func (d *DB) share() {
 			err := d.pool.QueryRow(ctx, `WITH u AS (UPDATE responses SET events = events || $1 WHERE id = $2 RETURNING id)
 				SELECT 1 FROM u, LATERAL (SELECT pg_notify($3, u.id)) n`, joined, id, eventsChannel).Scan(&one)
 			if errors.Is(err, pgx.ErrNoRows) {
-				return engine.ErrNotFound
+				return store.ErrNotFound
 			}
 			return err
 		},

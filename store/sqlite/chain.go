@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/store/internal/records"
 )
 
@@ -13,8 +13,8 @@ import (
 // at most limit of them, with their items but not their response objects
 // or events: one statement whatever the length (a recursive query, the
 // items of each response joined into one value per kind).
-func (d *DB) Chain(ctx context.Context, id string, limit int) ([]*engine.Record, error) {
-	var chain []*engine.Record
+func (d *DB) Chain(ctx context.Context, id string, limit int) ([]*store.Record, error) {
+	var chain []*store.Record
 	err := readApart(func() (err error) {
 		chain, err = d.chain(ctx, id, limit)
 		return err
@@ -23,15 +23,15 @@ func (d *DB) Chain(ctx context.Context, id string, limit int) ([]*engine.Record,
 }
 
 // chain is Chain on the caller's goroutine.
-func (d *DB) chain(ctx context.Context, id string, limit int) ([]*engine.Record, error) {
+func (d *DB) chain(ctx context.Context, id string, limit int) ([]*store.Record, error) {
 	rows, err := d.st.chain.QueryContext(ctx, id, max(limit, 1))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: chain of %s: %w", id, err)
 	}
 	defer rows.Close()
-	var chain []*engine.Record
+	var chain []*store.Record
 	for rows.Next() {
-		rec := &engine.Record{}
+		rec := &store.Record{}
 		var pending, input, output []byte
 		var leaseUntil int64
 		if err := rows.Scan(&rec.ID, &rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &pending, &rec.LeaseOwner, &leaseUntil, &rec.Tenant, &rec.TraceID, &input, &output); err != nil {
@@ -53,7 +53,7 @@ func (d *DB) chain(ctx context.Context, id string, limit int) ([]*engine.Record,
 		return nil, fmt.Errorf("sqlite: chain of %s: %w", id, err)
 	}
 	if len(chain) == 0 {
-		return nil, engine.ErrNotFound
+		return nil, store.ErrNotFound
 	}
 	return chain, nil
 }

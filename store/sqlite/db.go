@@ -11,10 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/loomgate/loom/engine"
-
 	// The pure-Go driver registers itself as "sqlite".
 	_ "modernc.org/sqlite"
+
+	"github.com/loomgate/loom/store"
 )
 
 // Memory is the path that opens a private in-memory database.
@@ -36,7 +36,7 @@ type Options struct {
 	BusyTimeout time.Duration
 }
 
-// DB is a response store backed by SQLite. It implements engine.Store.
+// DB is a response store backed by SQLite. It implements store.Store.
 type DB struct {
 	conversations
 	events
@@ -50,7 +50,7 @@ type DB struct {
 	closeErr  error
 }
 
-var _ engine.Store = (*DB)(nil)
+var _ store.Store = (*DB)(nil)
 
 // Open opens (creating if needed) the database at path, or a private
 // in-memory database for ":memory:", and brings its schema up to date.

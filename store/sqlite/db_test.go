@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 )
 
 func TestFilePersistsAcrossReopen(t *testing.T) {
@@ -61,7 +61,7 @@ func TestMemoryDatabasesAreSeparate(t *testing.T) {
 	if err := a.SaveResponse(ctx, sampleRecord("resp_1")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.GetResponse(ctx, "resp_1"); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := b.GetResponse(ctx, "resp_1"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("second in-memory store sees the first one's data: %v", err)
 	}
 }
@@ -94,7 +94,7 @@ func TestConcurrent(t *testing.T) {
 				readers = 4
 				rounds  = 30
 			)
-			record := func(id string, n int) *engine.Record {
+			record := func(id string, n int) *store.Record {
 				r := sampleRecord(id)
 				r.Status = fmt.Sprint(n)
 				r.Input = inputItems(n)
@@ -133,7 +133,7 @@ func TestConcurrent(t *testing.T) {
 							errs <- fmt.Errorf("reader %d: torn read: status %s with %d input items", rd, rec.Status, len(rec.Input))
 							return
 						}
-						items, _, err := d.ListInputItems(ctx, id, "", engine.Page{Limit: 100})
+						items, _, err := d.ListInputItems(ctx, id, "", store.Page{Limit: 100})
 						if err != nil {
 							errs <- fmt.Errorf("reader %d: list: %w", rd, err)
 							return

@@ -1,5 +1,5 @@
 // Package sqlite is loom's embedded response store: an implementation of
-// engine.Store on SQLite, through the pure-Go driver modernc.org/sqlite, so
+// store.Store on SQLite, through the pure-Go driver modernc.org/sqlite, so
 // a single loom binary can keep responses without any outside service.
 //
 // A stored response is two things: one row in responses holding the

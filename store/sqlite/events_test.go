@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/store"
 )
 
 func TestEvents(t *testing.T) {
@@ -103,7 +103,7 @@ func TestEventsEncoding(t *testing.T) {
 	if err := d.SaveResponse(ctx, bad); err == nil {
 		t.Error("SaveResponse accepted an event that is not JSON and spans lines")
 	}
-	if _, err := d.GetResponse(ctx, "resp_bad"); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := d.GetResponse(ctx, "resp_bad"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("failed save left a record: %v", err)
 	}
 }

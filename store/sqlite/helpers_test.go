@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 )
 
 // openTest opens a store for a test and closes it when the test ends.
@@ -36,9 +36,9 @@ func openTest(t testing.TB, path string) *DB {
 // sampleRecord is a completed response with one item of each type loom
 // stores, written in the form they decode back to (statuses set, output
 // text with annotations) so a round trip can compare them exactly.
-func sampleRecord(id string) *engine.Record {
+func sampleRecord(id string) *store.Record {
 	enc := "gAAAA-opaque"
-	return &engine.Record{
+	return &store.Record{
 		ID:                 id,
 		PreviousResponseID: "resp_prev",
 		CreatedAt:          1767225600,

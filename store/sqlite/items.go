@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/store/internal/records"
 )
 
@@ -16,7 +16,7 @@ import (
 // order they were given (or reversed with page.Desc), starting after the
 // item page.After, and whether more items follow the page. A Limit below 1
 // means 20, above 100 means 100.
-func (d *DB) ListInputItems(ctx context.Context, id, tenant string, page engine.Page) ([]responses.Item, bool, error) {
+func (d *DB) ListInputItems(ctx context.Context, id, tenant string, page store.Page) ([]responses.Item, bool, error) {
 	limit := page.Size()
 
 	// One snapshot for the existence check, the cursor and the page, so a
@@ -30,7 +30,7 @@ func (d *DB) ListInputItems(ctx context.Context, id, tenant string, page engine.
 	var one int
 	err = tx.StmtContext(ctx, d.st.responseExists).QueryRowContext(ctx, id, tenant).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, engine.ErrNotFound
+		return nil, false, store.ErrNotFound
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("sqlite: input items of %s: %w", id, err)
@@ -45,7 +45,7 @@ func (d *DB) ListInputItems(ctx context.Context, id, tenant string, page engine.
 	if page.After != "" {
 		err := tx.StmtContext(ctx, d.st.cursorPosition).QueryRowContext(ctx, id, page.After).Scan(&from)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, false, fmt.Errorf("%w %q in response %s", engine.ErrUnknownCursor, page.After, id)
+			return nil, false, fmt.Errorf("%w %q in response %s", store.ErrUnknownCursor, page.After, id)
 		}
 		if err != nil {
 			return nil, false, fmt.Errorf("sqlite: input items of %s: %w", id, err)

@@ -7,7 +7,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/store"
 )
 
 func TestListInputItems(t *testing.T) {
@@ -21,21 +21,21 @@ func TestListInputItems(t *testing.T) {
 
 	tests := []struct {
 		name     string
-		page     engine.Page
+		page     store.Page
 		want     []string
 		wantMore bool
 	}{
-		{"all", engine.Page{Limit: 100}, []string{"in_0", "in_1", "in_2", "in_3", "in_4"}, false},
-		{"default limit", engine.Page{}, []string{"in_0", "in_1", "in_2", "in_3", "in_4"}, false},
-		{"first page", engine.Page{Limit: 2}, []string{"in_0", "in_1"}, true},
-		{"after", engine.Page{After: "in_1", Limit: 2}, []string{"in_2", "in_3"}, true},
-		{"last page exactly full", engine.Page{After: "in_2", Limit: 2}, []string{"in_3", "in_4"}, false},
-		{"limit equals count", engine.Page{Limit: 5}, []string{"in_0", "in_1", "in_2", "in_3", "in_4"}, false},
-		{"after last", engine.Page{After: "in_4", Limit: 2}, []string{}, false},
-		{"desc first page", engine.Page{Desc: true, Limit: 2}, []string{"in_4", "in_3"}, true},
-		{"desc after", engine.Page{Desc: true, After: "in_3", Limit: 10}, []string{"in_2", "in_1", "in_0"}, false},
-		{"desc after first", engine.Page{Desc: true, After: "in_0", Limit: 10}, []string{}, false},
-		{"limit one", engine.Page{After: "in_0", Limit: 1}, []string{"in_1"}, true},
+		{"all", store.Page{Limit: 100}, []string{"in_0", "in_1", "in_2", "in_3", "in_4"}, false},
+		{"default limit", store.Page{}, []string{"in_0", "in_1", "in_2", "in_3", "in_4"}, false},
+		{"first page", store.Page{Limit: 2}, []string{"in_0", "in_1"}, true},
+		{"after", store.Page{After: "in_1", Limit: 2}, []string{"in_2", "in_3"}, true},
+		{"last page exactly full", store.Page{After: "in_2", Limit: 2}, []string{"in_3", "in_4"}, false},
+		{"limit equals count", store.Page{Limit: 5}, []string{"in_0", "in_1", "in_2", "in_3", "in_4"}, false},
+		{"after last", store.Page{After: "in_4", Limit: 2}, []string{}, false},
+		{"desc first page", store.Page{Desc: true, Limit: 2}, []string{"in_4", "in_3"}, true},
+		{"desc after", store.Page{Desc: true, After: "in_3", Limit: 10}, []string{"in_2", "in_1", "in_0"}, false},
+		{"desc after first", store.Page{Desc: true, After: "in_0", Limit: 10}, []string{}, false},
+		{"limit one", store.Page{After: "in_0", Limit: 1}, []string{"in_1"}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,11 +61,11 @@ func TestListInputItemsUnknownCursor(t *testing.T) {
 	// An output item's id is not a cursor into the input.
 	for _, after := range []string{"in_nope", rec.Output[0].ID} {
 		for _, desc := range []bool{false, true} {
-			_, _, err := d.ListInputItems(ctx, "resp_1", "", engine.Page{After: after, Limit: 10, Desc: desc})
-			if !errors.Is(err, engine.ErrUnknownCursor) {
+			_, _, err := d.ListInputItems(ctx, "resp_1", "", store.Page{After: after, Limit: 10, Desc: desc})
+			if !errors.Is(err, store.ErrUnknownCursor) {
 				t.Errorf("After %q desc=%v: %v, want ErrUnknownCursor", after, desc, err)
 			}
-			if errors.Is(err, engine.ErrNotFound) {
+			if errors.Is(err, store.ErrNotFound) {
 				t.Errorf("After %q: unknown cursor reported as ErrNotFound", after)
 			}
 		}
@@ -91,11 +91,11 @@ func TestListInputItemsWalk(t *testing.T) {
 				if pages > n {
 					t.Fatalf("desc=%v limit=%d: paging does not end", desc, limit)
 				}
-				items, more, err := d.ListInputItems(ctx, "resp_1", "", engine.Page{After: after, Limit: limit, Desc: desc})
+				items, more, err := d.ListInputItems(ctx, "resp_1", "", store.Page{After: after, Limit: limit, Desc: desc})
 				if err != nil {
 					t.Fatal(err)
 				}
-				if max := min(limit, engine.MaxPageLimit); len(items) > max {
+				if max := min(limit, store.MaxPageLimit); len(items) > max {
 					t.Fatalf("limit %d: page of %d items", limit, len(items))
 				}
 				seen = append(seen, itemIDs(items)...)

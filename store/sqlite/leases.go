@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/store/internal/records"
 )
 
@@ -71,7 +71,7 @@ func (d *DB) ClaimQueued(ctx context.Context, id, owner string, until time.Time)
 		var one int
 		err = tx.QueryRowContext(ctx, `SELECT 1 FROM responses WHERE id = ?`, id).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
-			return engine.ErrNotFound
+			return store.ErrNotFound
 		}
 		return err
 	})

@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/store/internal/records"
 )
 
@@ -18,7 +18,7 @@ import (
 // However many events there are, the save is three statements (for up to
 // maxItemBatch items): the response row, which carries the events as one
 // column; the delete of any earlier items; one INSERT of all the items.
-func (d *DB) SaveResponse(ctx context.Context, rec *engine.Record) error {
+func (d *DB) SaveResponse(ctx context.Context, rec *store.Record) error {
 	if rec == nil || rec.ID == "" {
 		return errors.New("sqlite: save: record has no id")
 	}
@@ -90,8 +90,8 @@ func (d *DB) itemInserts(ctx context.Context, n int) ([]itemInsert, error) {
 // GetResponse returns the record stored under id, with its input and
 // output items (nil when there are none) but not its events, in one
 // statement.
-func (d *DB) GetResponse(ctx context.Context, id string) (*engine.Record, error) {
-	var rec *engine.Record
+func (d *DB) GetResponse(ctx context.Context, id string) (*store.Record, error) {
+	var rec *store.Record
 	err := readApart(func() (err error) {
 		rec, err = d.getResponse(ctx, id)
 		return err
@@ -100,14 +100,14 @@ func (d *DB) GetResponse(ctx context.Context, id string) (*engine.Record, error)
 }
 
 // getResponse is GetResponse on the caller's goroutine.
-func (d *DB) getResponse(ctx context.Context, id string) (*engine.Record, error) {
-	rec := &engine.Record{ID: id}
+func (d *DB) getResponse(ctx context.Context, id string) (*store.Record, error) {
+	rec := &store.Record{ID: id}
 	var response, pending, input, output []byte
 	var leaseUntil int64
 	err := d.st.getResponse.QueryRowContext(ctx, id).
 		Scan(&rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &response, &pending, &rec.LeaseOwner, &leaseUntil, &rec.Tenant, &rec.TraceID, &input, &output)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, engine.ErrNotFound
+		return nil, store.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get %s: %w", id, err)
@@ -149,7 +149,7 @@ func (d *DB) DeleteResponse(ctx context.Context, id, tenant string) error {
 		return fmt.Errorf("sqlite: delete %s: %w", id, err)
 	}
 	if !found {
-		return engine.ErrNotFound
+		return store.ErrNotFound
 	}
 	return nil
 }

@@ -7,8 +7,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -53,7 +53,7 @@ func TestSaveReplaces(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	second := &engine.Record{
+	second := &store.Record{
 		ID:        "resp_1",
 		CreatedAt: 42,
 		Status:    responses.StatusCompleted,
@@ -124,10 +124,10 @@ func TestDelete(t *testing.T) {
 			t.Errorf("%s still has %d rows of the deleted response", table.name, n)
 		}
 	}
-	if _, err := d.GetResponse(ctx, "resp_1"); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := d.GetResponse(ctx, "resp_1"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetResponse after delete: %v, want ErrNotFound", err)
 	}
-	if err := d.DeleteResponse(ctx, "resp_1", ""); !errors.Is(err, engine.ErrNotFound) {
+	if err := d.DeleteResponse(ctx, "resp_1", ""); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("second DeleteResponse: %v, want ErrNotFound", err)
 	}
 	if _, err := d.GetResponse(ctx, "resp_2"); err != nil {
@@ -149,13 +149,13 @@ func TestNotFound(t *testing.T) {
 		"GetResponse":    func() error { _, err := d.GetResponse(ctx, "resp_missing"); return err },
 		"DeleteResponse": func() error { return d.DeleteResponse(ctx, "resp_missing", "") },
 		"ListInputItems": func() error {
-			_, _, err := d.ListInputItems(ctx, "resp_missing", "", engine.Page{Limit: 10})
+			_, _, err := d.ListInputItems(ctx, "resp_missing", "", store.Page{Limit: 10})
 			return err
 		},
 		"Events": func() error { _, err := d.Events(ctx, "resp_missing", -1); return err },
 	}
 	for name, call := range calls {
-		if err := call(); !errors.Is(err, engine.ErrNotFound) {
+		if err := call(); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("%s: %v, want ErrNotFound", name, err)
 		}
 	}
@@ -181,7 +181,7 @@ func TestItemsWithoutIDs(t *testing.T) {
 	if !reflect.DeepEqual(got.Input, rec.Input) {
 		t.Errorf("input without ids: got %+v, want %+v", got.Input, rec.Input)
 	}
-	page, _, err := d.ListInputItems(ctx, "resp_1", "", engine.Page{Limit: 10})
+	page, _, err := d.ListInputItems(ctx, "resp_1", "", store.Page{Limit: 10})
 	if err != nil || len(page) != 2 || page[0].Text() != "a" || page[1].Text() != "b" {
 		t.Errorf("ListInputItems = %+v, %v; want a, b", page, err)
 	}
@@ -190,7 +190,7 @@ func TestItemsWithoutIDs(t *testing.T) {
 func TestEmptyRecord(t *testing.T) {
 	ctx := context.Background()
 	d := openTest(t, Memory)
-	rec := &engine.Record{ID: "resp_empty", Status: responses.StatusInProgress}
+	rec := &store.Record{ID: "resp_empty", Status: responses.StatusInProgress}
 	if err := d.SaveResponse(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestEmptyRecord(t *testing.T) {
 
 func TestSaveRejectsRecordWithoutID(t *testing.T) {
 	d := openTest(t, Memory)
-	for _, rec := range []*engine.Record{nil, {Status: "completed"}} {
+	for _, rec := range []*store.Record{nil, {Status: "completed"}} {
 		if err := d.SaveResponse(context.Background(), rec); err == nil {
 			t.Errorf("SaveResponse(%+v) succeeded", rec)
 		}
@@ -223,7 +223,7 @@ func TestCanceledContext(t *testing.T) {
 	if err := d.SaveResponse(ctx, sampleRecord("resp_1")); err == nil {
 		t.Error("SaveResponse with a canceled context succeeded")
 	}
-	if _, err := d.GetResponse(context.Background(), "resp_1"); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := d.GetResponse(context.Background(), "resp_1"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("canceled save left a record: %v", err)
 	}
 }

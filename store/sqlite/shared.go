@@ -7,7 +7,7 @@ import (
 	"github.com/loomgate/loom/store/internal/records"
 )
 
-// The conversation and event methods of engine.Store, which both stores
+// The conversation and event methods of store.Store, which both stores
 // share; the DB embeds them under these unexported names.
 type (
 	conversations = records.Conversations

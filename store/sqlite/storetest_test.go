@@ -5,14 +5,14 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/store/storetest"
 )
 
 func TestConformance(t *testing.T) {
 	for _, name := range []string{"memory", "file"} {
 		t.Run(name, func(t *testing.T) {
-			storetest.Run(t, func(t *testing.T) engine.Store {
+			storetest.Run(t, func(t *testing.T) store.Store {
 				path := Memory
 				if name == "file" {
 					path = filepath.Join(t.TempDir(), "loom.db")
@@ -29,9 +29,9 @@ func TestConformance(t *testing.T) {
 }
 
 func TestConformanceShared(t *testing.T) {
-	storetest.RunShared(t, func(t *testing.T) func() (engine.Store, error) {
+	storetest.RunShared(t, func(t *testing.T) func() (store.Store, error) {
 		path := filepath.Join(t.TempDir(), "loom.db")
-		return func() (engine.Store, error) {
+		return func() (store.Store, error) {
 			return Open(t.Context(), path, &Options{Logger: slog.New(slog.DiscardHandler)})
 		}
 	})

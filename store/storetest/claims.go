@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 )
 
 // queuedRecord is a background response waiting for its run, unleased.
-func queuedRecord(id string) *engine.Record {
+func queuedRecord(id string) *store.Record {
 	rec := inFlight(id, "", time.Time{})
 	rec.Status = responses.ResponseQueued
 	rec.Response = json.RawMessage(fmt.Sprintf(`{"id":%q,"object":"response","status":"queued","background":true,"error":null,"output":[]}`, id))
@@ -24,7 +24,7 @@ func queuedRecord(id string) *engine.Record {
 // checkSwept fails unless response id was marked failed by a sweep: the
 // status column and the object's status failed, the object's error the
 // sweep's, the rest of the object as it was, no lease.
-func checkSwept(t *testing.T, s engine.Store, id string) {
+func checkSwept(t *testing.T, s store.Store, id string) {
 	t.Helper()
 	got, err := s.GetResponse(ctx, id)
 	if err != nil {
@@ -50,7 +50,7 @@ func checkSwept(t *testing.T, s engine.Store, id string) {
 
 // checkStatus fails unless response id has status want, in its column and
 // its object.
-func checkStatus(t *testing.T, s engine.Store, id, want string) {
+func checkStatus(t *testing.T, s store.Store, id, want string) {
 	t.Helper()
 	got, err := s.GetResponse(ctx, id)
 	if err != nil {
@@ -67,7 +67,7 @@ func checkStatus(t *testing.T, s engine.Store, id, want string) {
 // claims it (concurrent claims: one wins); its lease is renewed and swept
 // as an in-progress one's is; a queued response nobody claimed is never
 // swept, however late.
-func testQueuedClaims(t *testing.T, s engine.Store) {
+func testQueuedClaims(t *testing.T, s store.Store) {
 	t0 := time.UnixMilli(1767225600000)
 	save(t, s, queuedRecord("resp_claimed"))
 	save(t, s, queuedRecord("resp_waiting"))
@@ -110,7 +110,7 @@ func testQueuedClaims(t *testing.T, s engine.Store) {
 	if ok, err := s.ClaimQueued(ctx, "resp_running", "replica-b", t0.Add(time.Minute)); ok || err != nil {
 		t.Errorf("claim of an in-progress response: %v, %v; want false", ok, err)
 	}
-	if _, err := s.ClaimQueued(ctx, "resp_missing", "replica-b", t0.Add(time.Minute)); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := s.ClaimQueued(ctx, "resp_missing", "replica-b", t0.Add(time.Minute)); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("claim of a missing response: %v, want ErrNotFound", err)
 	}
 
@@ -144,7 +144,7 @@ func testQueuedClaims(t *testing.T, s engine.Store) {
 // testFailUnleasedQueued: of the ids given, only the queued responses
 // without a lease are failed; leased, running, finished, absent ones and
 // those not named are left as they are.
-func testFailUnleasedQueued(t *testing.T, s engine.Store) {
+func testFailUnleasedQueued(t *testing.T, s store.Store) {
 	t0 := time.UnixMilli(1767225600000)
 	save(t, s, queuedRecord("resp_stranded"))
 	save(t, s, queuedRecord("resp_other"))

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/store"
 )
 
 // RunShared runs the part of the suite that needs several handles on one
@@ -14,10 +14,10 @@ import (
 // empty database for the test it is given and returns a function that
 // opens a new handle on it each time it is called. The suite closes the
 // handles it opens.
-func RunShared(t *testing.T, newDatabase func(t *testing.T) (open func() (engine.Store, error))) {
+func RunShared(t *testing.T, newDatabase func(t *testing.T) (open func() (store.Store, error))) {
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, open func() (engine.Store, error))
+		fn   func(t *testing.T, open func() (store.Store, error))
 	}{
 		{"SecretSharedAndKept", testSecretSharedAndKept},
 	}
@@ -37,7 +37,7 @@ func secretValue(caller int) []byte {
 // getOrCreateConcurrently has callers goroutines each call
 // GetOrCreateSecret(name) with a value of its own, spread over stores,
 // and returns the values they got.
-func getOrCreateConcurrently(t *testing.T, stores []engine.Store, name string, callers int) [][]byte {
+func getOrCreateConcurrently(t *testing.T, stores []store.Store, name string, callers int) [][]byte {
 	t.Helper()
 	got := make([][]byte, callers)
 	errs := make([]error, callers)
@@ -81,9 +81,9 @@ func checkOneOf(t *testing.T, got [][]byte, callers int) []byte {
 // testSecret: concurrent callers of GetOrCreateSecret on one store all get
 // the value of one of them, byte for byte; a later caller gets it too, not
 // its own; another name is a secret of its own.
-func testSecret(t *testing.T, s engine.Store) {
+func testSecret(t *testing.T, s store.Store) {
 	const callers = 8
-	kept := checkOneOf(t, getOrCreateConcurrently(t, []engine.Store{s}, "key", callers), callers)
+	kept := checkOneOf(t, getOrCreateConcurrently(t, []store.Store{s}, "key", callers), callers)
 	again, err := s.GetOrCreateSecret(ctx, "key", []byte("a latecomer's value"))
 	if err != nil {
 		t.Fatal(err)
@@ -103,9 +103,9 @@ func testSecret(t *testing.T, s engine.Store) {
 // testSecretSharedAndKept: callers on two handles of one database at once
 // (two replicas starting together) agree on one value, and a handle
 // opened after both were closed (a restart) gets it again.
-func testSecretSharedAndKept(t *testing.T, open func() (engine.Store, error)) {
+func testSecretSharedAndKept(t *testing.T, open func() (store.Store, error)) {
 	const callers = 8
-	var stores []engine.Store
+	var stores []store.Store
 	closed := false
 	t.Cleanup(func() {
 		if !closed {

@@ -12,16 +12,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 )
 
 // Run runs the suite. newStore opens a new, empty store for the test it is
 // given and closes it when that test ends.
-func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
+func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, s engine.Store)
+		fn   func(t *testing.T, s store.Store)
 	}{
 		{"RoundTrip", testRoundTrip},
 		{"SaveReplaces", testSaveReplaces},
@@ -61,9 +61,9 @@ var ctx = context.Background()
 
 // record is a completed response with one item of each kind loom stores,
 // in the form they decode back to, so a round trip compares exactly.
-func record(id, previous string) *engine.Record {
+func record(id, previous string) *store.Record {
 	enc := "gAAAA-opaque"
-	return &engine.Record{
+	return &store.Record{
 		ID:                 id,
 		PreviousResponseID: previous,
 		CreatedAt:          1767225600,
@@ -123,7 +123,7 @@ func ids(items []responses.Item) []string {
 	return out
 }
 
-func save(t *testing.T, s engine.Store, rec *engine.Record) {
+func save(t *testing.T, s store.Store, rec *store.Record) {
 	t.Helper()
 	if err := s.SaveResponse(ctx, rec); err != nil {
 		t.Fatalf("SaveResponse(%s): %v", rec.ID, err)
@@ -131,13 +131,13 @@ func save(t *testing.T, s engine.Store, rec *engine.Record) {
 }
 
 // withoutEvents is what GetResponse returns for rec.
-func withoutEvents(rec *engine.Record) *engine.Record {
+func withoutEvents(rec *store.Record) *store.Record {
 	c := *rec
 	c.Events = nil
 	return &c
 }
 
-func checkRecord(t *testing.T, got, want *engine.Record) {
+func checkRecord(t *testing.T, got, want *store.Record) {
 	t.Helper()
 	want = withoutEvents(want)
 	if string(got.Response) != string(want.Response) {
@@ -157,7 +157,7 @@ func checkRecord(t *testing.T, got, want *engine.Record) {
 	}
 }
 
-func testRoundTrip(t *testing.T, s engine.Store) {
+func testRoundTrip(t *testing.T, s store.Store) {
 	want := record("resp_1", "resp_0")
 	save(t, s, want)
 	got, err := s.GetResponse(ctx, "resp_1")
@@ -174,7 +174,7 @@ func testRoundTrip(t *testing.T, s engine.Store) {
 	}
 }
 
-func testSaveReplaces(t *testing.T, s engine.Store) {
+func testSaveReplaces(t *testing.T, s store.Store) {
 	// The in-progress save, then the final one with fewer items, other
 	// events and no pending state: nothing of the first may remain.
 	first := record("resp_r", "")
@@ -199,7 +199,7 @@ func testSaveReplaces(t *testing.T, s engine.Store) {
 		t.Fatal(err)
 	}
 	checkRecord(t, got, final)
-	items, more, err := s.ListInputItems(ctx, "resp_r", owner("resp_r"), engine.Page{Limit: 100})
+	items, more, err := s.ListInputItems(ctx, "resp_r", owner("resp_r"), store.Page{Limit: 100})
 	if err != nil || more || !slices.Equal(ids(items), []string{"in_0"}) {
 		t.Errorf("input items after re-save: %v more %v err %v, want [in_0]", ids(items), more, err)
 	}
@@ -209,8 +209,8 @@ func testSaveReplaces(t *testing.T, s engine.Store) {
 	}
 }
 
-func testEmptyAndUnnamedItems(t *testing.T, s engine.Store) {
-	empty := &engine.Record{ID: "resp_e", CreatedAt: 1, Status: responses.StatusCompleted, Response: json.RawMessage(`{}`)}
+func testEmptyAndUnnamedItems(t *testing.T, s store.Store) {
+	empty := &store.Record{ID: "resp_e", CreatedAt: 1, Status: responses.StatusCompleted, Response: json.RawMessage(`{}`)}
 	save(t, s, empty)
 	got, err := s.GetResponse(ctx, "resp_e")
 	if err != nil {
@@ -220,7 +220,7 @@ func testEmptyAndUnnamedItems(t *testing.T, s engine.Store) {
 	if evs, err := s.Events(ctx, "resp_e", -1); err != nil || len(evs) != 0 {
 		t.Errorf("events of a record without any: %v, %v", evs, err)
 	}
-	if items, more, err := s.ListInputItems(ctx, "resp_e", "", engine.Page{}); err != nil || more || len(items) != 0 {
+	if items, more, err := s.ListInputItems(ctx, "resp_e", "", store.Page{}); err != nil || more || len(items) != 0 {
 		t.Errorf("input items of a record without any: %v %v %v", items, more, err)
 	}
 
@@ -239,64 +239,64 @@ func testEmptyAndUnnamedItems(t *testing.T, s engine.Store) {
 	checkRecord(t, got, rec)
 }
 
-func testSaveWithoutID(t *testing.T, s engine.Store) {
-	if err := s.SaveResponse(ctx, &engine.Record{Status: "completed"}); err == nil {
+func testSaveWithoutID(t *testing.T, s store.Store) {
+	if err := s.SaveResponse(ctx, &store.Record{Status: "completed"}); err == nil {
 		t.Error("a record without an id was saved")
 	}
 }
 
-func testNotFound(t *testing.T, s engine.Store) {
+func testNotFound(t *testing.T, s store.Store) {
 	save(t, s, record("resp_other", ""))
-	if _, err := s.GetResponse(ctx, "resp_nope"); !errors.Is(err, engine.ErrNotFound) {
-		t.Errorf("GetResponse: %v, want engine.ErrNotFound", err)
+	if _, err := s.GetResponse(ctx, "resp_nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetResponse: %v, want store.ErrNotFound", err)
 	}
-	if err := s.DeleteResponse(ctx, "resp_nope", owner("resp_nope")); !errors.Is(err, engine.ErrNotFound) {
-		t.Errorf("DeleteResponse: %v, want engine.ErrNotFound", err)
+	if err := s.DeleteResponse(ctx, "resp_nope", owner("resp_nope")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("DeleteResponse: %v, want store.ErrNotFound", err)
 	}
-	if _, _, err := s.ListInputItems(ctx, "resp_nope", owner("resp_nope"), engine.Page{}); !errors.Is(err, engine.ErrNotFound) {
-		t.Errorf("ListInputItems: %v, want engine.ErrNotFound", err)
+	if _, _, err := s.ListInputItems(ctx, "resp_nope", owner("resp_nope"), store.Page{}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("ListInputItems: %v, want store.ErrNotFound", err)
 	}
-	if _, _, err := s.ListInputItems(ctx, "resp_nope", owner("resp_nope"), engine.Page{After: "msg_in_resp_other"}); !errors.Is(err, engine.ErrNotFound) {
-		t.Errorf("ListInputItems with a cursor: %v, want engine.ErrNotFound", err)
+	if _, _, err := s.ListInputItems(ctx, "resp_nope", owner("resp_nope"), store.Page{After: "msg_in_resp_other"}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("ListInputItems with a cursor: %v, want store.ErrNotFound", err)
 	}
-	if _, err := s.Events(ctx, "resp_nope", -1); !errors.Is(err, engine.ErrNotFound) {
-		t.Errorf("Events: %v, want engine.ErrNotFound", err)
+	if _, err := s.Events(ctx, "resp_nope", -1); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Events: %v, want store.ErrNotFound", err)
 	}
 	// Another tenant's response is absent to DeleteResponse and
 	// ListInputItems, and such a delete removes nothing.
-	if _, _, err := s.ListInputItems(ctx, "resp_other", "another tenant", engine.Page{}); !errors.Is(err, engine.ErrNotFound) {
-		t.Errorf("ListInputItems of another tenant's response: %v, want engine.ErrNotFound", err)
+	if _, _, err := s.ListInputItems(ctx, "resp_other", "another tenant", store.Page{}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("ListInputItems of another tenant's response: %v, want store.ErrNotFound", err)
 	}
-	if err := s.DeleteResponse(ctx, "resp_other", "another tenant"); !errors.Is(err, engine.ErrNotFound) {
-		t.Errorf("DeleteResponse of another tenant's response: %v, want engine.ErrNotFound", err)
+	if err := s.DeleteResponse(ctx, "resp_other", "another tenant"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("DeleteResponse of another tenant's response: %v, want store.ErrNotFound", err)
 	}
 	if got, err := s.GetResponse(ctx, "resp_other"); err != nil {
 		t.Errorf("GetResponse after another tenant's delete: %v", err)
 	} else {
 		checkRecord(t, got, record("resp_other", ""))
 	}
-	if _, err := s.Chain(ctx, "resp_nope", 10); !errors.Is(err, engine.ErrNotFound) {
-		t.Errorf("Chain: %v, want engine.ErrNotFound", err)
+	if _, err := s.Chain(ctx, "resp_nope", 10); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Chain: %v, want store.ErrNotFound", err)
 	}
 }
 
-func testDelete(t *testing.T, s engine.Store) {
+func testDelete(t *testing.T, s store.Store) {
 	save(t, s, record("resp_a", ""))
 	save(t, s, record("resp_b", "resp_a"))
 	if err := s.DeleteResponse(ctx, "resp_a", owner("resp_a")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetResponse(ctx, "resp_a"); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := s.GetResponse(ctx, "resp_a"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetResponse after delete: %v", err)
 	}
-	if _, _, err := s.ListInputItems(ctx, "resp_a", owner("resp_a"), engine.Page{}); !errors.Is(err, engine.ErrNotFound) {
+	if _, _, err := s.ListInputItems(ctx, "resp_a", owner("resp_a"), store.Page{}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("ListInputItems after delete: %v", err)
 	}
-	if _, err := s.Events(ctx, "resp_a", -1); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := s.Events(ctx, "resp_a", -1); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Events after delete: %v", err)
 	}
-	if err := s.DeleteResponse(ctx, "resp_a", owner("resp_a")); !errors.Is(err, engine.ErrNotFound) {
-		t.Errorf("second delete: %v, want engine.ErrNotFound", err)
+	if err := s.DeleteResponse(ctx, "resp_a", owner("resp_a")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("second delete: %v, want store.ErrNotFound", err)
 	}
 	// The other response is untouched, and the id can be used again.
 	if got, err := s.GetResponse(ctx, "resp_b"); err != nil || len(got.Input) != 2 {
@@ -310,7 +310,7 @@ func testDelete(t *testing.T, s engine.Store) {
 	}
 }
 
-func testEvents(t *testing.T, s engine.Store) {
+func testEvents(t *testing.T, s store.Store) {
 	rec := record("resp_ev", "")
 	rec.Events = events(5)
 	// An event with newlines between tokens reads back compacted.
@@ -343,27 +343,27 @@ func testEvents(t *testing.T, s engine.Store) {
 	}
 }
 
-func testPaging(t *testing.T, s engine.Store) {
+func testPaging(t *testing.T, s store.Store) {
 	rec := record("resp_p", "")
 	rec.Input = inputs(7)
 	save(t, s, rec)
 	for _, tc := range []struct {
 		name string
-		page engine.Page
+		page store.Page
 		want []string
 		more bool
 	}{
-		{"first page", engine.Page{Limit: 3}, []string{"in_0", "in_1", "in_2"}, true},
-		{"next page", engine.Page{After: "in_2", Limit: 3}, []string{"in_3", "in_4", "in_5"}, true},
-		{"last page", engine.Page{After: "in_5", Limit: 3}, []string{"in_6"}, false},
-		{"exactly the rest", engine.Page{After: "in_3", Limit: 3}, []string{"in_4", "in_5", "in_6"}, false},
-		{"after the last", engine.Page{After: "in_6", Limit: 3}, []string{}, false},
-		{"desc first page", engine.Page{Limit: 3, Desc: true}, []string{"in_6", "in_5", "in_4"}, true},
-		{"desc next page", engine.Page{After: "in_4", Limit: 3, Desc: true}, []string{"in_3", "in_2", "in_1"}, true},
-		{"desc after the first", engine.Page{After: "in_0", Limit: 3, Desc: true}, []string{}, false},
-		{"desc from the second", engine.Page{After: "in_1", Limit: 3, Desc: true}, []string{"in_0"}, false},
-		{"default limit", engine.Page{}, []string{"in_0", "in_1", "in_2", "in_3", "in_4", "in_5", "in_6"}, false},
-		{"limit above 100", engine.Page{Limit: 1000}, []string{"in_0", "in_1", "in_2", "in_3", "in_4", "in_5", "in_6"}, false},
+		{"first page", store.Page{Limit: 3}, []string{"in_0", "in_1", "in_2"}, true},
+		{"next page", store.Page{After: "in_2", Limit: 3}, []string{"in_3", "in_4", "in_5"}, true},
+		{"last page", store.Page{After: "in_5", Limit: 3}, []string{"in_6"}, false},
+		{"exactly the rest", store.Page{After: "in_3", Limit: 3}, []string{"in_4", "in_5", "in_6"}, false},
+		{"after the last", store.Page{After: "in_6", Limit: 3}, []string{}, false},
+		{"desc first page", store.Page{Limit: 3, Desc: true}, []string{"in_6", "in_5", "in_4"}, true},
+		{"desc next page", store.Page{After: "in_4", Limit: 3, Desc: true}, []string{"in_3", "in_2", "in_1"}, true},
+		{"desc after the first", store.Page{After: "in_0", Limit: 3, Desc: true}, []string{}, false},
+		{"desc from the second", store.Page{After: "in_1", Limit: 3, Desc: true}, []string{"in_0"}, false},
+		{"default limit", store.Page{}, []string{"in_0", "in_1", "in_2", "in_3", "in_4", "in_5", "in_6"}, false},
+		{"limit above 100", store.Page{Limit: 1000}, []string{"in_0", "in_1", "in_2", "in_3", "in_4", "in_5", "in_6"}, false},
 	} {
 		items, more, err := s.ListInputItems(ctx, "resp_p", owner("resp_p"), tc.page)
 		if err != nil {
@@ -379,7 +379,7 @@ func testPaging(t *testing.T, s engine.Store) {
 	big.Input = inputs(150)
 	save(t, s, big)
 	for _, tc := range []struct{ limit, want int }{{0, 20}, {-1, 20}, {100, 100}, {101, 100}, {1, 1}} {
-		items, more, err := s.ListInputItems(ctx, "resp_big", owner("resp_big"), engine.Page{Limit: tc.limit})
+		items, more, err := s.ListInputItems(ctx, "resp_big", owner("resp_big"), store.Page{Limit: tc.limit})
 		if err != nil || len(items) != tc.want || !more {
 			t.Errorf("limit %d: %d items more %v err %v, want %d and more", tc.limit, len(items), more, err, tc.want)
 		}
@@ -388,7 +388,7 @@ func testPaging(t *testing.T, s engine.Store) {
 	var walked []string
 	after := ""
 	for range 20 {
-		items, more, err := s.ListInputItems(ctx, "resp_big", owner("resp_big"), engine.Page{After: after, Limit: 40})
+		items, more, err := s.ListInputItems(ctx, "resp_big", owner("resp_big"), store.Page{After: after, Limit: 40})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -403,7 +403,7 @@ func testPaging(t *testing.T, s engine.Store) {
 	}
 }
 
-func testPagingCursors(t *testing.T, s engine.Store) {
+func testPagingCursors(t *testing.T, s store.Store) {
 	rec := record("resp_c", "")
 	rec.Input = inputs(4)
 	save(t, s, rec)
@@ -413,11 +413,11 @@ func testPagingCursors(t *testing.T, s engine.Store) {
 		{"an output item's id", "msg_out_resp_c"},
 		{"another response's item", "msg_in_resp_neighbour"},
 	} {
-		_, _, err := s.ListInputItems(ctx, "resp_c", owner("resp_c"), engine.Page{After: tc.after})
-		if !errors.Is(err, engine.ErrUnknownCursor) {
-			t.Errorf("cursor %s: %v, want engine.ErrUnknownCursor", tc.name, err)
+		_, _, err := s.ListInputItems(ctx, "resp_c", owner("resp_c"), store.Page{After: tc.after})
+		if !errors.Is(err, store.ErrUnknownCursor) {
+			t.Errorf("cursor %s: %v, want store.ErrUnknownCursor", tc.name, err)
 		}
-		if errors.Is(err, engine.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) {
 			t.Errorf("cursor %s: the error is also ErrNotFound, which the server would answer with a 404", tc.name)
 		}
 	}
@@ -425,21 +425,21 @@ func testPagingCursors(t *testing.T, s engine.Store) {
 	// deleted, the cursor is a not-found.
 	rec.Input = inputs(2)
 	save(t, s, rec)
-	if _, _, err := s.ListInputItems(ctx, "resp_c", owner("resp_c"), engine.Page{After: "in_3"}); !errors.Is(err, engine.ErrUnknownCursor) {
-		t.Errorf("cursor removed by a re-save: %v, want engine.ErrUnknownCursor", err)
+	if _, _, err := s.ListInputItems(ctx, "resp_c", owner("resp_c"), store.Page{After: "in_3"}); !errors.Is(err, store.ErrUnknownCursor) {
+		t.Errorf("cursor removed by a re-save: %v, want store.ErrUnknownCursor", err)
 	}
 	if err := s.DeleteResponse(ctx, "resp_c", owner("resp_c")); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.ListInputItems(ctx, "resp_c", owner("resp_c"), engine.Page{After: "in_1"}); !errors.Is(err, engine.ErrNotFound) {
-		t.Errorf("cursor of a deleted response: %v, want engine.ErrNotFound", err)
+	if _, _, err := s.ListInputItems(ctx, "resp_c", owner("resp_c"), store.Page{After: "in_1"}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("cursor of a deleted response: %v, want store.ErrNotFound", err)
 	}
 }
 
 // saveChain saves n linked responses resp_0 <- resp_1 <- ... and returns
 // them oldest first.
-func saveChain(t *testing.T, s engine.Store, n int) []*engine.Record {
-	var chain []*engine.Record
+func saveChain(t *testing.T, s store.Store, n int) []*store.Record {
+	var chain []*store.Record
 	prev := ""
 	for i := range n {
 		rec := record(fmt.Sprint("resp_", i), prev)
@@ -451,7 +451,7 @@ func saveChain(t *testing.T, s engine.Store, n int) []*engine.Record {
 	return chain
 }
 
-func testChain(t *testing.T, s engine.Store) {
+func testChain(t *testing.T, s store.Store) {
 	chain := saveChain(t, s, 6)
 	save(t, s, record("resp_unrelated", "resp_2"))
 	got, err := s.Chain(ctx, "resp_5", 100)
@@ -494,7 +494,7 @@ func testChain(t *testing.T, s engine.Store) {
 	}
 }
 
-func testChainCut(t *testing.T, s engine.Store) {
+func testChainCut(t *testing.T, s store.Store) {
 	saveChain(t, s, 5)
 	if err := s.DeleteResponse(ctx, "resp_2", owner("resp_2")); err != nil {
 		t.Fatal(err)
@@ -511,14 +511,14 @@ func testChainCut(t *testing.T, s engine.Store) {
 // testConcurrentWriters has writers re-save the same responses with a
 // changing number of items while readers read them: every read must see
 // one whole record, whose status says how many items and events it has.
-func testConcurrentWriters(t *testing.T, s engine.Store) {
+func testConcurrentWriters(t *testing.T, s store.Store) {
 	const (
 		nIDs    = 4
 		writers = 6
 		readers = 4
 		rounds  = 25
 	)
-	rec := func(id string, n int) *engine.Record {
+	rec := func(id string, n int) *store.Record {
 		r := record(id, "")
 		r.Status = fmt.Sprint(n)
 		r.Input = inputs(n)
@@ -588,7 +588,7 @@ func testConcurrentWriters(t *testing.T, s engine.Store) {
 }
 
 // inFlight is an in-progress response leased by owner until until.
-func inFlight(id, owner string, until time.Time) *engine.Record {
+func inFlight(id, owner string, until time.Time) *store.Record {
 	rec := record(id, "")
 	rec.Status = responses.ResponseInProgress
 	rec.Response = json.RawMessage(fmt.Sprintf(`{"id":%q,"object":"response","status":"in_progress","error":null,"output":[]}`, id))
@@ -599,7 +599,7 @@ func inFlight(id, owner string, until time.Time) *engine.Record {
 
 var stopped = json.RawMessage(`{"code":"server_error","message":"the server stopped"}`)
 
-func testLeases(t *testing.T, s engine.Store) {
+func testLeases(t *testing.T, s store.Store) {
 	t0 := time.UnixMilli(1767225600000)
 	save(t, s, inFlight("resp_a", "replica-a", t0.Add(5*time.Second)))
 	save(t, s, inFlight("resp_b", "replica-b", t0.Add(5*time.Second)))
@@ -675,7 +675,7 @@ func testLeases(t *testing.T, s engine.Store) {
 	}
 }
 
-func testLeaseSweepLimit(t *testing.T, s engine.Store) {
+func testLeaseSweepLimit(t *testing.T, s store.Store) {
 	t0 := time.UnixMilli(1767225600000)
 	for i := range 5 {
 		save(t, s, inFlight(fmt.Sprint("resp_", i), "replica-gone", t0))
@@ -698,7 +698,7 @@ func testLeaseSweepLimit(t *testing.T, s engine.Store) {
 	}
 }
 
-func testRetention(t *testing.T, s engine.Store) {
+func testRetention(t *testing.T, s store.Store) {
 	for i := range 5 {
 		rec := record(fmt.Sprint("resp_", i), "")
 		rec.CreatedAt = int64(100 * (i + 1)) // 100 .. 500
@@ -720,10 +720,10 @@ func testRetention(t *testing.T, s engine.Store) {
 	for i := range 5 {
 		id := fmt.Sprint("resp_", i)
 		_, err := s.GetResponse(ctx, id)
-		_, _, lerr := s.ListInputItems(ctx, id, owner(id), engine.Page{})
+		_, _, lerr := s.ListInputItems(ctx, id, owner(id), store.Page{})
 		_, eerr := s.Events(ctx, id, -1)
 		if i < 3 {
-			if !errors.Is(err, engine.ErrNotFound) || !errors.Is(lerr, engine.ErrNotFound) || !errors.Is(eerr, engine.ErrNotFound) {
+			if !errors.Is(err, store.ErrNotFound) || !errors.Is(lerr, store.ErrNotFound) || !errors.Is(eerr, store.ErrNotFound) {
 				t.Errorf("%s (old) after retention: %v, %v, %v", id, err, lerr, eerr)
 			}
 		} else if err != nil || lerr != nil || eerr != nil {
@@ -736,7 +736,7 @@ func testRetention(t *testing.T, s engine.Store) {
 // back in order after the ones saved with it, that concurrent appenders
 // of different responses do not mix, and that the final save replaces
 // them all.
-func testAppendEvents(t *testing.T, s engine.Store) {
+func testAppendEvents(t *testing.T, s store.Store) {
 	all := events(10)
 	rec := inFlight("resp_app", "replica-a", time.Now().Add(time.Minute))
 	rec.Events = all[:2]
@@ -788,7 +788,7 @@ func testAppendEvents(t *testing.T, s engine.Store) {
 	if evs, _ := s.Events(ctx, "resp_app", -1); len(evs) != 4 {
 		t.Errorf("after the final save: %d events, want the 4 it saved", len(evs))
 	}
-	if err := s.AppendEvents(ctx, "resp_missing", all[:1]); !errors.Is(err, engine.ErrNotFound) {
+	if err := s.AppendEvents(ctx, "resp_missing", all[:1]); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("append to a missing response: %v, want ErrNotFound", err)
 	}
 }
@@ -797,7 +797,7 @@ func testAppendEvents(t *testing.T, s engine.Store) {
 // once, a running one keeps its status with the flag set (and keeps it
 // through later saves, which the running replica makes), a finished one
 // is unchanged.
-func testCancel(t *testing.T, s engine.Store) {
+func testCancel(t *testing.T, s store.Store) {
 	queued := inFlight("resp_queued", "", time.Time{})
 	queued.Status = responses.ResponseQueued
 	queued.Response = json.RawMessage(`{"id":"resp_queued","object":"response","status":"queued","background":true,"output":[]}`)
@@ -848,10 +848,10 @@ func testCancel(t *testing.T, s engine.Store) {
 	if got, _ := s.CancelRequested(ctx, "resp_running"); !got {
 		t.Error("a save cleared the cancel flag")
 	}
-	if err := s.RequestCancel(ctx, "resp_missing"); !errors.Is(err, engine.ErrNotFound) {
+	if err := s.RequestCancel(ctx, "resp_missing"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("cancel a missing response: %v, want ErrNotFound", err)
 	}
-	if _, err := s.CancelRequested(ctx, "resp_missing"); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := s.CancelRequested(ctx, "resp_missing"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("flag of a missing response: %v, want ErrNotFound", err)
 	}
 }
@@ -862,8 +862,8 @@ func message(id, text string) responses.Item {
 		Content: []responses.ContentPart{{Type: "input_text", Text: text}}}
 }
 
-func testConversations(t *testing.T, s engine.Store) {
-	c := &engine.Conversation{ID: "conv_1", CreatedAt: 1767225600, Metadata: map[string]string{"topic": "demo"}, Tenant: "acme"}
+func testConversations(t *testing.T, s store.Store) {
+	c := &store.Conversation{ID: "conv_1", CreatedAt: 1767225600, Metadata: map[string]string{"topic": "demo"}, Tenant: "acme"}
 	if err := s.CreateConversation(ctx, c, []responses.Item{message("msg_1", "one"), message("msg_2", "two")}); err != nil {
 		t.Fatal(err)
 	}
@@ -884,7 +884,7 @@ func testConversations(t *testing.T, s engine.Store) {
 	if err := s.AddConversationItems(ctx, "conv_1", []responses.Item{message("msg_3", "three")}); err != nil {
 		t.Fatal(err)
 	}
-	items, more, err := s.ConversationItems(ctx, "conv_1", engine.Page{})
+	items, more, err := s.ConversationItems(ctx, "conv_1", store.Page{})
 	if err != nil || more {
 		t.Fatalf("all items: more %v, %v", more, err)
 	}
@@ -901,17 +901,17 @@ func testConversations(t *testing.T, s engine.Store) {
 	if err := s.DeleteConversationItem(ctx, "conv_1", "msg_2"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ConversationItem(ctx, "conv_1", "msg_2"); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := s.ConversationItem(ctx, "conv_1", "msg_2"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("deleted item: %v, want ErrNotFound", err)
 	}
-	if err := s.DeleteConversationItem(ctx, "conv_1", "msg_2"); !errors.Is(err, engine.ErrNotFound) {
+	if err := s.DeleteConversationItem(ctx, "conv_1", "msg_2"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("deleting it again: %v, want ErrNotFound", err)
 	}
 	// Appending after a delete keeps the order.
 	if err := s.AddConversationItems(ctx, "conv_1", []responses.Item{message("msg_4", "four")}); err != nil {
 		t.Fatal(err)
 	}
-	items, _, _ = s.ConversationItems(ctx, "conv_1", engine.Page{})
+	items, _, _ = s.ConversationItems(ctx, "conv_1", store.Page{})
 	if got := ids(items); !slices.Equal(got, []string{"msg_1", "msg_3", "msg_4"}) {
 		t.Errorf("items after delete and append %v", got)
 	}
@@ -921,9 +921,9 @@ func testConversations(t *testing.T, s engine.Store) {
 // testConversationDeleted deletes conv_1 (testConversations made it):
 // everything on it is then not found, and a second conversation is
 // untouched by the delete.
-func testConversationDeleted(t *testing.T, s engine.Store) {
+func testConversationDeleted(t *testing.T, s store.Store) {
 	// A second conversation is untouched by the first's delete.
-	if err := s.CreateConversation(ctx, &engine.Conversation{ID: "conv_2", CreatedAt: 1}, []responses.Item{message("msg_1", "same id, other conversation")}); err != nil {
+	if err := s.CreateConversation(ctx, &store.Conversation{ID: "conv_2", CreatedAt: 1}, []responses.Item{message("msg_1", "same id, other conversation")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.DeleteConversation(ctx, "conv_1"); err != nil {
@@ -931,7 +931,7 @@ func testConversationDeleted(t *testing.T, s engine.Store) {
 	}
 	for name, err := range map[string]error{
 		"get":         func() error { _, err := s.GetConversation(ctx, "conv_1"); return err }(),
-		"items":       func() error { _, _, err := s.ConversationItems(ctx, "conv_1", engine.Page{}); return err }(),
+		"items":       func() error { _, _, err := s.ConversationItems(ctx, "conv_1", store.Page{}); return err }(),
 		"item":        func() error { _, err := s.ConversationItem(ctx, "conv_1", "msg_1"); return err }(),
 		"add":         s.AddConversationItems(ctx, "conv_1", []responses.Item{message("msg_x", "x")}),
 		"delete":      s.DeleteConversation(ctx, "conv_1"),
@@ -940,44 +940,44 @@ func testConversationDeleted(t *testing.T, s engine.Store) {
 		"claim":       s.ClaimConversation(ctx, "conv_1", "resp_1", time.Now(), time.Now().Add(time.Minute)),
 		"finish":      s.FinishConversationTurn(ctx, "conv_1", "resp_1", []responses.Item{message("msg_y", "y")}),
 	} {
-		if !errors.Is(err, engine.ErrNotFound) {
+		if !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("%s on a deleted conversation: %v, want ErrNotFound", name, err)
 		}
 	}
 	if it, err := s.ConversationItem(ctx, "conv_2", "msg_1"); err != nil || it.Content[0].Text != "same id, other conversation" {
 		t.Errorf("the other conversation's item: %+v, %v", it, err)
 	}
-	empty := &engine.Conversation{ID: "conv_empty", CreatedAt: 2}
+	empty := &store.Conversation{ID: "conv_empty", CreatedAt: 2}
 	if err := s.CreateConversation(ctx, empty, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.GetConversation(ctx, "conv_empty"); err != nil || len(got.Metadata) != 0 {
 		t.Errorf("a conversation without metadata: %+v, %v", got, err)
 	}
-	if items, more, err := s.ConversationItems(ctx, "conv_empty", engine.Page{Limit: 20}); err != nil || len(items) != 0 || more {
+	if items, more, err := s.ConversationItems(ctx, "conv_empty", store.Page{Limit: 20}); err != nil || len(items) != 0 || more {
 		t.Errorf("an empty conversation's items: %v, %v, %v", items, more, err)
 	}
 }
 
-func testConversationPaging(t *testing.T, s engine.Store) {
+func testConversationPaging(t *testing.T, s store.Store) {
 	var items []responses.Item
 	for i := range 7 {
 		items = append(items, message(fmt.Sprintf("msg_%d", i), fmt.Sprint(i)))
 	}
-	if err := s.CreateConversation(ctx, &engine.Conversation{ID: "conv_p", CreatedAt: 1}, items); err != nil {
+	if err := s.CreateConversation(ctx, &store.Conversation{ID: "conv_p", CreatedAt: 1}, items); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		page engine.Page
+		page store.Page
 		want []string
 		more bool
 	}{
-		{engine.Page{Limit: 3}, []string{"msg_0", "msg_1", "msg_2"}, true},
-		{engine.Page{Limit: 3, After: "msg_2"}, []string{"msg_3", "msg_4", "msg_5"}, true},
-		{engine.Page{Limit: 3, After: "msg_5"}, []string{"msg_6"}, false},
-		{engine.Page{Limit: 3, Desc: true}, []string{"msg_6", "msg_5", "msg_4"}, true},
-		{engine.Page{Limit: 4, Desc: true, After: "msg_4"}, []string{"msg_3", "msg_2", "msg_1", "msg_0"}, false},
-		{engine.Page{Limit: 7}, ids(items), false},
+		{store.Page{Limit: 3}, []string{"msg_0", "msg_1", "msg_2"}, true},
+		{store.Page{Limit: 3, After: "msg_2"}, []string{"msg_3", "msg_4", "msg_5"}, true},
+		{store.Page{Limit: 3, After: "msg_5"}, []string{"msg_6"}, false},
+		{store.Page{Limit: 3, Desc: true}, []string{"msg_6", "msg_5", "msg_4"}, true},
+		{store.Page{Limit: 4, Desc: true, After: "msg_4"}, []string{"msg_3", "msg_2", "msg_1", "msg_0"}, false},
+		{store.Page{Limit: 7}, ids(items), false},
 	} {
 		got, more, err := s.ConversationItems(ctx, "conv_p", tc.page)
 		if err != nil {
@@ -987,20 +987,20 @@ func testConversationPaging(t *testing.T, s engine.Store) {
 			t.Errorf("page %+v: %v more %v, want %v more %v", tc.page, ids(got), more, tc.want, tc.more)
 		}
 	}
-	if _, _, err := s.ConversationItems(ctx, "conv_p", engine.Page{Limit: 3, After: "msg_nope"}); !errors.Is(err, engine.ErrUnknownCursor) {
+	if _, _, err := s.ConversationItems(ctx, "conv_p", store.Page{Limit: 3, After: "msg_nope"}); !errors.Is(err, store.ErrUnknownCursor) {
 		t.Errorf("unknown cursor: %v, want ErrUnknownCursor", err)
 	}
 }
 
-func testConversationClaims(t *testing.T, s engine.Store) {
-	if err := s.CreateConversation(ctx, &engine.Conversation{ID: "conv_c", CreatedAt: 1}, []responses.Item{message("msg_0", "hi")}); err != nil {
+func testConversationClaims(t *testing.T, s store.Store) {
+	if err := s.CreateConversation(ctx, &store.Conversation{ID: "conv_c", CreatedAt: 1}, []responses.Item{message("msg_0", "hi")}); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
 	if err := s.ClaimConversation(ctx, "conv_c", "resp_a", now, now.Add(time.Minute)); err != nil {
 		t.Fatalf("first claim: %v", err)
 	}
-	if err := s.ClaimConversation(ctx, "conv_c", "resp_b", now, now.Add(time.Minute)); !errors.Is(err, engine.ErrConversationBusy) {
+	if err := s.ClaimConversation(ctx, "conv_c", "resp_b", now, now.Add(time.Minute)); !errors.Is(err, store.ErrConversationBusy) {
 		t.Fatalf("second response's claim: %v, want ErrConversationBusy", err)
 	}
 	if err := s.ClaimConversation(ctx, "conv_c", "resp_a", now, now.Add(2*time.Minute)); err != nil {
@@ -1010,7 +1010,7 @@ func testConversationClaims(t *testing.T, s engine.Store) {
 	if err := s.FinishConversationTurn(ctx, "conv_c", "resp_b", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ClaimConversation(ctx, "conv_c", "resp_b", now, now.Add(time.Minute)); !errors.Is(err, engine.ErrConversationBusy) {
+	if err := s.ClaimConversation(ctx, "conv_c", "resp_b", now, now.Add(time.Minute)); !errors.Is(err, store.ErrConversationBusy) {
 		t.Fatalf("a non-holder's finish released the hold: %v", err)
 	}
 	if err := s.FinishConversationTurn(ctx, "conv_c", "resp_a", []responses.Item{message("msg_1", "q"), message("msg_2", "a")}); err != nil {
@@ -1020,7 +1020,7 @@ func testConversationClaims(t *testing.T, s engine.Store) {
 	if err != nil || c.LastResponseID != "resp_a" {
 		t.Errorf("last response %+v, %v; want resp_a", c, err)
 	}
-	items, _, _ := s.ConversationItems(ctx, "conv_c", engine.Page{})
+	items, _, _ := s.ConversationItems(ctx, "conv_c", store.Page{})
 	if got := ids(items); !slices.Equal(got, []string{"msg_0", "msg_1", "msg_2"}) {
 		t.Errorf("items after the turn %v", got)
 	}
@@ -1045,8 +1045,8 @@ func testConversationClaims(t *testing.T, s engine.Store) {
 
 // testConversationConcurrentAppends: writers appending to one
 // conversation at once lose nothing and duplicate nothing.
-func testConversationConcurrentAppends(t *testing.T, s engine.Store) {
-	if err := s.CreateConversation(ctx, &engine.Conversation{ID: "conv_race", CreatedAt: 1}, nil); err != nil {
+func testConversationConcurrentAppends(t *testing.T, s store.Store) {
+	if err := s.CreateConversation(ctx, &store.Conversation{ID: "conv_race", CreatedAt: 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	const writers, turns = 8, 5
@@ -1065,7 +1065,7 @@ func testConversationConcurrentAppends(t *testing.T, s engine.Store) {
 		}()
 	}
 	wg.Wait()
-	items, _, err := s.ConversationItems(ctx, "conv_race", engine.Page{})
+	items, _, err := s.ConversationItems(ctx, "conv_race", store.Page{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1087,7 +1087,7 @@ func testConversationConcurrentAppends(t *testing.T, s engine.Store) {
 
 // testPing: an open store answers a ping; a closed one does not (the
 // readiness check must see a store that can no longer serve).
-func testPing(t *testing.T, s engine.Store) {
+func testPing(t *testing.T, s store.Store) {
 	if err := s.Ping(ctx); err != nil {
 		t.Fatalf("Ping of an open store: %v", err)
 	}
@@ -1103,7 +1103,7 @@ func testPing(t *testing.T, s engine.Store) {
 // ConversationItems would load, and the bytes of the items as stored
 // (text k bytes longer is k bytes more), with the owner; an absent id is
 // ErrNotFound.
-func testSizes(t *testing.T, s engine.Store) {
+func testSizes(t *testing.T, s store.Store) {
 	chain := saveChain(t, s, 4)
 	perRecord := len(chain[0].Input) + len(chain[0].Output)
 	got, err := s.ChainSize(ctx, "resp_3", 100)
@@ -1124,11 +1124,11 @@ func testSizes(t *testing.T, s engine.Store) {
 	if g, err := s.ChainSize(ctx, "resp_3", 100); err != nil || g.Bytes != got.Bytes+1000 || g.Items != got.Items {
 		t.Errorf("ChainSize after 1000 bytes more text: %+v (before %+v), %v", g, got, err)
 	}
-	if _, err := s.ChainSize(ctx, "resp_missing", 100); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := s.ChainSize(ctx, "resp_missing", 100); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("ChainSize of an absent response: %v, want ErrNotFound", err)
 	}
 
-	c := &engine.Conversation{ID: "conv_size", CreatedAt: 1, Tenant: "acme"}
+	c := &store.Conversation{ID: "conv_size", CreatedAt: 1, Tenant: "acme"}
 	if err := s.CreateConversation(ctx, c, []responses.Item{message("m1", "one"), message("m2", "two")}); err != nil {
 		t.Fatal(err)
 	}
@@ -1145,10 +1145,10 @@ func testSizes(t *testing.T, s engine.Store) {
 	if err != nil || three.Items != 3 || three.Bytes != cs.Bytes+cs.Bytes/2+502 {
 		t.Errorf("ConversationSize after an item of 505 bytes of text: %+v (before %+v), %v", three, cs, err)
 	}
-	if _, err := s.ConversationSize(ctx, "conv_missing"); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := s.ConversationSize(ctx, "conv_missing"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("ConversationSize of an absent conversation: %v, want ErrNotFound", err)
 	}
-	empty := &engine.Conversation{ID: "conv_empty", CreatedAt: 1}
+	empty := &store.Conversation{ID: "conv_empty", CreatedAt: 1}
 	if err := s.CreateConversation(ctx, empty, nil); err != nil {
 		t.Fatal(err)
 	}

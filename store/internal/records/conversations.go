@@ -10,11 +10,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/store"
 )
 
-// Conversations implements the conversation methods of engine.Store once
+// Conversations implements the conversation methods of store.Store once
 // for both stores: their tables and their SQL are the same. A store embeds
 // it, set up with its own ways to run statements.
 type Conversations struct {
@@ -37,7 +37,7 @@ type Conversations struct {
 const maxItemRows = 256
 
 // CreateConversation stores c and its first items in one transaction.
-func (cs *Conversations) CreateConversation(ctx context.Context, c *engine.Conversation, items []responses.Item) error {
+func (cs *Conversations) CreateConversation(ctx context.Context, c *store.Conversation, items []responses.Item) error {
 	meta, err := EncodeMetadata(c.Metadata)
 	if err == nil {
 		err = cs.Write(ctx, func(q Querier) error {
@@ -55,18 +55,18 @@ func (cs *Conversations) CreateConversation(ctx context.Context, c *engine.Conve
 }
 
 // GetConversation returns conversation id.
-func (cs *Conversations) GetConversation(ctx context.Context, id string) (*engine.Conversation, error) {
+func (cs *Conversations) GetConversation(ctx context.Context, id string) (*store.Conversation, error) {
 	c, err := getConversation(ctx, cs.DB, id)
 	return c, Wrap(err, "%s: conversation %s", cs.Name, id)
 }
 
-func getConversation(ctx context.Context, q Querier, id string) (*engine.Conversation, error) {
-	c := &engine.Conversation{ID: id}
+func getConversation(ctx context.Context, q Querier, id string) (*store.Conversation, error) {
+	c := &store.Conversation{ID: id}
 	var meta string
 	err := q.QueryRow(ctx, `SELECT created_at, metadata, last_response_id, tenant FROM conversations WHERE id = $1`, id).
 		Scan(&c.CreatedAt, &meta, &c.LastResponseID, &c.Tenant)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, engine.ErrNotFound
+		return nil, store.ErrNotFound
 	}
 	if err != nil {
 		return nil, err
@@ -78,18 +78,18 @@ func getConversation(ctx context.Context, q Querier, id string) (*engine.Convers
 }
 
 // SetConversationMetadata replaces the metadata of conversation id.
-func (cs *Conversations) SetConversationMetadata(ctx context.Context, id string, metadata map[string]string) (*engine.Conversation, error) {
+func (cs *Conversations) SetConversationMetadata(ctx context.Context, id string, metadata map[string]string) (*store.Conversation, error) {
 	meta, err := EncodeMetadata(metadata)
 	if metadata == nil {
 		metadata = map[string]string{} // as a read of it will return
 	}
-	c := &engine.Conversation{ID: id, Metadata: metadata}
+	c := &store.Conversation{ID: id, Metadata: metadata}
 	if err == nil {
 		err = cs.Write(ctx, func(q Querier) error {
 			err := q.QueryRow(ctx, `UPDATE conversations SET metadata = $1 WHERE id = $2 RETURNING created_at, last_response_id, tenant`, meta, id).
 				Scan(&c.CreatedAt, &c.LastResponseID, &c.Tenant)
 			if errors.Is(err, sql.ErrNoRows) {
-				return engine.ErrNotFound
+				return store.ErrNotFound
 			}
 			return err
 		})
@@ -120,13 +120,13 @@ func (cs *Conversations) AddConversationItems(ctx context.Context, id string, it
 }
 
 // appendItems writes items after the last item of conversation id:
-// engine.ErrNotFound if there is no such conversation. The conversation's
+// store.ErrNotFound if there is no such conversation. The conversation's
 // row is locked first (LockRow), so concurrent appends take turns.
 func (cs *Conversations) appendItems(ctx context.Context, q Querier, id string, items []responses.Item) error {
 	var one int
 	err := q.QueryRow(ctx, `SELECT 1 FROM conversations WHERE id = $1`+cs.LockRow, id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
-		return engine.ErrNotFound
+		return store.ErrNotFound
 	}
 	if err != nil {
 		return err
@@ -168,10 +168,10 @@ func insertConversationItems(ctx context.Context, q Querier, id string, first in
 }
 
 // ConversationItems returns a page of the items of conversation id, and
-// whether more follow, from one read-only snapshot: engine.ErrNotFound
-// without the conversation, engine.ErrUnknownCursor when page.After names
+// whether more follow, from one read-only snapshot: store.ErrNotFound
+// without the conversation, store.ErrUnknownCursor when page.After names
 // no item of it.
-func (cs *Conversations) ConversationItems(ctx context.Context, id string, page engine.Page) ([]responses.Item, bool, error) {
+func (cs *Conversations) ConversationItems(ctx context.Context, id string, page store.Page) ([]responses.Item, bool, error) {
 	var items []responses.Item
 	more := false
 	err := cs.Read(ctx, func(q Querier) error {
@@ -185,11 +185,11 @@ func (cs *Conversations) ConversationItems(ctx context.Context, id string, page 
 	return items, more, nil
 }
 
-func conversationItems(ctx context.Context, q Querier, id string, page engine.Page) ([]responses.Item, bool, error) {
+func conversationItems(ctx context.Context, q Querier, id string, page store.Page) ([]responses.Item, bool, error) {
 	var one int
 	err := q.QueryRow(ctx, `SELECT 1 FROM conversations WHERE id = $1`, id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, engine.ErrNotFound
+		return nil, false, store.ErrNotFound
 	}
 	if err != nil {
 		return nil, false, err
@@ -205,7 +205,7 @@ func conversationItems(ctx context.Context, q Querier, id string, page engine.Pa
 		err := q.QueryRow(ctx, `SELECT position FROM conversation_items WHERE conversation_id = $1 AND item_id = $2 ORDER BY position LIMIT 1`,
 			id, page.After).Scan(&from)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, false, fmt.Errorf("%w %q in conversation %s", engine.ErrUnknownCursor, page.After, id)
+			return nil, false, fmt.Errorf("%w %q in conversation %s", store.ErrUnknownCursor, page.After, id)
 		}
 		if err != nil {
 			return nil, false, err
@@ -251,7 +251,7 @@ func (cs *Conversations) ConversationItem(ctx context.Context, id, itemID string
 	var it responses.Item
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return it, engine.ErrNotFound
+		return it, store.ErrNotFound
 	case err == nil:
 		err = DecodeItem(raw, &it)
 	}
@@ -267,7 +267,7 @@ func (cs *Conversations) DeleteConversationItem(ctx context.Context, id, itemID 
 }
 
 // ClaimConversation holds conversation id for responseID until until,
-// unless another response holds it past now: engine.ErrConversationBusy.
+// unless another response holds it past now: store.ErrConversationBusy.
 func (cs *Conversations) ClaimConversation(ctx context.Context, id, responseID string, now, until time.Time) error {
 	err := cs.Write(ctx, func(q Querier) error {
 		n, err := q.Exec(ctx, `UPDATE conversations SET busy_response = $1, busy_until = $2
@@ -279,7 +279,7 @@ func (cs *Conversations) ClaimConversation(ctx context.Context, id, responseID s
 		if _, err := getConversation(ctx, q, id); err != nil {
 			return err
 		}
-		return engine.ErrConversationBusy
+		return store.ErrConversationBusy
 	})
 	return Wrap(err, "%s: claim conversation %s", cs.Name, id)
 }

@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/store"
 )
 
-// Events implements the event methods of engine.Store once for both
+// Events implements the event methods of store.Store once for both
 // stores: the events of a response are one column of its row, the joined
 // lines of JoinEvents. A store embeds it, set up with its own two
 // statements, run its own way.
@@ -20,7 +20,7 @@ type Events struct {
 	// Name prefixes the store's errors ("sqlite", "postgres").
 	Name string
 	// Append adds joined, a JoinEvents value, to the events column of
-	// response id in one statement: engine.ErrNotFound if there is no
+	// response id in one statement: store.ErrNotFound if there is no
 	// such response.
 	Append func(ctx context.Context, id, joined string) error
 	// Read reads the events column of response id in one statement (one
@@ -49,7 +49,7 @@ func (es *Events) Events(ctx context.Context, id string, after int) ([]json.RawM
 	var all []byte
 	err := es.Read(ctx, id).Scan(&all)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, engine.ErrNotFound
+		return nil, store.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: events of %s: %w", es.Name, id, err)

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/store"
 )
 
 // Row is one row of a query, as both drivers return it (*sql.Row and
@@ -39,19 +39,19 @@ type Querier interface {
 // engine's sentinel errors (ErrNotFound, ErrUnknownCursor,
 // ErrConversationBusy), which callers compare, come back as they are.
 func Wrap(err error, format string, args ...any) error {
-	if err == nil || errors.Is(err, engine.ErrNotFound) || errors.Is(err, engine.ErrUnknownCursor) ||
-		errors.Is(err, engine.ErrConversationBusy) {
+	if err == nil || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrUnknownCursor) ||
+		errors.Is(err, store.ErrConversationBusy) {
 		return err
 	}
 	return fmt.Errorf(format+": %w", append(args, err)...)
 }
 
 // Change runs a statement that changes the rows of one object:
-// engine.ErrNotFound when it changed none.
+// store.ErrNotFound when it changed none.
 func Change(ctx context.Context, q Querier, query string, args ...any) error {
 	n, err := q.Exec(ctx, query, args...)
 	if err == nil && n == 0 {
-		return engine.ErrNotFound
+		return store.ErrNotFound
 	}
 	return err
 }

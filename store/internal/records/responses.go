@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"errors"
 
-	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/store"
 )
 
 // UpsertResponse writes a response row, replacing the one stored under its
@@ -26,13 +26,13 @@ const UpsertResponse = `INSERT INTO responses
 		tenant = excluded.tenant,
 		trace_id = excluded.trace_id`
 
-// CancelRequested reads response id's cancel flag: engine.ErrNotFound if
+// CancelRequested reads response id's cancel flag: store.ErrNotFound if
 // there is no such response.
 func CancelRequested(ctx context.Context, q Querier, id string) (bool, error) {
 	var flag bool
 	err := q.QueryRow(ctx, `SELECT cancel_requested FROM responses WHERE id = $1`, id).Scan(&flag)
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, engine.ErrNotFound
+		return false, store.ErrNotFound
 	}
 	return flag, err
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/store"
 )
 
-// Sizes implements the store's size reads (engine.Store's ChainSize and
+// Sizes implements the store's size reads (store.Store's ChainSize and
 // ConversationSize) once for both stores: they count the item rows a
 // continuation would load and add up their stored lengths, without
 // reading the items. octet_length reads a value's length from its
@@ -36,32 +36,32 @@ const chainSize = `WITH RECURSIVE chain (id, depth) AS (
 	FROM chain c JOIN response_items i ON i.response_id = c.id`
 
 // ChainSize returns the size of what Chain(id, limit) returns.
-func (s *Sizes) ChainSize(ctx context.Context, id string, limit int) (engine.Size, error) {
+func (s *Sizes) ChainSize(ctx context.Context, id string, limit int) (store.Size, error) {
 	var tenant *string
-	var size engine.Size
+	var size store.Size
 	err := s.DB.QueryRow(ctx, chainSize, id, max(limit, 1)).Scan(&tenant, &size.Responses, &size.Items, &size.Bytes)
 	if err != nil {
-		return engine.Size{}, fmt.Errorf("%s: size of the chain of %s: %w", s.Name, id, err)
+		return store.Size{}, fmt.Errorf("%s: size of the chain of %s: %w", s.Name, id, err)
 	}
 	if tenant == nil {
-		return engine.Size{}, engine.ErrNotFound
+		return store.Size{}, store.ErrNotFound
 	}
 	size.Tenant = *tenant
 	return size, nil
 }
 
 // ConversationSize returns the size of conversation id's items.
-func (s *Sizes) ConversationSize(ctx context.Context, id string) (engine.Size, error) {
+func (s *Sizes) ConversationSize(ctx context.Context, id string) (store.Size, error) {
 	var tenant *string
-	var size engine.Size
+	var size store.Size
 	err := s.DB.QueryRow(ctx, `SELECT (SELECT tenant FROM conversations WHERE id = $1),
 		count(item), COALESCE(sum(octet_length(item)), 0) FROM conversation_items WHERE conversation_id = $1`, id).
 		Scan(&tenant, &size.Items, &size.Bytes)
 	if err != nil {
-		return engine.Size{}, fmt.Errorf("%s: size of conversation %s: %w", s.Name, id, err)
+		return store.Size{}, fmt.Errorf("%s: size of conversation %s: %w", s.Name, id, err)
 	}
 	if tenant == nil {
-		return engine.Size{}, engine.ErrNotFound
+		return store.Size{}, store.ErrNotFound
 	}
 	size.Tenant = *tenant
 	return size, nil
