@@ -260,8 +260,8 @@ func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
 // Its frame is on the stack of every request, under the handler, for as
 // long as the request runs: what is done before and after the handler is
 // in functions of their own (startRequest, endRequest), whose frames are
-// gone while it runs. A streaming request's stack is what it grew to
-// (BENCHMARKS.md, "Idle streams, session 6").
+// gone while it runs: a streaming request's stack stays what it grew to,
+// for as long as the stream lasts.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	r, span := s.startRequest(r)

@@ -17,7 +17,7 @@ import (
 )
 
 // haproxyConfig is the balancer's configuration. Besides what an operator
-// would write (see README "Replicas"), it names the replica that answered
+// would write (see docs/operations.md, "Replicas"), it names the replica that answered
 // in the X-Loom-Replica header, so the tests know where a response ran,
 // and has a stats socket the tests read the servers' states from.
 var haproxyConfig = template.Must(template.New("haproxy.cfg").Parse(`global

@@ -38,8 +38,7 @@ type write struct {
 // callers: SQLite's engine (modernc's translation of its C) runs a commit
 // through frames of several kilobytes, and a caller that committed itself
 // would keep the stack that grew for it for as long as it lives, which for
-// a streaming request is the whole stream (see BENCHMARKS.md, "Idle
-// streams, session 6"). The hand-off is a channel send to a goroutine
+// a streaming request is the whole stream. The hand-off is a channel send to a goroutine
 // that is parked waiting for it.
 type writer struct {
 	db     *sql.DB

@@ -16,8 +16,7 @@ import (
 // the caller's Request.Extra fields. Both backends' bodies are written
 // with it instead of through encoding/json and go-openai's types, which
 // cost a reflection walk of every message and tool and a compaction of
-// every raw schema (measured in BENCHMARKS.md, "Hot path (issue 14):
-// the upstream request").
+// every raw schema.
 //
 // An Extra key adds a field or replaces the one the backend would write
 // (top_k, a sampling value), except a protected key, which the backend's
