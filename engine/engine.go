@@ -498,9 +498,6 @@ func (e *Engine) execute(ctx context.Context, r *run, opts *RunOptions) (*respon
 	// context of its own: ctx may be cancelled by then.
 	defer r.cc.Close(ctx)
 	r.builder = responses.NewBuilder(r.resp, e.opts.NewID, r.record)
-	if r.sink == nil && !req.StoreEnabled() {
-		r.builder.EncodedOnce() // only its body carries it
-	}
 	if req.Includes(IncludeEncryptedReasoning) {
 		r.builder.SealReasoning = e.opts.Sealer.Seal
 	}

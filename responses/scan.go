@@ -725,19 +725,17 @@ func (s *scanner) functionAt(t *Tool, v *functionValues) bool {
 	return ok && t.Type == ToolFunction
 }
 
-// parameters decodes a function tool's schema into t, noting its depth
-// and whether it is compact as it checks it.
+// parameters decodes a function tool's schema into t.
 func (s *scanner) parameters(t *Tool) bool {
 	if s.next() == 'n' {
 		t.Parameters = s.rawCopy([]byte("null"))
 		return s.js.Null()
 	}
-	raw, depth, compact, err := s.js.RawDepth()
+	raw, err := s.js.Raw()
 	if err != nil {
 		return false
 	}
 	t.Parameters = s.rawCopy(raw)
-	t.schema = noteSchema(t.Parameters, depth, compact)
 	return true
 }
 
@@ -771,26 +769,15 @@ func (s *scanner) optionalBool(into *bool) (*bool, bool) {
 // Tool.UnmarshalJSON decodes it. An element that is not an object is
 // errNotScanned, for encoding/json to refuse.
 //
-// Nothing cheap bounds the list's length closely (bytes.Count of a key
-// was a tenth of the decode; the count of braces is several times the
-// tools, each brace a Tool of room), so the tools are decoded into a
-// list kept from one request to the next (toolLists) and copied into
-// one of their number: a list grown as it is decoded was half of what
-// the decode allocated (8, 16, ... 128 Tools for 100), and its copies a
-// tenth of its time.
+// Nothing cheap bounds the list's length closely (the count of braces is
+// several times the tools), so the tools are decoded into a list kept
+// from one request to the next (toolLists) and copied into one of their
+// number: a list grown as it is decoded was half of what the decode
+// allocated (8, 16, ... 128 Tools for 100).
 func (s *scanner) tools() ([]Tool, error) {
-	start := s.js.Offset()
-	kept := toolLists.Get().(*toolDecoding)
-	spans := kept.spans[:0]
-	list, err := decodeElements(s, kept.tools[:0], 8, -1,
-		func(s *scanner, t *Tool, i int) bool {
-			at := s.js.Offset()
-			span, ok := s.echoedFunction()
-			spans = append(spans[:i], span)
-			if ok {
-				return true // t stays zero: echoedTool writes the tool
-			}
-			s.js.Seek(at)
+	kept := toolLists.Get().(*[]Tool)
+	list, err := decodeElements(s, (*kept)[:0], 8, -1,
+		func(s *scanner, t *Tool, _ int) bool {
 			return s.functionAt(t, s.blocks.functionValues())
 		},
 		func(t *Tool, raw []byte) error {
@@ -800,46 +787,27 @@ func (s *scanner) tools() ([]Tool, error) {
 			return t.UnmarshalJSON(raw)
 		})
 	if err != nil {
-		// What the walk wrote into the kept lists is unknown: let them go.
+		// What the walk wrote into the kept list is unknown: let it go.
 		return nil, err
 	}
-	// The tools in the echo's form are written once, here, pointing into
-	// one copy of the list's text (the decoded request keeps none of the
-	// body's bytes); the others are moved from the kept list, which goes
-	// back zero, as decodeElements takes it, and pointing at nothing of
-	// this request.
-	var copied []byte
+	// The tools are moved out of the kept list, which goes back zero, as
+	// decodeElements takes it, and pointing at nothing of this request.
 	tools := make([]Tool, len(list))
 	for i := range list {
-		sp := &spans[i]
-		if sp.at < 0 {
-			tools[i], list[i] = list[i], Tool{}
-			continue
-		}
-		if copied == nil {
-			copied = bytes.Clone(s.data[start:s.js.Offset()])
-		}
-		at := sp.at - start
-		s.echoedTool(&tools[i], sp, copied[at:at+sp.n:at+sp.n])
+		tools[i], list[i] = list[i], Tool{}
 	}
-	if cap(list) <= maxKeptTools && cap(spans) <= maxKeptTools {
-		kept.tools, kept.spans = list[:0], spans[:0] // the kept lists, or those they grew into
+	if cap(list) <= maxKeptTools {
+		*kept = list[:0] // the kept list, or the one it grew into
 		toolLists.Put(kept)
 	}
 	return tools, nil
 }
 
-// toolDecoding is what tools decodes a list into: the tools, and where
-// the text of each in the echo's form starts (echoSpan).
-type toolDecoding struct {
-	tools []Tool
-	spans []echoSpan
-}
-
 // toolLists holds the lists tools decodes into, each of up to
-// maxKeptTools (30 KB).
+// maxKeptTools.
 var toolLists = sync.Pool{New: func() any {
-	return &toolDecoding{tools: make([]Tool, 0, 64), spans: make([]echoSpan, 0, 64)}
+	list := make([]Tool, 0, 64)
+	return &list
 }}
 
 const maxKeptTools = 256
