@@ -423,15 +423,9 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 	if conversationID != "" {
 		historyParam = "conversation"
 	}
-	seen, asSent, err := e.modelInput(ctx, history, historyParam, input)
+	seen, err := e.modelInput(ctx, history, historyParam, input)
 	if err != nil {
 		return nil, err
-	}
-	// The backend may go on from what it made of an earlier request's
-	// input only where the model reads the input as sent, from its start.
-	var memo *responses.InputMemo
-	if asSent && tools.HistoryAsIs(seen) {
-		memo = opts.inputMemo()
 	}
 	clients, special := clientTools(req)
 	reg, err := e.registry(ctx, req, clients)
@@ -452,7 +446,6 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 		input:          slices.Clip(input),
 		history:        history,
 		seen:           seen,
-		inputMemo:      memo,
 		reg:            reg,
 		clientTools:    special,
 		toolsAsSent:    toolsAsSent(req, reg),
@@ -590,10 +583,7 @@ type run struct {
 	input   []responses.Item // this request's input, with ids
 	history []responses.Item // the stored conversation it continues
 	seen    []responses.Item // what the model reads of history and input (compactions opened, files as text)
-	// inputMemo is what the decode cache knows of the input, when the
-	// model reads it as sent (model.Request.InputMemo); nil otherwise.
-	inputMemo *responses.InputMemo
-	reg       *tools.Registry
+	reg     *tools.Registry
 	// capsByServer is what each server declares, by label;
 	// clientTools the client tools whose calls are more than a plain
 	// function call (a kind's, a namespace's), by offered name.

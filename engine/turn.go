@@ -344,7 +344,6 @@ func (r *run) modelRequest() *model.Request {
 	m := &model.Request{
 		Model:             req.Model,
 		Items:             r.cc.Items(),
-		InputMemo:         r.inputMemo,
 		ParallelToolCalls: req.ParallelCalls(),
 		Sampling:          model.Sampling{Temperature: req.Temperature, TopP: req.TopP, PresencePenalty: req.PresencePenalty, FrequencyPenalty: req.FrequencyPenalty},
 		// A client that did not ask for a stream, in a response nobody

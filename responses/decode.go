@@ -27,11 +27,6 @@ type DecodeOptions struct {
 	// Scope is whose request it is (its tenant): it finds in Cache only
 	// the lists of its own scope.
 	Scope string
-	// Memo, when set with Cache, is filled in for a decoded request with
-	// what the cache knows of its input: what was made of an earlier
-	// input whose first items are this one's, and a place to keep what is
-	// made of this one (InputMemo). It is left as it is otherwise.
-	Memo *InputMemo
 }
 
 // cache returns opts.Cache; nil for nil opts.
@@ -40,14 +35,6 @@ func (opts *DecodeOptions) cache() *DecodeCache {
 		return nil
 	}
 	return opts.Cache
-}
-
-// memo returns opts.Memo when there is a cache to fill it from.
-func (opts *DecodeOptions) memo() *InputMemo {
-	if opts.cache() == nil {
-		return nil
-	}
-	return opts.Memo
 }
 
 // DecodeRequestWith is DecodeRequest with opts. The request it returns is

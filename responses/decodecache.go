@@ -71,9 +71,6 @@ type cachedList struct {
 	tools []Tool
 	items []Item
 	ends  []int // input: the offset in text just past each item
-	// made holds what was made of an input's items, by who made it
-	// (InputMemo); its values count in size.
-	made sync.Map
 	// grown is set once a list that grew from this one took the room
 	// past its items (ownItems).
 	grown atomic.Bool
@@ -327,20 +324,6 @@ func (c *DecodeCache) add(e *cachedList, kind listKind, replaced *cachedList, fo
 	c.size += e.size
 	c.shrink()
 	return e
-}
-
-// grew counts n bytes more in e, and reports whether it did: not once
-// the cache has dropped e, nor past what a list may take (fits).
-func (c *DecodeCache) grew(e *cachedList, n int) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.fits(e.size+n) || !slices.ContainsFunc(c.buckets[e.key], func(el *list.Element) bool { return el.Value == e }) {
-		return false
-	}
-	e.size += n
-	c.size += n
-	c.shrink()
-	return true
 }
 
 // shrink drops the least recently used lists until the cache holds no

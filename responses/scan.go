@@ -36,10 +36,9 @@ type scanner struct {
 	opts     *DecodeOptions
 	newTools []byte
 	newInput *newInput
-	// earlier is the kept input list the input's first items were copied
-	// from, and kept how many, for the cache and opts.Memo.
-	earlier *cachedList
-	kept    int
+	// kept is how many of the input's first items were copied from a
+	// list the cache holds, for the cache.
+	kept int
 	// fromCache are the spans of data (at most a tools list and an
 	// input's first items: a request gives each key once, or is left to
 	// encoding/json) that the walk took from opts.Cache instead of
@@ -84,18 +83,13 @@ type newInput struct {
 	prefix *cachedList
 }
 
-// keep adds to the cache what r decoded that the cache does not hold, and
-// fills in opts.Memo.
+// keep adds to the cache what r decoded that the cache does not hold.
 func (s *scanner) keep(r *Request) {
 	if s.newTools != nil {
 		s.opts.Cache.addTools(s.opts.Scope, s.newTools, r.Tools)
 	}
-	own := s.earlier // a list the cache holds as it is stays as it is
 	if in := s.newInput; in != nil {
-		own = s.opts.Cache.addInput(s.opts.Scope, in.text, r.Input.Items, in.ends, in.prefix, s.kept)
-	}
-	if m := s.opts.memo(); m != nil {
-		*m = InputMemo{cache: s.opts.Cache, earlier: s.earlier, kept: s.kept, own: own}
+		s.opts.Cache.addInput(s.opts.Scope, in.text, r.Input.Items, in.ends, in.prefix, s.kept)
 	}
 }
 
@@ -338,7 +332,7 @@ func (s *scanner) items() (items []Item, shared bool, err error) {
 		// decode more than half its time and its items' memory again.
 		s.takenFromCache(start, start+len(prefix.text))
 		s.js.Seek(start + len(prefix.text))
-		s.earlier, s.kept = prefix, kept
+		s.kept = kept
 		cache.found(inputList, foundAll)
 		return prefix.items[:kept:kept], true, nil
 	}
@@ -351,7 +345,7 @@ func (s *scanner) items() (items []Item, shared bool, err error) {
 	items, ok, err := s.itemsAfter(start, prefix, kept, &in.ends)
 	if ok {
 		s.takenFromCache(start, start+prefix.ends[kept-1])
-		s.earlier, s.kept = prefix, kept
+		s.kept = kept
 	} else {
 		in.ends = in.ends[:0]
 		items, err = s.allItems(start, &in.ends)

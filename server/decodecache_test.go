@@ -2,14 +2,12 @@ package server_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/coder/websocket"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/server"
 )
@@ -70,60 +68,6 @@ func TestDecodeCache(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("/metrics:\n%s", text)
-	}
-}
-
-// madeKey names what the backend below keeps in an InputMemo.
-type madeKey struct{}
-
-// TestDecodeCacheMemoReachesTheBackend: the backend gets what the decode
-// cache knows of a request's input, over HTTP and over a WebSocket alike:
-// what it kept of one turn's input is there for the next turn (and for
-// how many items), while a request that continues a stored response,
-// whose model input does not start with what it sent, gets none.
-func TestDecodeCacheMemoReachesTheBackend(t *testing.T) {
-	var history []string
-	for i := range 12 {
-		history = append(history, fmt.Sprintf(`{"role":"user","content":"question %d: what is the weather like in the city today?"}`, i))
-	}
-	b := backendFunc(func(_ context.Context, req *model.Request, emit func(model.Delta) error) error {
-		found, kept := req.InputMemo.Earlier(madeKey{})
-		req.InputMemo.Keep(madeKey{}, fmt.Sprintf("made of %d items", len(req.Items)), 10)
-		return emit(model.Delta{Kind: model.DeltaText, Text: fmt.Sprintf("memo %t, found %v, kept %d", req.InputMemo != nil, found, kept)})
-	})
-	srv := newServer(t, b, nil)
-	for _, step := range []struct {
-		body, want string
-	}{
-		{`{"model":"m","store":false,"input":[` + strings.Join(history[:10], ",") + `]}`, "memo true, found <nil>, kept 0"},
-		{`{"model":"m","store":false,"input":[` + strings.Join(history[:12], ",") + `]}`, "memo true, found made of 10 items, kept 10"},
-		{`{"model":"m","input":[` + strings.Join(history[:12], ",") + `]}`, "memo true, found made of 12 items, kept 12"},
-	} {
-		res := post(t, srv.URL, step.body, nil)
-		got, _ := io.ReadAll(res.Body)
-		if res.StatusCode != http.StatusOK || !strings.Contains(string(got), step.want) {
-			t.Fatalf("status %d, %.300s; want %q", res.StatusCode, got, step.want)
-		}
-		if strings.Contains(step.body, `"store":false`) {
-			continue
-		}
-		var stored struct{ ID string }
-		if err := json.Unmarshal(got, &stored); err != nil {
-			t.Fatal(err)
-		}
-		res = post(t, srv.URL, `{"model":"m","previous_response_id":"`+stored.ID+`","input":[`+strings.Join(history, ",")+`]}`, nil)
-		got, _ = io.ReadAll(res.Body)
-		if want := "memo false"; res.StatusCode != http.StatusOK || !strings.Contains(string(got), want) {
-			t.Fatalf("a continuation: status %d, %.300s; want %q", res.StatusCode, got, want)
-		}
-	}
-
-	// Over a WebSocket: the same input again finds what the last
-	// request over HTTP kept of it.
-	ctx, c := dialSocket(t, srv.URL)
-	c.Write(ctx, websocket.MessageText, []byte(`{"type":"response.create","model":"m","store":false,"input":[`+strings.Join(history, ",")+`]}`))
-	if data, want := readCompleted(t, ctx, c), "memo true, found made of 12 items, kept 12"; !strings.Contains(string(data), want) {
-		t.Fatalf("over a WebSocket: %.300s; want %q", data, want)
 	}
 }
 
