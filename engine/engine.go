@@ -340,28 +340,12 @@ func (e *Engine) continued(ctx context.Context, req *responses.Request, opts *Ru
 // runInput returns the run's input items, which prepare writes in
 // (ids, opened reasoning): the request's own when the caller gives them
 // (RunOptions.GiveInput), a copy otherwise, so that the caller's request
-// stays as it was. Items the decode cache keeps (Input.Shared) are read
-// as they are when nothing is written in them, the common case of a
-// long input of messages sent again with store false: a copy would be
-// more than half of that request's decode.
-func runInput(req *responses.Request, opts *RunOptions, queued *Record, ids bool) []responses.Item {
-	input := req.Input.Items
-	if !opts.givesInput() || req.Input.Shared && (queued != nil || anyWrittenIn(input, ids)) {
-		return slices.Clone(input)
+// stays as it was.
+func runInput(req *responses.Request, opts *RunOptions) []responses.Item {
+	if !opts.givesInput() {
+		return slices.Clone(req.Input.Items)
 	}
-	return input
-}
-
-// anyWrittenIn reports whether prepare writes in one of input's items:
-// one that gets an id (setItemIDs, ids as it is given) or whose reasoning
-// it opens (openReasoning).
-func anyWrittenIn(input []responses.Item, ids bool) bool {
-	for i := range input {
-		if needsID(&input[i], ids) || sealedReasoning(&input[i]) {
-			return true
-		}
-	}
-	return false
+	return req.Input.Items
 }
 
 // prepare checks req and resolves what it continues, before anything is
@@ -386,7 +370,7 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 		return nil, err
 	}
 	ids := inputIDsSeen(req, opts, conversationID, background)
-	input := runInput(req, opts, queued, ids)
+	input := runInput(req, opts)
 	if queued != nil && len(queued.Input) == len(input) {
 		for i := range input {
 			input[i].ID = queued.Input[i].ID

@@ -104,11 +104,6 @@ type Input struct {
 	IsString bool
 	// Set records that the field was present and not null.
 	Set bool
-	// Shared records that Items are a list the decode cache keeps (a
-	// request that sent a kept list again, as it is): read them, but copy
-	// the list before writing in any item. It is clipped, so an append
-	// copies it.
-	Shared bool
 }
 
 // UnmarshalJSON accepts a string or an array of items.

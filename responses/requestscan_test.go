@@ -150,7 +150,7 @@ func TestScanRequestMatchesEncodingJSON(t *testing.T) {
 			continue // DecodeRequest scans only valid text
 		}
 		var req Request
-		err := scanRequest([]byte(tc.body), &req, nil)
+		err := scanRequest([]byte(tc.body), &req)
 		if scanned := err == nil; scanned != tc.scanned {
 			t.Errorf("%.200s: scanned %v (%v), want %v", tc.body, scanned, err, tc.scanned)
 		}

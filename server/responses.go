@@ -15,7 +15,6 @@ import (
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/internal/bufpool"
 	"github.com/loomgate/loom/responses"
-	"github.com/loomgate/loom/tenant"
 )
 
 // createResponse serves POST /v1/responses, as JSON or as an event stream.
@@ -90,7 +89,7 @@ func (s *Server) decodeRequest(w http.ResponseWriter, r *http.Request) (*respons
 	if err != nil {
 		return nil, err
 	}
-	req, apiErr := s.decodeBody(r.Context(), body)
+	req, apiErr := responses.DecodeRequest(body)
 	// The decoded request holds copies of what it keeps, never the
 	// body's bytes (DecodeRequest's contract; TestDecodeRequestKeepsNoBody
 	// holds it to that), so the body's buffer can go back.
@@ -119,12 +118,6 @@ func (s *Server) readRequestBody(w http.ResponseWriter, r *http.Request) ([]byte
 		return nil, responses.BadRequest("", "could not read the request body")
 	}
 	return body, nil
-}
-
-// decodeBody decodes a create request's body, sent by ctx's tenant (the
-// tenant whose kept lists it may find).
-func (s *Server) decodeBody(ctx context.Context, body []byte) (*responses.Request, error) {
-	return responses.DecodeRequestWith(body, responses.DecodeOptions{Cache: s.decoded, Scope: tenant.From(ctx)})
 }
 
 // requestBodies lends readBody its buffer for a large body (a long

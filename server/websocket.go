@@ -275,7 +275,7 @@ func (sc *socketConn) ping() {
 
 // create runs one response.create.
 func (sc *socketConn) create(data []byte) {
-	req, apiErr := sc.s.decodeBody(sc.ctx, data)
+	req, apiErr := responses.DecodeRequest(data)
 	if apiErr != nil {
 		sc.sendError(apiErr)
 		return

@@ -162,18 +162,10 @@ func (s *Scanner) Array(elem func() error) error {
 		s.i++
 		return nil
 	}
-	if err := elem(); err != nil {
-		return err
-	}
-	return s.ArrayRest(elem)
-}
-
-// ArrayRest reads the rest of an array from the end of one of its
-// elements: each element that follows, by elem, and the closing bracket.
-// A caller that knows an array's first elements (decoded before, from the
-// same text) starts here, after the last of them.
-func (s *Scanner) ArrayRest(elem func() error) error {
 	for {
+		if err := elem(); err != nil {
+			return err
+		}
 		switch s.peek() {
 		case ',':
 			s.i++
@@ -182,9 +174,6 @@ func (s *Scanner) ArrayRest(elem func() error) error {
 			return nil
 		default:
 			return s.syntax("after an array element")
-		}
-		if err := elem(); err != nil {
-			return err
 		}
 	}
 }

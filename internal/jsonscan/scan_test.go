@@ -223,41 +223,6 @@ func TestScannerRawStringAndSeek(t *testing.T) {
 	}
 }
 
-// TestScannerArrayRest: the rest of an array read from the end of one of
-// its elements is what Array reads of it, and its faults are Array's.
-func TestScannerArrayRest(t *testing.T) {
-	for _, tc := range []struct {
-		in    string
-		after int // offset just past the first element
-		want  []string
-		fault bool
-	}{
-		{in: `[1,2, "three" ,{"four":4}]`, after: 2, want: []string{"2", `"three"`, `{"four":4}`}},
-		{in: `[1 ]`, after: 2, want: nil},
-		{in: `[1 2]`, after: 2, fault: true},
-		{in: `[1,]`, after: 2, fault: true},
-		{in: `[1,2`, after: 2, fault: true},
-	} {
-		s := NewScanner([]byte(tc.in))
-		s.Seek(tc.after)
-		var got []string
-		err := s.ArrayRest(func() error {
-			raw, err := s.Raw()
-			got = append(got, string(raw))
-			return err
-		})
-		if tc.fault {
-			if err == nil {
-				t.Errorf("%s: ArrayRest accepted it", tc.in)
-			}
-			continue
-		}
-		if err != nil || strings.Join(got, "|") != strings.Join(tc.want, "|") || s.End() != nil {
-			t.Errorf("%s: got %q, %v; want %q", tc.in, got, err, tc.want)
-		}
-	}
-}
-
 // TestScannerObjectRest: the rest of an object read from just after a
 // comma is what Object reads of it from there, and its faults are
 // Object's.
