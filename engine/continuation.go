@@ -47,21 +47,10 @@ type RunOptions struct {
 	// not use req.Input.Items once Run is called.
 	// The server sets it: the request is its own decoded value.
 	GiveInput bool
-	// InputMemo is what the decode cache knows of the request's input
-	// (responses.DecodeOptions.Memo): the backend goes on from what it
-	// made of an earlier request's, and keeps what it makes of this one.
-	InputMemo *responses.InputMemo
 }
 
 func (o *RunOptions) givesInput() bool {
 	return o != nil && o.GiveInput
-}
-
-func (o *RunOptions) inputMemo() *responses.InputMemo {
-	if o == nil {
-		return nil
-	}
-	return o.InputMemo
 }
 
 func (o *RunOptions) flush() func() {

@@ -341,28 +341,12 @@ func (e *Engine) continued(ctx context.Context, req *responses.Request, opts *Ru
 // runInput returns the run's input items, which prepare writes in
 // (ids, opened reasoning): the request's own when the caller gives them
 // (RunOptions.GiveInput), a copy otherwise, so that the caller's request
-// stays as it was. Items the decode cache keeps (Input.Shared) are read
-// as they are when nothing is written in them, the common case of a
-// long input of messages sent again with store false: a copy would be
-// more than half of that request's decode.
-func runInput(req *responses.Request, opts *RunOptions, queued *store.Record, ids bool) []responses.Item {
-	input := req.Input.Items
-	if !opts.givesInput() || req.Input.Shared && (queued != nil || anyWrittenIn(input, ids)) {
-		return slices.Clone(input)
+// stays as it was.
+func runInput(req *responses.Request, opts *RunOptions) []responses.Item {
+	if !opts.givesInput() {
+		return slices.Clone(req.Input.Items)
 	}
-	return input
-}
-
-// anyWrittenIn reports whether prepare writes in one of input's items:
-// one that gets an id (setItemIDs, ids as it is given) or whose reasoning
-// it opens (openReasoning).
-func anyWrittenIn(input []responses.Item, ids bool) bool {
-	for i := range input {
-		if needsID(&input[i], ids) || sealedReasoning(&input[i]) {
-			return true
-		}
-	}
-	return false
+	return req.Input.Items
 }
 
 // prepare checks req and resolves what it continues, before anything is
@@ -387,7 +371,7 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 		return nil, err
 	}
 	ids := inputIDsSeen(req, opts, conversationID, background)
-	input := runInput(req, opts, queued, ids)
+	input := runInput(req, opts)
 	if queued != nil && len(queued.Input) == len(input) {
 		for i := range input {
 			input[i].ID = queued.Input[i].ID
@@ -424,15 +408,9 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 	if conversationID != "" {
 		historyParam = "conversation"
 	}
-	seen, asSent, err := e.modelInput(ctx, history, historyParam, input)
+	seen, err := e.modelInput(ctx, history, historyParam, input)
 	if err != nil {
 		return nil, err
-	}
-	// The backend may go on from what it made of an earlier request's
-	// input only where the model reads the input as sent, from its start.
-	var memo *responses.InputMemo
-	if asSent && tools.HistoryAsIs(seen) {
-		memo = opts.inputMemo()
 	}
 	clients, special := clientTools(req)
 	reg, err := e.registry(ctx, req, clients)
@@ -453,7 +431,6 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 		input:          slices.Clip(input),
 		history:        history,
 		seen:           seen,
-		inputMemo:      memo,
 		reg:            reg,
 		clientTools:    special,
 		toolsAsSent:    toolsAsSent(req, reg),
@@ -499,9 +476,6 @@ func (e *Engine) execute(ctx context.Context, r *run, opts *RunOptions) (*respon
 	// context of its own: ctx may be cancelled by then.
 	defer r.cc.Close(ctx)
 	r.builder = responses.NewBuilder(r.resp, e.opts.NewID, r.record)
-	if r.sink == nil && !req.StoreEnabled() {
-		r.builder.EncodedOnce() // only its body carries it
-	}
 	if req.Includes(IncludeEncryptedReasoning) {
 		r.builder.SealReasoning = e.opts.Sealer.Seal
 	}
@@ -594,10 +568,7 @@ type run struct {
 	input   []responses.Item // this request's input, with ids
 	history []responses.Item // the stored conversation it continues
 	seen    []responses.Item // what the model reads of history and input (compactions opened, files as text)
-	// inputMemo is what the decode cache knows of the input, when the
-	// model reads it as sent (model.Request.InputMemo); nil otherwise.
-	inputMemo *responses.InputMemo
-	reg       *tools.Registry
+	reg     *tools.Registry
 	// capsByServer is what each server declares, by label;
 	// clientTools the client tools whose calls are more than a plain
 	// function call (a kind's, a namespace's), by offered name.

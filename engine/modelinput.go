@@ -17,13 +17,13 @@ import (
 // The result has room past its end for the response's output: the
 // conversation's history grows in it without copying what came before.
 // With no history and nothing to change it is input itself, with input's
-// spare capacity (the decoder leaves some), and asSent is true.
-func (e *Engine) modelInput(ctx context.Context, history []responses.Item, historyParam string, input []responses.Item) (items []responses.Item, asSent bool, err error) {
+// spare capacity (the decoder leaves some).
+func (e *Engine) modelInput(ctx context.Context, history []responses.Item, historyParam string, input []responses.Item) ([]responses.Item, error) {
 	if len(history) == 0 && !anyChangedForModel(input) {
 		// The model reads the input as it is: no copy of a long input.
-		return input, true, nil
+		return input, nil
 	}
-	items = make([]responses.Item, 0, len(history)+len(input)+historyRoom)
+	items := make([]responses.Item, 0, len(history)+len(input)+historyRoom)
 	for part, list := range [][]responses.Item{history, input} {
 		inHistory := part == 0
 		for i := range list {
@@ -36,7 +36,7 @@ func (e *Engine) modelInput(ctx context.Context, history []responses.Item, histo
 				}
 				m, err := e.openCompaction(it, param)
 				if err != nil {
-					return nil, false, err
+					return nil, err
 				}
 				items = append(items, m)
 				continue
@@ -48,7 +48,7 @@ func (e *Engine) modelInput(ctx context.Context, history []responses.Item, histo
 					}
 					parts, err := e.modelParts(ctx, it.Content, param)
 					if err != nil {
-						return nil, false, err
+						return nil, err
 					}
 					m := *it
 					m.Content = parts
@@ -59,7 +59,7 @@ func (e *Engine) modelInput(ctx context.Context, history []responses.Item, histo
 			items = append(items, *it)
 		}
 	}
-	return items, false, nil
+	return items, nil
 }
 
 // historyRoom is how many items the model's conversation has room for past

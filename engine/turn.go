@@ -91,10 +91,8 @@ func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 	}
 	if len(res.calls) == 0 {
 		// A turn without calls is the response's last (run.loop), and
-		// nothing reads the conversation after it; adding its words
-		// would copy the whole history when that is a request's shared
-		// input (responses.Input.Shared: clipped, so an append copies
-		// it), ~25 µs and 160 KB at 1000 messages.
+		// nothing reads the conversation after it: its words are not
+		// added (which would copy a long history that has no room left).
 		return res, nil
 	}
 	// The model's own words of this turn join the conversation before the
@@ -344,7 +342,6 @@ func (r *run) modelRequest() *model.Request {
 	m := &model.Request{
 		Model:             req.Model,
 		Items:             r.cc.Items(),
-		InputMemo:         r.inputMemo,
 		ParallelToolCalls: req.ParallelCalls(),
 		Sampling:          model.Sampling{Temperature: req.Temperature, TopP: req.TopP, PresencePenalty: req.PresencePenalty, FrequencyPenalty: req.FrequencyPenalty},
 		// A client that did not ask for a stream, in a response nobody

@@ -87,16 +87,11 @@ func turnBodies(n, tools int, store bool, conversation, turn int) (chatBody, loo
 
 // newPayloadBenchSetup measures one payload through its targets: the
 // upstream directly, the proxy (both with the chat body), loom with store
-// false (its input and tools found in the decode cache, not found, and,
-// with earlier messages, as the next turn) and loom with the default store
-// true (the Responses body).
+// false (the same payload, and, with earlier messages, as the next turn)
+// and loom with the default store true (the Responses body).
 func newPayloadBenchSetup(b *testing.B, messages, tools int) *benchSetup {
 	b.Helper()
 	h, loomURL, proxyURL := benchServers(b)
-	// The same engine behind a server without the decode cache: what a
-	// request costs the first time its tools and input are seen.
-	uncached := httptest.NewServer(server.New(h.Engine, &server.Options{DecodeCacheBytes: -1}))
-	b.Cleanup(uncached.Close)
 	chatBody, noStore := payloadBodies(messages, tools, false)
 	_, stored := payloadBodies(messages, tools, true)
 	s := &benchSetup{
@@ -105,16 +100,13 @@ func newPayloadBenchSetup(b *testing.B, messages, tools int) *benchSetup {
 			{Target: loadgen.Target{Name: "direct", URL: h.MockURL + "/chat/completions", Body: chatBody}},
 			{Target: loadgen.Target{Name: "proxy", URL: proxyURL + "/v1/chat/completions", Body: chatBody}},
 			{Target: loadgen.Target{Name: "loom-nostore", URL: loomURL + "/v1/responses", Body: noStore}},
-			{Target: loadgen.Target{Name: "loom-nostore-uncached", URL: uncached.URL + "/v1/responses", Body: noStore}},
 			{Target: loadgen.Target{Name: "loom", URL: loomURL + "/v1/responses", Body: stored}},
 		},
 	}
 	if messages > 0 {
 		// The turns of one conversation after another, 16 each: each
 		// turn's input is the one before's and two items more (at most
-		// 30, 3% of 1000 messages), found in the cache but the last; a
-		// conversation's first turn (one request in 16, off the
-		// median) is found in none.
+		// 30, 3% of 1000 messages).
 		// The upstream directly with the same turns is the time loom's
 		// adds to: a turn's payload is not quite the others'.
 		nextTurn := func(chat bool) func() []byte {
@@ -138,14 +130,10 @@ func newPayloadBenchSetup(b *testing.B, messages, tools int) *benchSetup {
 
 // BenchmarkLargeRequest: non-streaming requests carrying 1000 earlier
 // messages, or 100 function tools, the same payload through every target.
-// The metrics are BenchmarkAddedLatency's. loom-nostore finds the tools
-// and the input in its decode cache (all of them: the same payload each
-// time, as a request sent again); loom-nostore-nextturn sends the turns
-// of one conversation after another, each turn the one before's input and
-// two items more, and finds all but the last (about the same payload: up
-// to 3% more messages);
-// loom-nostore-uncached is a server without the cache, as a request seen
-// for the first time.
+// The metrics are BenchmarkAddedLatency's. loom-nostore sends the same
+// payload each time; loom-nostore-nextturn sends the turns of one
+// conversation after another, each turn the one before's input and two
+// items more (about the same payload: up to 3% more messages).
 //
 //	go test ./integration -run '^$' -bench LargeRequest -benchtime 300x -count 3
 func BenchmarkLargeRequest(b *testing.B) {

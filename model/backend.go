@@ -25,11 +25,6 @@ type Request struct {
 	// Items is the whole conversation so far: earlier turns, the new
 	// input, and the items this response has produced in earlier turns.
 	Items []responses.Item
-	// InputMemo, when set, is what the decode cache knows of the
-	// request's input, which Items start with as the client sent it: a
-	// backend may keep there what it makes of Items' first items, and go
-	// on from what it made of an earlier request's (responses.InputMemo).
-	InputMemo *responses.InputMemo
 	// Tools are the function tools offered to the model this turn. Empty
 	// means no tool is offered at all, whatever ToolChoice says.
 	Tools []responses.Tool

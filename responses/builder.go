@@ -67,20 +67,8 @@ func NewBuilder(resp *Response, newID func(prefix string) string, sink func(*Eve
 	if resp.Output == nil {
 		resp.Output = []Item{}
 	}
-	if resp.echo == nil {
-		// Every event that carries the response, and its body, share
-		// one encoding of the tools it echoes.
-		resp.echo = &responseEcho{}
-	}
 	return &Builder{resp: resp, sink: sink, newID: newID}
 }
-
-// EncodedOnce declares that the response will be encoded once, by its
-// body, and by no event (it is neither streamed nor stored): its echo
-// of the request's tools and instructions is then written straight into
-// the body, not kept for events that never come and copied out (15 KB
-// written twice for a hundred tools).
-func (b *Builder) EncodedOnce() { b.resp.echo = nil }
 
 // Response returns the response being built.
 func (b *Builder) Response() *Response { return b.resp }

@@ -240,53 +240,6 @@ func BenchmarkBuilderTextDeltas(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
-// A response declared encoded once encodes as one whose echo is kept.
-func TestEncodedOnceEncodesTheSame(t *testing.T) {
-	req, err := DecodeRequest(toolsBody(3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	long := strings.Repeat("Be brief. ", 200) // kept encoded when the echo is
-	encode := func(once bool) []byte {
-		resp := &Response{ID: "resp_1", Object: "response", Model: req.Model, Tools: req.Tools, Instructions: &long}
-		b := NewBuilder(resp, func(p string) string { return p + "_1" }, nil)
-		if once {
-			b.EncodedOnce()
-		}
-		b.TextDelta("hi")
-		if err := b.Complete(&Usage{}, 1); err != nil {
-			t.Fatal(err)
-		}
-		return resp.AppendJSON(nil, DialectOpenAI)
-	}
-	kept, once := encode(false), encode(true)
-	if string(kept) != string(once) || !strings.Contains(string(once), `"name":"tool_2"`) {
-		t.Errorf("encoded once:\n%s\nkept:\n%s", once, kept)
-	}
-}
-
-// The kept echo of a long tool list grows the buffer it is copied into
-// once, as the echo written straight into it does: not once for the
-// tools and again for the bytes after them (a copy of the whole response).
-func TestKeptEchoGrowsTheBufferOnce(t *testing.T) {
-	req, err := DecodeRequest(toolsBody(100))
-	if err != nil {
-		t.Fatal(err)
-	}
-	allocs := func(once bool) float64 {
-		resp := &Response{ID: "resp_1", Object: "response", Model: req.Model, Tools: req.Tools}
-		b := NewBuilder(resp, func(p string) string { return p + "_1" }, nil)
-		if once {
-			b.EncodedOnce()
-		}
-		resp.AppendJSON(nil, DialectOpenAI) // the kept echo made
-		return testing.AllocsPerRun(20, func() { resp.AppendJSON(make([]byte, 0, 2<<10), DialectOpenAI) })
-	}
-	if kept, once := allocs(false), allocs(true); kept > once {
-		t.Errorf("encoding with the kept echo allocates %v times, written straight %v", kept, once)
-	}
-}
-
 // TestStartEncodesTheSnapshotOnce checks that response.in_progress,
 // which copies created's encoding of the response, encodes as it would on
 // its own, in each dialect and when the sink switches dialects between

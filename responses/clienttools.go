@@ -170,7 +170,7 @@ func validateFunctionTool(param func() string, t *Tool, offered string, names ma
 		return err
 	}
 	if len(t.Parameters) > 0 && string(t.Parameters) != "null" {
-		return checkSchema(t.Parameters, t.parametersDepth(), func() string { return param() + ".parameters" }, "parameters must be a JSON Schema object")
+		return checkSchema(t.Parameters, func() string { return param() + ".parameters" }, "parameters must be a JSON Schema object")
 	}
 	return nil
 }

@@ -15,58 +15,20 @@ import (
 // The error is nil or an *APIError, returned as an error so that success
 // is a nil interface.
 func DecodeRequest(body []byte) (*Request, error) {
-	return DecodeRequestWith(body, DecodeOptions{})
-}
-
-// DecodeOptions are what DecodeRequestWith decodes with.
-type DecodeOptions struct {
-	// Cache, when set, keeps the tools and input items of recent
-	// requests decoded, for a request that sends them again
-	// (DecodeCache).
-	Cache *DecodeCache
-	// Scope is whose request it is (its tenant): it finds in Cache only
-	// the lists of its own scope.
-	Scope string
-	// Memo, when set with Cache, is filled in for a decoded request with
-	// what the cache knows of its input: what was made of an earlier
-	// input whose first items are this one's, and a place to keep what is
-	// made of this one (InputMemo). It is left as it is otherwise.
-	Memo *InputMemo
-}
-
-// cache returns opts.Cache; nil for nil opts.
-func (opts *DecodeOptions) cache() *DecodeCache {
-	if opts == nil {
-		return nil
-	}
-	return opts.Cache
-}
-
-// memo returns opts.Memo when there is a cache to fill it from.
-func (opts *DecodeOptions) memo() *InputMemo {
-	if opts.cache() == nil {
-		return nil
-	}
-	return opts.Memo
-}
-
-// DecodeRequestWith is DecodeRequest with opts. The request it returns is
-// the same with any options.
-func DecodeRequestWith(body []byte, opts DecodeOptions) (*Request, error) {
-	req, err := decodeRequest(body, &opts)
+	req, err := decodeRequest(body)
 	if err != nil {
 		return nil, err
 	}
 	return req, nil
 }
 
-func decodeRequest(body []byte, opts *DecodeOptions) (*Request, *APIError) {
+func decodeRequest(body []byte) (*Request, *APIError) {
 	// One pass for a well-formed request of the usual shapes
 	// (scanRequest, which checks the body's text itself once it has
 	// walked it); encoding/json for any other; only a request that fails
 	// is decoded again, field by field, to name what is wrong with it.
 	var req Request
-	switch err := scanRequest(body, &req, opts); {
+	switch err := scanRequest(body, &req); {
 	case err == nil:
 		return &req, nil
 	case err != errNotScanned:

@@ -7,7 +7,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 )
 
 // historyBody is a create request whose input holds n earlier messages,
@@ -45,48 +44,20 @@ func toolsBody(n int) []byte {
 
 // BenchmarkDecodeRequest measures decoding and validating a create request
 // with a long history or many tools: the request side of the hot path.
-// The tools again as the server decodes them, with a DecodeCache: "cached"
-// when an agent sends the same list with every turn, "missed" when every
-// request's list is one the cache no longer holds (16 lists in turn, the
-// cache room for 8: each one is decoded and kept, pushing out another).
-// The history again: "cached" the same input each time, "turns" the
-// turns of conversations, each the one before and two more items (the
-// 64th starts another conversation).
 func BenchmarkDecodeRequest(b *testing.B) {
-	missed := make([][]byte, 16)
-	for i := range missed {
-		missed[i] = bytes.Replace(toolsBody(100), []byte(`"tool_0"`), fmt.Appendf(nil, `"first_%d"`, i), 1)
-	}
-	one := toolsBody(100)
-	// The turns of one conversation: each request resends the one before
-	// and two more items (the model's answer, the next question).
-	turns := make([][]byte, 64)
-	history := historyItems(1000 + 2*len(turns))
-	for i := range turns {
-		turns[i] = []byte(`{"model":"m","input":[` + strings.Join(history[:1000+2*i], ",") + `]}`)
-	}
 	for _, bc := range []struct {
-		name   string
-		bodies [][]byte // sent in turn
-		cache  *DecodeCache
+		name string
+		body []byte
 	}{
-		{"messages=1000", [][]byte{historyBody(1000)}, nil},
-		{"messages=1000,cached", [][]byte{historyBody(1000)}, NewDecodeCache(DecodeCacheOptions{MaxBytes: 16 << 20})},
-		{"messages=1000,turns", turns, nil},
-		{"tools=100", [][]byte{one}, nil},
-		{"tools=100,cached", [][]byte{one}, NewDecodeCache(DecodeCacheOptions{MaxBytes: 16 << 20})},
-		{"tools=100,missed", missed, NewDecodeCache(DecodeCacheOptions{MaxBytes: 8 * (3*len(missed[15]) + 100*int(unsafe.Sizeof(Tool{})))})},
+		{"messages=1000", historyBody(1000)},
+		{"tools=100", toolsBody(100)},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
-			b.SetBytes(int64(len(bc.bodies[0])))
+			b.SetBytes(int64(len(bc.body)))
 			cpu := processCPU()
-			cache := bc.cache
-			for i := 0; b.Loop(); i++ {
-				if bc.name == "messages=1000,turns" && i%len(turns) == 0 {
-					cache = NewDecodeCache(DecodeCacheOptions{MaxBytes: 16 << 20}) // another conversation
-				}
-				req, err := DecodeRequestWith(bc.bodies[i%len(bc.bodies)], DecodeOptions{Cache: cache})
+			for b.Loop() {
+				req, err := DecodeRequest(bc.body)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -12,16 +12,6 @@
 // string); encoding writes every key the Open Responses schema requires for
 // the item's type, so a response validates whatever produced it.
 //
-// # Decoding again what was decoded before
-//
-// An agent sends the same tools with every request, and a client that
-// keeps its own conversation (store false) sends the whole history again,
-// grown by a turn. A DecodeCache, given to DecodeRequestWith, keeps those
-// lists decoded by the text they came from, per tenant: a request gets
-// copies of what the cache holds of it (its tools, its input's first
-// items) and decodes only the rest, with the same result as without the
-// cache.
-//
 // # Events
 //
 // Every event of a response comes from one Builder. It assigns sequence

@@ -52,8 +52,7 @@ func BenchmarkEncodeResponseEvents(b *testing.B) {
 }
 
 // BenchmarkEncodeResponseBody measures encoding a response once, as the
-// body of a response that is neither streamed nor stored is: its tools'
-// echo is written once, so nothing is gained by keeping it.
+// body of a response that is neither streamed nor stored is.
 func BenchmarkEncodeResponseBody(b *testing.B) {
 	for _, n := range []int{0, 100} {
 		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
@@ -66,7 +65,6 @@ func BenchmarkEncodeResponseBody(b *testing.B) {
 			for b.Loop() {
 				resp := benchResponse(req)
 				bl := NewBuilder(resp, func(p string) string { return p + "_1" }, nil)
-				bl.EncodedOnce()
 				bl.TextDelta("some words")
 				if err := bl.Complete(&Usage{InputTokens: 10, OutputTokens: 5, TotalTokens: 15}, 1); err != nil {
 					b.Fatal(err)

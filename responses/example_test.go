@@ -33,35 +33,6 @@ func Example() {
 	// invalid input[0].content[0].type
 }
 
-// A server decodes with a DecodeCache: the next turn of a conversation
-// finds the items of the one before it, and decodes only what it added.
-func ExampleDecodeCache() {
-	var seen []string
-	cache := responses.NewDecodeCache(responses.DecodeCacheOptions{
-		MaxBytes: 1 << 20,
-		Observe:  func(list, found string) { seen = append(seen, list+" "+found) },
-	})
-	history := `{"role":"user","content":"What is the weather like in Paris today, and should I take an umbrella?"},` +
-		`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"It is sunny and warm in Paris today: no umbrella needed."}]},` +
-		`{"role":"user","content":"And tomorrow?"}`
-	for _, body := range []string{
-		`{"model":"m","store":false,"input":[` + history + `]}`,
-		`{"model":"m","store":false,"input":[` + history + `,{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Rain."}]},{"role":"user","content":"Thanks"}]}`,
-	} {
-		req, err := responses.DecodeRequestWith([]byte(body), responses.DecodeOptions{Cache: cache, Scope: "tenant-a"})
-		if err != nil {
-			fmt.Println(err)
-			return
-		}
-		fmt.Println(len(req.Input.Items), "items, the last:", req.Input.Items[len(req.Input.Items)-1].Text())
-	}
-	fmt.Println(seen)
-	// Output:
-	// 3 items, the last: And tomorrow?
-	// 5 items, the last: Thanks
-	// [input miss input partial]
-}
-
 // Validate takes the tool types the caller runs itself; others are refused.
 func ExampleRequest_Validate() {
 	req, _ := responses.DecodeRequest([]byte(`{"model":"m","input":"x","tools":[{"type":"mcp","server_label":"docs"}]}`))

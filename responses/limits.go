@@ -92,21 +92,10 @@ func paramName(k []byte) string {
 }
 
 // checkSchema checks that raw, JSON text already decoded, is an object no
-// deeper than MaxSchemaDepth, in one scan that builds nothing, or none
-// when the decoder measured its depth (depth >= 0). msg is the error for
-// a value that is not an object; param, the field's name, is called only
-// for a fault.
-func checkSchema(raw []byte, depth int, param func() string, msg string) *APIError {
-	if depth >= 0 {
-		// The decoder's bytes start at the value: no white space.
-		switch {
-		case raw[0] != '{':
-			return BadRequest(param(), "%s", msg)
-		case depth > MaxSchemaDepth:
-			return schemaTooDeep(param(), depth)
-		}
-		return nil
-	}
+// deeper than MaxSchemaDepth, in one scan that builds nothing. msg is the
+// error for a value that is not an object; param, the field's name, is
+// called only for a fault.
+func checkSchema(raw []byte, param func() string, msg string) *APIError {
 	s := jsonscan.NewScanner(raw)
 	if s.Peek() != '{' {
 		return BadRequest(param(), "%s", msg)

@@ -104,11 +104,6 @@ type Input struct {
 	IsString bool
 	// Set records that the field was present and not null.
 	Set bool
-	// Shared records that Items are a list the decode cache keeps (a
-	// request that sent a kept list again, as it is): read them, but copy
-	// the list before writing in any item. It is clipped, so an append
-	// copies it.
-	Shared bool
 }
 
 // UnmarshalJSON accepts a string or an array of items.
@@ -170,14 +165,6 @@ type Tool struct {
 	// Raw is the tool as sent, for types other than function: whoever
 	// runs them (MCP, local tools) decodes their own fields from it.
 	Raw json.RawMessage `json:"-"`
-	// schema is what the decoder noted of Parameters while it checked
-	// them (void once Parameters is set to other bytes; the bytes, like
-	// every decoded value's, are not changed in place).
-	schema schemaNote
-	// echo is the tool's text when the decoder found it in the echo's
-	// form (echoedFunction), which the echo copies while it still says
-	// what the fields do (echoText).
-	echo []byte
 }
 
 // UnmarshalJSON decodes a tool and keeps the raw form of every type but
@@ -223,15 +210,11 @@ func (t *Tool) appendJSON(dst []byte) ([]byte, error) {
 		b, err := json.Marshal(fields)
 		return append(dst, b...), err
 	}
-	if text := t.echoText(); text != nil {
-		return append(dst, text...), nil
-	}
 	o := openObject(dst)
 	o.str("type", t.Type)
 	o.str("name", t.Name)
 	o.strOrNull("description", t.Description)
-	o.key("parameters")
-	o.b = t.appendParameters(o.b, "null")
+	o.raw("parameters", t.Parameters, "null")
 	o.boolOrNull("strict", t.Strict)
 	if t.DeferLoading {
 		o.boolean("defer_loading", true)

@@ -22,13 +22,10 @@ var errNotScanned = BadRequest("", "not scanned")
 // there): a key in another case or with an escape (encoding/json matches
 // those too), a key given twice, a value of an unexpected kind, and text
 // that is not valid Unicode (validText), which it checks once the walk is
-// done, but for what it took from opts.Cache (scanner.fromCache). A limit
-// refused while decoding (too many items) is returned as it is, once the
-// text is known to be valid. The lists opts.Cache does not hold are
-// added once the whole request is decoded and checked.
-func scanRequest(body []byte, r *Request, opts *DecodeOptions) *APIError {
+// done. A limit refused while decoding (too many items) is returned as it
+// is, once the text is known to be valid.
+func scanRequest(body []byte, r *Request) *APIError {
 	sc := newScanner(body)
-	sc.opts = opts
 	s := sc.js
 	if s.Peek() != '{' {
 		return errNotScanned
@@ -56,11 +53,8 @@ func scanRequest(body []byte, r *Request, opts *DecodeOptions) *APIError {
 		}
 		return err
 	})
-	if err != nil || s.End() != nil || !sc.validText() {
+	if err != nil || s.End() != nil || !validText(body) {
 		return errNotScanned
-	}
-	if refused == nil {
-		sc.keep(r)
 	}
 	return refused
 }
@@ -305,14 +299,14 @@ func rawOrNull(s *jsonscan.Scanner) ([]byte, error) {
 // before they are built.
 func scanInput(s *scanner, r *Request) error {
 	if s.next() == '[' {
-		items, shared, err := s.items()
+		items, err := s.items()
 		if err != nil {
 			if limit, ok := err.(*APIError); ok {
 				return limit
 			}
 			return errNotScanned
 		}
-		r.Input = Input{Items: items, Set: true, Shared: shared}
+		r.Input = Input{Items: items, Set: true}
 		return nil
 	}
 	if s.next() == '"' {
@@ -348,24 +342,11 @@ func scanTools(s *scanner, r *Request) error {
 	if s.next() != '[' {
 		return errNotScanned
 	}
-	start := s.js.Offset()
-	cache := s.opts.cache()
-	if cache != nil {
-		if tools, n, ok := cache.tools(s.opts.Scope, s.data[start:]); ok {
-			r.Tools = tools
-			s.takenFromCache(start, start+n)
-			s.js.Seek(start + n)
-			return nil
-		}
-	}
 	tools, err := s.tools()
 	if err != nil {
 		return errNotScanned
 	}
 	r.Tools = tools
-	if cache != nil {
-		s.newTools = s.data[start:s.js.Offset()]
-	}
 	return nil
 }
 

@@ -48,9 +48,6 @@ type Response struct {
 	PromptCacheKey     *string            `json:"prompt_cache_key"`
 	User               *string            `json:"user,omitempty"`
 	Conversation       json.RawMessage    `json:"conversation,omitempty"`
-
-	// echo keeps the encoding of the echoed tools (see AppendJSON).
-	echo *responseEcho
 }
 
 // IncompleteDetails says why a response is incomplete.

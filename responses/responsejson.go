@@ -1,9 +1,6 @@
 package responses
 
-import (
-	"slices"
-	"sync"
-)
+import "slices"
 
 // MarshalJSON writes the response in the OpenAI dialect, as AppendJSON
 // does.
@@ -12,9 +9,7 @@ func (r Response) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil, Diale
 // AppendJSON appends the response object in dialect d to dst: every key
 // of the schema in its order, pointer fields null when unset, the output
 // items named for d (the Open Responses schema knows only function tools,
-// so only those are echoed there). The echo of the request's tools is
-// encoded once per response and reused by every event that carries the
-// response and by the body (see responseEcho).
+// so only those are echoed there).
 func (r *Response) AppendJSON(dst []byte, d Dialect) []byte {
 	o := openObject(dst)
 	o.str("id", r.ID)
@@ -32,8 +27,7 @@ func (r *Response) AppendJSON(dst []byte, d Dialect) []byte {
 	}
 	o.str("model", r.Model)
 	o.strOrNull("previous_response_id", r.PreviousResponseID)
-	o.key("instructions")
-	o.b = r.appendInstructions(o.b)
+	o.strOrNull("instructions", r.Instructions)
 	o.key("output")
 	if r.Output == nil {
 		o.b = append(o.b, "null"...)
@@ -53,7 +47,11 @@ func (r *Response) AppendJSON(dst []byte, d Dialect) []byte {
 		o.b = e.close()
 	}
 	o.key("tools")
-	o.b = r.appendTools(o.b, d)
+	if r.Tools == nil {
+		o.b = append(o.b, "null"...)
+	} else {
+		o.b = appendToolList(o.b, r.Tools, d)
+	}
 	o.key("tool_choice")
 	o.b = r.ToolChoice.appendJSON(o.b)
 	o.str("truncation", r.Truncation)
@@ -137,53 +135,6 @@ func appendMetadata(dst []byte, m map[string]any) []byte {
 	return append(dst, '}')
 }
 
-// responseEcho keeps the encoding of a response's tools and of long
-// instructions, the largest parts of the request it echoes (100 tools with
-// their schemas are tens of kilobytes), so that response.created, response.in_progress, the
-// terminal event and the body share one encoding. NewBuilder gives a
-// response one; a response without one (decoded from the store) encodes
-// its tools each time.
-type responseEcho struct {
-	mu    sync.Mutex
-	tools [2]echoedTools // by dialect
-	// instructions is the encoding of long instructions (an agent's
-	// system prompt runs to tens of kilobytes), of the string at
-	// instructionsOf.
-	instructions   []byte
-	instructionsOf *string
-}
-
-// echoedTools is the encoding of one tools list, in one dialect.
-type echoedTools struct {
-	of   *Tool // the list it encodes: its first element and length
-	n    int
-	json []byte
-}
-
-// appendTools appends the tools list in dialect d (only function tools
-// in the Open Responses dialect): the remembered encoding when it is of
-// this very list, else a new one, remembered.
-func (r *Response) appendTools(dst []byte, d Dialect) []byte {
-	if r.Tools == nil {
-		return append(dst, "null"...)
-	}
-	if r.echo == nil || int(d) >= len(r.echo.tools) {
-		return appendToolList(dst, r.Tools, d)
-	}
-	r.echo.mu.Lock()
-	defer r.echo.mu.Unlock()
-	c := &r.echo.tools[d]
-	var first *Tool
-	if len(r.Tools) > 0 {
-		first = &r.Tools[0]
-	}
-	if c.json == nil || c.of != first || c.n != len(r.Tools) {
-		c.json = appendToolList(c.json[:0], r.Tools, d)
-		c.of, c.n = first, len(r.Tools)
-	}
-	return append(slices.Grow(dst, len(c.json)+afterTools), c.json...)
-}
-
 // appendToolList writes tools as a list; a tool that cannot be echoed
 // (its raw form is not an object) is left out.
 func appendToolList(dst []byte, tools []Tool, d Dialect) []byte {
@@ -217,34 +168,4 @@ func appendToolList(dst []byte, tools []Tool, d Dialect) []byte {
 		n++
 	}
 	return append(dst, ']')
-}
-
-// afterTools is room for what a response writes after its tools
-// (tool_choice to conversation: ~450 bytes without metadata), made when
-// the buffer grows for the kept encoding of them: append grew it to just
-// hold them, and the next few bytes grew it again, a copy of the whole
-// response so far (~25 KB for a hundred tools). appendToolList's guess
-// of their size leaves room enough.
-const afterTools = 512
-
-// longInstructions is the length from which the encoding of instructions
-// is kept rather than written again for each event.
-const longInstructions = 1 << 10
-
-// appendInstructions appends the instructions (null for none): the
-// remembered encoding when they are long and the same string.
-func (r *Response) appendInstructions(dst []byte) []byte {
-	switch {
-	case r.Instructions == nil:
-		return append(dst, "null"...)
-	case r.echo == nil || len(*r.Instructions) < longInstructions:
-		return appendString(dst, *r.Instructions)
-	}
-	r.echo.mu.Lock()
-	defer r.echo.mu.Unlock()
-	if r.echo.instructionsOf != r.Instructions {
-		r.echo.instructions = appendString(r.echo.instructions[:0], *r.Instructions)
-		r.echo.instructionsOf = r.Instructions
-	}
-	return append(dst, r.echo.instructions...)
 }

@@ -30,73 +30,6 @@ type scanner struct {
 	// blocks, when set, hold the strings, parts and raw values decoded
 	// (a list of items or tools); otherwise each is allocated on its own.
 	blocks *scanBlocks
-	// opts are the request's decode options (nil below its top level);
-	// newTools and newInput are what the request decoded that opts.Cache
-	// does not hold, for keep to add once the request is decoded.
-	opts     *DecodeOptions
-	newTools []byte
-	newInput *newInput
-	// earlier is the kept input list the input's first items were copied
-	// from, and kept how many, for the cache and opts.Memo.
-	earlier *cachedList
-	kept    int
-	// fromCache are the spans of data (at most a tools list and an
-	// input's first items: a request gives each key once, or is left to
-	// encoding/json) that the walk took from opts.Cache instead of
-	// reading them: text checked when it was kept, and the same text
-	// now, which validText need not check again.
-	fromCache  [2]span
-	nFromCache int
-}
-
-// span is the text data[from:to] of a scanner.
-type span struct{ from, to int }
-
-// takenFromCache notes that data[from:to], from a list's '[' to the end
-// of an item or of the list, was taken from the cache.
-func (s *scanner) takenFromCache(from, to int) {
-	s.fromCache[s.nFromCache] = span{from, to}
-	s.nFromCache++
-}
-
-// validText reports whether the text the walk read is valid Unicode
-// (the package's validText): all of data but what it took from the
-// cache. The spans taken were noted as the walk went, so in their order
-// in data; each begins and ends outside any string, so the text on
-// either side of one is whole.
-func (s *scanner) validText() bool {
-	at := 0
-	for _, sp := range s.fromCache[:s.nFromCache] {
-		if !validText(s.data[at:sp.from]) {
-			return false
-		}
-		at = sp.to
-	}
-	return validText(s.data[at:])
-}
-
-// newInput is an input list decoded, to be kept: its text, the offset
-// just past each item in it, and the list it grew from (how many of its
-// first items were found in the cache is the scanner's kept).
-type newInput struct {
-	text   []byte
-	ends   []int
-	prefix *cachedList
-}
-
-// keep adds to the cache what r decoded that the cache does not hold, and
-// fills in opts.Memo.
-func (s *scanner) keep(r *Request) {
-	if s.newTools != nil {
-		s.opts.Cache.addTools(s.opts.Scope, s.newTools, r.Tools)
-	}
-	own := s.earlier // a list the cache holds as it is stays as it is
-	if in := s.newInput; in != nil {
-		own = s.opts.Cache.addInput(s.opts.Scope, in.text, r.Input.Items, in.ends, in.prefix, s.kept)
-	}
-	if m := s.opts.memo(); m != nil {
-		*m = InputMemo{cache: s.opts.Cache, earlier: s.earlier, kept: s.kept, own: own}
-	}
 }
 
 // newScanner returns a scanner over data.
@@ -308,8 +241,7 @@ func decodeItems(data []byte) ([]Item, error) {
 		err := json.Unmarshal(data, &items)
 		return items, err
 	}
-	items, _, err := newScanner(data).items() // no cache: never shared
-	return items, err
+	return newScanner(data).items()
 }
 
 // items decodes the array of input items at the scanner, in the walk
@@ -320,53 +252,9 @@ func decodeItems(data []byte) ([]Item, error) {
 // is loose enough to waste memory (many braces for few bytes: inside
 // strings, nested values), the items are counted first by a walk that
 // checks them. A limit is refused before a single item is built.
-func (s *scanner) items() (items []Item, shared bool, err error) {
+func (s *scanner) items() ([]Item, error) {
 	s.next() // the bound counts from the '['
 	start := s.js.Offset()
-	cache := s.opts.cache()
-	if cache == nil || !cache.mayKeep(len(s.data)-start) {
-		items, err := s.allItems(start, nil)
-		return items, false, err
-	}
-	prefix, kept, whole := cache.input(s.opts.Scope, s.data[start:])
-	if whole && kept == len(prefix.items) {
-		// A list the cache holds as it is: the request reads the kept
-		// items, clipped so that an append copies them, and nothing of
-		// it is decoded again (it was valid when kept, and the same
-		// text is valid now). Input.Shared tells its reader to copy
-		// before writing; a copy here would cost a long input's
-		// decode more than half its time and its items' memory again.
-		s.takenFromCache(start, start+len(prefix.text))
-		s.js.Seek(start + len(prefix.text))
-		s.earlier, s.kept = prefix, kept
-		cache.found(inputList, foundAll)
-		return prefix.items[:kept:kept], true, nil
-	}
-	// The items this input starts with that the cache holds are copied,
-	// the others decoded; the offset past each is noted, for the cache.
-	in := &newInput{}
-	if prefix != nil && kept == len(prefix.items) {
-		in.prefix = prefix // this list grew from it: it takes its place
-	}
-	items, ok, err := s.itemsAfter(start, prefix, kept, &in.ends)
-	if ok {
-		s.takenFromCache(start, start+prefix.ends[kept-1])
-		s.earlier, s.kept = prefix, kept
-	} else {
-		in.ends = in.ends[:0]
-		items, err = s.allItems(start, &in.ends)
-	}
-	if err == nil {
-		in.text = s.data[start:s.js.Offset()]
-		s.newInput = in
-	}
-	return items, false, err
-}
-
-// allItems decodes the items of the array at offset start (items' walk),
-// noting in ends, when it is not nil, the offset from start just past
-// each.
-func (s *scanner) allItems(start int, ends *[]int) ([]Item, error) {
 	rest := s.data[start:]
 	n := itemsBound(rest)
 	if n > shortInput {
@@ -392,65 +280,20 @@ func (s *scanner) allItems(start int, ends *[]int) ([]Item, error) {
 	// the conversation on the input it decoded and appends the model's
 	// items to it, which would otherwise copy the whole input.
 	items := make([]Item, 0, n+outputRoom)
-	fast, slow := s.itemDecoders(start, ends)
-	items, err := decodeElements(s, items, n, MaxInputItems, fast, slow)
+	items, err := decodeElements(s, items, n, MaxInputItems, decodeItem, (*Item).decodeFields)
 	return s.itemsDecoded(start, items, err)
 }
 
-// itemsAfter decodes the items of the array at offset start whose first
-// kept items are prefix's, copied: the rest are decoded from the end of
-// the last of them, and ends gets the offset from start past each item,
-// as allItems notes them. false when there is no prefix, or when the
-// rest's bound is loose (allItems counts the items first then).
-func (s *scanner) itemsAfter(start int, prefix *cachedList, kept int, ends *[]int) ([]Item, bool, error) {
-	if kept == 0 {
-		return nil, false, nil
-	}
-	from := start + prefix.ends[kept-1]
-	rest := s.data[from:]
-	n := itemsBound(rest)
-	if n > len(rest)/itemBytesPerBrace || kept+n > MaxInputItems {
-		return nil, false, nil
-	}
-	items := make([]Item, kept, kept+n+outputRoom)
-	copy(items, prefix.items)
-	*ends = append((*ends)[:0], prefix.ends[:kept]...)
-	s.js.Seek(from)
-	fast, slow := s.itemDecoders(start, ends)
-	items, err := decodeRest(s, items, n, MaxInputItems, fast, slow)
-	items, err = s.itemsDecoded(start, items, err)
-	return items, true, err
-}
-
-// itemDecoders returns the ways decodeElements decodes an item, fast
-// (messages first, then the other common shapes) and slow (as
-// encoding/json does); each notes in ends, when it is not nil, the offset
-// from start just past the item.
-func (s *scanner) itemDecoders(start int, ends *[]int) (fast func(*scanner, *Item, int) bool, slow func(*Item, []byte) error) {
-	fast = func(s *scanner, it *Item, _ int) bool {
-		at := s.js.Offset()
-		if !s.message(it) {
-			s.js.Seek(at)
-			*it = Item{}
-			if !s.item(it) {
-				return false
-			}
-		}
-		if ends != nil {
-			*ends = append(*ends, s.js.Offset()-start)
-		}
+// decodeItem decodes an item of a common shape (messages first, then the
+// others); false leaves it to encoding/json.
+func decodeItem(s *scanner, it *Item) bool {
+	at := s.js.Offset()
+	if s.message(it) {
 		return true
 	}
-	if ends == nil {
-		return fast, (*Item).decodeFields
-	}
-	return fast, func(it *Item, raw []byte) error {
-		if err := it.decodeFields(raw); err != nil {
-			return err
-		}
-		*ends = append(*ends, s.js.Offset()-start) // the scanner is past raw
-		return nil
-	}
+	s.js.Seek(at)
+	*it = Item{}
+	return s.item(it)
 }
 
 // itemsDecoded returns what decoding the items of the array at start
@@ -517,23 +360,10 @@ var errTooMany = errors.New("too many elements")
 // value. What fast decodes is cut from shared blocks, sized for about
 // expected elements. Text that is not JSON is errNotScanned, for
 // encoding/json to report.
-func decodeElements[T any](s *scanner, list []T, expected, limit int, fast func(s *scanner, v *T, i int) bool, slow func(v *T, raw []byte) error) ([]T, error) {
+func decodeElements[T any](s *scanner, list []T, expected, limit int, fast func(s *scanner, v *T) bool, slow func(v *T, raw []byte) error) ([]T, error) {
 	if s.next() != '[' {
 		return nil, errNotScanned
 	}
-	return decodeList(s, false, list, expected, limit, fast, slow)
-}
-
-// decodeRest is decodeElements for the rest of an array whose first
-// elements are list, decoded before from the same text: the scanner is
-// just past the last of them.
-func decodeRest[T any](s *scanner, list []T, expected, limit int, fast func(s *scanner, v *T, i int) bool, slow func(v *T, raw []byte) error) ([]T, error) {
-	return decodeList(s, true, list, expected, limit, fast, slow)
-}
-
-// decodeList is decodeElements and decodeRest: rest says whether the
-// scanner is after an element of the array rather than at its start.
-func decodeList[T any](s *scanner, rest bool, list []T, expected, limit int, fast func(s *scanner, v *T, i int) bool, slow func(v *T, raw []byte) error) ([]T, error) {
 	s.blocks = newScanBlocks(expected)
 	var zero T
 	var failed error
@@ -548,7 +378,7 @@ func decodeList[T any](s *scanner, rest bool, list []T, expected, limit int, fas
 			list = append(list, zero)
 		}
 		start := s.js.Offset()
-		if fast(s, &list[i], i) {
+		if fast(s, &list[i]) {
 			return nil
 		}
 		s.js.Seek(start)
@@ -563,12 +393,7 @@ func decodeList[T any](s *scanner, rest bool, list []T, expected, limit int, fas
 		}
 		return nil
 	}
-	var err error
-	if rest {
-		err = s.js.ArrayRest(elem)
-	} else {
-		err = s.js.Array(elem)
-	}
+	err := s.js.Array(elem)
 	switch {
 	case failed != nil:
 		return nil, failed
@@ -725,19 +550,17 @@ func (s *scanner) functionAt(t *Tool, v *functionValues) bool {
 	return ok && t.Type == ToolFunction
 }
 
-// parameters decodes a function tool's schema into t, noting its depth
-// and whether it is compact as it checks it.
+// parameters decodes a function tool's schema into t.
 func (s *scanner) parameters(t *Tool) bool {
 	if s.next() == 'n' {
 		t.Parameters = s.rawCopy([]byte("null"))
 		return s.js.Null()
 	}
-	raw, depth, compact, err := s.js.RawDepth()
+	raw, err := s.js.Raw()
 	if err != nil {
 		return false
 	}
 	t.Parameters = s.rawCopy(raw)
-	t.schema = noteSchema(t.Parameters, depth, compact)
 	return true
 }
 
@@ -771,26 +594,15 @@ func (s *scanner) optionalBool(into *bool) (*bool, bool) {
 // Tool.UnmarshalJSON decodes it. An element that is not an object is
 // errNotScanned, for encoding/json to refuse.
 //
-// Nothing cheap bounds the list's length closely (bytes.Count of a key
-// was a tenth of the decode; the count of braces is several times the
-// tools, each brace a Tool of room), so the tools are decoded into a
-// list kept from one request to the next (toolLists) and copied into
-// one of their number: a list grown as it is decoded was half of what
-// the decode allocated (8, 16, ... 128 Tools for 100), and its copies a
-// tenth of its time.
+// Nothing cheap bounds the list's length closely (the count of braces is
+// several times the tools), so the tools are decoded into a list kept
+// from one request to the next (toolLists) and copied into one of their
+// number: a list grown as it is decoded was half of what the decode
+// allocated (8, 16, ... 128 Tools for 100).
 func (s *scanner) tools() ([]Tool, error) {
-	start := s.js.Offset()
-	kept := toolLists.Get().(*toolDecoding)
-	spans := kept.spans[:0]
-	list, err := decodeElements(s, kept.tools[:0], 8, -1,
-		func(s *scanner, t *Tool, i int) bool {
-			at := s.js.Offset()
-			span, ok := s.echoedFunction()
-			spans = append(spans[:i], span)
-			if ok {
-				return true // t stays zero: echoedTool writes the tool
-			}
-			s.js.Seek(at)
+	kept := toolLists.Get().(*[]Tool)
+	list, err := decodeElements(s, (*kept)[:0], 8, -1,
+		func(s *scanner, t *Tool) bool {
 			return s.functionAt(t, s.blocks.functionValues())
 		},
 		func(t *Tool, raw []byte) error {
@@ -800,46 +612,27 @@ func (s *scanner) tools() ([]Tool, error) {
 			return t.UnmarshalJSON(raw)
 		})
 	if err != nil {
-		// What the walk wrote into the kept lists is unknown: let them go.
+		// What the walk wrote into the kept list is unknown: let it go.
 		return nil, err
 	}
-	// The tools in the echo's form are written once, here, pointing into
-	// one copy of the list's text (the decoded request keeps none of the
-	// body's bytes); the others are moved from the kept list, which goes
-	// back zero, as decodeElements takes it, and pointing at nothing of
-	// this request.
-	var copied []byte
+	// The tools are moved out of the kept list, which goes back zero, as
+	// decodeElements takes it, and pointing at nothing of this request.
 	tools := make([]Tool, len(list))
 	for i := range list {
-		sp := &spans[i]
-		if sp.at < 0 {
-			tools[i], list[i] = list[i], Tool{}
-			continue
-		}
-		if copied == nil {
-			copied = bytes.Clone(s.data[start:s.js.Offset()])
-		}
-		at := sp.at - start
-		s.echoedTool(&tools[i], sp, copied[at:at+sp.n:at+sp.n])
+		tools[i], list[i] = list[i], Tool{}
 	}
-	if cap(list) <= maxKeptTools && cap(spans) <= maxKeptTools {
-		kept.tools, kept.spans = list[:0], spans[:0] // the kept lists, or those they grew into
+	if cap(list) <= maxKeptTools {
+		*kept = list[:0] // the kept list, or the one it grew into
 		toolLists.Put(kept)
 	}
 	return tools, nil
 }
 
-// toolDecoding is what tools decodes a list into: the tools, and where
-// the text of each in the echo's form starts (echoSpan).
-type toolDecoding struct {
-	tools []Tool
-	spans []echoSpan
-}
-
 // toolLists holds the lists tools decodes into, each of up to
-// maxKeptTools (30 KB).
+// maxKeptTools.
 var toolLists = sync.Pool{New: func() any {
-	return &toolDecoding{tools: make([]Tool, 0, 64), spans: make([]echoSpan, 0, 64)}
+	list := make([]Tool, 0, 64)
+	return &list
 }}
 
 const maxKeptTools = 256

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -200,76 +199,6 @@ func referenceEcho(t Tool) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// checkSchemaNotes fails unless each tool's schema note says what its
-// parameters are (their depth, as encoding/json's tokens nest, and
-// whether json.Compact leaves them as they are) and its echo's text is
-// what the tool's fields encode to (checkEcho), then clears both, so
-// that the tools compare equal to encoding/json's, which have none.
-func checkSchemaNotes(t *testing.T, tools []Tool) {
-	t.Helper()
-	for i := range tools {
-		tool := &tools[i]
-		checkEcho(t, tool)
-		if tool.schema == (schemaNote{}) {
-			continue
-		}
-		if !tool.schema.holds(tool.Parameters) {
-			t.Errorf("tool %d: a note not of its parameters %s", i, tool.Parameters)
-		}
-		var compact bytes.Buffer
-		if err := json.Compact(&compact, tool.Parameters); err != nil {
-			t.Fatal(err)
-		}
-		if want := bytes.Equal(compact.Bytes(), tool.Parameters); tool.schema.compact != want {
-			t.Errorf("tool %d: noted compact %v for %s", i, tool.schema.compact, tool.Parameters)
-		}
-		if want := tokenDepth(t, tool.Parameters); int(tool.schema.depth) != want {
-			t.Errorf("tool %d: noted depth %d for %s, encoding/json nests %d", i, tool.schema.depth, tool.Parameters, want)
-		}
-		tool.schema = schemaNote{}
-	}
-}
-
-// checkEcho fails unless the text a tool kept for its echo is what its
-// fields encode to, then clears it.
-func checkEcho(t *testing.T, tool *Tool) {
-	t.Helper()
-	if tool.echo == nil {
-		return
-	}
-	text := tool.echoText()
-	plain := *tool
-	plain.echo = nil
-	want, err := plain.appendJSON(nil)
-	if text == nil || err != nil || string(text) != string(want) {
-		t.Errorf("tool %s: echo %s, its fields encode to %s (%v)", tool.Name, text, want, err)
-	}
-	tool.echo = nil
-}
-
-// tokenDepth is how deeply raw nests objects and arrays, by
-// encoding/json's tokens.
-func tokenDepth(t *testing.T, raw []byte) int {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	depth, deepest := 0, 0
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return deepest
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
-			depth++
-			deepest = max(deepest, depth)
-		case json.Delim('}'), json.Delim(']'):
-			depth--
-		}
-	}
-}
-
 // Tools decode and echo as they did through encoding/json alone.
 func TestToolDecodeAndEchoMatchEncodingJSON(t *testing.T) {
 	inputs := []string{
@@ -304,9 +233,7 @@ func TestToolDecodeAndEchoMatchEncodingJSON(t *testing.T) {
 			t.Errorf("%s: error %v, encoding/json says %v", in, gotErr, wantErr)
 			continue
 		}
-		noted := got
-		checkSchemaNotes(t, []Tool{noted})
-		if noted.schema = (schemaNote{}); !reflect.DeepEqual(noted, want) {
+		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s:\n got %#v\nwant %#v", in, got, want)
 		}
 		if wantErr != nil || got.Type != ToolFunction {
@@ -363,8 +290,6 @@ func FuzzToolDecode(f *testing.F) {
 		want, wantErr := referenceTool(data)
 		var got Tool
 		gotErr := json.Unmarshal(data, &got)
-		checkSchemaNotes(t, []Tool{got})
-		got.schema = schemaNote{}
 		if (wantErr == nil) != (gotErr == nil) || wantErr == nil && !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s: got %#v (%v), want %#v (%v)", data, got, gotErr, want, wantErr)
 		}
@@ -396,34 +321,6 @@ func TestDecodeItemsStringEnds(t *testing.T) {
 					}
 				}
 			}
-		}
-	}
-}
-
-// The note holds only for the bytes it was taken of: parameters set to
-// other bytes afterwards (of the same length, or not) are compacted and
-// measured as any others.
-func TestSchemaNoteHoldsOnlyForItsBytes(t *testing.T) {
-	var tool Tool
-	if err := json.Unmarshal([]byte(`{"type":"function","name":"f","parameters":{"a":[1]}}`), &tool); err != nil {
-		t.Fatal(err)
-	}
-	if !tool.schema.holds(tool.Parameters) || !tool.schema.compact || tool.parametersDepth() != 2 {
-		t.Fatalf("note %+v for %s", tool.schema, tool.Parameters)
-	}
-	for _, params := range []string{`{ "a":1}`, "{\n\"b\": [ [2] ]\n}"} {
-		tool.Parameters = json.RawMessage(params)
-		echo, err := json.Marshal(tool)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var compact bytes.Buffer
-		_ = json.Compact(&compact, []byte(params))
-		if want := `"parameters":` + compact.String() + `,`; !strings.Contains(string(echo), want) {
-			t.Errorf("echo %s, want it to hold %s", echo, want)
-		}
-		if d := tool.parametersDepth(); d != -1 {
-			t.Errorf("%s: depth %d noted for other bytes", params, d)
 		}
 	}
 }

@@ -211,7 +211,7 @@ func (r *Request) validateText() *APIError {
 			return BadRequest("text.format.schema", "text.format.schema must be a JSON Schema object")
 		}
 		if string(f.Schema) != "null" {
-			if err := checkSchema(f.Schema, -1, func() string { return "text.format.schema" }, "text.format.schema must be a JSON Schema object"); err != nil {
+			if err := checkSchema(f.Schema, func() string { return "text.format.schema" }, "text.format.schema must be a JSON Schema object"); err != nil {
 				return err
 			}
 		}

@@ -6,7 +6,7 @@ import "net/http"
 // previous_response_id, instructions} answered with the compaction object
 // (object "response.compaction"). Nothing is stored.
 func (s *Server) compactResponse(w http.ResponseWriter, r *http.Request) {
-	req, err := s.decodeRequest(w, r, nil)
+	req, err := s.decodeRequest(w, r)
 	if err != nil {
 		writeError(w, err)
 		return

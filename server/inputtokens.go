@@ -11,7 +11,7 @@ const TokenCountHeader = "X-Loom-Token-Count"
 // create request, answered with its input token count; the model is not
 // called and nothing is stored.
 func (s *Server) countInputTokens(w http.ResponseWriter, r *http.Request) {
-	req, err := s.decodeRequest(w, r, nil)
+	req, err := s.decodeRequest(w, r)
 	if err != nil {
 		writeError(w, err)
 		return

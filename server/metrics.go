@@ -20,7 +20,6 @@ type Metrics struct {
 	duration  *prometheus.HistogramVec
 	responses *prometheus.CounterVec
 	toolOps   *prometheus.CounterVec
-	decoded   *prometheus.CounterVec
 }
 
 // NewMetrics registers loom's metrics on a registry of their own, with the
@@ -42,12 +41,8 @@ func NewMetrics() *Metrics {
 			Name: "loom_tool_session_operations_total",
 			Help: "Tool session operations (list, open, call, cleanup, close) by outcome; every failed cleanup is counted here.",
 		}, []string{"op", "outcome"}),
-		decoded: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "loom_decode_cache_lists_total",
-			Help: "Tool lists and inputs of requests by what the decode cache held of them: hit (all), partial (an input's first items), miss (none; decoded and kept).",
-		}, []string{"list", "found"}),
 	}
-	m.registry.MustRegister(m.requests, m.duration, m.responses, m.toolOps, m.decoded,
+	m.registry.MustRegister(m.requests, m.duration, m.responses, m.toolOps,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -61,15 +56,6 @@ type toolMetrics struct{ m *Metrics }
 
 func (t toolMetrics) Observe(op conversation.Op, server string, outcome conversation.Outcome) {
 	t.m.toolOps.WithLabelValues(op.String(), outcome.String()).Inc()
-}
-
-// decodeCacheObserver returns the DecodeCache's Observe for these
-// metrics; nil for nil m.
-func (m *Metrics) decodeCacheObserver() func(list, found string) {
-	if m == nil {
-		return nil
-	}
-	return func(list, found string) { m.decoded.WithLabelValues(list, found).Inc() }
 }
 
 // Handler serves the metrics in the Prometheus text format, for a

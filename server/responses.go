@@ -14,7 +14,6 @@ import (
 
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
-	"github.com/loomgate/loom/tenant"
 )
 
 // createResponse serves POST /v1/responses, as JSON or as an event stream.
@@ -28,8 +27,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr)
 		return
 	}
-	var memo responses.InputMemo
-	req, err := s.decodeRequest(w, r, &memo)
+	req, err := s.decodeRequest(w, r)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -37,7 +35,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	if !req.Stream {
 		// The request is the server's own: the run takes its input items
 		// rather than copying them.
-		resp, err := s.engine.RunWith(r.Context(), req, nil, &engine.RunOptions{GiveInput: true, InputMemo: &memo})
+		resp, err := s.engine.RunWith(r.Context(), req, nil, &engine.RunOptions{GiveInput: true})
 		s.countResponse(resp, err)
 		switch {
 		case isRefusal(err):
@@ -54,7 +52,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	// The engine says when the upstream has nothing more buffered: the
 	// events of a burst go out in one write.
 	sse.coalesce = true
-	resp, err := s.engine.RunWith(r.Context(), req, sse.Event, &engine.RunOptions{Flush: sse.Flush, GiveInput: true, InputMemo: &memo})
+	resp, err := s.engine.RunWith(r.Context(), req, sse.Event, &engine.RunOptions{Flush: sse.Flush, GiveInput: true})
 	s.countResponse(resp, err)
 	if !sse.Started() {
 		// Nothing was streamed: the request never started.
@@ -83,15 +81,14 @@ func checkJSONContentType(r *http.Request) *responses.APIError {
 		Message: "the request body must be JSON (Content-Type: application/json), got " + strconv.Quote(ct)}
 }
 
-// decodeRequest reads and decodes a create request, and fills in memo
-// (decodeBody): 413 past the size limit, 400 naming the field for a value
-// of the wrong type.
-func (s *Server) decodeRequest(w http.ResponseWriter, r *http.Request, memo *responses.InputMemo) (*responses.Request, error) {
+// decodeRequest reads and decodes a create request: 413 past the size
+// limit, 400 naming the field for a value of the wrong type.
+func (s *Server) decodeRequest(w http.ResponseWriter, r *http.Request) (*responses.Request, error) {
 	body, err := s.readRequestBody(w, r)
 	if err != nil {
 		return nil, err
 	}
-	req, apiErr := s.decodeBody(r.Context(), body, memo)
+	req, apiErr := responses.DecodeRequest(body)
 	if apiErr != nil {
 		return nil, apiErr
 	}
@@ -117,12 +114,6 @@ func (s *Server) readRequestBody(w http.ResponseWriter, r *http.Request) ([]byte
 	return body, nil
 }
 
-// decodeBody decodes a create request's body, sent by ctx's tenant (the
-// tenant whose kept lists it may find), and fills in memo with what the
-// decode cache knows of its input, for the run.
-func (s *Server) decodeBody(ctx context.Context, body []byte, memo *responses.InputMemo) (*responses.Request, error) {
-	return responses.DecodeRequestWith(body, responses.DecodeOptions{Cache: s.decoded, Scope: tenant.From(ctx), Memo: memo})
-}
 
 // readBody reads a body of the declared length (-1: unknown) into one
 // buffer of that size, where io.ReadAll would grow it by doubling and

@@ -53,13 +53,6 @@ type Options struct {
 	// stream may last as long as the request timeout while a client that
 	// stops reading is dropped. Negative: no deadline.
 	WriteTimeout time.Duration
-	// DecodeCacheBytes is about how much memory the tools and input items
-	// of recent requests may hold decoded (default 32 MiB; negative: none
-	// are kept): an agent sends the same tools, and a client that keeps
-	// its conversation the same history grown by a turn, with every
-	// request, and what is found there is not decoded again
-	// (responses.DecodeCache). Lists are kept per tenant.
-	DecodeCacheBytes int
 	// HideMetrics keeps /metrics off this handler although Metrics is
 	// set: the operator serves Metrics.Handler on a listener of its own.
 	// Served here, /metrics needs the API's bearer token when
@@ -95,7 +88,6 @@ type Server struct {
 	sockets sockets
 	tracer  trace.Tracer // nil without Options.TracerProvider: no request spans
 	authn   []Authenticator
-	decoded *responses.DecodeCache // nil when Options.DecodeCacheBytes is negative
 }
 
 // New returns a Server for e. It reports ready until SetReady(false).
@@ -109,12 +101,6 @@ func New(e *engine.Engine, opts *Options) *Server {
 	}
 	if s.opts.MaxBodyBytes <= 0 {
 		s.opts.MaxBodyBytes = 32 << 20
-	}
-	if s.opts.DecodeCacheBytes == 0 {
-		s.opts.DecodeCacheBytes = 32 << 20
-	}
-	if s.opts.DecodeCacheBytes > 0 {
-		s.decoded = responses.NewDecodeCache(responses.DecodeCacheOptions{MaxBytes: s.opts.DecodeCacheBytes, Observe: s.opts.Metrics.decodeCacheObserver()})
 	}
 	if s.opts.KeepAlive <= 0 {
 		s.opts.KeepAlive = 15 * time.Second

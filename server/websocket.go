@@ -275,15 +275,14 @@ func (sc *socketConn) ping() {
 
 // create runs one response.create.
 func (sc *socketConn) create(data []byte) {
-	var memo responses.InputMemo
-	req, apiErr := sc.s.decodeBody(sc.ctx, data, &memo)
+	req, apiErr := responses.DecodeRequest(data)
 	if apiErr != nil {
 		sc.sendError(apiErr)
 		return
 	}
 	// Events are the only way a response reaches the client here.
 	req.Stream = true
-	opts := &engine.RunOptions{Previous: sc.last, GiveInput: true, InputMemo: &memo}
+	opts := &engine.RunOptions{Previous: sc.last, GiveInput: true}
 	var kept *engine.Continuation
 	opts.Keep = func(c *engine.Continuation) { kept = c }
 	resp, err := sc.s.engine.RunWith(sc.ctx, req, sc.event, opts)

@@ -187,9 +187,6 @@ func History(items []responses.Item) []responses.Item {
 	return out
 }
 
-// HistoryAsIs reports whether History returns items as they are.
-func HistoryAsIs(items []responses.Item) bool { return firstForHistory(items) < 0 }
-
 // firstForHistory returns the index of the first item History converts,
 // -1 for none.
 func firstForHistory(items []responses.Item) int {

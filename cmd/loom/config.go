@@ -66,7 +66,6 @@ type Config struct {
 	DrainDelay            time.Duration
 	RequestTimeout        time.Duration
 	MaxBodyBytes          int64
-	DecodeCacheBytes      int64
 	UpstreamEngine        string
 	ReasoningKey          string
 
@@ -182,7 +181,6 @@ func serveFlags(cfg *Config, models, apiKeys *string) *flag.FlagSet {
 	fs.DurationVar(&cfg.DrainDelay, "drain-delay", 5*time.Second, "after SIGINT/SIGTERM, how long /readyz answers 503 while requests are still accepted, so load balancers stop routing here before the listener closes (a second signal ends it early; 0: none)")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", 10*time.Minute, "the longest one response may take")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 32<<20, "largest request body accepted; a larger one is a 413 (a larger WebSocket message closes the socket with 1009)")
-	fs.Int64Var(&cfg.DecodeCacheBytes, "decode-cache-bytes", 32<<20, "about how much memory the tools and input items of recent requests may hold decoded, per process (an agent sends the same tools, and a client keeping its conversation the same history grown by a turn, with every request; what is found there is not decoded again; kept per tenant); 0: none kept")
 	fs.StringVar(&cfg.MCPAllow, "mcp-allow", "", "comma-separated hosts or CIDRs that request-supplied MCP server_urls may reach although private or loopback (e.g. 127.0.0.1,::1)")
 	fs.StringVar(&cfg.MCPServers, "mcp-servers", "", "JSON file of operator-configured MCP servers ([{server_label, server_url, authorization, headers, require_approval, elicitation, roots}]) that requests name by server_label alone")
 	fs.StringVar(&cfg.MCPElicitation, "mcp-elicitation", "client", "who answers an MCP server's elicitation by default: client, model or decline")
@@ -386,9 +384,6 @@ func (c *Config) checkRanges() error {
 		if p.v < 1 {
 			return configErrorf("--%s must be at least 1, got %d", p.flag, p.v)
 		}
-	}
-	if c.DecodeCacheBytes < 0 {
-		return configErrorf("--decode-cache-bytes must be 0 or more, got %d", c.DecodeCacheBytes)
 	}
 	durations := []struct {
 		flag string

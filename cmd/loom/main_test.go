@@ -65,7 +65,7 @@ func TestBadConfiguration(t *testing.T) {
 		{[]string{"--upstream-url", "http://x/v1", "--drain-delay", "-1s"}, nil, "--drain-delay"},
 	}
 	// Every numeric flag refuses a value out of its range.
-	for _, f := range []string{"max-body-bytes", "decode-cache-bytes", "tool-cpu-seconds", "tool-memory-bytes", "tool-max-processes", "tool-max-output", "tool-disk-bytes",
+	for _, f := range []string{"max-body-bytes", "tool-cpu-seconds", "tool-memory-bytes", "tool-max-processes", "tool-max-output", "tool-disk-bytes",
 		"shutdown-timeout", "request-timeout", "tool-timeout", "upstream-idle-timeout", "upstream-whole-timeout", "mcp-idle-timeout", "body-read-timeout", "write-timeout", "idle-timeout"} {
 		v := "-1"
 		if strings.HasSuffix(f, "timeout") {

@@ -163,7 +163,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}()
 	m.server = server.New(eng, &server.Options{Logger: m.log, Dialect: dialect, APIKeys: m.cfg.APIKeys, MaxBodyBytes: m.cfg.MaxBodyBytes, Metrics: metrics,
 		BodyReadTimeout: m.cfg.BodyReadTimeout, WriteTimeout: m.cfg.WriteTimeout,
-		HideMetrics: m.cfg.MetricsAddr != "", TracerProvider: tp, Authenticators: authn, DecodeCacheBytes: decodeCacheBytes(m.cfg.DecodeCacheBytes),
+		HideMetrics: m.cfg.MetricsAddr != "", TracerProvider: tp, Authenticators: authn,
 		MaxWebSockets: noCap(m.cfg.WebSocketMaxConnections), MaxWebSocketsPerTenant: noCap(m.cfg.WebSocketMaxConnectionsPerTenant),
 		MaxWebSocketAge: m.noLimit(m.cfg.WebSocketMaxAge)})
 	m.listener, err = net.Listen("tcp", m.cfg.Addr)
@@ -537,15 +537,6 @@ func (m *Main) Close() error {
 		return err
 	}
 	return nil
-}
-
-// decodeCacheBytes is --decode-cache-bytes as server.Options takes it: the
-// flag's 0 (no cache) is negative there, where 0 is the default.
-func decodeCacheBytes(flag int64) int {
-	if flag == 0 {
-		return -1
-	}
-	return int(flag)
 }
 
 // noCap maps a cap flag's 0 (no cap) to the options' negative, where 0

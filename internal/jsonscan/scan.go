@@ -23,9 +23,6 @@ import (
 type Scanner struct {
 	b []byte
 	i int
-	// spaced counts the white-space bytes skipped, so that a caller can
-	// tell a compact value from one to compact (RawDepth).
-	spaced int
 	// maxDepth, when set, is how deeply SkipDepth follows a value in
 	// place of MaxDepth (SetMaxDepth).
 	maxDepth int
@@ -41,7 +38,7 @@ func (s *Scanner) SetMaxDepth(n int) { s.maxDepth = min(n, MaxDepth) }
 func NewScanner(b []byte) *Scanner { return &Scanner{b: b} }
 
 // Reset starts the Scanner over b, so one Scanner serves every chunk.
-func (s *Scanner) Reset(b []byte) { s.b, s.i, s.spaced = b, 0, 0 }
+func (s *Scanner) Reset(b []byte) { s.b, s.i = b, 0 }
 
 var errUnexpectedEnd = errors.New("unexpected end of JSON input")
 
@@ -60,9 +57,8 @@ func (s *Scanner) space() {
 	s.skipSpace()
 }
 
-// skipSpace skips the white space at i, counting it.
+// skipSpace skips the white space at i.
 func (s *Scanner) skipSpace() {
-	start := s.i
 	for s.i < len(s.b) {
 		switch s.b[s.i] {
 		case ' ', '\t', '\n', '\r':
@@ -71,7 +67,6 @@ func (s *Scanner) skipSpace() {
 		}
 		break
 	}
-	s.spaced += s.i - start
 }
 
 // peek returns the first byte of the next value, after white space; 0 at
@@ -167,18 +162,10 @@ func (s *Scanner) Array(elem func() error) error {
 		s.i++
 		return nil
 	}
-	if err := elem(); err != nil {
-		return err
-	}
-	return s.ArrayRest(elem)
-}
-
-// ArrayRest reads the rest of an array from the end of one of its
-// elements: each element that follows, by elem, and the closing bracket.
-// A caller that knows an array's first elements (decoded before, from the
-// same text) starts here, after the last of them.
-func (s *Scanner) ArrayRest(elem func() error) error {
 	for {
+		if err := elem(); err != nil {
+			return err
+		}
 		switch s.peek() {
 		case ',':
 			s.i++
@@ -187,9 +174,6 @@ func (s *Scanner) ArrayRest(elem func() error) error {
 			return nil
 		default:
 			return s.syntax("after an array element")
-		}
-		if err := elem(); err != nil {
-			return err
 		}
 	}
 }
@@ -621,18 +605,6 @@ func (s *Scanner) Raw() ([]byte, error) {
 		return nil, err
 	}
 	return s.b[start:s.i], nil
-}
-
-// RawDepth consumes any value, checking it, and returns its bytes, how
-// deeply it nests (as SkipDepth) and whether it is compact: no white
-// space between its tokens. Its caller learns in the walk that checks a
-// value (a JSON Schema) what it would otherwise walk it again for: its
-// depth, and whether it needs compacting to be echoed.
-func (s *Scanner) RawDepth() (raw []byte, depth int, compact bool, err error) {
-	s.peek()
-	start, spaced := s.i, s.spaced
-	depth, err = s.SkipDepth()
-	return s.b[start:s.i], depth, s.spaced == spaced, err
 }
 
 // Offset returns how many bytes of the input the Scanner has consumed.

@@ -1,7 +1,6 @@
 package jsonscan
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -221,86 +220,6 @@ func TestScannerRawStringAndSeek(t *testing.T) {
 	}
 	if _, _, err := NewScanner([]byte(`5`)).RawString(); err == nil {
 		t.Error("a number read as a string")
-	}
-}
-
-// RawDepth returns a value's bytes, its depth as SkipDepth measures it,
-// and whether it is compact as json.Compact would leave it: white space
-// before the value is not part of it, and white space in strings is
-// not white space between tokens.
-func TestScannerRawDepth(t *testing.T) {
-	for _, tt := range []struct {
-		in    string
-		raw   string
-		depth int
-	}{
-		{`{"a":[1,{"b":2}]}`, `{"a":[1,{"b":2}]}`, 3},
-		{` {"a":1} `, `{"a":1}`, 1},
-		{"\t\n{\"a\" : [ ]}", `{"a" : [ ]}`, 2},
-		{`{"a":"x y\tz","b":[" , "]}`, `{"a":"x y\tz","b":[" , "]}`, 2},
-		{"[1,\r\n2]", "[1,\r\n2]", 1},
-		{`"s p"`, `"s p"`, 0},
-		{`12`, `12`, 0},
-		{`{}`, `{}`, 1},
-	} {
-		s := NewScanner([]byte(tt.in))
-		raw, depth, compact, err := s.RawDepth()
-		if err != nil || string(raw) != tt.raw || depth != tt.depth {
-			t.Errorf("%q: %q depth %d (%v), want %q depth %d", tt.in, raw, depth, err, tt.raw, tt.depth)
-		}
-		var b bytes.Buffer
-		if err := json.Compact(&b, raw); err != nil {
-			t.Fatal(err)
-		}
-		if want := b.String() == string(raw); compact != want {
-			t.Errorf("%q: compact %v, json.Compact says %v", tt.in, compact, want)
-		}
-	}
-	// What is counted is the value's own white space, not the white
-	// space skipped before it, nor that of an earlier value.
-	s := NewScanner([]byte(`[ 1 , {"a":2}]`))
-	var compact []bool
-	if err := s.Array(func() error {
-		_, _, c, err := s.RawDepth()
-		compact = append(compact, c)
-		return err
-	}); err != nil || len(compact) != 2 || !compact[0] || !compact[1] {
-		t.Errorf("elements compact %v (%v), want both", compact, err)
-	}
-}
-
-// TestScannerArrayRest: the rest of an array read from the end of one of
-// its elements is what Array reads of it, and its faults are Array's.
-func TestScannerArrayRest(t *testing.T) {
-	for _, tc := range []struct {
-		in    string
-		after int // offset just past the first element
-		want  []string
-		fault bool
-	}{
-		{in: `[1,2, "three" ,{"four":4}]`, after: 2, want: []string{"2", `"three"`, `{"four":4}`}},
-		{in: `[1 ]`, after: 2, want: nil},
-		{in: `[1 2]`, after: 2, fault: true},
-		{in: `[1,]`, after: 2, fault: true},
-		{in: `[1,2`, after: 2, fault: true},
-	} {
-		s := NewScanner([]byte(tc.in))
-		s.Seek(tc.after)
-		var got []string
-		err := s.ArrayRest(func() error {
-			raw, err := s.Raw()
-			got = append(got, string(raw))
-			return err
-		})
-		if tc.fault {
-			if err == nil {
-				t.Errorf("%s: ArrayRest accepted it", tc.in)
-			}
-			continue
-		}
-		if err != nil || strings.Join(got, "|") != strings.Join(tc.want, "|") || s.End() != nil {
-			t.Errorf("%s: got %q, %v; want %q", tc.in, got, err, tc.want)
-		}
 	}
 }
 

@@ -28,7 +28,7 @@ func (b *Backend) Capabilities() model.Capabilities {
 // message's text, tool call and tool definition, plus a few tokens per
 // message for the chat template.
 func (b *Backend) CountInput(ctx context.Context, req *model.Request) (model.InputCount, error) {
-	messages, err := appendMessages(nil, req.Instructions, req.Items, nil)
+	messages, err := appendMessages(nil, req.Instructions, req.Items)
 	if err != nil {
 		return model.InputCount{}, err
 	}

@@ -33,22 +33,16 @@ const (
 // it, except that a user, system or tool message always has a
 // "content", empty or not: llama.cpp rejects one without (an empty tool
 // output is common), and go-openai leaves an empty one out.
-//
-// With memo (nil: none) it goes on from what it wrote of an earlier
-// request's input whose first items these are, and keeps what it writes
-// of these for the next request (rendering).
-func appendMessages(b []byte, instructions string, items []responses.Item, memo *responses.InputMemo) ([]byte, error) {
+func appendMessages(b []byte, instructions string, items []responses.Item) ([]byte, error) {
 	b = append(b, '[')
 	if instructions != "" {
 		b = appendMessage(b, &message{role: roleSystem, text: instructions})
 	}
-	w := newRenderer(b, items, memo)
 	// items[reasoning:i] are the reasoning items waiting for the
 	// assistant message they belong to.
-	reasoning := w.from
-	for i := w.from; i < len(items); i++ {
+	reasoning := 0
+	for i := 0; i < len(items); i++ {
 		it := &items[i]
-		w.start(i, reasoning == i)
 		switch it.Type {
 		case responses.ItemReasoning:
 			continue
@@ -56,32 +50,31 @@ func appendMessages(b []byte, instructions string, items []responses.Item, memo 
 		case responses.ItemMessage:
 			var m message
 			if err := m.of(it); err != nil {
-				return w.b, err
+				return b, err
 			}
 			if m.role == roleAssistant {
 				m.reasoning = items[reasoning:i]
 				m.calls = items[i+1 : i+1+callsAt(items[i+1:])]
 				i += len(m.calls)
 			}
-			w.b = appendMessage(w.b, &m)
+			b = appendMessage(b, &m)
 
 		case responses.ItemFunctionCall:
 			m := message{role: roleAssistant, reasoning: items[reasoning:i], calls: items[i : i+callsAt(items[i:])]}
 			i += len(m.calls) - 1
-			w.b = appendMessage(w.b, &m)
+			b = appendMessage(b, &m)
 
 		case responses.ItemFunctionCallOutput:
-			w.b = appendMessage(w.b, &message{role: roleTool, text: it.OutputString(), toolCallID: it.CallFields().CallID})
+			b = appendMessage(b, &message{role: roleTool, text: it.OutputString(), toolCallID: it.CallFields().CallID})
 
 		default:
 			// item_reference is resolved by the Engine before a turn;
 			// anything else has no chat form.
-			return w.b, upstream.BadRequest(fmt.Sprintf("input item type %q is not supported by the chat completions backend", it.Type))
+			return b, upstream.BadRequest(fmt.Sprintf("input item type %q is not supported by the chat completions backend", it.Type))
 		}
 		reasoning = i + 1
 	}
-	w.keep()
-	return append(w.b, ']'), nil
+	return append(b, ']'), nil
 }
 
 // callsAt counts the function calls at the start of items.

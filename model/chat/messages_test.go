@@ -129,7 +129,7 @@ func TestMessages(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := appendMessages(nil, tt.instructions, tt.items, nil)
+			got, err := appendMessages(nil, tt.instructions, tt.items)
 			if err != nil {
 				t.Fatalf("appendMessages: %v", err)
 			}
@@ -152,7 +152,7 @@ func TestMessagesUnsupported(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := appendMessages(nil, "", []responses.Item{tt.item}, nil)
+			_, err := appendMessages(nil, "", []responses.Item{tt.item})
 			var merr *model.Error
 			if !errors.As(err, &merr) || merr.Kind != responses.EInvalid {
 				t.Fatalf("err = %v, want a 400 *model.Error", err)

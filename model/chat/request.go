@@ -43,7 +43,7 @@ var protectedKeys = map[string]bool{
 // never a protected key. Errors, from Finish, are *model.Error values.
 func writeRequest(w *upstream.Body, req *model.Request) {
 	w.String("model", req.Model)
-	w.Append("messages", func(b []byte) ([]byte, error) { return appendMessages(b, req.Instructions, req.Items, req.InputMemo) })
+	w.Append("messages", func(b []byte) ([]byte, error) { return appendMessages(b, req.Instructions, req.Items) })
 	w.Bool("stream", !req.Whole)
 	if !req.Whole {
 		// Without include_usage the stream carries no token counts; a
