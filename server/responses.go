@@ -114,7 +114,6 @@ func (s *Server) readRequestBody(w http.ResponseWriter, r *http.Request) ([]byte
 	return body, nil
 }
 
-
 // readBody reads a body of the declared length (-1: unknown) into one
 // buffer of that size, where io.ReadAll would grow it by doubling and
 // hold about twice a large body at once. body is bounded by limit (a
