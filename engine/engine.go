@@ -248,12 +248,11 @@ func (e *Engine) Store() Store { return e.store }
 
 // Run runs one response for req. Events go to sink as they are built (sink
 // may be nil when the caller wants only the final response; it must not
-// keep the *Event). Run returns an *responses.APIError (or a domain error,
-// *responses.Error, of a tool provider), before any event,
+// keep the *Event). Run returns an *responses.APIError, before any event,
 // for a request that cannot start (bad input, unknown model or previous
 // response); such a request stores nothing. Once the response has started,
 // Run returns the final response; if the upstream failed, it also returns
-// the *model.Error so that a non-streaming caller can answer with its
+// the *responses.APIError so that a non-streaming caller can answer with its
 // status.
 func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*responses.Event) error) (*responses.Response, error) {
 	return e.RunWith(ctx, req, sink, nil)
@@ -784,16 +783,12 @@ func (r *run) fail(ctx context.Context, err error) error {
 	case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
 		apiErr := &responses.APIError{Kind: responses.ETimeout, Type: responses.ErrUpstream, Code: "timeout", Message: "the response took longer than the server allows"}
 		r.builder.Fail(responses.ResponseFailed, apiErr.Payload(), r.usage.total())
-		return &model.Error{Kind: responses.ETimeout, Message: apiErr.Message, Err: err}
+		return &responses.APIError{Kind: responses.ETimeout, Message: apiErr.Message, Cause: err}
 	case ctx.Err() != nil:
 		r.builder.Fail(responses.ResponseCancelled, nil, r.usage.total())
 		return ctx.Err()
 	}
-	var me *model.Error
-	if !errors.As(err, &me) {
-		me = &model.Error{Kind: responses.EUpstream, Message: "the upstream model failed", Err: err}
-	}
-	apiErr := upstreamAPIError(me)
+	apiErr := upstreamFailure(err)
 	r.builder.Fail(responses.ResponseFailed, apiErr.Payload(), r.usage.total())
-	return me
+	return apiErr
 }

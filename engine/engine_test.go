@@ -166,14 +166,15 @@ func TestChainSurvivesDeletedAncestor(t *testing.T) {
 
 func TestUpstreamErrorBeforeFirstDelta(t *testing.T) {
 	b := &fakeBackend{stream: func(*model.Request, func(model.Delta) error) error {
-		return &model.Error{Kind: responses.ERateLimited, Message: "slow down"}
+		return &responses.APIError{Kind: responses.ERateLimited, Message: "slow down"}
 	}}
 	resp, err := newEngine(t, b).Run(context.Background(), decodeRequest(t, `{"model":"m","input":"x"}`), nil)
 	if resp == nil || resp.Status != responses.ResponseFailed {
 		t.Fatalf("response %+v", resp)
 	}
-	if apiErr := engine.UpstreamAPIError(err); apiErr.Kind != responses.ERateLimited {
-		t.Errorf("mapped to %s, want rate_limited", apiErr.Kind)
+	var apiErr *responses.APIError
+	if !errors.As(err, &apiErr) || apiErr.Kind != responses.ERateLimited {
+		t.Errorf("Run's error %v, want the backend's rate_limited", err)
 	}
 }
 
@@ -189,7 +190,7 @@ func TestFinalEventAfterSave(t *testing.T) {
 		{"completed", deltas(model.Delta{Kind: model.DeltaText, Text: "hi"}, model.Delta{Kind: model.DeltaFinish, FinishReason: model.FinishStop}), responses.StatusCompleted},
 		{"incomplete", deltas(model.Delta{Kind: model.DeltaText, Text: "hi"}, model.Delta{Kind: model.DeltaFinish, FinishReason: model.FinishLength}), responses.StatusIncomplete},
 		{"failed", func(*model.Request, func(model.Delta) error) error {
-			return &model.Error{Kind: responses.EUpstream, Message: "boom"}
+			return &responses.APIError{Kind: responses.EUpstream, Message: "boom"}
 		}, "failed"},
 	}
 	for _, tt := range tests {

@@ -41,9 +41,9 @@ func (e *Engine) InputTokens(ctx context.Context, req *responses.Request) (model
 // input without a response around it (input_tokens, compact): input it
 // cannot render is the request's fault, anything else the upstream's.
 func inputError(err error) error {
-	var me *model.Error
+	var me *responses.APIError
 	if errors.As(err, &me) && me.Kind == responses.EInvalid {
 		return responses.BadRequest("input", "%s", me.Message)
 	}
-	return UpstreamAPIError(err)
+	return upstreamFailure(err)
 }

@@ -10,7 +10,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/store"
 	"github.com/loomgate/loom/telemetry"
@@ -188,39 +187,15 @@ func (r *run) failStored(err error) *responses.APIError {
 	return apiErr
 }
 
-// upstreamAPIError maps an upstream failure to what clients see.
-func upstreamAPIError(me *model.Error) *responses.APIError {
-	e := &responses.APIError{Kind: me.Kind, Type: responses.ErrUpstream, Message: me.Message}
-	switch me.Kind {
-	case responses.ERateLimited:
-		e.Type, e.Code = responses.ErrRateLimit, "rate_limit_exceeded"
-	case responses.ETimeout:
-		e.Code = "timeout"
-	case responses.EInvalid:
-		// The model server refused the request as it stands (its
-		// context too long, say), or the backend cannot put it to the
-		// model: the client's to change, a 400 with the reason.
-		e.Type, e.Code = responses.ErrInvalidRequest, "invalid_prompt"
-	default:
-		e.Kind, e.Code = responses.EUpstream, "upstream_error"
+// upstreamFailure is the API error of a failed model turn: the backend's
+// own (its kind says what failed), or, for an error of no kind, an
+// upstream failure whose cause stays in the log.
+func upstreamFailure(err error) *responses.APIError {
+	var apiErr *responses.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr
 	}
-	if me.Code != "" {
-		e.Code = me.Code
-	}
-	if e.Message == "" {
-		e.Message = "the upstream model failed"
-	}
-	return e
-}
-
-// UpstreamAPIError maps an error returned by Run after the response started
-// to the API error a non-streaming client receives.
-func UpstreamAPIError(err error) *responses.APIError {
-	var me *model.Error
-	if errors.As(err, &me) {
-		return upstreamAPIError(me)
-	}
-	return &responses.APIError{Kind: responses.EInternal, Type: responses.ErrServer, Message: "the server failed to complete the response"}
+	return &responses.APIError{Kind: responses.EUpstream, Message: "the upstream model failed", Cause: err}
 }
 
 func itemPrefix(typ string) string {

@@ -17,8 +17,7 @@ type ToolProvider interface {
 	// Handles reports whether the provider serves tools of this type.
 	Handles(toolType string) bool
 	// Servers returns the servers for the request's tools it handles, in
-	// the order given. An *responses.APIError or a domain error
-	// (*responses.Error, by its code) refuses the request.
+	// the order given. An *responses.APIError refuses the request.
 	Servers(ctx context.Context, req *responses.Request) ([]tools.Server, error)
 }
 

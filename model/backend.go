@@ -10,9 +10,11 @@ import (
 // Backend is an upstream inference engine. Stream sends one model turn and
 // calls emit for each delta as it arrives, in order, from the calling
 // goroutine. It returns when the turn ends (after a DeltaFinish), when emit
-// returns an error (which Stream returns), or when ctx is done. Errors that
-// happen before any delta is emitted are *Error values with a status that
-// the server maps to HTTP.
+// returns an error (which Stream returns), or when ctx is done. Its
+// failures are *responses.APIError values whose kind says what failed
+// (ERateLimited, ETimeout, EInvalid for a request the model server
+// refused or loom cannot translate, EUpstream for anything else); their
+// Cause is for logs only.
 type Backend interface {
 	Stream(ctx context.Context, req *Request, emit func(Delta) error) error
 }
@@ -127,30 +129,6 @@ type Delta struct {
 	Usage        responses.Usage
 	FinishReason string
 }
-
-// Error is an upstream failure. Kind is what kind of failure it is (a
-// responses error code: ERateLimited for upstream rate limits, EUpstream
-// for upstream errors or garbage, ETimeout for timeouts, EInvalid for a
-// request loom cannot translate); the server maps it to a status when the
-// failure happens before anything was streamed. Message is safe to show
-// to clients; Err is for logs only.
-type Error struct {
-	Kind    string
-	Message string
-	Err     error
-	// Code, when set, is the API error code the client sees (for example
-	// "upstream_idle_timeout"); empty means the one the status implies.
-	Code string
-}
-
-func (e *Error) Error() string {
-	if e.Err != nil {
-		return e.Message + ": " + e.Err.Error()
-	}
-	return e.Message
-}
-
-func (e *Error) Unwrap() error { return e.Err }
 
 // Sampling is a turn's sampling values. Both upstream APIs name them the
 // same way, so their wire requests embed it; each value is sent only when

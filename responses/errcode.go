@@ -1,14 +1,11 @@
 package responses
 
-import (
-	"errors"
-	"fmt"
-)
+import "fmt"
 
-// Codes of domain errors: what kind of failure an error is, independent
-// of HTTP. Packages below the server (tools, the engine) return an *Error
-// with one of them; the server maps the code to an HTTP status and an
-// OpenAI error shape in one place.
+// Kinds of error: what kind of failure an APIError is, independent of
+// HTTP. Packages below the server (tools, the engine, the model backends)
+// return an *APIError of one of them; the server maps the kind to an
+// HTTP status in one place (server/errors.go).
 //
 // The statuses in the comments are what the server answers with; this
 // package decides none of them.
@@ -25,39 +22,24 @@ const (
 	EInternal       = "internal"        // the server failed (500); the message is not shown
 )
 
-// Error is a domain error: a code, the request parameter it is about, and
-// a message written for the client (it never carries internal details;
-// Err, for logs, may).
-type Error struct {
-	Code    string
-	Param   string
-	Message string
-	Err     error
+// Errorf returns the API error of kind with a formatted message, about
+// param ("" for none).
+func Errorf(kind, param, format string, args ...any) *APIError {
+	return &APIError{Kind: kind, Param: param, Message: fmt.Sprintf(format, args...)}
 }
 
-// Errorf returns an *Error with a formatted message.
-func Errorf(code, param, format string, args ...any) *Error {
-	return &Error{Code: code, Param: param, Message: fmt.Sprintf(format, args...)}
-}
-
-func (e *Error) Error() string {
-	if e.Param != "" {
-		return fmt.Sprintf("%s: %s (param %s)", e.Code, e.Message, e.Param)
-	}
-	return e.Code + ": " + e.Message
-}
-
-func (e *Error) Unwrap() error { return e.Err }
-
-// ErrorCode returns the code of err: an *Error's, EInternal for any other
-// error, "" for nil.
-func ErrorCode(err error) string {
-	if err == nil {
-		return ""
-	}
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return EInternal
+// kindBodies are the type and code of an error of each kind, where the
+// error brings none of its own: the body a client sees. Which HTTP status
+// a kind is, is the server's to say (server/errors.go).
+var kindBodies = map[string]struct{ typ, code string }{
+	EInvalid:        {ErrInvalidRequest, ""},
+	EUnsupported:    {ErrInvalidRequest, "unsupported_parameter"},
+	ENotFound:       {ErrNotFound, "not_found"},
+	EConflict:       {ErrInvalidRequest, ""},
+	ERateLimited:    {ErrRateLimit, "rate_limit_exceeded"},
+	ETimeout:        {ErrUpstream, "timeout"},
+	EUpstream:       {ErrUpstream, "upstream_error"},
+	EUnavailable:    {ErrServer, ""},
+	ENotImplemented: {ErrInvalidRequest, "unsupported"},
+	EInternal:       {ErrServer, ""},
 }

@@ -18,10 +18,14 @@ const (
 // produced them.
 const maxMessage = 1024
 
-// APIError is an error the API reports to a client: its kind (one of the
-// codes of errcode.go, which the server maps to an HTTP status) and its
-// body. Its JSON form is {"error":{"message","type","param","code"}}.
-// Messages are written for clients: they never carry internal details.
+// APIError is loom's one error type: what went wrong, as a client is to
+// be told it. Its kind (one of the codes of errcode.go) says what sort of
+// failure it is; the server maps the kind to an HTTP status, and every
+// package below it -- the engine, the tools, the model backends -- returns
+// an *APIError for a failure a client should hear about. Type and Code,
+// when empty, are the kind's (Filled). Its JSON form is
+// {"error":{"message","type","param","code"}}. Messages are written for
+// clients: they never carry internal details; Cause, for logs, may.
 type APIError struct {
 	Kind    string
 	Type    string
@@ -50,9 +54,27 @@ func (e *APIError) Error() string {
 	return s
 }
 
+// Filled returns e with the type and code of its kind where it has none
+// of its own (e itself when it has both).
+func (e *APIError) Filled() *APIError {
+	if e.Type != "" && e.Code != "" {
+		return e
+	}
+	body := kindBodies[e.Kind]
+	f := *e
+	if f.Type == "" {
+		f.Type = body.typ
+	}
+	if f.Code == "" {
+		f.Code = body.code
+	}
+	return &f
+}
+
 // MarshalJSON writes the error body, with param and code null when unset
 // and the message capped in size.
 func (e *APIError) MarshalJSON() ([]byte, error) {
+	e = e.Filled()
 	msg := e.Message
 	if len(msg) > maxMessage {
 		msg = msg[:maxMessage] + "…"
@@ -70,6 +92,7 @@ func (e *APIError) MarshalJSON() ([]byte, error) {
 
 // Payload returns the error as the body of an error event.
 func (e *APIError) Payload() *ErrorPayload {
+	e = e.Filled()
 	return &ErrorPayload{Type: e.Type, Code: nullable(e.Code), Message: e.Message, Param: nullable(e.Param)}
 }
 

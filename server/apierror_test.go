@@ -9,10 +9,10 @@ import (
 	"github.com/loomgate/loom/responses"
 )
 
-// apiError is the one map from errors to what clients see: a domain
-// error's code decides the status and the error's shape, wrapped or not;
-// an API error passes as it is; anything else is a 500 that says nothing
-// of its cause.
+// apiError is the one map from errors to what clients see: an API
+// error's kind decides the status, wrapped or not, and its body is its own
+// or its kind's; an internal one, or anything else, is a 500 that says
+// nothing of its cause.
 func TestAPIErrorMap(t *testing.T) {
 	secret := errors.New("dial tcp 10.0.0.7:5432: connection refused")
 	tests := []struct {
@@ -30,7 +30,7 @@ func TestAPIErrorMap(t *testing.T) {
 			http.StatusNotFound, responses.ErrNotFound, "not_found", "response_id", "no such response"},
 		{"conflict", responses.Errorf(responses.EConflict, "", "the response is in progress"),
 			http.StatusConflict, responses.ErrInvalidRequest, "", "", "the response is in progress"},
-		{"internal code", &responses.Error{Code: responses.EInternal, Message: "the disk is full", Err: secret},
+		{"internal kind", &responses.APIError{Kind: responses.EInternal, Message: "the disk is full", Cause: secret},
 			http.StatusInternalServerError, responses.ErrServer, "", "", "internal server error"},
 		{"plain error", secret,
 			http.StatusInternalServerError, responses.ErrServer, "", "", "internal server error"},
@@ -41,8 +41,6 @@ func TestAPIErrorMap(t *testing.T) {
 		{"api error without a type or code gets the kind's", &responses.APIError{Kind: responses.ERateLimited, Message: "slow down"},
 			http.StatusTooManyRequests, responses.ErrRateLimit, "rate_limit_exceeded", "", "slow down"},
 		{"api error of no known kind", &responses.APIError{Kind: "bogus", Type: responses.ErrInvalidRequest, Message: "the disk is full"},
-			http.StatusInternalServerError, responses.ErrServer, "", "", "internal server error"},
-		{"domain error of no known code", &responses.Error{Code: "bogus", Message: "the disk is full"},
 			http.StatusInternalServerError, responses.ErrServer, "", "", "internal server error"},
 		{"unauthenticated", errUnauthorized("no key"),
 			http.StatusUnauthorized, responses.ErrInvalidRequest, "invalid_api_key", "", "no key"},
@@ -58,9 +56,8 @@ func TestAPIErrorMap(t *testing.T) {
 	}
 }
 
-// Every kind of the table, as a domain error's code: the status and body
-// type clients have always seen for it (the statuses the engine, the
-// model backends and the routes used to set themselves).
+// Every kind of the table: the status and body type clients have always
+// seen for it.
 func TestErrorShapes(t *testing.T) {
 	tests := []struct {
 		kind   string
@@ -77,6 +74,7 @@ func TestErrorShapes(t *testing.T) {
 		{responses.EUpstream, 502, responses.ErrUpstream, "upstream_error"},
 		{responses.EUnavailable, 503, responses.ErrServer, ""},
 		{responses.ENotImplemented, 501, responses.ErrInvalidRequest, "unsupported"},
+		// The kinds only HTTP has: their errors bring their type and code.
 		{kindUnauthenticated, 401, responses.ErrInvalidRequest, "invalid_api_key"},
 		{kindMethodNotAllowed, 405, responses.ErrInvalidRequest, "method_not_allowed"},
 		{kindRequestTimeout, 408, responses.ErrInvalidRequest, "request_timeout"},
@@ -84,15 +82,21 @@ func TestErrorShapes(t *testing.T) {
 		{kindUnsupportedMedia, 415, responses.ErrInvalidRequest, "unsupported_media_type"},
 		{kindUpgradeRequired, 426, responses.ErrInvalidRequest, "upgrade_required"},
 	}
+	httpOnly := map[string]bool{kindUnauthenticated: true, kindMethodNotAllowed: true, kindRequestTimeout: true,
+		kindTooLarge: true, kindUnsupportedMedia: true, kindUpgradeRequired: true}
 	seen := map[string]bool{responses.EInternal: true} // EInternal: TestAPIErrorMap
 	for _, tt := range tests {
 		seen[tt.kind] = true
-		status, got := apiError(responses.Errorf(tt.kind, "p", "m"))
+		err := responses.Errorf(tt.kind, "p", "m")
+		if httpOnly[tt.kind] {
+			err.Type, err.Code = tt.typ, tt.code
+		}
+		status, got := apiError(err)
 		if status != tt.status || got.Type != tt.typ || got.Code != tt.code || got.Param != "p" || got.Message != "m" || got.Kind != tt.kind {
 			t.Errorf("%s: %d %+v, want %d type %q code %q", tt.kind, status, got, tt.status, tt.typ, tt.code)
 		}
 	}
-	for kind := range errorShapes {
+	for kind := range errorStatuses {
 		if !seen[kind] {
 			t.Errorf("kind %s of the table is not tested", kind)
 		}

@@ -37,14 +37,11 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		// rather than copying them.
 		resp, err := s.engine.RunWith(r.Context(), req, nil, &engine.RunOptions{GiveInput: true})
 		s.countResponse(resp, err)
-		switch {
-		case isRefusal(err):
+		if err != nil {
 			writeError(w, err)
-		case err != nil:
-			writeError(w, engine.UpstreamAPIError(err))
-		default:
-			writeResponse(w, resp, dialect)
+			return
 		}
+		writeResponse(w, resp, dialect)
 		return
 	}
 	sse := newSSEWriter(w, dialect, s.opts.KeepAlive)
@@ -336,17 +333,6 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 		data = append(data, modelEntry{ID: m, Object: "model", OwnedBy: "loom"})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
-}
-
-// isRefusal reports whether err refused the request (an API error, or a
-// domain error of a package below) rather than ending a response that ran.
-func isRefusal(err error) bool {
-	if err == nil {
-		return false
-	}
-	var apiErr *responses.APIError
-	var e *responses.Error
-	return errors.As(err, &apiErr) || errors.As(err, &e)
 }
 
 // countResponse counts a response by its final status ("rejected" for a

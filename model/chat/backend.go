@@ -34,8 +34,8 @@ type Backend struct {
 var _ model.Backend = (*Backend)(nil)
 
 // UpstreamError is what the engine said when it failed: the HTTP status
-// (0 for an error inside a stream) and its message. It is the Err of a
-// model.Error, for logs and for callers that want to look closer (a
+// (0 for an error inside a stream) and its message. It is the Cause of the
+// backend's *responses.APIError, for logs and for callers that want to look closer (a
 // context-length error, say); it is never shown to clients. It is the
 // same type in both backends.
 type UpstreamError = upstream.UpstreamError

@@ -22,7 +22,7 @@ func refEncode(req *model.Request) ([]byte, error) {
 	}
 	var buf bytes.Buffer
 	if err := refMarshal(&buf, wire, req.Extra); err != nil {
-		return nil, &model.Error{Kind: responses.EInvalid, Message: "cannot encode the request for the upstream model server", Err: err}
+		return nil, &responses.APIError{Kind: responses.EInvalid, Message: "cannot encode the request for the upstream model server", Cause: err}
 	}
 	return buf.Bytes(), nil
 }
@@ -129,7 +129,7 @@ func TestBodyMatchesGoOpenAI(t *testing.T) {
 			want, wantErr := refEncode(&tt.req)
 			got, err := encodeRequest(&tt.req)
 			if wantErr != nil {
-				var gerr, werr *model.Error
+				var gerr, werr *responses.APIError
 				if !errors.As(err, &gerr) || !errors.As(wantErr, &werr) || gerr.Kind != werr.Kind || gerr.Message != werr.Message {
 					t.Fatalf("err = %v, want %v", err, wantErr)
 				}
@@ -175,9 +175,9 @@ func TestBodyRefusesNaN(t *testing.T) {
 		req := userReq("hi")
 		req.Sampling.TopP = &f
 		_, err := encodeRequest(req)
-		var merr *model.Error
+		var merr *responses.APIError
 		if !errors.As(err, &merr) || merr.Kind != responses.EInvalid {
-			t.Errorf("top_p %v: err = %v, want an EInvalid *model.Error", f, err)
+			t.Errorf("top_p %v: err = %v, want an EInvalid *responses.APIError", f, err)
 		}
 		if _, err := refEncode(req); err == nil {
 			t.Errorf("top_p %v: encoding/json took it", f)

@@ -43,7 +43,7 @@ func (b *Backend) CountInput(ctx context.Context, req *model.Request) (model.Inp
 	}
 	n, err := estimateTokens(messages, tools)
 	if err != nil {
-		return model.InputCount{}, &model.Error{Kind: responses.EInvalid, Message: "cannot count the input tokens", Err: err}
+		return model.InputCount{}, &responses.APIError{Kind: responses.EInvalid, Message: "cannot count the input tokens", Cause: err}
 	}
 	return model.InputCount{Tokens: n, Estimate: true}, nil
 }

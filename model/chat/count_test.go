@@ -80,9 +80,9 @@ func TestTokenizeThroughTheClient(t *testing.T) {
 				}
 				return
 			}
-			var merr *model.Error
+			var merr *responses.APIError
 			if !errors.As(err, &merr) || merr.Kind != tt.wantKind {
-				t.Fatalf("CountInput err = %v, want a *model.Error of kind %s", err, tt.wantKind)
+				t.Fatalf("CountInput err = %v, want a *responses.APIError of kind %s", err, tt.wantKind)
 			}
 		})
 	}

@@ -93,7 +93,7 @@
 // Connection errors, 429 and 5xx are retried (loom's retry rule,
 // internal/httpretry, with go-retryablehttp's bounded exponential
 // backoff) only until a response is accepted: once the body is
-// being read nothing is retried. Failures are *model.Error values: 429
+// being read nothing is retried. Failures are *responses.APIError values: 429
 // stays 429; a 400 or 422 (the request is bad for the model: its context
 // too long, say) is a 400 whose message carries the engine's reason,
 // cleaned of URLs, hosts, credentials and control characters and capped

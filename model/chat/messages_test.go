@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
 )
 
@@ -153,9 +152,9 @@ func TestMessagesUnsupported(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := appendMessages(nil, "", []responses.Item{tt.item})
-			var merr *model.Error
+			var merr *responses.APIError
 			if !errors.As(err, &merr) || merr.Kind != responses.EInvalid {
-				t.Fatalf("err = %v, want a 400 *model.Error", err)
+				t.Fatalf("err = %v, want a 400 *responses.APIError", err)
 			}
 		})
 	}

@@ -40,7 +40,7 @@ var protectedKeys = map[string]bool{
 // one's buffer back to its pool; w is made by its caller, where it stays
 // on the stack. req.Extra is merged in: extra adds keys (top_k,
 // chat_template_kwargs, ...) and may override the sampling ones, but
-// never a protected key. Errors, from Finish, are *model.Error values.
+// never a protected key. Errors, from Finish, are *responses.APIError values.
 func writeRequest(w *upstream.Body, req *model.Request) {
 	w.String("model", req.Model)
 	w.Append("messages", func(b []byte) ([]byte, error) { return appendMessages(b, req.Instructions, req.Items) })

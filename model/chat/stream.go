@@ -147,7 +147,7 @@ type toolCall struct {
 
 // readStream reads an SSE body to [DONE], emitting deltas. It returns nil
 // after the final DeltaFinish, emit's error when emit failed, a
-// *model.Error for an upstream error or malformed stream, and the raw
+// *responses.APIError for an upstream error or malformed stream, and the raw
 // read error otherwise.
 func readStream(r io.Reader, emit func(model.Delta) error) error {
 	d := &decoder{emit: emit}

@@ -90,8 +90,8 @@ type Backend struct {
 var _ model.Backend = (*Backend)(nil)
 
 // UpstreamError is what the engine said when it failed: the HTTP status (0
-// for an error inside the stream) and its message. It is the Err of a
-// model.Error, for logs; it is never shown to clients. It is the same type
+// for an error inside the stream) and its message. It is the Cause of the
+// backend's *responses.APIError, for logs; it is never shown to clients. It is the same type
 // in both backends.
 type UpstreamError = upstream.UpstreamError
 

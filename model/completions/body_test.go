@@ -67,9 +67,9 @@ func TestBodyMatchesEncodingJSON(t *testing.T) {
 	// An Extra value that is not JSON is refused, as encoding/json did.
 	req := &model.Request{Extra: map[string]json.RawMessage{"top_k": json.RawMessage(`2 0`)}}
 	_, err := encodeRequest(req, prompt, &Options{Engine: EngineVLLM})
-	var merr *model.Error
+	var merr *responses.APIError
 	if !errors.As(err, &merr) || merr.Kind != responses.EInvalid {
-		t.Errorf("extra not JSON: err = %v, want an EInvalid *model.Error", err)
+		t.Errorf("extra not JSON: err = %v, want an EInvalid *responses.APIError", err)
 	}
 }
 

@@ -126,7 +126,7 @@
 // As in model/chat: connection errors, 429 and 5xx are retried
 // (internal/httpretry, bounded exponential backoff) only until a response
 // is accepted, never once the body is being read. Failures are
-// *model.Error values: 429 stays 429; a 400 or 422 is a 400 with the
+// *responses.APIError values: 429 stays 429; a 400 or 422 is a 400 with the
 // engine's reason, cleaned, as in model/chat; 5xx, other 4xx, garbage, output the
 // parser rejects, an error inside the stream, finish reason abort or
 // error, and a stream that ends without [DONE] are 502; a timeout (the

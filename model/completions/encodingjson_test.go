@@ -93,7 +93,7 @@ func refEncodeRequest(req *model.Request, prompt []uint32, o *Options) ([]byte, 
 	b, err := json.Marshal(&w)
 	if err != nil || len(req.Extra) == 0 {
 		if err != nil {
-			return nil, &model.Error{Kind: responses.EInvalid, Message: "cannot encode the request for the upstream model server", Err: err}
+			return nil, &responses.APIError{Kind: responses.EInvalid, Message: "cannot encode the request for the upstream model server", Cause: err}
 		}
 		return b, nil
 	}
@@ -114,7 +114,7 @@ func refMergeExtra(b []byte, extra map[string]json.RawMessage) ([]byte, error) {
 	}
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(body); err != nil {
-		return nil, &model.Error{Kind: responses.EInvalid, Message: "cannot encode the request for the upstream model server", Err: err}
+		return nil, &responses.APIError{Kind: responses.EInvalid, Message: "cannot encode the request for the upstream model server", Cause: err}
 	}
 	return buf.Bytes(), nil
 }

@@ -33,7 +33,7 @@ const (
 // Render returns the prompt the Backend sends for req: the harmony token
 // ids of the conversation followed by <|start|>assistant. Its length is
 // the exact input token count. opts are the Backend's options (nil for
-// defaults). Errors are *model.Error values with status 400.
+// defaults). Errors are *responses.APIError values with status 400.
 func Render(req *model.Request, opts *Options) ([]uint32, error) {
 	o := opts.resolved()
 	msgs, err := conversation(req, &o)

@@ -277,7 +277,7 @@ func TestRenderErrors(t *testing.T) {
 			req := userReq("Hi")
 			tt.req(req)
 			_, err := Render(req, testOptions())
-			var merr *model.Error
+			var merr *responses.APIError
 			if !errors.As(err, &merr) || merr.Kind != responses.EInvalid || !strings.Contains(merr.Message, tt.want) {
 				t.Fatalf("err = %v, want a 400 mentioning %q", err, tt.want)
 			}

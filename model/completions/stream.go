@@ -25,7 +25,7 @@ type chunkChoice struct {
 
 // readStream reads an SSE body to [DONE], feeding each chunk to r. It
 // returns nil after r has finished the turn, emit's error when emit
-// failed, a *model.Error for an upstream error or malformed stream, and
+// failed, a *responses.APIError for an upstream error or malformed stream, and
 // the raw read error otherwise.
 func readStream(body io.Reader, r *router) error {
 	var c chunk

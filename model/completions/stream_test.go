@@ -229,7 +229,7 @@ func TestMalformedOutput(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := sseServer(t, completion{text: tt.text, ids: true}.stream(t))
 			deltas, err := collect(context.Background(), New(srv.URL+"/v1", "", testOptions()), userReq("hi"))
-			var merr *model.Error
+			var merr *responses.APIError
 			if !errors.As(err, &merr) || merr.Kind != responses.EUpstream {
 				t.Fatalf("err = %v, want a 502", err)
 			}

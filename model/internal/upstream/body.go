@@ -134,7 +134,7 @@ func AppendFloat(dst []byte, f float64) []byte {
 
 // Finish writes the Extra fields that are not protected, in key order,
 // closes the object and returns it. Its errors (a value that could not
-// be written, an Extra value that is not JSON) are *model.Error values
+// be written, an Extra value that is not JSON) are *responses.APIError values
 // of kind EInvalid.
 func (w *Body) Finish() ([]byte, error) {
 	if len(w.extra) > 0 && w.err == nil {
@@ -161,11 +161,11 @@ func (w *Body) Finish() ([]byte, error) {
 		}
 	}
 	if w.err != nil {
-		var merr *model.Error
+		var merr *responses.APIError
 		if errors.As(w.err, &merr) {
 			return nil, merr
 		}
-		return nil, &model.Error{Kind: responses.EInvalid, Message: "cannot encode the request for the upstream model server", Err: w.err}
+		return nil, &responses.APIError{Kind: responses.EInvalid, Code: CodeInvalidPrompt, Message: "cannot encode the request for the upstream model server", Cause: w.err}
 	}
 	return append(w.b, '}'), nil
 }

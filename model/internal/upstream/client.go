@@ -5,7 +5,7 @@
 // DeltaPause it emits when the upstream has nothing more buffered), the
 // reading of a non-streamed answer, the chunk every OpenAI-style endpoint
 // shares, decoded with internal/jsonscan (chunk.go), and the mapping of
-// every failure to a *model.Error with a message safe for clients. Each backend keeps only its wire
+// every failure to a *responses.APIError with a message safe for clients. Each backend keeps only its wire
 // format: the request body, the fields of its choices and what it makes
 // of them.
 //
@@ -260,12 +260,12 @@ var (
 
 // ReadFunc reads a 200 response body to the end of the turn, passing its
 // deltas to emit. It returns nil when the turn finished, the error emit
-// returned (unchanged) when emit failed, a *model.Error for an upstream
+// returned (unchanged) when emit failed, a *responses.APIError for an upstream
 // error or a malformed stream, and the raw read error otherwise.
 type ReadFunc func(body io.Reader, emit func(model.Delta) error) error
 
 // Stream posts body and hands the response body to read. Every failure
-// comes back as a *model.Error, except emit's own error, which is
+// comes back as a *responses.APIError, except emit's own error, which is
 // returned unchanged, and ctx.Err() when the caller went away. Failures
 // of the upstream (not the caller's) are logged at warn with the
 // endpoint's path, the status and the engine's message, capped and with
@@ -301,10 +301,10 @@ func (c *Client) Send(ctx context.Context, w *Body, whole bool, emit func(model.
 
 func (c *Client) post(ctx context.Context, body []byte, accept string, emit func(model.Delta) error, read ReadFunc) error {
 	err := c.send(ctx, body, accept, emit, read)
-	var merr *model.Error
+	var merr *responses.APIError
 	// Logged: every failure the engine answered, and none of a request
 	// loom would not send (BadRequest, whose message says it all).
-	if errors.As(err, &merr) && (merr.Kind != responses.EInvalid || merr.Err != nil) {
+	if errors.As(err, &merr) && (merr.Kind != responses.EInvalid || merr.Cause != nil) {
 		c.logFailure(ctx, merr)
 	}
 	return err
@@ -354,7 +354,7 @@ func (c *Client) send(ctx context.Context, body []byte, accept string, emit func
 // readError maps the error read returned.
 func (ex *exchange) readError(ctx context.Context, err error) error {
 	var emitErr *emitError
-	var merr *model.Error
+	var merr *responses.APIError
 	switch {
 	case errors.As(err, &emitErr):
 		// The caller's own error, returned as it gave it; the deferred
@@ -366,7 +366,7 @@ func (ex *exchange) readError(ctx context.Context, err error) error {
 	case errors.As(err, &merr):
 		return merr
 	default:
-		return &model.Error{Kind: responses.EUpstream, Message: msgStreamCut, Err: err}
+		return &responses.APIError{Kind: responses.EUpstream, Message: msgStreamCut, Cause: err}
 	}
 }
 
@@ -447,16 +447,16 @@ func (ex *exchange) Read(p []byte) (int, error) {
 
 // logFailure logs an upstream failure for the operator: which endpoint,
 // what status, what the engine said (or the dial error), never the key.
-func (c *Client) logFailure(ctx context.Context, merr *model.Error) {
+func (c *Client) logFailure(ctx context.Context, merr *responses.APIError) {
 	attrs := []slog.Attr{slog.String("api", c.name), slog.String("path", c.path)}
 	var uerr *UpstreamError
-	if errors.As(merr.Err, &uerr) {
+	if errors.As(merr.Cause, &uerr) {
 		if uerr.StatusCode != 0 {
 			attrs = append(attrs, slog.Int("upstream_status", uerr.StatusCode))
 		}
 		attrs = append(attrs, slog.String("upstream_message", c.redact(uerr.Message)))
-	} else if merr.Err != nil {
-		attrs = append(attrs, slog.String("err", c.redact(merr.Err.Error())))
+	} else if merr.Cause != nil {
+		attrs = append(attrs, slog.String("err", c.redact(merr.Cause.Error())))
 	}
 	attrs = append(attrs, slog.String("kind", merr.Kind))
 	c.log.LogAttrs(ctx, slog.LevelWarn, "upstream request failed", attrs...)

@@ -60,7 +60,7 @@ func TestIdleTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	err := c.Stream(ctx, []byte("{}"), func(model.Delta) error { return nil }, readAll)
-	var merr *model.Error
+	var merr *responses.APIError
 	if !errors.As(err, &merr) || merr.Kind != responses.ETimeout || merr.Code != CodeIdleTimeout {
 		t.Fatalf("err = %#v, want a 504 coded %s", err, CodeIdleTimeout)
 	}
@@ -110,7 +110,7 @@ func TestFailureIsLogged(t *testing.T) {
 	var dialLogs syncBuffer
 	c = NewClient("http://"+addr+"/v1/chat/completions", "", Config{Name: "chat completions", HTTPOptions: model.HTTPOptions{Logger: slog.New(slog.NewTextHandler(&dialLogs, nil)), Retries: -1}})
 	err = c.Stream(context.Background(), []byte("{}"), func(model.Delta) error { return nil }, readAll)
-	var merr *model.Error
+	var merr *responses.APIError
 	if !errors.As(err, &merr) || merr.Kind != responses.EUpstream {
 		t.Fatalf("err = %v, want a 502", err)
 	}
@@ -288,7 +288,7 @@ func TestEndlessResponseHeader(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	err = c.Stream(context.Background(), []byte("{}"), func(model.Delta) error { return nil }, readAll)
 	runtime.ReadMemStats(&after)
-	var merr *model.Error
+	var merr *responses.APIError
 	if !errors.As(err, &merr) || merr.Kind != responses.EUpstream {
 		t.Fatalf("err = %v, want a 502", err)
 	}

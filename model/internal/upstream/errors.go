@@ -13,12 +13,11 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
 )
 
 // Messages shown to clients. They name no URL, host or upstream body;
-// the details go to model.Error.Err, for logs.
+// the details go to the error's Cause, for logs.
 const (
 	msgUnavailable   = "the upstream model server is unavailable"
 	msgTimeout       = "the upstream model server did not respond in time"
@@ -58,8 +57,8 @@ func (c *Client) redact(msg string) string {
 const maxErrorBody = 64 << 10
 
 // UpstreamError is what the engine said when it failed: the HTTP status
-// (0 for an error inside a stream) and its message. It is the Err of a
-// model.Error, for logs and for callers that want to look closer (a
+// (0 for an error inside a stream) and its message. It is the Cause of a
+// backend's *responses.APIError, for logs and for callers that want to look closer (a
 // context-length error, say); it is never shown to clients.
 type UpstreamError struct {
 	StatusCode int
@@ -73,27 +72,27 @@ func (e *UpstreamError) Error() string {
 	return fmt.Sprintf("upstream status %d: %s", e.StatusCode, e.Message)
 }
 
-// statusError maps a non-200 response to a model.Error.
+// statusError maps a non-200 response to an API error.
 func (c *Client) statusError(resp *http.Response) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	uerr := &UpstreamError{StatusCode: resp.StatusCode, Message: errorMessage(body)}
 	switch code := resp.StatusCode; {
 	case code == http.StatusTooManyRequests:
-		return &model.Error{Kind: responses.ERateLimited, Message: msgRateLimited, Err: uerr}
+		return &responses.APIError{Kind: responses.ERateLimited, Message: msgRateLimited, Cause: uerr}
 	case code >= 500:
-		return &model.Error{Kind: responses.EUpstream, Message: msgUnavailable, Err: uerr}
+		return &responses.APIError{Kind: responses.EUpstream, Message: msgUnavailable, Cause: uerr}
 	case code == http.StatusBadRequest || code == http.StatusUnprocessableEntity:
 		// The engine refused the request as it stands (the context is too
 		// long for the model, a value out of its range): the client's to
 		// change, and it can only with the engine's reason, cleaned.
 		reason := c.clientReason(uerr.Message)
-		return &model.Error{Kind: responses.EInvalid, Message: rejectedMessage(reason), Code: rejectedCode(reason), Err: uerr}
+		return &responses.APIError{Kind: responses.EInvalid, Message: rejectedMessage(reason), Code: rejectedCode(reason), Cause: uerr}
 	case code >= 400:
 		// Any other 4xx (an unknown model, a refused key, a wrong path)
 		// is loom's configuration, not the request: a gateway error.
-		return &model.Error{Kind: responses.EUpstream, Message: msgRejected, Err: uerr}
+		return &responses.APIError{Kind: responses.EUpstream, Message: msgRejected, Cause: uerr}
 	default:
-		return &model.Error{Kind: responses.EUpstream, Message: msgBadResponse, Err: uerr}
+		return &responses.APIError{Kind: responses.EUpstream, Message: msgBadResponse, Cause: uerr}
 	}
 }
 
@@ -198,13 +197,13 @@ func errorMessage(body []byte) string {
 // StreamError is an error object the engine sent inside the stream (a
 // data line's payload, or what follows llama.cpp's "error:").
 func StreamError(payload []byte) error {
-	return &model.Error{Kind: responses.EUpstream, Message: msgUpstreamError,
-		Err: &UpstreamError{Message: errorMessage(payload)}}
+	return &responses.APIError{Kind: responses.EUpstream, Message: msgUpstreamError,
+		Cause: &UpstreamError{Message: errorMessage(payload)}}
 }
 
 // Malformed is a stream we cannot parse.
 func Malformed(err error) error {
-	return &model.Error{Kind: responses.EUpstream, Message: msgBadResponse, Err: err}
+	return &responses.APIError{Kind: responses.EUpstream, Message: msgBadResponse, Cause: err}
 }
 
 // FinishReasonError checks a finish reason: "abort" and "error" are how
@@ -213,8 +212,8 @@ func Malformed(err error) error {
 func FinishReasonError(reason string) error {
 	switch reason {
 	case "abort", "error":
-		return &model.Error{Kind: responses.EUpstream, Message: msgUpstreamError,
-			Err: fmt.Errorf("upstream finished with reason %q", reason)}
+		return &responses.APIError{Kind: responses.EUpstream, Message: msgUpstreamError,
+			Cause: fmt.Errorf("upstream finished with reason %q", reason)}
 	}
 	return nil
 }
@@ -222,7 +221,7 @@ func FinishReasonError(reason string) error {
 // BadRequest is a request loom cannot translate for the upstream: the
 // client's to fix, so msg is shown to it.
 func BadRequest(msg string) error {
-	return &model.Error{Kind: responses.EInvalid, Message: msg}
+	return &responses.APIError{Kind: responses.EInvalid, Code: CodeInvalidPrompt, Message: msg}
 }
 
 // transportError maps a failure to get or read the response. ctx is the
@@ -230,11 +229,11 @@ func BadRequest(msg string) error {
 func transportError(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(context.Cause(ctx), errFirstByteTimeout):
-		return &model.Error{Kind: responses.ETimeout, Message: msgTimeout, Err: errFirstByteTimeout}
+		return &responses.APIError{Kind: responses.ETimeout, Message: msgTimeout, Cause: errFirstByteTimeout}
 	case errors.Is(context.Cause(ctx), errIdleTimeout):
-		return &model.Error{Kind: responses.ETimeout, Message: msgStalled, Err: errIdleTimeout, Code: CodeIdleTimeout}
+		return &responses.APIError{Kind: responses.ETimeout, Message: msgStalled, Cause: errIdleTimeout, Code: CodeIdleTimeout}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return &model.Error{Kind: responses.ETimeout, Message: msgTimeout, Err: context.DeadlineExceeded}
+		return &responses.APIError{Kind: responses.ETimeout, Message: msgTimeout, Cause: context.DeadlineExceeded}
 	case ctx.Err() != nil:
 		// The caller went away; that is not an upstream failure, and
 		// there is nobody to send a status to.
@@ -242,9 +241,9 @@ func transportError(ctx context.Context, err error) error {
 	}
 	var nerr net.Error
 	if errors.As(err, &nerr) && nerr.Timeout() {
-		return &model.Error{Kind: responses.ETimeout, Message: msgTimeout, Err: err}
+		return &responses.APIError{Kind: responses.ETimeout, Message: msgTimeout, Cause: err}
 	}
-	return &model.Error{Kind: responses.EUpstream, Message: msgUnavailable, Err: err}
+	return &responses.APIError{Kind: responses.EUpstream, Message: msgUnavailable, Cause: err}
 }
 
 func truncate(b []byte, n int) []byte {

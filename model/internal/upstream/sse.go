@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
 )
 
@@ -67,7 +66,7 @@ func ReadSSE(r io.Reader, data func(payload []byte) error, done func() error) er
 					return err
 				}
 			}
-			return &model.Error{Kind: responses.EUpstream, Message: msgStreamCut, Err: io.ErrUnexpectedEOF}
+			return &responses.APIError{Kind: responses.EUpstream, Message: msgStreamCut, Cause: io.ErrUnexpectedEOF}
 		}
 		// Keep the partial line at the front, with room for more.
 		end = copy(buf, buf[start:end])

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
 )
 
@@ -47,7 +46,7 @@ func TestReadSSE(t *testing.T) {
 				}
 				return
 			}
-			var merr *model.Error
+			var merr *responses.APIError
 			if !errors.As(err, &merr) || merr.Kind != tt.wantKind || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("err = %v, want a %s mentioning %q", err, tt.wantKind, tt.wantErr)
 			}
@@ -105,7 +104,7 @@ func TestStatusError(t *testing.T) {
 	for _, tt := range tests {
 		resp := &http.Response{StatusCode: tt.code, Body: io.NopCloser(strings.NewReader(tt.body))}
 		err := c.statusError(resp)
-		var merr *model.Error
+		var merr *responses.APIError
 		var uerr *UpstreamError
 		if !errors.As(err, &merr) || merr.Kind != tt.wantKind || !errors.As(err, &uerr) ||
 			uerr.StatusCode != tt.code || uerr.Message != tt.wantMsg {
@@ -146,7 +145,7 @@ func TestFinishReasonError(t *testing.T) {
 		}
 	}
 	for _, r := range []string{"abort", "error"} {
-		var merr *model.Error
+		var merr *responses.APIError
 		if err := FinishReasonError(r); !errors.As(err, &merr) || merr.Kind != responses.EUpstream {
 			t.Errorf("%q: %v, want a 502", r, err)
 		}
@@ -188,7 +187,7 @@ func TestReadWhole(t *testing.T) {
 		t.Fatalf("got %q, %v", got, err)
 	}
 	err := ReadWhole(io.LimitReader(zeros{}, MaxLineBytes+10), func([]byte) error { t.Fatal("decoded an oversized answer"); return nil })
-	var merr *model.Error
+	var merr *responses.APIError
 	if !errors.As(err, &merr) || !strings.Contains(err.Error(), "longer than") {
 		t.Fatalf("err = %v, want a malformed answer", err)
 	}

@@ -115,9 +115,9 @@ func testWholeMatchesStream(t *testing.T, w Wire) {
 			req := UserReq(script)
 			req.Whole = whole
 			_, err := Collect(context.Background(), w.New(srv.URL+"/v1", "", Options{Retries: -1}), req)
-			var merr *model.Error
+			var merr *responses.APIError
 			if !errors.As(err, &merr) {
-				t.Fatalf("%s whole=%t: err = %v, want a *model.Error", script, whole, err)
+				t.Fatalf("%s whole=%t: err = %v, want a *responses.APIError", script, whole, err)
 			}
 			kind[i] = merr.Kind
 		}
@@ -140,7 +140,7 @@ func testWholeErrorObject(t *testing.T, w Wire) {
 	req := UserReq("hi")
 	req.Whole = true
 	deltas, err := Collect(context.Background(), w.New(srv.URL+"/v1", "", Options{}), req)
-	var merr *model.Error
+	var merr *responses.APIError
 	if !errors.As(err, &merr) || merr.Kind != responses.EUpstream || !strings.Contains(err.Error(), "engine dead") || len(deltas) != 0 {
 		t.Fatalf("err = %v after %d deltas, want an upstream error naming the engine's message", err, len(deltas))
 	}

@@ -291,9 +291,9 @@ func testErrors(t *testing.T, wire Wire) {
 				}
 				return
 			}
-			var merr *model.Error
+			var merr *responses.APIError
 			if !errors.As(err, &merr) {
-				t.Fatalf("err = %v (%T), want *model.Error", err, err)
+				t.Fatalf("err = %v (%T), want *responses.APIError", err, err)
 			}
 			if merr.Kind != tt.wantKind {
 				t.Errorf("kind %s, want %s (%v)", merr.Kind, tt.wantKind, err)
@@ -308,8 +308,8 @@ func testErrors(t *testing.T, wire Wire) {
 			if merr.Message == "" {
 				t.Error("empty client message")
 			}
-			if tt.wantErrText != "" && (merr.Err == nil || !strings.Contains(merr.Err.Error(), tt.wantErrText)) {
-				t.Errorf("Err = %v, want it to mention %q", merr.Err, tt.wantErrText)
+			if tt.wantErrText != "" && (merr.Cause == nil || !strings.Contains(merr.Cause.Error(), tt.wantErrText)) {
+				t.Errorf("Err = %v, want it to mention %q", merr.Cause, tt.wantErrText)
 			}
 		})
 	}
@@ -337,9 +337,9 @@ func testConnectionRefused(t *testing.T, wire Wire) {
 	_ = ln.Close()
 
 	_, err = Collect(context.Background(), wire.New("http://"+addr+"/v1", "", Options{}), UserReq("hi"))
-	var merr *model.Error
+	var merr *responses.APIError
 	if !errors.As(err, &merr) || merr.Kind != responses.EUpstream {
-		t.Fatalf("err = %v, want a 502 *model.Error", err)
+		t.Fatalf("err = %v, want a 502 *responses.APIError", err)
 	}
 	if strings.Contains(merr.Message, addr) {
 		t.Errorf("message leaks the address: %q", merr.Message)
@@ -410,9 +410,9 @@ func testDeadline504(t *testing.T, wire Wire) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	_, err := Collect(ctx, wire.New(srv.URL+"/v1", "", Options{}), UserReq("hi"))
-	var merr *model.Error
+	var merr *responses.APIError
 	if !errors.As(err, &merr) || merr.Kind != responses.ETimeout || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want a 504 *model.Error wrapping DeadlineExceeded", err)
+		t.Fatalf("err = %v, want a 504 *responses.APIError wrapping DeadlineExceeded", err)
 	}
 }
 
@@ -483,7 +483,7 @@ func testRequestErrorNotSent(t *testing.T, wire Wire) {
 	req := UserReq("hi")
 	req.Items[0].Role = "critic"
 	_, err := Collect(context.Background(), wire.New(srv.URL+"/v1", "", Options{}), req)
-	var merr *model.Error
+	var merr *responses.APIError
 	if !errors.As(err, &merr) || merr.Kind != responses.EInvalid || attempts.Load() != 0 {
 		t.Fatalf("err = %v, attempts %d; want a 400 and no request", err, attempts.Load())
 	}
