@@ -89,10 +89,10 @@ func (e *Engine) history(ctx context.Context, previousID string) ([]responses.It
 // checkHistorySize refuses a continuation whose stored history is past
 // Options.MaxHistoryItems or MaxHistoryBytes, with a 400 naming param
 // (previous_response_id or conversation), before it is loaded.
-func (e *Engine) checkHistorySize(param string, size store.Size) error {
-	if size.Items > e.opts.MaxHistoryItems || size.Bytes > e.opts.MaxHistoryBytes {
+func (cr *core) checkHistorySize(param string, size store.Size) error {
+	if size.Items > cr.opts.MaxHistoryItems || size.Bytes > cr.opts.MaxHistoryBytes {
 		return responses.BadRequest(param, "the conversation this request continues holds %d items (%d bytes), more than this server loads "+
-			"(%d items, %d bytes): compact it (POST /v1/responses/compact) or start a new one", size.Items, size.Bytes, e.opts.MaxHistoryItems, e.opts.MaxHistoryBytes)
+			"(%d items, %d bytes): compact it (POST /v1/responses/compact) or start a new one", size.Items, size.Bytes, cr.opts.MaxHistoryItems, cr.opts.MaxHistoryBytes)
 	}
 	return nil
 }

@@ -87,15 +87,15 @@ func (e *Engine) Compact(ctx context.Context, req *responses.Request) (*response
 // openCompaction returns the message that stands in for a compaction
 // item: its summary, opened. param names the item for the 400 of a blob
 // that does not open.
-func (e *Engine) openCompaction(it *responses.Item, param string) (responses.Item, error) {
-	if e.opts.Sealer == nil {
+func (cr *core) openCompaction(it *responses.Item, param string) (responses.Item, error) {
+	if cr.opts.Sealer == nil {
 		return responses.Item{}, responses.BadRequest(param, "this server has no reasoning key, so it cannot open a compaction")
 	}
 	blob := ""
 	if it.ReasoningFields().EncryptedContent != nil {
 		blob = *it.ReasoningFields().EncryptedContent
 	}
-	summary, err := e.opts.Sealer.OpenCompaction(blob)
+	summary, err := cr.opts.Sealer.OpenCompaction(blob)
 	if err != nil {
 		return responses.Item{}, responses.BadRequest(param, "%v", err)
 	}

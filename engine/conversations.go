@@ -13,6 +13,12 @@ import (
 	"github.com/loomgate/loom/tools"
 )
 
+// Conversations is the Conversations API over the store: create, read,
+// update and delete conversations and their items. A response's turn on
+// a conversation is the Engine's (it claims the conversation, adds its
+// turn and releases it).
+type Conversations struct{ *core }
+
 // A response created with conversation reads the conversation's items as
 // its history and, when it ends, appends its input and output items to
 // it. Two responses never run on one conversation at once: the first
@@ -122,7 +128,7 @@ func (e *Engine) finishTurn(ctx context.Context, r *run, added bool) error {
 
 // releaseConversation lets go of the conversation of a background response
 // cancelled before it ran.
-func (e *Engine) releaseConversation(ctx context.Context, responseID string, body json.RawMessage) {
+func (cs *Conversations) releaseConversation(ctx context.Context, responseID string, body json.RawMessage) {
 	var head struct {
 		Conversation *struct {
 			ID string `json:"id"`
@@ -131,8 +137,8 @@ func (e *Engine) releaseConversation(ctx context.Context, responseID string, bod
 	if json.Unmarshal(body, &head) != nil || head.Conversation == nil || head.Conversation.ID == "" {
 		return
 	}
-	if err := e.store.FinishConversationTurn(ctx, head.Conversation.ID, responseID, nil); err != nil && !errors.Is(err, store.ErrNotFound) {
-		e.log.WarnContext(ctx, "release conversation", "conversation", head.Conversation.ID, "id", responseID, "err", err)
+	if err := cs.store.FinishConversationTurn(ctx, head.Conversation.ID, responseID, nil); err != nil && !errors.Is(err, store.ErrNotFound) {
+		cs.log.WarnContext(ctx, "release conversation", "conversation", head.Conversation.ID, "id", responseID, "err", err)
 	}
 }
 
@@ -188,7 +194,7 @@ func CheckMetadata(m map[string]string) error {
 // opens). history returns the conversation's items; it is called only
 // when needed, and is nil for a new conversation. The items returned are
 // a copy, with ids for those without one and sealed reasoning opened.
-func (e *Engine) newItems(items []responses.Item, history func() ([]responses.Item, error)) ([]responses.Item, error) {
+func (cs *Conversations) newItems(items []responses.Item, history func() ([]responses.Item, error)) ([]responses.Item, error) {
 	if err := responses.ValidateConversationItems(items); err != nil {
 		return nil, err
 	}
@@ -205,18 +211,18 @@ func (e *Engine) newItems(items []responses.Item, history func() ([]responses.It
 			return nil, err
 		}
 	}
-	if err := e.openReasoning(out, "items"); err != nil {
+	if err := cs.openReasoning(out, "items"); err != nil {
 		return nil, err
 	}
 	for i := range out {
 		it := &out[i]
 		if it.Type == responses.ItemCompaction {
-			if _, err := e.openCompaction(it, fmt.Sprintf("items[%d].encrypted_content", i)); err != nil {
+			if _, err := cs.openCompaction(it, fmt.Sprintf("items[%d].encrypted_content", i)); err != nil {
 				return nil, err
 			}
 		}
 		if it.ID == "" {
-			it.ID = e.opts.NewID(itemPrefix(it.Type))
+			it.ID = cs.opts.NewID(itemPrefix(it.Type))
 		}
 		if it.Type == responses.ItemMessage && it.Status == "" {
 			it.Status = responses.StatusCompleted
@@ -231,8 +237,8 @@ func conversationNotFound(id string) error {
 
 // ownConversation returns conversation id if it belongs to the tenant of
 // ctx; another tenant's is a 404 exactly like a missing one.
-func (e *Engine) ownConversation(ctx context.Context, id string) (*store.Conversation, error) {
-	c, err := e.store.GetConversation(ctx, id)
+func (cs *Conversations) ownConversation(ctx context.Context, id string) (*store.Conversation, error) {
+	c, err := cs.store.GetConversation(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && c.Tenant != tenant.From(ctx)) {
 		return nil, conversationNotFound(id)
 	}
@@ -240,38 +246,38 @@ func (e *Engine) ownConversation(ctx context.Context, id string) (*store.Convers
 }
 
 // CreateConversation creates a conversation with its first items.
-func (e *Engine) CreateConversation(ctx context.Context, items []responses.Item, metadata map[string]string) (*store.Conversation, error) {
+func (cs *Conversations) CreateConversation(ctx context.Context, items []responses.Item, metadata map[string]string) (*store.Conversation, error) {
 	if err := CheckMetadata(metadata); err != nil {
 		return nil, err
 	}
-	items, err := e.newItems(items, nil)
+	items, err := cs.newItems(items, nil)
 	if err != nil {
 		return nil, err
 	}
-	c := &store.Conversation{ID: e.opts.NewID("conv"), CreatedAt: e.opts.Now().Unix(), Metadata: metadata, Tenant: tenant.From(ctx)}
+	c := &store.Conversation{ID: cs.opts.NewID("conv"), CreatedAt: cs.opts.Now().Unix(), Metadata: metadata, Tenant: tenant.From(ctx)}
 	if c.Metadata == nil {
 		c.Metadata = map[string]string{}
 	}
-	if err := e.store.CreateConversation(ctx, c, items); err != nil {
+	if err := cs.store.CreateConversation(ctx, c, items); err != nil {
 		return nil, storeFailed(err)
 	}
 	return c, nil
 }
 
 // Conversation returns a conversation.
-func (e *Engine) Conversation(ctx context.Context, id string) (*store.Conversation, error) {
-	return e.ownConversation(ctx, id)
+func (cs *Conversations) Conversation(ctx context.Context, id string) (*store.Conversation, error) {
+	return cs.ownConversation(ctx, id)
 }
 
 // UpdateConversation replaces a conversation's metadata.
-func (e *Engine) UpdateConversation(ctx context.Context, id string, metadata map[string]string) (*store.Conversation, error) {
-	if _, err := e.ownConversation(ctx, id); err != nil {
+func (cs *Conversations) UpdateConversation(ctx context.Context, id string, metadata map[string]string) (*store.Conversation, error) {
+	if _, err := cs.ownConversation(ctx, id); err != nil {
 		return nil, err
 	}
 	if err := CheckMetadata(metadata); err != nil {
 		return nil, err
 	}
-	c, err := e.store.SetConversationMetadata(ctx, id, metadata)
+	c, err := cs.store.SetConversationMetadata(ctx, id, metadata)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, conversationNotFound(id)
 	}
@@ -280,11 +286,11 @@ func (e *Engine) UpdateConversation(ctx context.Context, id string, metadata map
 
 // DeleteConversation deletes a conversation and its items; the responses
 // made on it stay.
-func (e *Engine) DeleteConversation(ctx context.Context, id string) error {
-	if _, err := e.ownConversation(ctx, id); err != nil {
+func (cs *Conversations) DeleteConversation(ctx context.Context, id string) error {
+	if _, err := cs.ownConversation(ctx, id); err != nil {
 		return err
 	}
-	err := e.store.DeleteConversation(ctx, id)
+	err := cs.store.DeleteConversation(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return conversationNotFound(id)
 	}
@@ -292,12 +298,12 @@ func (e *Engine) DeleteConversation(ctx context.Context, id string) error {
 }
 
 // AddConversationItems appends items and returns them with their ids.
-func (e *Engine) AddConversationItems(ctx context.Context, id string, items []responses.Item) ([]responses.Item, error) {
-	if _, err := e.ownConversation(ctx, id); err != nil {
+func (cs *Conversations) AddConversationItems(ctx context.Context, id string, items []responses.Item) ([]responses.Item, error) {
+	if _, err := cs.ownConversation(ctx, id); err != nil {
 		return nil, err
 	}
-	items, err := e.newItems(items, func() ([]responses.Item, error) {
-		all, _, err := e.store.ConversationItems(ctx, id, store.Page{})
+	items, err := cs.newItems(items, func() ([]responses.Item, error) {
+		all, _, err := cs.store.ConversationItems(ctx, id, store.Page{})
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, conversationNotFound(id)
 		}
@@ -306,7 +312,7 @@ func (e *Engine) AddConversationItems(ctx context.Context, id string, items []re
 	if err != nil {
 		return nil, err
 	}
-	err = e.store.AddConversationItems(ctx, id, items)
+	err = cs.store.AddConversationItems(ctx, id, items)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, conversationNotFound(id)
 	}
@@ -314,11 +320,11 @@ func (e *Engine) AddConversationItems(ctx context.Context, id string, items []re
 }
 
 // ConversationItems returns a page of a conversation's items.
-func (e *Engine) ConversationItems(ctx context.Context, id string, page store.Page) ([]responses.Item, bool, error) {
-	if _, err := e.ownConversation(ctx, id); err != nil {
+func (cs *Conversations) ConversationItems(ctx context.Context, id string, page store.Page) ([]responses.Item, bool, error) {
+	if _, err := cs.ownConversation(ctx, id); err != nil {
 		return nil, false, err
 	}
-	items, more, err := e.store.ConversationItems(ctx, id, page)
+	items, more, err := cs.store.ConversationItems(ctx, id, page)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, false, conversationNotFound(id)
@@ -329,13 +335,13 @@ func (e *Engine) ConversationItems(ctx context.Context, id string, page store.Pa
 }
 
 // ConversationItem returns one item of a conversation.
-func (e *Engine) ConversationItem(ctx context.Context, id, itemID string) (responses.Item, error) {
-	if _, err := e.ownConversation(ctx, id); err != nil {
+func (cs *Conversations) ConversationItem(ctx context.Context, id, itemID string) (responses.Item, error) {
+	if _, err := cs.ownConversation(ctx, id); err != nil {
 		return responses.Item{}, err
 	}
-	it, err := e.store.ConversationItem(ctx, id, itemID)
+	it, err := cs.store.ConversationItem(ctx, id, itemID)
 	if errors.Is(err, store.ErrNotFound) {
-		if _, cerr := e.store.GetConversation(ctx, id); errors.Is(cerr, store.ErrNotFound) {
+		if _, cerr := cs.store.GetConversation(ctx, id); errors.Is(cerr, store.ErrNotFound) {
 			return it, conversationNotFound(id)
 		}
 		return it, responses.NotFound("item_id", "item %q not found in conversation %q", itemID, id)
@@ -344,13 +350,13 @@ func (e *Engine) ConversationItem(ctx context.Context, id, itemID string) (respo
 }
 
 // DeleteConversationItem deletes one item and returns the conversation.
-func (e *Engine) DeleteConversationItem(ctx context.Context, id, itemID string) (*store.Conversation, error) {
-	if _, err := e.ownConversation(ctx, id); err != nil {
+func (cs *Conversations) DeleteConversationItem(ctx context.Context, id, itemID string) (*store.Conversation, error) {
+	if _, err := cs.ownConversation(ctx, id); err != nil {
 		return nil, err
 	}
-	err := e.store.DeleteConversationItem(ctx, id, itemID)
+	err := cs.store.DeleteConversationItem(ctx, id, itemID)
 	if errors.Is(err, store.ErrNotFound) {
-		if _, cerr := e.store.GetConversation(ctx, id); errors.Is(cerr, store.ErrNotFound) {
+		if _, cerr := cs.store.GetConversation(ctx, id); errors.Is(cerr, store.ErrNotFound) {
 			return nil, conversationNotFound(id)
 		}
 		return nil, responses.NotFound("item_id", "item %q not found in conversation %q", itemID, id)
@@ -358,5 +364,5 @@ func (e *Engine) DeleteConversationItem(ctx context.Context, id, itemID string) 
 	if err != nil {
 		return nil, storeFailed(err)
 	}
-	return e.Conversation(ctx, id)
+	return cs.Conversation(ctx, id)
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -130,37 +129,32 @@ type Options struct {
 // turn by turn, builds the output and its events, and stores the result.
 // It is safe for concurrent use; each Run is independent.
 type Engine struct {
+	*core
+	// The engine's other parts, over the same store: their methods are
+	// the Engine's too.
+	*Conversations
+	*Retrieval
+	*Maintenance
+
 	backend model.Backend
-	store   Store
-	log     *slog.Logger
-	opts    Options
 	images  *imageFetcher // nil: image URLs are refused
 
 	warnRandomKey sync.Once
-	// owner names this engine's leases; inflight are its leased responses.
-	owner    string
-	inflight inflight
-	tracer   trace.Tracer
+	tracer        trace.Tracer
 	// tracing is set when spans are recorded (Options.TracerProvider):
 	// without it, the hot path's spans are not started at all (see noSpan).
 	tracing bool
-	// ownIDs is set when ids are loom's own (Options.NewID nil), which
-	// the items of an input get all at once (setItemIDs).
-	ownIDs bool
 	// life ends with CancelBackground: background streams, which outlive
 	// their request's context, end with it.
 	life    context.Context
 	endLife context.CancelFunc
-	// storeDown is set while the store does not answer its pings
-	// (CheckStore).
-	storeDown atomic.Bool
 	// running bounds the responses running at once.
 	running admission
 }
 
 // New returns an Engine over backend and store.
 func New(backend model.Backend, st Store, opts *Options) *Engine {
-	e := &Engine{backend: backend, store: idCheckedStore{st}}
+	e := &Engine{core: &core{store: idCheckedStore{st}}, backend: backend}
 	e.life, e.endLife = context.WithCancel(context.Background())
 	if opts != nil {
 		e.opts = *opts
@@ -221,11 +215,14 @@ func New(backend model.Backend, st Store, opts *Options) *Engine {
 			e.opts.FollowPoll = time.Second
 		}
 	}
-	e.owner = e.opts.Owner
-	if e.owner == "" {
-		e.owner = NewID("replica")
+	owner := e.opts.Owner
+	if owner == "" {
+		owner = NewID("replica")
 	}
 	e.log = e.opts.Logger
+	e.Conversations = &Conversations{core: e.core}
+	e.Retrieval = &Retrieval{core: e.core, conversations: e.Conversations}
+	e.Maintenance = &Maintenance{core: e.core, owner: owner}
 	e.tracer = telemetry.Tracer(e.opts.TracerProvider, "github.com/loomgate/loom/engine")
 	e.tracing = e.opts.TracerProvider != nil
 	if e.opts.Conversation.TracerProvider == nil {

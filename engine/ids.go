@@ -134,11 +134,11 @@ func inputIDsSeen(req *responses.Request, opts *RunOptions, conversationID strin
 // setItemIDs gives every item without an id one (messages too when
 // messages is set: inputIDsSeen): with Options.NewID when the embedder
 // set it, all at once otherwise.
-func (e *Engine) setItemIDs(items []responses.Item, messages bool) {
-	if !e.ownIDs {
+func (cr *core) setItemIDs(items []responses.Item, messages bool) {
+	if !cr.ownIDs {
 		for i := range items {
 			if needsID(&items[i], messages) {
-				items[i].ID = e.opts.NewID(itemPrefix(items[i].Type))
+				items[i].ID = cr.opts.NewID(itemPrefix(items[i].Type))
 			}
 		}
 		return

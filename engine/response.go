@@ -153,23 +153,23 @@ const saveRetryPause = 500 * time.Millisecond
 
 // saveRecord writes rec within the store timeout, grown by what it writes
 // (saveTimeout).
-func (e *Engine) saveRecord(ctx context.Context, rec *store.Record) error {
-	ctx, cancel := context.WithTimeout(ctx, e.saveTimeout(rec))
+func (cr *core) saveRecord(ctx context.Context, rec *store.Record) error {
+	ctx, cancel := context.WithTimeout(ctx, cr.saveTimeout(rec))
 	defer cancel()
-	return e.store.SaveResponse(ctx, rec)
+	return cr.store.SaveResponse(ctx, rec)
 }
 
 // saveTimeout bounds one write of rec: the store timeout, and a second
 // more for every 10,000 items or 4 MiB it writes, so that a response as
 // large as the request limits allow is stored on either store rather
 // than timed out (250k items took PostgreSQL past a fixed 10 s).
-func (e *Engine) saveTimeout(rec *store.Record) time.Duration {
+func (cr *core) saveTimeout(rec *store.Record) time.Duration {
 	n := len(rec.Input) + len(rec.Output) + len(rec.Events)
 	size := len(rec.Response)
 	for _, ev := range rec.Events {
 		size += len(ev)
 	}
-	return e.opts.StoreTimeout + time.Duration(n/10_000+size/(4<<20))*time.Second
+	return cr.opts.StoreTimeout + time.Duration(n/10_000+size/(4<<20))*time.Second
 }
 
 // failStored turns a response whose save failed into a failed one: the

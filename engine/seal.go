@@ -138,17 +138,17 @@ func sealedReasoning(it *responses.Item) bool {
 // encrypted_content, so the model sees its earlier reasoning again. A blob
 // that does not open is a 400 naming the item of field ("input",
 // "items").
-func (e *Engine) openReasoning(input []responses.Item, field string) error {
+func (cr *core) openReasoning(input []responses.Item, field string) error {
 	for i := range input {
 		it := &input[i]
 		if !sealedReasoning(it) {
 			continue
 		}
 		param := fmt.Sprintf("%s[%d].encrypted_content", field, i)
-		if e.opts.Sealer == nil {
+		if cr.opts.Sealer == nil {
 			return responses.BadRequest(param, "this server has no reasoning key, so it cannot open encrypted_content")
 		}
-		text, err := e.opts.Sealer.Open(*it.ReasoningFields().EncryptedContent)
+		text, err := cr.opts.Sealer.Open(*it.ReasoningFields().EncryptedContent)
 		if err != nil {
 			return responses.BadRequest(param, "%v", err)
 		}

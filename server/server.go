@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/telemetry"
 	"github.com/loomgate/loom/tenant"
@@ -79,7 +78,7 @@ type Options struct {
 // Server is loom's HTTP API: the Responses endpoints over an Engine, plus
 // models, health and readiness.
 type Server struct {
-	engine *engine.Engine
+	engine Services
 	opts   Options
 	log    *slog.Logger
 	mux    *http.ServeMux
@@ -90,8 +89,9 @@ type Server struct {
 	authn   []Authenticator
 }
 
-// New returns a Server for e. It reports ready until SetReady(false).
-func New(e *engine.Engine, opts *Options) *Server {
+// New returns a Server over e (an *engine.Engine provides every service). It
+// reports ready until SetReady(false) or while the store does not answer.
+func New(e Services, opts *Options) *Server {
 	s := &Server{engine: e, mux: http.NewServeMux(), sockets: sockets{shutdown: make(chan struct{}), afterFunc: timeAfterFunc}}
 	if opts != nil {
 		s.opts = *opts
