@@ -122,7 +122,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.idleStreams, "idle-streams", 1000, "streams held open for the memory row")
 	fs.IntVar(&c.payloadRequests, "payload-requests", 300, "1000 messages, 100 tools: requests per target and round")
 	fs.DurationVar(&c.payloadTime, "payload-time", 10*time.Second, "1000 messages, 100 tools: the longest one payload may take per round")
-	fs.IntVar(&c.toolsRequests, "tools-requests", 3, "10k and 20k tools: requests of each per round")
+	fs.IntVar(&c.toolsRequests, "tools-requests", 5, "10k and 20k tools: requests of each per round")
 	fs.IntVar(&c.tools, "tools", 10000, "the smaller tool count of the tools row (the larger is twice as many)")
 	fs.StringVar(&c.postgresURL, "postgres", os.Getenv("LOOM_TEST_POSTGRES_URL"), "PostgreSQL server URL; a database is created for the run and dropped after (empty: no PostgreSQL rows)")
 	fs.StringVar(&c.profileDir, "profile", "", "write CPU profiles of the store-true loom processes in the first round's paced phases to this directory (the profiler adds to their CPU in that round)")

@@ -435,8 +435,10 @@ func measurePayload(ctx context.Context, cfg *config, f *fleet, m measures, payl
 
 // measureTools sends loom (store false) requests of cfg.tools and twice
 // as many function tools, in turn, one at a time, and notes its CPU per
-// request of each: from before the request to toolsSettle after its
-// answer (its garbage collected), less what loom uses with no request.
+// request of each: from just before the request to just after its
+// answer, less what loom uses with no request. A collection of the
+// garbage a request made is counted where it falls: requests of both
+// sizes alternate.
 func measureTools(ctx context.Context, cfg *config, f *fleet, m measures) error {
 	s := f.loom[loomNoStore]
 	client := &http.Client{Transport: loadgen.PooledTransport(1)}
@@ -471,7 +473,6 @@ func measureTools(ctx context.Context, cfg *config, f *fleet, m measures) error 
 			if err != nil {
 				return err
 			}
-			time.Sleep(toolsSettle)
 			c1, err := s.cpu(ctx)
 			if err != nil {
 				return err
@@ -489,10 +490,6 @@ func measureTools(ctx context.Context, cfg *config, f *fleet, m measures) error 
 	progress("%s", line)
 	return nil
 }
-
-// toolsSettle is how long after its answer a request of many tools is
-// still charged CPU for: the collection of its garbage.
-const toolsSettle = 300 * time.Millisecond
 
 // idleWindow is how long idleCPU watches the servers.
 const idleWindow = 3 * time.Second

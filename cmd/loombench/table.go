@@ -94,9 +94,14 @@ func met(ok bool) string {
 	return "no"
 }
 
-// notMeasured is the row of a value no round could compute.
-func notMeasured(name, target, why string) row {
-	return row{name, target, "not measured" + why, "—"}
+// missing is the row of a value no round could compute: "not measured"
+// when no round measured its inputs (why says why), else noValue says
+// what made every round's value undefined.
+func missing(name, target string, s series, why, noValue string) row {
+	if len(s.inputs) == 0 {
+		return row{name, target, "not measured" + why, "—"}
+	}
+	return row{name, target, "n/a: " + noValue, "—"}
 }
 
 func buildTable(cfg *config, rounds []measures, postgres bool) []row {
@@ -122,7 +127,7 @@ func buildTable(cfg *config, rounds []measures, postgres bool) []row {
 					return (v[0] - v[1]) / v[1] * 100, true
 				})
 				if len(s.values) == 0 {
-					rows = append(rows, notMeasured(name, target, why(t)))
+					rows = append(rows, missing(name, target, s, why(t), ""))
 					continue
 				}
 				share := median(slices.Clone(s.values))
@@ -152,7 +157,7 @@ func buildTable(cfg *config, rounds []measures, postgres bool) []row {
 				return v[0] / v[1], v[1] > 0
 			})
 			if len(s.values) == 0 || len(all.values) == 0 {
-				rows = append(rows, notMeasured(name, target, why(t)))
+				rows = append(rows, missing(name, target, s, why(t), "the proxy used no CPU, or loom less than none with its idle CPU out"))
 				continue
 			}
 			ratio := median(slices.Clone(s.values))
@@ -170,7 +175,7 @@ func buildTable(cfg *config, rounds []measures, postgres bool) []row {
 			return v[0] / 1024, true
 		})
 		if len(s.values) == 0 {
-			rows = append(rows, notMeasured(name, target, ""))
+			rows = append(rows, missing(name, target, s, "", ""))
 		} else {
 			kb := median(slices.Clone(s.values))
 			measured := fmt.Sprintf("%.1f KB (proxy: %.1f KB%s)", kb, s.inputs[1]/1024, s.spread("%.1f"))
@@ -188,7 +193,7 @@ func buildTable(cfg *config, rounds []measures, postgres bool) []row {
 				return (v[0] - v[2]) / (v[1] - v[2]), v[1] > v[2]
 			})
 			if len(s.values) == 0 {
-				rows = append(rows, notMeasured(name, target, why(t)))
+				rows = append(rows, missing(name, target, s, why(t), "the proxy added no time"))
 				continue
 			}
 			ratio := median(slices.Clone(s.values))
@@ -206,7 +211,7 @@ func buildTable(cfg *config, rounds []measures, postgres bool) []row {
 			return v[0] / v[1], v[1] > 0
 		})
 		if len(s.values) == 0 {
-			rows = append(rows, notMeasured(name, target, ""))
+			rows = append(rows, missing(name, target, s, "", "no CPU measured for the fewer tools"))
 		} else {
 			ratio := median(slices.Clone(s.values))
 			measured := fmt.Sprintf("%.2fx (%.1f vs %.1f ms%s)", ratio, s.inputs[0], s.inputs[1], s.spread("%.2f"))
@@ -221,7 +226,7 @@ func buildTable(cfg *config, rounds []measures, postgres bool) []row {
 			return (v[0] + v[1]) / 2, true
 		})
 		if len(s.values) == 0 {
-			rows = append(rows, notMeasured(name, "—", why(t)))
+			rows = append(rows, missing(name, "—", s, why(t), ""))
 			continue
 		}
 		perSecond := median(slices.Clone(s.values))
