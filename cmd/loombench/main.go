@@ -7,32 +7,43 @@
 // Every server measured runs in a process of its own, as deployed: the
 // scripted upstream (this binary, "loombench upstream"), the proxy
 // ("loombench proxy") and three loom processes (cmd/loom, built by this
-// command with a pprof listener added): store true on a SQLite file,
-// store true on PostgreSQL, store false. This process is the clients.
-// CPU per request is each server's process CPU (/proc/PID/stat) over the
-// requests it served; memory is its heap and stacks after a forced GC.
+// command with debugserver.go added): store true on a SQLite file, store
+// true on PostgreSQL (a database made for the run), store false. This
+// process is the clients. A server's CPU is its process's getrusage
+// (every thread), read from it over loopback; its memory is its heap and
+// stacks after a forced GC (pprof).
 //
 // The run is in rounds (-rounds, default 3); each round measures every
-// row once, and the table gives each row's median over the rounds. A
-// round is:
+// row once, and the table gives each row's median over the rounds (a
+// round's value is computed from that round's measures alone). A round
+// is:
 //
-//   - the realistic pace, streamed then JSON: the upstream answers in
-//     ~50 chunks 3 ms apart (~150 ms); 16 clients (-clients) each send
-//     one request to every target in turn, in an order shuffled anew
-//     each time (internal/loadgen), so that all targets see the same
-//     machine. Rows: loom's added share of the end-to-end time at p50
-//     and p99, (loom - direct) / direct, and its CPU per request over
-//     the proxy's;
+//   - the realistic pace, streamed then JSON: the upstream answers in 50
+//     chunks 3 ms apart (a JSON answer comes when its stream would have
+//     ended); 16 clients (-clients) each send one request
+//     to every target in turn, in an order shuffled anew each time
+//     (internal/loadgen), so that all targets see the same machine.
+//     Rows: loom's added share of the end-to-end time at p50 and p99,
+//     (loom - direct) / direct, and its CPU per request over the
+//     proxy's. What a server uses with no request at all (loom's
+//     background jobs poll its store) is measured for 3 s before and
+//     after the phase and that rate taken out of the phase's CPU: it is
+//     a cost per second, not per request, and has rows of its own;
 //   - memory per idle open stream: -idle-streams streams through loom
 //     (store true, SQLite) whose upstream stalls after the first piece
-//     of the answer, loom's heap and stacks with them open minus before;
+//     of the answer: loom's heap and stacks with them open minus before,
+//     over their number; the proxy's the same way, for reference;
 //   - 1000 history messages and 100 tools, one client, an answer without
 //     pauses (the pace would only add noise to a difference of a few
-//     ms): loom's added time at p50 over the proxy's, same payload;
-//   - 10k and 20k function tools: loom's CPU per request, 20k over 10k.
+//     ms): loom's added time at p50 over the proxy's, the same payload;
+//   - 10k and 20k function tools (store false), one at a time: the
+//     median of loom's CPU per request, 20k over 10k.
 //
-// With -profile DIR the store-true loom processes are profiled (pprof
-// CPU profiles) in the first round's paced phases.
+// A phase stops early at its time limit (-pace-time, -payload-time) and
+// a round that would end past -budget is not started: a slow machine
+// gives fewer requests or rounds, not a long run. With -profile DIR the
+// store-true loom processes are profiled (pprof CPU profiles) during the
+// first round's paced phases.
 package main
 
 import (
@@ -122,7 +133,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.idleStreams, "idle-streams", 1000, "streams held open for the memory row")
 	fs.IntVar(&c.payloadRequests, "payload-requests", 300, "1000 messages, 100 tools: requests per target and round")
 	fs.DurationVar(&c.payloadTime, "payload-time", 10*time.Second, "1000 messages, 100 tools: the longest one payload may take per round")
-	fs.IntVar(&c.toolsRequests, "tools-requests", 5, "10k and 20k tools: requests of each per round")
+	fs.IntVar(&c.toolsRequests, "tools-requests", 7, "10k and 20k tools: requests of each per round")
 	fs.IntVar(&c.tools, "tools", 10000, "the smaller tool count of the tools row (the larger is twice as many)")
 	fs.StringVar(&c.postgresURL, "postgres", os.Getenv("LOOM_TEST_POSTGRES_URL"), "PostgreSQL server URL; a database is created for the run and dropped after (empty: no PostgreSQL rows)")
 	fs.StringVar(&c.profileDir, "profile", "", "write CPU profiles of the store-true loom processes in the first round's paced phases to this directory (the profiler adds to their CPU in that round)")

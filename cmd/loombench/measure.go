@@ -47,7 +47,7 @@ func idleKey(server string) string { return "idle/" + server }
 // payload, in ms.
 func payloadKey(payload, target string) string { return "payload/" + payload + "/" + target }
 
-// toolsKey: loom's CPU per request of n tools, in ms.
+// toolsKey: loom's CPU per request of n tools, in ms (the median).
 func toolsKey(n int) string { return fmt.Sprintf("tools/%d", n) }
 
 // The payloads of the request-size rows.
@@ -190,7 +190,7 @@ func measurePace(ctx context.Context, cfg *config, f *fleet, m measures, kind st
 	}
 	line := fmt.Sprintf("%s at the pace, %d requests per target:", kind, n)
 	if stream {
-		line += fmt.Sprintf(" %d chunks upstream;", res[0][0].Lines)
+		line += fmt.Sprintf(" %d chunks upstream;", res[0][0].Lines-1) // and [DONE]
 	}
 	for ti, t := range targets {
 		d := totals(res[ti])
@@ -434,11 +434,11 @@ func measurePayload(ctx context.Context, cfg *config, f *fleet, m measures, payl
 }
 
 // measureTools sends loom (store false) requests of cfg.tools and twice
-// as many function tools, in turn, one at a time, and notes its CPU per
-// request of each: from just before the request to just after its
-// answer, less what loom uses with no request. A collection of the
-// garbage a request made is counted where it falls: requests of both
-// sizes alternate.
+// as many function tools, in turn, one at a time, and notes the median
+// of its CPU per request of each: from just before the request to just
+// after its answer, less what loom uses with no request. A collection of
+// the garbage a request made is counted where it falls (requests of both
+// sizes alternate); the median keeps one that fell on a request out.
 func measureTools(ctx context.Context, cfg *config, f *fleet, m measures) error {
 	s := f.loom[loomNoStore]
 	client := &http.Client{Transport: loadgen.PooledTransport(1)}
@@ -458,8 +458,7 @@ func measureTools(ctx context.Context, cfg *config, f *fleet, m measures) error 
 	if err != nil {
 		return err
 	}
-	cpu := make([]time.Duration, len(sizes))
-	wall := make([]time.Duration, len(sizes))
+	cpu := make([][]float64, len(sizes)) // ms, per request
 	for i := range cfg.toolsRequests {
 		for k := range sizes {
 			// Alternate which goes first.
@@ -469,23 +468,20 @@ func measureTools(ctx context.Context, cfg *config, f *fleet, m measures) error 
 				return err
 			}
 			start := time.Now()
-			tm, err := loadgen.Do(ctx, client, targets[t])
-			if err != nil {
+			if _, err := loadgen.Do(ctx, client, targets[t]); err != nil {
 				return err
 			}
 			c1, err := s.cpu(ctx)
 			if err != nil {
 				return err
 			}
-			cpu[t] += c1 - c0 - time.Duration(idle[s.name]*float64(time.Since(start)))
-			wall[t] += tm.Total
+			cpu[t] = append(cpu[t], ms(c1-c0-time.Duration(idle[s.name]*float64(time.Since(start)))))
 		}
 	}
-	line := fmt.Sprintf("tools, %d requests of each, loom's CPU (wall) per request:", cfg.toolsRequests)
+	line := fmt.Sprintf("tools, %d requests of each, loom's CPU per request (median):", cfg.toolsRequests)
 	for k, n := range sizes {
-		perRequest := ms(cpu[k]) / float64(cfg.toolsRequests)
-		m[toolsKey(n)] = perRequest
-		line += fmt.Sprintf(" %d tools %.1f ms (%.1f ms)", n, perRequest, ms(wall[k])/float64(cfg.toolsRequests))
+		m[toolsKey(n)] = median(cpu[k])
+		line += fmt.Sprintf(" %d tools %.1f ms", n, m[toolsKey(n)])
 	}
 	progress("%s", line)
 	return nil
