@@ -124,7 +124,7 @@ func parseFlags(args []string) (*config, error) {
 	c := &config{}
 	fs := flag.NewFlagSet("loombench", flag.ContinueOnError)
 	fs.IntVar(&c.rounds, "rounds", 3, "rounds; every row is the median of its rounds")
-	fs.DurationVar(&c.budget, "budget", 9*time.Minute, "the longest the whole run may take: rounds that would not fit are dropped, phases stop early")
+	fs.DurationVar(&c.budget, "budget", 8*time.Minute+30*time.Second, "the longest the whole run may take: rounds that would not fit are dropped, phases stop early")
 	fs.IntVar(&c.clients, "clients", 16, "at the pace: concurrent clients, each sending to every target in turn")
 	fs.IntVar(&c.paceRequests, "pace-requests", 800, "at the pace: requests per target, per kind (streamed, JSON) and round")
 	fs.DurationVar(&c.paceTime, "pace-time", 40*time.Second, "at the pace: the longest one kind may take per round")
