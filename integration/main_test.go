@@ -9,10 +9,6 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// A benchmark's upstream, or its clients, in a process of its own is
-	// this binary run again: it serves and exits here.
-	serveBenchUpstreamIfAsked()
-	serveBenchClientIfAsked()
 	// pgtest.Main stops the private PostgreSQL cluster, if one started.
 	code := pgtest.Main(m)
 	mcptest.RemoveBuild()

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,18 +24,17 @@ import (
 	"github.com/loomgate/loom/store/sqlite"
 )
 
-// The stored path measured side by side: the upstream direct, through a
-// bare pooled reverse proxy, and through loom with store true on a SQLite
-// file (the default store) and on PostgreSQL (the replicas' store), in
+// The cost of a continuation as its chain grows, on both stores, side by
+// side with the upstream called directly with the same conversation, in
 // one loop so all targets see the same load (internal/loadgen). Run with:
 //
-//	go test ./integration -run '^$' -bench 'Stored|ChainLink' -benchtime 3000x
+//	go test ./integration -run '^$' -bench ChainLink -benchtime 3000x
 
 // storedLoom is a loom server over upstream (base URL ending in /v1) on
 // store.
 func storedLoom(b *testing.B, upstream string, store engine.Store) string {
 	b.Helper()
-	backend := chat.New(upstream, "test-key", &chat.Options{HTTPOptions: model.HTTPOptions{Transport: pooledTransport()}})
+	backend := chat.New(upstream, "test-key", &chat.Options{HTTPOptions: model.HTTPOptions{Transport: loadgen.PooledTransport(64)}})
 	srv := httptest.NewServer(server.New(engine.New(backend, store, &engine.Options{Models: []string{mockllm.DefaultModel}}), nil))
 	b.Cleanup(srv.Close)
 	return srv.URL + "/v1"
@@ -60,51 +57,6 @@ func benchStores(b *testing.B) (sqliteStore, pgStore engine.Store) {
 	return s, p
 }
 
-// newStoredBenchSetup: direct, proxy, loom-sqlite, loom-postgres.
-func newStoredBenchSetup(b *testing.B) *benchSetup {
-	b.Helper()
-	mock := mockllm.New(nil)
-	up := httptest.NewServer(mock)
-	b.Cleanup(up.Close)
-	b.Cleanup(mock.Close)
-	mockRoot, err := url.Parse(up.URL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rp := httputil.NewSingleHostReverseProxy(mockRoot)
-	rp.Transport = pooledTransport()
-	proxy := httptest.NewServer(fullDuplex(rp))
-	b.Cleanup(proxy.Close)
-	sq, pg := benchStores(b)
-
-	const script = "#say ok"
-	chatBody := fmt.Appendf(nil, `{"model":"mock-model","messages":[{"role":"user","content":%q}]}`, script)
-	loomBody := fmt.Appendf(nil, `{"model":"mock-model","store":true,"input":%q}`, script)
-	s := &benchSetup{
-		client: &http.Client{Transport: pooledTransport()},
-		targets: []benchTarget{
-			{Target: loadgen.Target{Name: "direct", URL: up.URL + "/v1/chat/completions", Body: chatBody}},
-			{Target: loadgen.Target{Name: "proxy", URL: proxy.URL + "/v1/chat/completions", Body: chatBody}},
-			{Target: loadgen.Target{Name: "loom-sqlite", URL: storedLoom(b, up.URL+"/v1", sq) + "/responses", Body: loomBody}},
-			{Target: loadgen.Target{Name: "loom-postgres", URL: storedLoom(b, up.URL+"/v1", pg) + "/responses", Body: loomBody}},
-		},
-	}
-	b.Cleanup(s.client.CloseIdleConnections)
-	return s
-}
-
-// BenchmarkStoredLatency: non-streaming requests with store true, total
-// time per request; metrics as BenchmarkAddedLatency's.
-func BenchmarkStoredLatency(b *testing.B) {
-	for _, clients := range []int{1, 32} {
-		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			s := newStoredBenchSetup(b)
-			res := s.run(b, clients)
-			s.report(b, res, func(t loadgen.Timing) time.Duration { return t.Total }, "")
-		})
-	}
-}
-
 // BenchmarkChainLink: a request continuing a chain of 1, 10 or 50 stored
 // turns (previous_response_id; store false, so the chain stays as long),
 // on each store, side by side with the upstream called directly with the
@@ -119,15 +71,15 @@ func BenchmarkChainLink(b *testing.B) {
 	b.Cleanup(up.Close)
 	b.Cleanup(mock.Close)
 	sq, pg := benchStores(b)
-	client := &http.Client{Transport: pooledTransport()}
+	client := &http.Client{Transport: loadgen.PooledTransport(64)}
 	b.Cleanup(client.CloseIdleConnections)
 	turnCounts := []int{1, 10, 50}
-	s := &benchSetup{client: client}
+	var targets []loadgen.Target
 	for _, turns := range turnCounts {
-		s.targets = append(s.targets, benchTarget{Target: loadgen.Target{
+		targets = append(targets, loadgen.Target{
 			Name: fmt.Sprintf("direct-%dturns", turns), URL: up.URL + "/v1/chat/completions",
 			Body: chainChatBody(turns),
-		}})
+		})
 	}
 	for _, st := range []struct {
 		name  string
@@ -136,15 +88,20 @@ func BenchmarkChainLink(b *testing.B) {
 		base := storedLoom(b, up.URL+"/v1", st.store)
 		for _, turns := range turnCounts {
 			last := buildChain(b, client, base, turns)
-			s.targets = append(s.targets, benchTarget{Target: loadgen.Target{
+			targets = append(targets, loadgen.Target{
 				Name: fmt.Sprintf("%s-%dturns", st.name, turns),
 				URL:  base + "/responses",
 				Body: fmt.Appendf(nil, `{"model":"mock-model","store":false,"input":"#say ok","previous_response_id":%q}`, last),
-			}})
+			})
 		}
 	}
-	res := s.run(b, 1)
-	pct := make([][2]float64, len(s.targets))
+	b.ReportAllocs()
+	res, err := loadgen.Run(context.Background(), targets, loadgen.Options{Rounds: b.N, Client: client, Measuring: b.ResetTimer})
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	pct := make([][2]float64, len(targets))
 	for ti, ts := range res {
 		d := make([]time.Duration, len(ts))
 		for i, t := range ts {
@@ -153,7 +110,7 @@ func BenchmarkChainLink(b *testing.B) {
 		slices.Sort(d)
 		pct[ti] = [2]float64{us(d[len(d)*50/100]), us(d[min(len(d)-1, len(d)*99/100)])}
 	}
-	for ti, t := range s.targets {
+	for ti, t := range targets {
 		b.ReportMetric(pct[ti][0], "p50-"+t.Name+"-us")
 		b.ReportMetric(pct[ti][1], "p99-"+t.Name+"-us")
 		if ti >= len(turnCounts) {
@@ -163,6 +120,8 @@ func BenchmarkChainLink(b *testing.B) {
 		}
 	}
 }
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // chainChatBody is the chat request a chain of turns becomes upstream:
 // each stored turn's question and answer, then the new question.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/loomgate/loom/internal/loadgen"
 	"github.com/loomgate/loom/model/mockllm"
 )
 
@@ -50,7 +51,7 @@ func BenchmarkAgentRun20Turns(b *testing.B) {
 	script := strings.Repeat("#call get_data {\"step\": 1}\n#then\n", turns) + "#say done"
 	tool := map[string]any{"type": "function", "name": "get_data", "parameters": map[string]any{"type": "object", "properties": map[string]any{}}}
 
-	client := &http.Client{Transport: pooledTransport()}
+	client := &http.Client{Transport: loadgen.PooledTransport(64)}
 	b.Cleanup(client.CloseIdleConnections)
 	ctx := context.Background()
 

@@ -13,10 +13,9 @@
 // targets' timings of one run (loom's added latency over a bare proxy's,
 // over the upstream called directly), never a time with a constant.
 //
-// Run generates the load in the calling process. Serve and RunCommand do
-// it in a process of its own, as a real client is: there the client's
-// work does not share the Go scheduler of the servers it measures (see
-// BENCHMARKS.md, "The first text delta at one client").
+// The load generator runs in the calling process; the benchmark that uses
+// it (cmd/loombench) runs every server it measures in a process of its
+// own, so that the clients' work does not share their Go scheduler.
 package loadgen
 
 import (
@@ -36,29 +35,26 @@ import (
 
 // Target is one endpoint and the request body it is sent.
 type Target struct {
-	Name string `json:"name"`
-	URL  string `json:"url"`
-	Body []byte `json:"body,omitempty"`
-	// Next, when set instead of Body, gives the body of each request. It
-	// stays in this process: RunCommand refuses a target that has it.
-	Next func() []byte `json:"-"`
+	Name string
+	URL  string
+	Body []byte
 	// Token marks the first piece of a streamed answer: the first SSE
 	// data line that contains it is the answer's first token.
-	Token string `json:"token,omitempty"`
+	Token string
 }
 
 // Timing is what one request measured.
 type Timing struct {
 	// Total is the time until the body was read to its end.
-	Total time.Duration `json:"total"`
+	Total time.Duration
 	// FirstLine is the time until the first SSE data line (0 for an
 	// answer that is not a stream).
-	FirstLine time.Duration `json:"first_line,omitempty"`
+	FirstLine time.Duration
 	// FirstToken is the time until the first data line containing the
 	// target's Token.
-	FirstToken time.Duration `json:"first_token,omitempty"`
+	FirstToken time.Duration
 	// Lines counts the SSE data lines (events, chunks).
-	Lines int `json:"lines,omitempty"`
+	Lines int
 }
 
 // Options configure Run.
@@ -75,6 +71,11 @@ type Options struct {
 	// Measuring, when set, is called once the connections are open, just
 	// before the first measured round.
 	Measuring func()
+	// Deadline, when set, ends the run early: no client starts a round
+	// past it, so that a slow machine measures fewer rounds instead of
+	// running long. Every target still gets the same number of requests
+	// from each client.
+	Deadline time.Time
 }
 
 // maxLines bounds the lines read from one streamed answer.
@@ -131,6 +132,9 @@ func Run(ctx context.Context, targets []Target, opts Options) ([][]Timing, error
 				if int(next.Add(1)) > opts.Rounds {
 					return
 				}
+				if !opts.Deadline.IsZero() && time.Now().After(opts.Deadline) {
+					return
+				}
 				rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 				for _, ti := range order {
 					tm, err := Do(ctx, client, targets[ti])
@@ -161,11 +165,7 @@ func Run(ctx context.Context, targets []Target, opts Options) ([][]Timing, error
 func Do(ctx context.Context, client *http.Client, t Target) (Timing, error) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	body := t.Body
-	if t.Next != nil {
-		body = t.Next()
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(t.Body))
 	if err != nil {
 		return Timing{}, err
 	}

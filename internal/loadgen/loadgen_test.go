@@ -1,34 +1,14 @@
 package loadgen
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
-
-// serveEnv makes this test binary a load generator's process (Serve on
-// its standard input and output) instead of running tests.
-const serveEnv = "LOADGEN_TEST_SERVE"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(serveEnv) == "1" {
-		if err := Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
 
 // endpoints serves /json and /json... (a JSON answer), /sse (a stream of three events,
 // the second carrying "tok"), /fail (a 500) and notes the paths in the
@@ -185,69 +165,19 @@ func TestRunFails(t *testing.T) {
 	}
 }
 
-// generator is this test binary as a load generator's process.
-func generator() *exec.Cmd {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), serveEnv+"=1")
-	cmd.Stderr = os.Stderr
-	return cmd
-}
-
-func TestRunCommand(t *testing.T) {
+// TestRunStopsAtTheDeadline: past the deadline no round starts, and the
+// connections are still opened (the warm-up is not a round).
+func TestRunStopsAtTheDeadline(t *testing.T) {
 	e, url := newEndpoints(t)
-	job := Job{
-		Targets: []Target{
-			{Name: "json", URL: url + "/json", Body: []byte(`{"a":1}`)},
-			{Name: "sse", URL: url + "/sse", Token: `"tok"`},
-		},
-		Clients: 2,
-		Rounds:  6,
-	}
-	res, err := RunCommand(generator(), job)
+	targets := []Target{{Name: "json", URL: url + "/json"}, {Name: "sse", URL: url + "/sse"}}
+	res, err := Run(t.Context(), targets, Options{Clients: 2, Rounds: 100, Deadline: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res) != 2 || len(res[0]) != 6 || len(res[1]) != 6 {
-		t.Fatalf("timings: %v, want 2 targets with 6 each", res)
+	if len(res) != 2 || len(res[0]) != 0 || len(res[1]) != 0 {
+		t.Errorf("timings %v, want none for either target", res)
 	}
-	for _, tm := range res[1] {
-		if tm.Lines != 3 || tm.FirstToken <= 0 || tm.Total < tm.FirstToken {
-			t.Errorf("sse: %+v", tm)
-		}
-	}
-	if n := len(e.seen()); n != 2*2+6*2 {
-		t.Errorf("%d requests, want 4 to warm up and 12 measured", n)
-	}
-}
-
-func TestRunCommandFails(t *testing.T) {
-	_, url := newEndpoints(t)
-	for _, tc := range []struct {
-		name string
-		job  Job
-		want string
-	}{
-		{"a target fails", Job{Targets: []Target{{Name: "broken", URL: url + "/fail"}}, Rounds: 3}, "broken: status 500"},
-		{"bodies made here", Job{Targets: []Target{{Name: "turns", URL: url + "/json", Next: func() []byte { return nil }}}, Rounds: 3}, `target "turns" makes each body in this process`},
-		{"no targets", Job{Rounds: 3}, "no targets"},
-		{"no url", Job{Targets: []Target{{Name: "nowhere"}}, Rounds: 3}, `target "nowhere" has no url`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := RunCommand(generator(), tc.job)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("RunCommand: %v, want an error with %q", err, tc.want)
-			}
-		})
-	}
-}
-
-func TestServeReportsABadJob(t *testing.T) {
-	var out bytes.Buffer
-	if err := Serve(t.Context(), strings.NewReader(`{"targets": 3}`), &out); err == nil {
-		t.Fatal("Serve of a malformed job: no error")
-	}
-	var rep report
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.Error == "" || rep.Timings != nil {
-		t.Errorf("report %q (%v), want an error and no timings", out.String(), err)
+	if n := len(e.seen()); n != 2*2 {
+		t.Errorf("%d requests, want the 4 of the warm-up", n)
 	}
 }

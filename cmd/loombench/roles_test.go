@@ -1,4 +1,4 @@
-package integration
+package main
 
 import (
 	"bytes"
@@ -12,33 +12,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-)
 
-// fullDuplex serves the benchmarks' bare reverse proxy with the HTTP/1
-// server's full-duplex mode on. Without it the proxy cuts a stream now
-// and then (golang/go#40747): the proxy forwards its inbound request body
-// as the outbound one, and its transport, after copying the declared
-// Content-Length, reads that body once more to check that nothing follows
-// (net/http transfer.go, transferWriter.writeBody). When the upstream's
-// response headers come back first, the proxy writes them to the client,
-// and the server, before writing a response's headers, drains and closes
-// any request body the handler has not read to the end (server.go,
-// chunkWriter.writeHeader). The transport's late read then fails with
-// "http: invalid Read on closed Body", persistConn.writeLoop closes the
-// upstream connection, and the response still streaming on it ends with
-// "ReverseProxy read error during body copy: ... use of closed network
-// connection" and the client's "unexpected EOF". Full-duplex mode leaves
-// the request body to the handler; the proxy itself stays a bare
-// httputil.ReverseProxy.
-func fullDuplex(proxy http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
-			http.Error(w, "bench proxy: full duplex: "+err.Error(), http.StatusInternalServerError)
-			return
-		}
-		proxy.ServeHTTP(w, r)
-	})
-}
+	"github.com/loomgate/loom/internal/loadgen"
+)
 
 // TestFullDuplexProxyKeepsStream orders the race fullDuplex is for with
 // explicit signals: the transport's read after the request body's
@@ -71,10 +47,12 @@ func TestFullDuplexProxyKeepsStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	rp := httputil.NewSingleHostReverseProxy(target)
-	held := &heldBackTransport{rt: pooledTransport(), release: headers, done: lateRead}
+	held := &heldBackTransport{rt: loadgen.PooledTransport(64), release: headers, done: lateRead}
 	rp.Transport = held
-	var proxyLog lockedBuffer
-	rp.ErrorLog = log.New(&proxyLog, "", 0)
+	// What the proxy logs, for the failure's message: read once the
+	// client has read the whole answer, which ends after the proxy's copy.
+	proxyLog := make(chan string, 16)
+	rp.ErrorLog = log.New(logLines(proxyLog), "", 0)
 	proxy := httptest.NewServer(fullDuplex(rp))
 	defer proxy.Close()
 
@@ -87,7 +65,7 @@ func TestFullDuplexProxyKeepsStream(t *testing.T) {
 	body, err := io.ReadAll(resp.Body)
 	<-lateRead // held.lateErr is written before
 	if err != nil {
-		t.Fatalf("read the stream: %v (after %d events; proxy: %q; transport's late read: %v)", err, bytes.Count(body, []byte("data: ")), proxyLog.String(), held.lateErr)
+		t.Fatalf("read the stream: %v (after %d events; proxy: %q; transport's late read: %v)", err, bytes.Count(body, []byte("data: ")), drain(proxyLog), held.lateErr)
 	}
 	if n := bytes.Count(body, []byte("data: ")); n != events {
 		t.Errorf("got %d events, want %d", n, events)
@@ -134,4 +112,29 @@ func (b *heldBackBody) Read(p []byte) (int, error) {
 		close(b.t.done)
 	})
 	return n, err
+}
+
+// logLines is a log's writer that sends each write (a log line) on a
+// channel, dropping what does not fit.
+type logLines chan<- string
+
+func (c logLines) Write(p []byte) (int, error) {
+	select {
+	case c <- string(p):
+	default:
+	}
+	return len(p), nil
+}
+
+// drain is what is on c now.
+func drain(c <-chan string) []string {
+	var lines []string
+	for {
+		select {
+		case l := <-c:
+			lines = append(lines, l)
+		default:
+			return lines
+		}
+	}
 }
