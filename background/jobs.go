@@ -35,9 +35,11 @@ type Options struct {
 	// once (default 100).
 	Workers int
 	// PollInterval is how often the replica looks for jobs it was not
-	// notified of (default 100ms on PostgreSQL, where inserts are notified
-	// and the poll catches a notification River coalesced away;
-	// 50ms on SQLite, where polling is all there is).
+	// told of (default 1s, River's own). A job is fetched at once without
+	// it: on PostgreSQL every replica is notified of an insert; on SQLite
+	// the inserting client, the one replica, wakes its own fetch. The poll
+	// only catches what those missed, and each one costs a query: at 50ms,
+	// an idle SQLite replica spent 4% of a core polling.
 	PollInterval time.Duration
 	// OnClaim, when set, is called on this replica's worker for each job
 	// its River client claimed, before the run: the moment a replica that
@@ -132,7 +134,7 @@ func NewPostgres(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Jobs,
 	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return nil, fmt.Errorf("background: migrate river: %w", err)
 	}
-	j, err := newJobs(driver, opts, 100*time.Millisecond)
+	j, err := newJobs(driver, opts, time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +180,7 @@ func NewSQLite(ctx context.Context, db *sql.DB, opts *Options) (*Jobs, error) {
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("background: migrate river: %w", err)
 	}
-	j, err := newJobs(driver, opts, 50*time.Millisecond)
+	j, err := newJobs(driver, opts, time.Second)
 	if err != nil {
 		return nil, err
 	}
