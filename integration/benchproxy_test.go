@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/loomgate/loom/internal/testutil"
 )
 
 // fullDuplex serves the benchmarks' bare reverse proxy with the HTTP/1
@@ -73,7 +75,7 @@ func TestFullDuplexProxyKeepsStream(t *testing.T) {
 	rp := httputil.NewSingleHostReverseProxy(target)
 	held := &heldBackTransport{rt: pooledTransport(), release: headers, done: lateRead}
 	rp.Transport = held
-	var proxyLog lockedBuffer
+	var proxyLog testutil.LockedBuffer
 	rp.ErrorLog = log.New(&proxyLog, "", 0)
 	proxy := httptest.NewServer(fullDuplex(rp))
 	defer proxy.Close()

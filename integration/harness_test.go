@@ -132,24 +132,6 @@ func forEachUpstream(t *testing.T, test func(*testing.T, *harness)) {
 	}
 }
 
-// lockedBuffer is a log destination safe for concurrent writers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // fixedTime is the clock of deterministic harnesses.
 var fixedTime = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 

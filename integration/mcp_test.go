@@ -22,6 +22,7 @@ import (
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/model/chat"
 	"github.com/loomgate/loom/model/mockllm"
 	"github.com/loomgate/loom/server"
@@ -772,23 +773,16 @@ func TestMCPProtocolHeaders(t *testing.T) {
 // mcptRecordingStore keeps a JSON copy of everything saved.
 type mcptRecordingStore struct {
 	engine.Store
-	mu    sync.Mutex
-	saved bytes.Buffer
+	saved testutil.LockedBuffer
 }
 
 func (s *mcptRecordingStore) SaveResponse(ctx context.Context, rec *engine.Record) error {
 	b, _ := json.Marshal(rec)
-	s.mu.Lock()
 	s.saved.Write(b)
-	s.mu.Unlock()
 	return s.Store.SaveResponse(ctx, rec)
 }
 
-func (s *mcptRecordingStore) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.saved.String()
-}
+func (s *mcptRecordingStore) String() string { return s.saved.String() }
 
 // TestMCPCredentialsNeverLogged runs loom's server, engine, store and MCP
 // client with every log at debug level into one buffer, sends requests
@@ -798,7 +792,7 @@ func (s *mcptRecordingStore) String() string {
 // model received.
 func TestMCPCredentialsNeverLogged(t *testing.T) {
 	const token, key = "sekret-token-123", "sekret-key-456"
-	logs := &lockedBuffer{}
+	logs := &testutil.LockedBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	ms := mcptStart(t, nil, "echo")

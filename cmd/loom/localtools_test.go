@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	oairesponses "github.com/openai/openai-go/v3/responses"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/model/mockllm"
 	"github.com/loomgate/loom/tools/sandbox"
 )
@@ -26,24 +25,6 @@ import (
 // Tests of loom serve with the local tools (issue 6): the operator's
 // flags, the refusal to run them unsandboxed without an explicit opt-in,
 // and a python call seen by the openai-go client through a real Main.
-
-// syncBuffer is a log destination safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // sandboxTmp points TMPDIR, under which the sandbox keeps its work
 // directories (loom-sandbox), at a fresh directory that session uids can
@@ -102,7 +83,7 @@ func TestLocalToolsNeedSandbox(t *testing.T) {
 	}
 	for _, flag := range []string{"--enable-python", "--enable-shell"} {
 		t.Run(flag, func(t *testing.T) {
-			var logs syncBuffer
+			var logs testutil.LockedBuffer
 			m := NewMain(toolConfig(t, "http://127.0.0.1:1/v1", flag), newLogger(&logs, "text", "info"))
 			err := m.Open(context.Background())
 			m.Close()
@@ -118,7 +99,7 @@ func TestLocalToolsNeedSandbox(t *testing.T) {
 	}
 
 	t.Run("--allow-unsandboxed", func(t *testing.T) {
-		var logs syncBuffer
+		var logs testutil.LockedBuffer
 		m := NewMain(toolConfig(t, "http://127.0.0.1:1/v1", "--enable-python", "--allow-unsandboxed"), newLogger(&logs, "text", "info"))
 		if err := m.Open(context.Background()); err != nil {
 			m.Close()
@@ -167,7 +148,7 @@ func startToolMain(t *testing.T, shutdown time.Duration) (addr, base string, sto
 	t.Cleanup(mock.Close)
 	cfg := toolConfig(t, up.URL+"/v1", "--enable-python", "--tool-timeout", "20s")
 	cfg.ShutdownTimeout = shutdown
-	var logs syncBuffer
+	var logs testutil.LockedBuffer
 	m := NewMain(cfg, newLogger(&logs, "text", "info"))
 	if err := m.Open(context.Background()); err != nil {
 		t.Fatal(err)

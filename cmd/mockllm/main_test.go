@@ -1,34 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/loomgate/loom/internal/testutil"
 )
-
-// syncBuffer lets the test read logs the server goroutine writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestRunServesAndShutsDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -36,7 +18,7 @@ func TestRunServesAndShutsDown(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 
-	var logs syncBuffer
+	var logs testutil.LockedBuffer
 	addrc := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
@@ -110,7 +92,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"--nope"},
 		{"extra"},
 	} {
-		var logs syncBuffer
+		var logs testutil.LockedBuffer
 		if err := run(context.Background(), args, &logs, nil); err == nil {
 			t.Errorf("%q: no error", args)
 		}

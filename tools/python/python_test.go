@@ -30,7 +30,7 @@ func newServer(t *testing.T, o *Options, so *sandbox.Options) *Server {
 		so = &sandbox.Options{}
 	}
 	so.WorkDirBase = testBase(t)
-	so.Logger = slog.New(slog.NewTextHandler(&testWriter{t}, nil))
+	so.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
 	sb, err := sandbox.New(so)
 	if err != nil {
 		t.Fatal(err)
@@ -55,13 +55,6 @@ func testBase(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(base) })
 	return base
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 func open(t *testing.T, srv *Server) *Session {
@@ -394,7 +387,7 @@ func TestCPULimit(t *testing.T) {
 
 func TestUnsandboxedNeedsOptIn(t *testing.T) {
 	base := testBase(t)
-	logger := slog.New(slog.NewTextHandler(&testWriter{t}, nil))
+	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
 	_, err := sandbox.New(&sandbox.Options{BwrapPath: "/nonexistent/bwrap", WorkDirBase: base, Logger: logger})
 	if !errors.Is(err, sandbox.ErrUnavailable) {
 		t.Fatalf("without bwrap and without opt-in: %v, want ErrUnavailable", err)

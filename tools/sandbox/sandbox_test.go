@@ -52,7 +52,7 @@ func newSandbox(t *testing.T, o *Options) *Sandbox {
 		o.WorkDirBase = testBase(t)
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(&testWriter{t}, nil))
+		o.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
 	}
 	s, err := New(o)
 	if err != nil {
@@ -72,13 +72,6 @@ func newBox(t *testing.T, s *Sandbox) *Box {
 	}
 	t.Cleanup(func() { b.Close() })
 	return b
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 // run runs a bash script in b and returns its stdout, stderr and exit code.
