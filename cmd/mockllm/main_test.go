@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -58,17 +59,28 @@ func TestRunServesAndShutsDown(t *testing.T) {
 		t.Fatalf("stream = %s", raw)
 	}
 
-	// A stalled request must not hold the shutdown.
-	stalled := make(chan struct{})
+	// A stalled request must not hold the shutdown. It stalls after its
+	// first chunk: the client reading that chunk is the signal that the
+	// server holds the request when the shutdown begins.
+	stalling, stalled := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stalled)
 		resp, err := http.Post(base+"/v1/chat/completions", "application/json",
-			strings.NewReader(`{"model":"a","messages":[{"role":"user","content":"#stall"}]}`))
-		if err == nil {
-			resp.Body.Close()
+			strings.NewReader(`{"model":"a","stream":true,"messages":[{"role":"user","content":"#say hello\n#stall 1"}]}`))
+		if err != nil {
+			t.Errorf("stalled request: %v", err)
+			close(stalling)
+			return
 		}
+		defer resp.Body.Close()
+		first, err := bufio.NewReader(resp.Body).ReadString('\n')
+		if !strings.HasPrefix(first, "data: ") {
+			t.Errorf("stalled request: first line %q, %v", first, err)
+		}
+		close(stalling)
+		io.Copy(io.Discard, resp.Body)
 	}()
-	time.Sleep(50 * time.Millisecond)
+	<-stalling
 	stop()
 	select {
 	case err := <-done:
