@@ -178,14 +178,11 @@ func (e *localEnv) leftovers() (procs, dirs []string) {
 // waitClean waits, boundedly, until no session of the environment has a
 // process or a work directory left, and returns what is left.
 func (e *localEnv) waitClean() (procs, dirs []string) {
-	deadline := time.Now().Add(leftoverWait)
-	for {
+	testutil.Eventually(leftoverWait, func() bool {
 		procs, dirs = e.leftovers()
-		if len(procs)+len(dirs) == 0 || time.Now().After(deadline) {
-			return procs, dirs
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(procs)+len(dirs) == 0
+	})
+	return procs, dirs
 }
 
 // requireClean fails the test if the sessions left anything, after a

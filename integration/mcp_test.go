@@ -963,12 +963,7 @@ func TestMCPLazyCleanupThreeServers(t *testing.T) {
 	// Cleanup runs as the response ends, before loom answers; a short
 	// bounded wait covers a slow Close all the same.
 	beta := servers["beta"]
-	for range 100 {
-		if len(beta.callsOf("cleanup_session")) > 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Eventually(2*time.Second, func() bool { return len(beta.callsOf("cleanup_session")) > 0 })
 	if got := beta.callsOf("work"); !slices.Equal(got, []string{`{"n":1}`, `{"n":2}`}) {
 		t.Errorf("beta ran work with %q", got)
 	}
@@ -1088,9 +1083,7 @@ func TestMCPLegacyServerEverythingThroughLoom(t *testing.T) {
 		}
 		return len(plog.created) > 0
 	}
-	for i := 0; !ended() && i < 100; i++ {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Eventually(2*time.Second, ended)
 	plog.mu.Lock()
 	defer plog.mu.Unlock()
 	if callSession == "" {

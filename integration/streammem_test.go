@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/server"
 )
 
@@ -380,15 +381,7 @@ func measureIdleStreams(b *testing.B, h *harness, client *http.Client, t streamM
 	closeAll()
 	client.CloseIdleConnections()
 	// Bounded: 5 s at most for every goroutine of the streams to end.
-	back := false
-	for range 500 {
-		if runtime.NumGoroutine() <= before.goroutines {
-			back = true
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !back {
+	if !testutil.Eventually(5*time.Second, func() bool { return runtime.NumGoroutine() <= before.goroutines }) {
 		b.Fatalf("%s: %d goroutines 5 s after closing the streams, %d before opening them",
 			t.name, runtime.NumGoroutine(), before.goroutines)
 	}

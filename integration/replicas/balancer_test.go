@@ -188,12 +188,11 @@ func (b *balancer) waitState(t *testing.T, name, state string) {
 func (b *balancer) awaitState(name, state string) error {
 	var last map[string]string
 	var err error
-	for range 400 {
+	if testutil.Eventually(10*time.Second, func() bool {
 		last, err = b.states()
-		if err == nil && strings.HasPrefix(last[name], state) {
-			return nil
-		}
-		time.Sleep(25 * time.Millisecond)
+		return err == nil && strings.HasPrefix(last[name], state)
+	}) {
+		return nil
 	}
 	return fmt.Errorf("haproxy did not report %s %s within 10s: %v %v", name, state, last, err)
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/tools"
 	"github.com/loomgate/loom/tools/sandbox"
 )
@@ -333,7 +334,10 @@ func TestCloseDuringCall(t *testing.T) {
 		errc <- err
 	}()
 	// The code says it is in its sleep by creating a file.
-	waitForFile(t, filepath.Join(s.Box().Dir(), "started"))
+	testutil.WaitFor(t, "the code to start", func() bool {
+		_, err := os.Stat(filepath.Join(s.Box().Dir(), "started"))
+		return err == nil
+	})
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -438,18 +442,4 @@ func TestCode(t *testing.T) {
 			t.Errorf("Code(%q) = %q, want %q", tc.args, got, tc.want)
 		}
 	}
-}
-
-// waitForFile polls, at most for a minute, until path exists: what a
-// sandboxed program creates to say it has got somewhere. The bound only
-// keeps a broken test from hanging.
-func waitForFile(t *testing.T, path string) {
-	t.Helper()
-	for range 6000 {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("%s did not appear within a minute", path)
 }

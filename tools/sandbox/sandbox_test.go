@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/tools"
 )
 
@@ -222,7 +223,7 @@ func TestKillAndClose(t *testing.T) {
 	}
 	// bwrap reported the namespace before the program ran; the Process
 	// reads it on its own goroutine.
-	waitFor(t, func() bool { return p.PIDNamespace() != 0 })
+	testutil.WaitFor(t, "the PID namespace", func() bool { return p.PIDNamespace() != 0 })
 	if n := len(NamespacePIDs(p.PIDNamespace())); n < 4 {
 		t.Fatalf("%d processes in the namespace, want at least 4", n)
 	}
@@ -262,20 +263,6 @@ func assertGone(t *testing.T, b *Box, dir string) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("work dir %s still there: %v", dir, err)
 	}
-}
-
-// waitFor polls cond, boundedly, for what no signal reports: the kernel
-// reaping processes, another goroutine storing a value. The bound only
-// keeps a broken test from hanging; a loaded machine never comes near it.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for range 6000 {
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("condition not met in 60s")
 }
 
 // pipe returns both ends of an os.Pipe, closed at the end of the test
@@ -435,7 +422,7 @@ func TestDiesWithLoom(t *testing.T) {
 		t.Errorf("after the helper died the program wrote %q, %v", rest, err)
 	}
 	// Exited processes of the uid may still wait to be reaped.
-	waitFor(t, func() bool { return len(UIDPIDs(uid)) == 0 })
+	testutil.WaitFor(t, "the processes of the uid to be reaped", func() bool { return len(UIDPIDs(uid)) == 0 })
 	// The dead loom's tmpfs (the box's /tmp and /dev/shm) are still
 	// mounted; the next loom on the same base unmounts them.
 	if n := mountsUnder(t, base); n == 0 {
@@ -544,18 +531,15 @@ func TestHelperReaper(t *testing.T) {
 	// Children still exiting on a loaded machine are not zombies yet:
 	// poll, boundedly. Without reaping they stay forever.
 	zombies := 0
-	for range 1200 { // at most a minute
+	testutil.Eventually(testutil.Patience, func() bool {
 		zombies = 0
 		for _, pid := range livePIDsAll() {
 			if string(statusField(pid, "PPid:")) == strconv.Itoa(os.Getpid()) {
 				zombies++
 			}
 		}
-		if zombies == 0 {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return zombies == 0
+	})
 	fmt.Printf("zombies=%d\n", zombies)
 }
 

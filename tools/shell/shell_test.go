@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/tools"
 	"github.com/loomgate/loom/tools/sandbox"
 )
@@ -194,17 +195,11 @@ func TestCleanupAndClose(t *testing.T) {
 	}()
 	uid, _ := s.Box().UID()
 	dir := s.Box().Dir()
-	// The command says it runs by creating a file; polled, at most for a
-	// minute (the bound only keeps a broken test from hanging).
-	for i := 0; ; i++ {
-		if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
-			break
-		}
-		if i == 6000 {
-			t.Fatal("the command did not start within a minute")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// The command says it runs by creating a file.
+	testutil.WaitFor(t, "the command to start", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "started"))
+		return err == nil
+	})
 	if err := s.Cleanup(context.Background()); err != nil {
 		t.Fatal(err)
 	}
