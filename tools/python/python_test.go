@@ -314,7 +314,7 @@ if os.fork() == 0:
 		t.Fatal(err)
 	}
 	assertGone(t, s)
-	if _, err := s.Call(context.Background(), tools.Call{Arguments: "1"}); !errors.Is(err, tools.ErrClosed) {
+	if _, err := s.Call(context.Background(), tools.Call{Name: Name, Arguments: "1"}); !errors.Is(err, tools.ErrClosed) {
 		t.Errorf("Call after Cleanup: %v, want ErrClosed", err)
 	}
 	if err := s.Close(); err != nil {
@@ -330,7 +330,7 @@ func TestCloseDuringCall(t *testing.T) {
 	s := open(t, newServer(t, nil, nil))
 	errc := make(chan error, 1)
 	go func() {
-		_, err := s.Call(context.Background(), tools.Call{Arguments: "import time\nopen('started', 'w').close()\ntime.sleep(300)"})
+		_, err := s.Call(context.Background(), tools.Call{Name: Name, Arguments: "import time\nopen('started', 'w').close()\ntime.sleep(300)"})
 		errc <- err
 	}()
 	// The code says it is in its sleep by creating a file.
@@ -359,7 +359,7 @@ func TestCallCancelled(t *testing.T) {
 	s := open(t, newServer(t, nil, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	_, err := s.Call(ctx, tools.Call{Arguments: "import time\ntime.sleep(300)"})
+	_, err := s.Call(ctx, tools.Call{Name: Name, Arguments: "import time\ntime.sleep(300)"})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Call: %v, want the ctx's error", err)
 	}
@@ -378,15 +378,12 @@ func TestInterpreterExit(t *testing.T) {
 }
 
 // CPU time is bounded apart from wall time: RLIMIT_CPU stops a busy
-// interpreter before the call's time limit.
+// interpreter before the call's time limit (its status says SIGXCPU; the
+// time limit would say "timed out").
 func TestCPULimit(t *testing.T) {
-	s := open(t, newServer(t, &Options{Limits: sandbox.Limits{CallTimeout: 20 * time.Second}}, &sandbox.Options{CPUSeconds: 1}))
-	start := time.Now()
+	s := open(t, newServer(t, &Options{Limits: sandbox.Limits{CallTimeout: time.Hour}}, &sandbox.Options{CPUSeconds: 1}))
 	res := run(t, s, "while True: pass")
 	expect(t, res, "the Python interpreter exited unexpectedly (status 152, CPU time limit reached); the interpreter state was reset", true)
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("stopped after %v", d)
-	}
 }
 
 func TestUnsandboxedNeedsOptIn(t *testing.T) {

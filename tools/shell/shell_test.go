@@ -171,7 +171,7 @@ func TestOutputCap(t *testing.T) {
 func TestBadArguments(t *testing.T) {
 	s := open(t, newServer(t, nil))
 	for _, args := range []string{`not json`, `{}`, `{"commands":[]}`, `{"commands":[" "]}`, `{"commands":"ls"}`} {
-		res, err := s.Call(context.Background(), tools.Call{CallID: "b", Arguments: args})
+		res, err := s.Call(context.Background(), tools.Call{CallID: "b", Name: Name, Arguments: args})
 		var ae *ArgumentError
 		if err != nil || !res.IsError || !errors.As(res.Err, &ae) {
 			t.Errorf("%s: %+v, %v; want an argument error result", args, res, err)
@@ -190,7 +190,7 @@ func TestCleanupAndClose(t *testing.T) {
 	// A long command still running when the response ends.
 	errc := make(chan error, 1)
 	go func() {
-		_, err := s.Call(context.Background(), tools.Call{Arguments: `{"commands":["touch started; sleep 300"]}`})
+		_, err := s.Call(context.Background(), tools.Call{Name: Name, Arguments: `{"commands":["touch started; sleep 300"]}`})
 		errc <- err
 	}()
 	uid, _ := s.Box().UID()
@@ -217,7 +217,7 @@ func TestCleanupAndClose(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("work dir still there: %v", err)
 	}
-	if _, err := s.Call(context.Background(), tools.Call{Arguments: `{"commands":["true"]}`}); !errors.Is(err, tools.ErrClosed) {
+	if _, err := s.Call(context.Background(), tools.Call{Name: Name, Arguments: `{"commands":["true"]}`}); !errors.Is(err, tools.ErrClosed) {
 		t.Errorf("Call after Cleanup: %v", err)
 	}
 	if err := s.Close(); err != nil {
