@@ -17,6 +17,7 @@ import (
 
 	"github.com/loomgate/loom/background"
 	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/server"
@@ -195,22 +196,19 @@ func decode(t *testing.T, b []byte) object {
 	return o
 }
 
-// pollUntil GETs the response on r until it reaches a final status, at
-// most 500 times, 20ms apart.
+// pollUntil GETs the response on r until it reaches a final status.
 func pollUntil(t *testing.T, r *replica, id string) object {
 	t.Helper()
-	for range 500 {
+	var o object
+	testutil.WaitFor(t, "response "+id+" to finish", func() bool {
 		code, b := do(t, "GET", r.url+"/v1/responses/"+id, "")
 		if code != http.StatusOK {
 			t.Fatalf("GET %s on %s: %d %s", id, r.name, code, b)
 		}
-		if o := decode(t, b); o.Status != responses.ResponseQueued && o.Status != responses.ResponseInProgress {
-			return o
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("response %s never finished", id)
-	return object{}
+		o = decode(t, b)
+		return o.Status != responses.ResponseQueued && o.Status != responses.ResponseInProgress
+	})
+	return o
 }
 
 func text(s string) model.Delta { return model.Delta{Kind: model.DeltaText, Text: s} }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/tools"
 	"go.uber.org/goleak"
 )
@@ -50,7 +51,7 @@ func TestCancelDuringCall(t *testing.T) {
 					return tools.Result{Content: []tools.Content{tools.Text("too late")}}, nil
 				}
 			})
-			c := New(registry(t, o, s), nil, &Options{Logger: testLogger(&syncBuffer{})})
+			c := New(registry(t, o, s), nil, &Options{Logger: testLogger(&testutil.LockedBuffer{})})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/tools"
 )
 
@@ -29,7 +30,7 @@ func TestPartialOpenFailure(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			log := &eventLog{}
-			var logs syncBuffer
+			var logs testutil.LockedBuffer
 			a, b, c := newFake(log, "a", "ta"), newFake(log, "b", "tb"), newFake(log, "c", "tc")
 			b.OpenFunc = func(context.Context) (tools.Session, error) {
 				log.add("open", "b")
@@ -189,7 +190,7 @@ func TestCloseFaults(t *testing.T) {
 				release := make(chan struct{}) // frees the operation that ignores its ctx
 				defer close(release)
 				log := &eventLog{}
-				var logs syncBuffer
+				var logs testutil.LockedBuffer
 				metrics := &countingMetrics{}
 				bad := newFake(log, "bad", "bad_tool")
 				wrapSession(bad, func(s *fakeSession) {
@@ -297,7 +298,7 @@ func TestCleanupDeadlineAndBound(t *testing.T) { synctest.Test(t, testCleanupDea
 // on a fake clock and Close's time is exact.
 func testCleanupDeadlineAndBound(t *testing.T) {
 	log := &eventLog{}
-	var logs syncBuffer
+	var logs testutil.LockedBuffer
 	var running, peak atomic.Int32
 	var servers []tools.Server
 	var toolNames []string
@@ -399,7 +400,7 @@ func testCallConcurrency(t *testing.T) {
 			return call(ctx, c)
 		}
 	})
-	c := New(registry(t, s), nil, &Options{CallConcurrency: 3, Logger: testLogger(&syncBuffer{})})
+	c := New(registry(t, s), nil, &Options{CallConcurrency: 3, Logger: testLogger(&testutil.LockedBuffer{})})
 	defer c.Close(context.Background())
 	res := c.Call(context.Background(), calls(names...))
 	for i, r := range res {
@@ -471,7 +472,7 @@ func TestOpenRacingClose(t *testing.T) {
 		<-release
 		return open(ctx)
 	}
-	c := New(registry(t, s), nil, &Options{Logger: testLogger(&syncBuffer{})})
+	c := New(registry(t, s), nil, &Options{Logger: testLogger(&testutil.LockedBuffer{})})
 	done := make(chan tools.Result, 1)
 	go func() { done <- c.Call(context.Background(), calls("t"))[0] }()
 	<-opening

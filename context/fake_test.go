@@ -1,7 +1,6 @@
 package conversation
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/tools"
 )
 
@@ -172,25 +172,7 @@ func calls(names ...string) []tools.Call {
 	return out
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-func testLogger(buf *syncBuffer) *slog.Logger {
+func testLogger(buf *testutil.LockedBuffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 

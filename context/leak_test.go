@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/tools"
 )
 
@@ -36,7 +37,7 @@ func TestNoGoroutineOutlivesClose(t *testing.T) {
 		}
 		return sess, nil
 	}
-	c := New(registry(t, s), nil, &Options{Logger: testLogger(&syncBuffer{})})
+	c := New(registry(t, s), nil, &Options{Logger: testLogger(&testutil.LockedBuffer{})})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan []tools.Result, 1)
 	go func() { done <- c.Call(ctx, calls("block")) }()

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/tools"
 )
 
@@ -58,7 +59,7 @@ func TestLifecycleMatrix(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			log := &eventLog{}
-			var logs syncBuffer
+			var logs testutil.LockedBuffer
 			var servers []tools.Server
 			for _, name := range tt.available {
 				servers = append(servers, newFake(log, name, toolsOf[name]...))

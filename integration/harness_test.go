@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/model/chat"
 	"github.com/loomgate/loom/model/completions"
@@ -131,24 +132,6 @@ func forEachUpstream(t *testing.T, test func(*testing.T, *harness)) {
 	for _, up := range upstreams {
 		t.Run(up.name, func(t *testing.T) { test(t, up.harness(t, nil)) })
 	}
-}
-
-// lockedBuffer is a log destination safe for concurrent writers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // fixedTime is the clock of deterministic harnesses.
@@ -320,14 +303,7 @@ func (h *harness) validateCaptured() {
 // captured, and reports whether that happened. A client can have read a
 // whole stream before loom's handler has returned and been captured.
 func (h *harness) WaitIdle(timeout time.Duration) bool {
-	const tick = 5 * time.Millisecond
-	for range int(timeout/tick) + 1 {
-		if h.inflight.Load() == 0 {
-			return true
-		}
-		time.Sleep(tick)
-	}
-	return false
+	return testutil.Eventually(timeout, func() bool { return h.inflight.Load() == 0 })
 }
 
 // Captured returns how many bodies and events were captured so far.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/harmony"
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/tools/local"
 	"github.com/loomgate/loom/tools/python"
@@ -47,7 +48,7 @@ type localEnv struct {
 	UIDBase  uint32
 	UIDCount uint32
 	Provider *local.Provider
-	Log      *lockedBuffer // the sandbox's and the tools' log
+	Log      *testutil.LockedBuffer // the sandbox's and the tools' log
 }
 
 // localEnvs numbers the environments of this test process, to give each
@@ -93,7 +94,7 @@ func newLocalEnv(t *testing.T, pyOpts *python.Options, sbOpts *sandbox.Options) 
 		Base:     base,
 		UIDBase:  910_000_000 + uint32(os.Getpid()%30000)*16384 + n*envUIDs,
 		UIDCount: envUIDs,
-		Log:      &lockedBuffer{},
+		Log:      &testutil.LockedBuffer{},
 	}
 	so := sandbox.Options{}
 	if sbOpts != nil {
@@ -177,14 +178,11 @@ func (e *localEnv) leftovers() (procs, dirs []string) {
 // waitClean waits, boundedly, until no session of the environment has a
 // process or a work directory left, and returns what is left.
 func (e *localEnv) waitClean() (procs, dirs []string) {
-	deadline := time.Now().Add(leftoverWait)
-	for {
+	testutil.Eventually(leftoverWait, func() bool {
 		procs, dirs = e.leftovers()
-		if len(procs)+len(dirs) == 0 || time.Now().After(deadline) {
-			return procs, dirs
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(procs)+len(dirs) == 0
+	})
+	return procs, dirs
 }
 
 // requireClean fails the test if the sessions left anything, after a

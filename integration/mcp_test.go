@@ -22,6 +22,7 @@ import (
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/model/chat"
 	"github.com/loomgate/loom/model/mockllm"
 	"github.com/loomgate/loom/server"
@@ -773,23 +774,16 @@ func TestMCPProtocolHeaders(t *testing.T) {
 // mcptRecordingStore keeps a JSON copy of everything saved.
 type mcptRecordingStore struct {
 	engine.Store
-	mu    sync.Mutex
-	saved bytes.Buffer
+	saved testutil.LockedBuffer
 }
 
 func (s *mcptRecordingStore) SaveResponse(ctx context.Context, rec *store.Record) error {
 	b, _ := json.Marshal(rec)
-	s.mu.Lock()
 	s.saved.Write(b)
-	s.mu.Unlock()
 	return s.Store.SaveResponse(ctx, rec)
 }
 
-func (s *mcptRecordingStore) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.saved.String()
-}
+func (s *mcptRecordingStore) String() string { return s.saved.String() }
 
 // TestMCPCredentialsNeverLogged runs loom's server, engine, store and MCP
 // client with every log at debug level into one buffer, sends requests
@@ -799,7 +793,7 @@ func (s *mcptRecordingStore) String() string {
 // model received.
 func TestMCPCredentialsNeverLogged(t *testing.T) {
 	const token, key = "sekret-token-123", "sekret-key-456"
-	logs := &lockedBuffer{}
+	logs := &testutil.LockedBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	ms := mcptStart(t, nil, "echo")
@@ -970,12 +964,7 @@ func TestMCPLazyCleanupThreeServers(t *testing.T) {
 	// Cleanup runs as the response ends, before loom answers; a short
 	// bounded wait covers a slow Close all the same.
 	beta := servers["beta"]
-	for range 100 {
-		if len(beta.callsOf("cleanup_session")) > 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Eventually(2*time.Second, func() bool { return len(beta.callsOf("cleanup_session")) > 0 })
 	if got := beta.callsOf("work"); !slices.Equal(got, []string{`{"n":1}`, `{"n":2}`}) {
 		t.Errorf("beta ran work with %q", got)
 	}
@@ -1095,9 +1084,7 @@ func TestMCPLegacyServerEverythingThroughLoom(t *testing.T) {
 		}
 		return len(plog.created) > 0
 	}
-	for i := 0; !ended() && i < 100; i++ {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Eventually(2*time.Second, ended)
 	plog.mu.Lock()
 	defer plog.mu.Unlock()
 	if callSession == "" {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/harmony"
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/tools"
 	"github.com/loomgate/loom/tools/toolstest"
 )
@@ -182,9 +183,7 @@ func TestDisconnectDuringToolCall(t *testing.T) {
 			}
 			// Cleanup and close happen as the request ends, on a context
 			// of their own; wait for the close, boundedly.
-			for i := 0; i < 200 && log.Count("close:A") == 0; i++ {
-				time.Sleep(10 * time.Millisecond)
-			}
+			testutil.Eventually(2*time.Second, func() bool { return log.Count("close:A") > 0 })
 			for _, p := range toolstest.CheckLifecycle(log, []string{"A"}) {
 				t.Error(p)
 			}

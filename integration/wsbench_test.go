@@ -22,6 +22,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/loomgate/loom/internal/loadgen"
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/model/mockllm"
 )
 
@@ -127,19 +128,18 @@ func startLoomProcess(b *testing.B, upstream string) *loomProcess {
 		}
 	})
 	lm := &loomProcess{url: "http://" + addr + "/v1", pid: cmd.Process.Pid}
-	// Ready when /readyz answers; bounded in count.
-	for range 500 {
+	ready := func() bool {
 		resp, err := http.Get("http://" + addr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return lm
-			}
+		if err != nil {
+			return false
 		}
-		time.Sleep(10 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
 	}
-	b.Fatalf("loom did not become ready:\n%s", stderr.Bytes())
-	return nil
+	if !testutil.Eventually(5*time.Second, ready) {
+		b.Fatalf("loom did not become ready:\n%s", stderr.Bytes())
+	}
+	return lm
 }
 
 // cpu is the process's user plus system CPU time so far.

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,11 +10,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/server"
 	"github.com/loomgate/loom/store"
@@ -75,7 +74,7 @@ type outage struct {
 	url   string
 	store *outageStore
 	eng   *engine.Engine
-	log   *syncWriter
+	log   *testutil.LockedBuffer
 }
 
 func newOutage(t *testing.T) *outage {
@@ -90,7 +89,7 @@ func newOutage(t *testing.T) *outage {
 	answer := backendFunc(func(ctx context.Context, req *model.Request, emit func(model.Delta) error) error {
 		return emit(model.Delta{Kind: model.DeltaText, Text: "stored or not"})
 	})
-	logs := &syncWriter{}
+	logs := &testutil.LockedBuffer{}
 	logger := slog.New(telemetry.LogHandler(slog.NewJSONHandler(logs, nil)))
 	eng := engine.New(answer, st, &engine.Options{Models: []string{"m"}, Logger: logger})
 	srv := httptest.NewServer(server.New(eng, &server.Options{Logger: logger}))
@@ -281,7 +280,7 @@ func getRes(t *testing.T, url string) *http.Response {
 }
 
 // findLog returns the first JSON log line with message msg.
-func findLog(t *testing.T, logs *syncWriter, msg string) map[string]any {
+func findLog(t *testing.T, logs *testutil.LockedBuffer, msg string) map[string]any {
 	t.Helper()
 	for _, l := range strings.Split(logs.String(), "\n") {
 		var m map[string]any
@@ -290,29 +289,4 @@ func findLog(t *testing.T, logs *syncWriter, msg string) map[string]any {
 		}
 	}
 	return nil
-}
-
-// syncWriter serialises the writes of a log shared by the server's
-// goroutines; a read takes the same lock (String).
-type syncWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncWriter) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *syncWriter) Reset() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.b.Reset()
 }

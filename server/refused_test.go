@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -9,33 +8,14 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/server"
 	"github.com/loomgate/loom/store/sqlite"
 )
-
-// lockedBuffer is a log sink the server's goroutines may write to while
-// the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func answerHi(ctx context.Context, _ *model.Request, emit func(model.Delta) error) error {
 	return emit(model.Delta{Kind: model.DeltaText, Text: "hi"})
@@ -76,7 +56,7 @@ func do(t *testing.T, method, url, contentType, body string) *http.Response {
 }
 
 func TestRefusedRequests(t *testing.T) {
-	var logs lockedBuffer
+	var logs testutil.LockedBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	srv := newServer(t, backendFunc(answerHi), &server.Options{Logger: log})
 	tests := []struct {

@@ -40,7 +40,10 @@ type Session interface {
 	// Call runs one tool call. A tool-level failure is a Result with
 	// IsError set; an error means the call could not be made (transport,
 	// protocol), and its text is shown to the model, so it must not carry
-	// secrets. Call must return promptly once ctx is done.
+	// secrets. A call of a tool the server does not list runs nothing: an
+	// error wrapping ErrUnknownTool (or the IsError result of a remote
+	// server that says so itself). Call must return promptly once ctx is
+	// done.
 	Call(ctx context.Context, call Call) (Result, error)
 
 	// Cleanup asks the server to drop the per-session state the calls
@@ -49,6 +52,6 @@ type Session interface {
 	Cleanup(ctx context.Context) error
 
 	// Close releases the session. After Close, Call and Cleanup return
-	// ErrClosed.
+	// ErrClosed, and a second Close returns nil.
 	Close() error
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	oairesponses "github.com/openai/openai-go/v3/responses"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/model/mockllm"
 	"github.com/loomgate/loom/tools/sandbox"
 )
@@ -26,24 +25,6 @@ import (
 // Tests of loom serve with the local tools (issue 6): the operator's
 // flags, the refusal to run them unsandboxed without an explicit opt-in,
 // and a python call seen by the openai-go client through a real Main.
-
-// syncBuffer is a log destination safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // sandboxTmp points TMPDIR, under which the sandbox keeps its work
 // directories (loom-sandbox), at a fresh directory that session uids can
@@ -102,7 +83,7 @@ func TestLocalToolsNeedSandbox(t *testing.T) {
 	}
 	for _, flag := range []string{"--enable-python", "--enable-shell"} {
 		t.Run(flag, func(t *testing.T) {
-			var logs syncBuffer
+			var logs testutil.LockedBuffer
 			m := NewMain(toolConfig(t, "http://127.0.0.1:1/v1", flag), newLogger(&logs, "text", "info"))
 			err := m.Open(context.Background())
 			m.Close()
@@ -118,7 +99,7 @@ func TestLocalToolsNeedSandbox(t *testing.T) {
 	}
 
 	t.Run("--allow-unsandboxed", func(t *testing.T) {
-		var logs syncBuffer
+		var logs testutil.LockedBuffer
 		m := NewMain(toolConfig(t, "http://127.0.0.1:1/v1", "--enable-python", "--allow-unsandboxed"), newLogger(&logs, "text", "info"))
 		if err := m.Open(context.Background()); err != nil {
 			m.Close()
@@ -167,7 +148,7 @@ func startToolMain(t *testing.T, shutdown time.Duration) (addr, base string, sto
 	t.Cleanup(mock.Close)
 	cfg := toolConfig(t, up.URL+"/v1", "--enable-python", "--tool-timeout", "20s")
 	cfg.ShutdownTimeout = shutdown
-	var logs syncBuffer
+	var logs testutil.LockedBuffer
 	m := NewMain(cfg, newLogger(&logs, "text", "info"))
 	if err := m.Open(context.Background()); err != nil {
 		t.Fatal(err)
@@ -205,24 +186,22 @@ func startToolMain(t *testing.T, shutdown time.Duration) (addr, base string, sto
 
 // waitEmpty waits, boundedly, until dir holds nothing and no process runs
 // as uid (when uid is not 0). Nothing signals the kernel's reaping or the
-// removal, so it polls; the bound (a minute) only keeps a broken cleanup
-// from hanging the test, and a loaded machine stays far from it.
+// removal, so it polls.
 func waitEmpty(t *testing.T, dir string, uid uint32) {
 	t.Helper()
 	var entries []os.DirEntry
 	var pids []int
-	for range 3000 {
+	empty := func() bool {
 		entries, _ = os.ReadDir(dir)
 		pids = nil
 		if uid != 0 {
 			pids = sandbox.UIDPIDs(uid)
 		}
-		if len(entries) == 0 && len(pids) == 0 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+		return len(entries) == 0 && len(pids) == 0
 	}
-	t.Errorf("after a minute, work directories %v and processes %v of uid %d are left", entries, pids, uid)
+	if !testutil.Eventually(testutil.Patience, empty) {
+		t.Errorf("after %v, work directories %v and processes %v of uid %d are left", testutil.Patience, entries, pids, uid)
+	}
 }
 
 func TestServePythonOpenAIGo(t *testing.T) {
@@ -273,20 +252,15 @@ func TestServePythonCancelledAtShutdown(t *testing.T) {
 		"tools": []any{map[string]any{"type": "code_interpreter", "container": map[string]any{"type": "auto"}}}})
 	got := postInBackground(addr, body)
 	var uid uint32
-	// The code says it runs by creating a file in its work directory;
-	// polled, at most for a minute (the interpreter starting in a
-	// sandbox on a loaded machine takes seconds, never that).
-	for i := 0; uid == 0; i++ {
-		if i == 6000 {
-			t.Fatal("the code did not start within a minute")
-		}
+	// The code says it runs by creating a file in its work directory.
+	testutil.WaitFor(t, "the code to start", func() bool {
 		if m, _ := filepath.Glob(filepath.Join(base, "*", "started")); len(m) > 0 {
 			if fi, err := os.Stat(filepath.Dir(m[0])); err == nil {
 				uid = fi.Sys().(*syscall.Stat_t).Uid
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return uid != 0
+	})
 	if len(sandbox.UIDPIDs(uid)) == 0 {
 		t.Error("no process of the session runs while its code sleeps")
 	}

@@ -7,27 +7,11 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/loomgate/loom/internal/testutil"
 )
-
-type syncLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestOperatorSeesWhy runs loom, configured from flags as an operator
 // would, against an upstream address nobody listens on: the client gets a
@@ -45,7 +29,7 @@ func TestOperatorSeesWhy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncLog
+	var logs testutil.LockedBuffer
 	m := NewMain(cfg, newLogger(&logs, cfg.LogFormat, cfg.LogLevel))
 	if err := m.Open(context.Background()); err != nil {
 		t.Fatal(err)

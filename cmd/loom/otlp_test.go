@@ -16,6 +16,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/model/mockllm"
 )
 
@@ -191,7 +192,7 @@ func TestOTLPExportFailure(t *testing.T) {
 	cfg := testConfig(t, up.URL+"/v1")
 	cfg.OTLPEndpoint = collector.URL
 	cfg.OTLPSampleRatio = 1
-	logs := &lockedBuffer{}
+	logs := &testutil.LockedBuffer{}
 	m, stop := runMain(t, cfg, logs)
 	resp, err := http.Post("http://"+m.Addr()+"/v1/responses", "application/json", strings.NewReader(`{"model":"m","input":"hi"}`))
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/model/mockllm"
 	"github.com/loomgate/loom/store/postgres/pgtest"
 )
@@ -31,7 +32,7 @@ func TestReasoningKeyKeptInStore(t *testing.T) {
 		t.Run(st.name, func(t *testing.T) {
 			var compaction, reasoning string
 			t.Run("first", func(t *testing.T) {
-				var logs syncBuffer
+				var logs testutil.LockedBuffer
 				base := serveOn(t, st.store, upstream, &logs, "--drain-delay", "0")
 				compaction = sealedCompaction(t, base)
 				reasoning = sealedReasoning(t, base)
@@ -43,7 +44,7 @@ func TestReasoningKeyKeptInStore(t *testing.T) {
 				return
 			}
 			t.Run("restarted", func(t *testing.T) {
-				base := serveOn(t, st.store, upstream, &syncBuffer{}, "--drain-delay", "0")
+				base := serveOn(t, st.store, upstream, &testutil.LockedBuffer{}, "--drain-delay", "0")
 				for name, input := range sealedInputs(compaction, reasoning) {
 					if status, b := do(t, "POST", base+"/responses", input); status != http.StatusOK {
 						t.Errorf("%s sealed before the restart: %d %s", name, status, b)
@@ -51,7 +52,7 @@ func TestReasoningKeyKeptInStore(t *testing.T) {
 				}
 			})
 			t.Run("another key", func(t *testing.T) {
-				var logs syncBuffer
+				var logs testutil.LockedBuffer
 				base := serveOn(t, st.store, upstream, &logs, "--reasoning-key", "a-different-key", "--drain-delay", "0")
 				if !logHas(logs.String(), "reasoning key", "--reasoning-key") {
 					t.Errorf("no info line saying the reasoning key came from --reasoning-key:\n%s", logs.String())

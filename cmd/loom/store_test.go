@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/model/mockllm"
 	"github.com/loomgate/loom/store/postgres/pgtest"
 )
@@ -81,7 +82,7 @@ func TestServeOnPostgres(t *testing.T) {
 	up := httptest.NewServer(mock)
 	t.Cleanup(up.Close)
 	t.Cleanup(mock.Close)
-	var logsA, logsB syncBuffer
+	var logsA, logsB testutil.LockedBuffer
 	a := serveOn(t, u.String(), up.URL+"/v1", &logsA)
 	b := serveOn(t, u.String(), up.URL+"/v1", &logsB)
 
@@ -128,7 +129,7 @@ func TestServeOnPostgres(t *testing.T) {
 		t.Errorf("GET on A after the delete: %d %s", status, body)
 	}
 
-	for name, logs := range map[string]*syncBuffer{"A": &logsA, "B": &logsB} {
+	for name, logs := range map[string]*testutil.LockedBuffer{"A": &logsA, "B": &logsB} {
 		if strings.Contains(logs.String(), password) {
 			t.Errorf("replica %s logged the store password:\n%s", name, logs.String())
 		}

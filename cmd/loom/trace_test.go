@@ -16,6 +16,7 @@ import (
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/model/mockllm"
 )
 
@@ -26,24 +27,6 @@ import (
 // traceparent header; without one, loom starts a trace and returns it.
 
 const clientTraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
-
-// lockedBuffer is a log destination safe for concurrent writers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // mcpRecorder is what the MCP test server saw: the traceparent header and
 // the params._meta.traceparent of every request.
@@ -153,7 +136,7 @@ func TestTraceEndToEnd(t *testing.T) {
 	up := httptest.NewServer(mock)
 	t.Cleanup(up.Close)
 	t.Cleanup(mock.Close)
-	logs := &lockedBuffer{}
+	logs := &testutil.LockedBuffer{}
 	m, stop := runMain(t, testConfig(t, up.URL+"/v1"), logs)
 
 	body := `{"model":"m","input":"#call t__ask {}\n#then\n#say done",` +

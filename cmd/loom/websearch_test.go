@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/model/mockllm"
 )
 
@@ -35,7 +36,7 @@ func TestWebSearchFlags(t *testing.T) {
 		if flag == "--web-search-url" {
 			args = nil
 		}
-		m := NewMain(toolConfig(t, "http://127.0.0.1:1/v1", append(args, flag, value)...), newLogger(&syncBuffer{}, "text", "info"))
+		m := NewMain(toolConfig(t, "http://127.0.0.1:1/v1", append(args, flag, value)...), newLogger(&testutil.LockedBuffer{}, "text", "info"))
 		err := m.Open(context.Background())
 		m.Close()
 		if err == nil || !strings.Contains(err.Error(), flag) {
@@ -66,7 +67,7 @@ func TestWebSearchThroughMain(t *testing.T) {
 		{"no backend", nil, "failed", "web search is not configured on this server"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := NewMain(toolConfig(t, up.URL+"/v1", append([]string{"--drain-delay", "0"}, tc.flags...)...), newLogger(&syncBuffer{}, "text", "info"))
+			m := NewMain(toolConfig(t, up.URL+"/v1", append([]string{"--drain-delay", "0"}, tc.flags...)...), newLogger(&testutil.LockedBuffer{}, "text", "info"))
 			if err := m.Open(context.Background()); err != nil {
 				t.Fatal(err)
 			}

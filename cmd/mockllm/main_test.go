@@ -1,34 +1,17 @@
 package main
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/loomgate/loom/internal/testutil"
 )
-
-// syncBuffer lets the test read logs the server goroutine writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestRunServesAndShutsDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -36,7 +19,7 @@ func TestRunServesAndShutsDown(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 
-	var logs syncBuffer
+	var logs testutil.LockedBuffer
 	addrc := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
@@ -76,17 +59,28 @@ func TestRunServesAndShutsDown(t *testing.T) {
 		t.Fatalf("stream = %s", raw)
 	}
 
-	// A stalled request must not hold the shutdown.
-	stalled := make(chan struct{})
+	// A stalled request must not hold the shutdown. It stalls after its
+	// first chunk: the client reading that chunk is the signal that the
+	// server holds the request when the shutdown begins.
+	stalling, stalled := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stalled)
 		resp, err := http.Post(base+"/v1/chat/completions", "application/json",
-			strings.NewReader(`{"model":"a","messages":[{"role":"user","content":"#stall"}]}`))
-		if err == nil {
-			resp.Body.Close()
+			strings.NewReader(`{"model":"a","stream":true,"messages":[{"role":"user","content":"#say hello\n#stall 1"}]}`))
+		if err != nil {
+			t.Errorf("stalled request: %v", err)
+			close(stalling)
+			return
 		}
+		defer resp.Body.Close()
+		first, err := bufio.NewReader(resp.Body).ReadString('\n')
+		if !strings.HasPrefix(first, "data: ") {
+			t.Errorf("stalled request: first line %q, %v", first, err)
+		}
+		close(stalling)
+		io.Copy(io.Discard, resp.Body)
 	}()
-	time.Sleep(50 * time.Millisecond)
+	<-stalling
 	stop()
 	select {
 	case err := <-done:
@@ -110,7 +104,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"--nope"},
 		{"extra"},
 	} {
-		var logs syncBuffer
+		var logs testutil.LockedBuffer
 		if err := run(context.Background(), args, &logs, nil); err == nil {
 			t.Errorf("%q: no error", args)
 		}

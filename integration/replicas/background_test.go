@@ -8,6 +8,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/model/mockllm"
 )
 
@@ -68,18 +69,15 @@ func TestBackgroundAcrossReplicas(t *testing.T) {
 	}
 	poll := func(id string) *responses.Response {
 		t.Helper()
-		for range 600 {
-			r, err := b.Responses.Get(ctx, id, responses.ResponseGetParams{})
-			if err != nil {
+		var r *responses.Response
+		testutil.WaitFor(t, "response "+id+" to finish", func() bool {
+			var err error
+			if r, err = b.Responses.Get(ctx, id, responses.ResponseGetParams{}); err != nil {
 				t.Fatal(err)
 			}
-			if r.Status != "queued" && r.Status != "in_progress" {
-				return r
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("response %s never finished", id)
-		return nil
+			return r.Status != "queued" && r.Status != "in_progress"
+		})
+		return r
 	}
 
 	// Created on a, completed when polled on b.

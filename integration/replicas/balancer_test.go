@@ -10,10 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"text/template"
 	"time"
+
+	"github.com/loomgate/loom/internal/testutil"
 )
 
 // haproxyConfig is the balancer's configuration. Besides what an operator
@@ -73,8 +74,7 @@ backend replicas
 type balancer struct {
 	addr   string
 	socket string
-	mu     sync.Mutex
-	logs   bytes.Buffer
+	logs   testutil.LockedBuffer // HAProxy's output
 }
 
 // haproxyMissing says how to install HAProxy; the tests fail with it
@@ -119,7 +119,7 @@ func startBalancerWith(t *testing.T, retries bool, replicas ...*replica) *balanc
 		t.Fatalf("haproxy -c: %v\n%s\n%s", err, out, cfg.String())
 	}
 	cmd := exec.Command(bin, "-db", "-f", path)
-	cmd.Stdout, cmd.Stderr = b.logWriter(), b.logWriter()
+	cmd.Stdout, cmd.Stderr = &b.logs, &b.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start haproxy: %v", err)
 	}
@@ -188,25 +188,14 @@ func (b *balancer) waitState(t *testing.T, name, state string) {
 func (b *balancer) awaitState(name, state string) error {
 	var last map[string]string
 	var err error
-	for range 400 {
+	if testutil.Eventually(10*time.Second, func() bool {
 		last, err = b.states()
-		if err == nil && strings.HasPrefix(last[name], state) {
-			return nil
-		}
-		time.Sleep(25 * time.Millisecond)
+		return err == nil && strings.HasPrefix(last[name], state)
+	}) {
+		return nil
 	}
 	return fmt.Errorf("haproxy did not report %s %s within 10s: %v %v", name, state, last, err)
 }
-
-type lockedWriter struct{ b *balancer }
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.b.mu.Lock()
-	defer w.b.mu.Unlock()
-	return w.b.logs.Write(p)
-}
-
-func (b *balancer) logWriter() lockedWriter { return lockedWriter{b} }
 
 // unusualLogs is HAProxy's log without the requests whose termination
 // state is "----" (no error, no abort, no retry), and without the idle
@@ -214,17 +203,11 @@ func (b *balancer) logWriter() lockedWriter { return lockedWriter{b} }
 // "<BADREQ>": Go's client closes those it has no room to keep idle).
 func (b *balancer) unusualLogs() string {
 	var out strings.Builder
-	for line := range strings.Lines(b.logText()) {
+	for line := range strings.Lines(b.logs.String()) {
 		idleClosed := strings.Contains(line, " CR-- ") && strings.Contains(line, `"<BADREQ>"`)
 		if !strings.Contains(line, " ---- ") && !idleClosed {
 			out.WriteString(line)
 		}
 	}
 	return out.String()
-}
-
-func (b *balancer) logText() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.logs.String()
 }

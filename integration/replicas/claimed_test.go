@@ -11,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/model/mockllm"
 )
 
@@ -44,18 +45,11 @@ func TestBackgroundClaimedByKilledReplica(t *testing.T) {
 	if resp.Status != "queued" {
 		t.Fatalf("POST answered %s, want queued", resp.Status)
 	}
-	// The file names the id once a's River client has claimed the job:
-	// at most 30s (600 reads 50ms apart).
-	for i := 0; ; i++ {
+	// The file names the id once a's River client has claimed the job.
+	testutil.WaitFor(t, "replica a to claim the job", func() bool {
 		b, err := os.ReadFile(held)
-		if err == nil && strings.Contains(string(b), resp.ID+"\n") {
-			break
-		}
-		if i == 600 {
-			t.Fatalf("replica a never claimed the job (file: %q, %v)", b, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && strings.Contains(string(b), resp.ID+"\n")
+	})
 	claimedBy := time.Now() // the claim was before this
 	b := newReplica(t, "b", append([]string{"--upstream-url", c.upstream, "--store", c.store.arg}, lease...)...)
 	b.start(t)
@@ -96,18 +90,18 @@ func TestBackgroundClaimedByKilledReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; ; i++ {
+	testutil.WaitFor(t, "the next background response to finish", func() bool {
 		r, err := cl.Responses.Get(ctx, next.ID, responses.ResponseGetParams{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Status == "completed" && r.OutputText() == "ran on b" {
-			break
+		if r.Status == "queued" || r.Status == "in_progress" {
+			return false
 		}
-		if (r.Status != "queued" && r.Status != "in_progress") || i >= 600 {
+		if r.Status != "completed" || r.OutputText() != "ran on b" {
 			t.Fatalf("the next background response: %s %q", r.Status, r.OutputText())
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return true
+	})
 	c.store.checkIntegrity(t)
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/loomgate/loom/internal/testutil"
 )
 
 // The fault tests run the mixed load: 1000 requests from concurrent
@@ -514,20 +516,16 @@ func readyz(r *replica) (int, error) {
 	return res.StatusCode, nil
 }
 
-// awaitReady reads r's /readyz every 50ms until it says 200, for at most
+// awaitReady reads r's /readyz until it says 200, for at most
 // bound.
 func awaitReady(r *replica, bound time.Duration) error {
-	start := time.Now()
 	var code int
 	var err error
-	for i := 0; i <= int(bound/(50*time.Millisecond)); i++ {
-		if code, err = readyz(r); err == nil && code == http.StatusOK {
-			return nil
-		}
-		if time.Since(start) > bound {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+	if testutil.Eventually(bound, func() bool {
+		code, err = readyz(r)
+		return err == nil && code == http.StatusOK
+	}) {
+		return nil
 	}
 	return fmt.Errorf("/readyz of replica %s did not say 200 within %v of PostgreSQL accepting connections again: last %d %v", r.name, bound, code, err)
 }

@@ -2,7 +2,6 @@ package replicas
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/loomgate/loom/internal/testutil"
 )
 
 // startTimeout bounds how long a replica may take to open its store and
@@ -27,13 +28,13 @@ type replica struct {
 	addr string
 	bin  string
 	args []string
-	env  []string // more environment variables, NAME=value
+	env  []string              // more environment variables, NAME=value
+	logs testutil.LockedBuffer // stderr of every run, for failure messages
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when the current process has exited
 	state  *os.ProcessState
-	logs   bytes.Buffer // stderr of every run, for failure messages
 }
 
 // freePort returns a loopback address no one listens on right now.
@@ -87,17 +88,15 @@ func (r *replica) tryStart() error {
 	exited := make(chan struct{})
 	r.mu.Lock()
 	r.cmd, r.exited, r.state = cmd, exited, nil
-	fmt.Fprintf(&r.logs, "--- start %s\n", strings.Join(args, " "))
 	r.mu.Unlock()
+	fmt.Fprintf(&r.logs, "--- start %s\n", strings.Join(args, " "))
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		var once sync.Once
 		for sc.Scan() {
 			line := sc.Text()
-			r.mu.Lock()
-			r.logs.WriteString(line + "\n")
-			r.mu.Unlock()
+			fmt.Fprintln(&r.logs, line)
 			var rec struct{ Msg string }
 			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "loom listening" {
 				once.Do(func() { close(listening) })
@@ -114,9 +113,9 @@ func (r *replica) tryStart() error {
 	case <-listening:
 		return nil
 	case <-exited:
-		return fmt.Errorf("replica %s exited before listening:\n%s", r.name, r.logText())
+		return fmt.Errorf("replica %s exited before listening:\n%s", r.name, r.logs.String())
 	case <-time.After(startTimeout):
-		return fmt.Errorf("replica %s did not listen within %v:\n%s", r.name, startTimeout, r.logText())
+		return fmt.Errorf("replica %s did not listen within %v:\n%s", r.name, startTimeout, r.logs.String())
 	}
 }
 
@@ -167,16 +166,10 @@ func (r *replica) url() string { return "http://" + r.addr }
 // would drown what matters in a load test.
 func (r *replica) lifecycleLogs() string {
 	var b strings.Builder
-	for line := range strings.Lines(r.logText()) {
+	for line := range strings.Lines(r.logs.String()) {
 		if !strings.Contains(line, `"msg":"response"`) {
 			b.WriteString(line)
 		}
 	}
 	return b.String()
-}
-
-func (r *replica) logText() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.logs.String()
 }

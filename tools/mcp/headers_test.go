@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/tools"
 )
 
@@ -116,7 +117,7 @@ func TestCredentialsReachOwnServerOnly(t *testing.T) {
 // in the logs.
 func TestSecretsNeverLogged(t *testing.T) {
 	const token, key = "tok-SECRET-1", "key-SECRET-2"
-	var logs logBuffer
+	var logs testutil.LockedBuffer
 	ts, _ := startServer(t, nil, textTool("t", "ok"))
 	failing, rec := startServer(t, nil, textTool("t", "ok"))
 	rec.before = func(w http.ResponseWriter, _ *http.Request, method string) bool {
@@ -126,19 +127,19 @@ func TestSecretsNeverLogged(t *testing.T) {
 		}
 		return false
 	}
-	c := loopbackClient(t, &ClientOptions{Logger: logs.logger(), Retry: RetryOptions{Max: 1, WaitMin: 1, WaitMax: 1}})
+	c := loopbackClient(t, &ClientOptions{Logger: debugLogger(&logs), Retry: RetryOptions{Max: 1, WaitMin: 1, WaitMax: 1}})
 	for _, u := range []string{ts.URL, failing.URL} {
 		cfg := ServerConfig{Label: "s", URL: u, Authorization: token, Headers: map[string]string{"X-Api-Key": key}}
-		logs.logger().Info("configured", "server", cfg)
+		debugLogger(&logs).Info("configured", "server", cfg)
 		srv := newServer(t, c, cfg)
 		if _, err := srv.Tools(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		sess := open(t, srv)
 		res, err := sess.Call(context.Background(), tools.Call{Name: "t"})
-		logs.logger().Info("called", "result", res.Text(), "error", err)
+		debugLogger(&logs).Info("called", "result", res.Text(), "error", err)
 		res, err = sess.Call(context.Background(), tools.Call{Name: "missing"})
-		logs.logger().Info("called", "result", res.Text(), "error", err, "err", res.Err)
+		debugLogger(&logs).Info("called", "result", res.Text(), "error", err, "err", res.Err)
 	}
 	out := logs.String()
 	if !strings.Contains(out, "configured") || !strings.Contains(out, "X-Api-Key") {

@@ -13,6 +13,7 @@ import (
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/tools"
 )
 
@@ -139,24 +140,7 @@ func open(t testing.TB, s *Server) tools.Session {
 	return sess
 }
 
-// logBuffer is a captured slog handler, at debug level.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+// debugLogger returns a JSON logger at debug level into logs.
+func debugLogger(logs *testutil.LockedBuffer) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

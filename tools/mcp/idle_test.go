@@ -13,6 +13,7 @@ import (
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/tools"
 )
 
@@ -80,7 +81,7 @@ func TestIdleTimeoutFailsAStalledCall(t *testing.T) {
 		gone <- struct{}{}
 	}))
 	defer ts.Close()
-	logs := &logBuffer{}
+	logs := &testutil.LockedBuffer{}
 	c := loopbackClient(t, &ClientOptions{IdleTimeout: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	sess := open(t, newServer(t, c, ServerConfig{Label: "s", URL: ts.URL, Timeouts: Timeouts{Call: time.Minute}}))
 	// The bound of the test, far past the idle timeout and short of the

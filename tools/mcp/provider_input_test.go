@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/tools"
 )
@@ -16,8 +17,8 @@ import (
 // and for "client" too, said in a log line (a live session cannot wait
 // for a follow-up request).
 func TestProviderInSessionPolicy(t *testing.T) {
-	var logs logBuffer
-	c := loopbackClient(t, &ClientOptions{Logger: logs.logger()})
+	var logs testutil.LockedBuffer
+	c := loopbackClient(t, &ClientOptions{Logger: debugLogger(&logs)})
 	p := &Provider{Client: c}
 	var req responses.Request
 	body := `{"model":"m","input":"x","tools":[

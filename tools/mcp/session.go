@@ -194,10 +194,13 @@ func (ss *Session) prime(ctx context.Context, name string) error {
 // called.
 func (ss *Session) Cleanup(ctx context.Context) error {
 	ss.mu.Lock()
-	done := ss.cleaned
+	closed, done := ss.closed, ss.cleaned
 	ss.cleaned = true
 	ss.mu.Unlock()
-	if done {
+	switch {
+	case closed:
+		return tools.ErrClosed
+	case done:
 		return nil
 	}
 	ctx, cancel, err := ss.callContext(ctx, ss.s.timeouts.Call)

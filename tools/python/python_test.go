@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/tools"
 	"github.com/loomgate/loom/tools/sandbox"
 )
@@ -30,7 +31,7 @@ func newServer(t *testing.T, o *Options, so *sandbox.Options) *Server {
 		so = &sandbox.Options{}
 	}
 	so.WorkDirBase = testBase(t)
-	so.Logger = slog.New(slog.NewTextHandler(&testWriter{t}, nil))
+	so.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
 	sb, err := sandbox.New(so)
 	if err != nil {
 		t.Fatal(err)
@@ -55,13 +56,6 @@ func testBase(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(base) })
 	return base
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 func open(t *testing.T, srv *Server) *Session {
@@ -320,7 +314,7 @@ if os.fork() == 0:
 		t.Fatal(err)
 	}
 	assertGone(t, s)
-	if _, err := s.Call(context.Background(), tools.Call{Arguments: "1"}); !errors.Is(err, tools.ErrClosed) {
+	if _, err := s.Call(context.Background(), tools.Call{Name: Name, Arguments: "1"}); !errors.Is(err, tools.ErrClosed) {
 		t.Errorf("Call after Cleanup: %v, want ErrClosed", err)
 	}
 	if err := s.Close(); err != nil {
@@ -336,11 +330,14 @@ func TestCloseDuringCall(t *testing.T) {
 	s := open(t, newServer(t, nil, nil))
 	errc := make(chan error, 1)
 	go func() {
-		_, err := s.Call(context.Background(), tools.Call{Arguments: "import time\nopen('started', 'w').close()\ntime.sleep(300)"})
+		_, err := s.Call(context.Background(), tools.Call{Name: Name, Arguments: "import time\nopen('started', 'w').close()\ntime.sleep(300)"})
 		errc <- err
 	}()
 	// The code says it is in its sleep by creating a file.
-	waitForFile(t, filepath.Join(s.Box().Dir(), "started"))
+	testutil.WaitFor(t, "the code to start", func() bool {
+		_, err := os.Stat(filepath.Join(s.Box().Dir(), "started"))
+		return err == nil
+	})
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +359,7 @@ func TestCallCancelled(t *testing.T) {
 	s := open(t, newServer(t, nil, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	_, err := s.Call(ctx, tools.Call{Arguments: "import time\ntime.sleep(300)"})
+	_, err := s.Call(ctx, tools.Call{Name: Name, Arguments: "import time\ntime.sleep(300)"})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Call: %v, want the ctx's error", err)
 	}
@@ -381,20 +378,17 @@ func TestInterpreterExit(t *testing.T) {
 }
 
 // CPU time is bounded apart from wall time: RLIMIT_CPU stops a busy
-// interpreter before the call's time limit.
+// interpreter before the call's time limit (its status says SIGXCPU; the
+// time limit would say "timed out").
 func TestCPULimit(t *testing.T) {
-	s := open(t, newServer(t, &Options{Limits: sandbox.Limits{CallTimeout: 20 * time.Second}}, &sandbox.Options{CPUSeconds: 1}))
-	start := time.Now()
+	s := open(t, newServer(t, &Options{Limits: sandbox.Limits{CallTimeout: time.Hour}}, &sandbox.Options{CPUSeconds: 1}))
 	res := run(t, s, "while True: pass")
 	expect(t, res, "the Python interpreter exited unexpectedly (status 152, CPU time limit reached); the interpreter state was reset", true)
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("stopped after %v", d)
-	}
 }
 
 func TestUnsandboxedNeedsOptIn(t *testing.T) {
 	base := testBase(t)
-	logger := slog.New(slog.NewTextHandler(&testWriter{t}, nil))
+	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
 	_, err := sandbox.New(&sandbox.Options{BwrapPath: "/nonexistent/bwrap", WorkDirBase: base, Logger: logger})
 	if !errors.Is(err, sandbox.ErrUnavailable) {
 		t.Fatalf("without bwrap and without opt-in: %v, want ErrUnavailable", err)
@@ -445,18 +439,4 @@ func TestCode(t *testing.T) {
 			t.Errorf("Code(%q) = %q, want %q", tc.args, got, tc.want)
 		}
 	}
-}
-
-// waitForFile polls, at most for a minute, until path exists: what a
-// sandboxed program creates to say it has got somewhere. The bound only
-// keeps a broken test from hanging.
-func waitForFile(t *testing.T, path string) {
-	t.Helper()
-	for range 6000 {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("%s did not appear within a minute", path)
 }

@@ -40,9 +40,12 @@ var _ tools.Session = (*Session)(nil)
 // IsError set and the traceback in the output. A timeout or the
 // interpreter's death is a result with IsError and Err set, telling the
 // model that the state was reset. The error return is for ctx ending
-// (the interpreter is then killed, as the cell's fate is unknown) and for
-// a closed session.
+// (the interpreter is then killed, as the cell's fate is unknown), for
+// a closed session, and for a tool other than python (ErrUnknownTool).
 func (s *Session) Call(ctx context.Context, call tools.Call) (tools.Result, error) {
+	if call.Name != Name {
+		return tools.Result{}, fmt.Errorf("%w: %q is not the python tool", tools.ErrUnknownTool, call.Name)
+	}
 	code := Code(call.Arguments)
 	select {
 	case s.turn <- struct{}{}:

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/tools"
 )
 
@@ -52,7 +53,7 @@ func newSandbox(t *testing.T, o *Options) *Sandbox {
 		o.WorkDirBase = testBase(t)
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(&testWriter{t}, nil))
+		o.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
 	}
 	s, err := New(o)
 	if err != nil {
@@ -72,13 +73,6 @@ func newBox(t *testing.T, s *Sandbox) *Box {
 	}
 	t.Cleanup(func() { b.Close() })
 	return b
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 // run runs a bash script in b and returns its stdout, stderr and exit code.
@@ -229,7 +223,7 @@ func TestKillAndClose(t *testing.T) {
 	}
 	// bwrap reported the namespace before the program ran; the Process
 	// reads it on its own goroutine.
-	waitFor(t, func() bool { return p.PIDNamespace() != 0 })
+	testutil.WaitFor(t, "the PID namespace", func() bool { return p.PIDNamespace() != 0 })
 	if n := len(NamespacePIDs(p.PIDNamespace())); n < 4 {
 		t.Fatalf("%d processes in the namespace, want at least 4", n)
 	}
@@ -269,20 +263,6 @@ func assertGone(t *testing.T, b *Box, dir string) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("work dir %s still there: %v", dir, err)
 	}
-}
-
-// waitFor polls cond, boundedly, for what no signal reports: the kernel
-// reaping processes, another goroutine storing a value. The bound only
-// keeps a broken test from hanging; a loaded machine never comes near it.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for range 6000 {
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("condition not met in 60s")
 }
 
 // pipe returns both ends of an os.Pipe, closed at the end of the test
@@ -442,7 +422,7 @@ func TestDiesWithLoom(t *testing.T) {
 		t.Errorf("after the helper died the program wrote %q, %v", rest, err)
 	}
 	// Exited processes of the uid may still wait to be reaped.
-	waitFor(t, func() bool { return len(UIDPIDs(uid)) == 0 })
+	testutil.WaitFor(t, "the processes of the uid to be reaped", func() bool { return len(UIDPIDs(uid)) == 0 })
 	// The dead loom's tmpfs (the box's /tmp and /dev/shm) are still
 	// mounted; the next loom on the same base unmounts them.
 	if n := mountsUnder(t, base); n == 0 {
@@ -551,18 +531,15 @@ func TestHelperReaper(t *testing.T) {
 	// Children still exiting on a loaded machine are not zombies yet:
 	// poll, boundedly. Without reaping they stay forever.
 	zombies := 0
-	for range 1200 { // at most a minute
+	testutil.Eventually(testutil.Patience, func() bool {
 		zombies = 0
 		for _, pid := range livePIDsAll() {
 			if string(statusField(pid, "PPid:")) == strconv.Itoa(os.Getpid()) {
 				zombies++
 			}
 		}
-		if zombies == 0 {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return zombies == 0
+	})
 	fmt.Printf("zombies=%d\n", zombies)
 }
 

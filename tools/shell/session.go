@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/loomgate/loom/tools"
 	"github.com/loomgate/loom/tools/sandbox"
@@ -51,10 +52,14 @@ var _ tools.Session = (*Session)(nil)
 // each in its own sandbox, and stops at the first that times out (the time
 // limit covers the whole call). Exit codes, failing ones included, are in
 // the outcome; IsError is set only for arguments that cannot run. The
-// error return is for ctx ending and for a closed session.
+// error return is for ctx ending, for a closed session, and for a tool
+// other than shell (ErrUnknownTool).
 func (s *Session) Call(ctx context.Context, call tools.Call) (tools.Result, error) {
-	if s.Stopping() {
+	switch {
+	case s.Stopping():
 		return tools.Result{}, tools.ErrClosed
+	case call.Name != Name:
+		return tools.Result{}, fmt.Errorf("%w: %q is not the shell tool", tools.ErrUnknownTool, call.Name)
 	}
 	action, err := ParseAction(call.Arguments)
 	if err != nil {

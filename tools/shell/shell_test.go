@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/tools"
 	"github.com/loomgate/loom/tools/sandbox"
 )
@@ -170,7 +171,7 @@ func TestOutputCap(t *testing.T) {
 func TestBadArguments(t *testing.T) {
 	s := open(t, newServer(t, nil))
 	for _, args := range []string{`not json`, `{}`, `{"commands":[]}`, `{"commands":[" "]}`, `{"commands":"ls"}`} {
-		res, err := s.Call(context.Background(), tools.Call{CallID: "b", Arguments: args})
+		res, err := s.Call(context.Background(), tools.Call{CallID: "b", Name: Name, Arguments: args})
 		var ae *ArgumentError
 		if err != nil || !res.IsError || !errors.As(res.Err, &ae) {
 			t.Errorf("%s: %+v, %v; want an argument error result", args, res, err)
@@ -189,22 +190,16 @@ func TestCleanupAndClose(t *testing.T) {
 	// A long command still running when the response ends.
 	errc := make(chan error, 1)
 	go func() {
-		_, err := s.Call(context.Background(), tools.Call{Arguments: `{"commands":["touch started; sleep 300"]}`})
+		_, err := s.Call(context.Background(), tools.Call{Name: Name, Arguments: `{"commands":["touch started; sleep 300"]}`})
 		errc <- err
 	}()
 	uid, _ := s.Box().UID()
 	dir := s.Box().Dir()
-	// The command says it runs by creating a file; polled, at most for a
-	// minute (the bound only keeps a broken test from hanging).
-	for i := 0; ; i++ {
-		if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
-			break
-		}
-		if i == 6000 {
-			t.Fatal("the command did not start within a minute")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// The command says it runs by creating a file.
+	testutil.WaitFor(t, "the command to start", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "started"))
+		return err == nil
+	})
 	if err := s.Cleanup(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +217,7 @@ func TestCleanupAndClose(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("work dir still there: %v", err)
 	}
-	if _, err := s.Call(context.Background(), tools.Call{Arguments: `{"commands":["true"]}`}); !errors.Is(err, tools.ErrClosed) {
+	if _, err := s.Call(context.Background(), tools.Call{Name: Name, Arguments: `{"commands":["true"]}`}); !errors.Is(err, tools.ErrClosed) {
 		t.Errorf("Call after Cleanup: %v", err)
 	}
 	if err := s.Close(); err != nil {

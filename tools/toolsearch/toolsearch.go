@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"unicode"
 
 	"github.com/loomgate/loom/responses"
@@ -151,17 +152,36 @@ func (s *Server) Tools(context.Context) ([]tools.Definition, error) {
 		Parameters: json.RawMessage(tools.ToolSearchParameters)}}, nil
 }
 
-// Open implements tools.Server: a search keeps no state.
-func (s *Server) Open(context.Context) (tools.Session, error) { return session{s}, nil }
+// Open implements tools.Server: a search keeps no state but whether the
+// session is closed.
+func (s *Server) Open(context.Context) (tools.Session, error) { return &session{s: s}, nil }
 
-type session struct{ s *Server }
+type session struct {
+	s      *Server
+	closed atomic.Bool
+}
 
-func (session) Cleanup(context.Context) error { return nil }
-func (session) Close() error                  { return nil }
+func (ss *session) Cleanup(context.Context) error {
+	if ss.closed.Load() {
+		return tools.ErrClosed
+	}
+	return nil
+}
+
+func (ss *session) Close() error {
+	ss.closed.Store(true)
+	return nil
+}
 
 // Call implements tools.Session: the deferred tools that best match the
 // query, their definitions in the result's Report.
-func (ss session) Call(_ context.Context, call tools.Call) (tools.Result, error) {
+func (ss *session) Call(_ context.Context, call tools.Call) (tools.Result, error) {
+	switch {
+	case ss.closed.Load():
+		return tools.Result{}, tools.ErrClosed
+	case call.Name != tools.ToolSearchFunction:
+		return tools.Result{}, fmt.Errorf("%w: %q is not the tool search's", tools.ErrUnknownTool, call.Name)
+	}
 	var args struct {
 		Query string `json:"query"`
 	}

@@ -1,6 +1,3 @@
-// Package toolstest provides a tool server for tests of code that runs
-// tools: a tools.Server whose behaviour is set by function fields and that
-// records, in order, everything it was asked to do.
 package toolstest
 
 import (

@@ -139,29 +139,55 @@ func (s *Server) Tools(context.Context) ([]tools.Definition, error) {
 	}}, nil
 }
 
+// offers reports whether name is one of the tools the server lists.
+func (s *Server) offers(name string) bool {
+	if s.tool.opts.Browser {
+		return name == BrowserSearch || name == BrowserOpen || name == BrowserFind
+	}
+	return name == tools.WebSearchFunction
+}
+
 // Open implements tools.Server: a session holds the pages the model has
 // seen in this response, by cursor.
 func (s *Server) Open(context.Context) (tools.Session, error) {
-	return &Session{srv: s}, nil
+	closing, stopCalls := context.WithCancel(context.Background())
+	return &Session{srv: s, closing: closing, stopCalls: stopCalls}, nil
 }
 
 // Session is one response's browsing: the pages shown so far.
 type Session struct {
-	srv    *Server
+	srv *Server
+	// closing ends when the session closes, and with it the searches and
+	// fetches still running.
+	closing   context.Context
+	stopCalls context.CancelFunc
+
 	mu     sync.Mutex
 	pages  []*page
 	closed bool
 }
 
 // Cleanup implements tools.Session: nothing is held outside loom.
-func (ss *Session) Cleanup(context.Context) error { return nil }
+func (ss *Session) Cleanup(context.Context) error {
+	if ss.isClosed() {
+		return tools.ErrClosed
+	}
+	return nil
+}
 
-// Close implements tools.Session.
+// Close implements tools.Session: it stops the calls still running.
 func (ss *Session) Close() error {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.closed, ss.pages = true, nil
+	ss.stopCalls()
 	return nil
+}
+
+func (ss *Session) isClosed() bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.closed
 }
 
 // callArgs are the arguments of every browser tool and of web_search:
@@ -189,24 +215,34 @@ type openArgs struct {
 // backend, a refused page) are error results whose Report still says what
 // was tried.
 func (ss *Session) Call(ctx context.Context, call tools.Call) (tools.Result, error) {
-	ss.mu.Lock()
-	closed := ss.closed
-	ss.mu.Unlock()
-	if closed {
+	switch {
+	case ss.isClosed():
 		return tools.Result{}, tools.ErrClosed
+	case !ss.srv.offers(call.Name):
+		return tools.Result{}, fmt.Errorf("%w: %q is not among the web search's tools", tools.ErrUnknownTool, call.Name)
 	}
 	var args callArgs
 	if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil {
 		action := responses.WebSearchAction{Type: responses.WebSearchActionSearch}
 		return ss.failed(call, action, "error: the arguments are not a JSON object: "+err.Error(), nil), nil
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(ss.closing, cancel)()
+	var res tools.Result
 	switch call.Name {
 	case BrowserOpen:
-		return ss.open(ctx, call, args), nil
+		res = ss.open(ctx, call, args)
 	case BrowserFind:
-		return ss.find(call, args), nil
+		res = ss.find(call, args)
+	default:
+		res = ss.search(ctx, call, args)
 	}
-	return ss.search(ctx, call, args), nil
+	if res.IsError && ss.isClosed() {
+		// Closing stopped the call: the search did not fail.
+		return tools.Result{}, tools.ErrClosed
+	}
+	return res, nil
 }
 
 func (ss *Session) search(ctx context.Context, call tools.Call, args callArgs) tools.Result {

@@ -12,31 +12,14 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func readAll(body io.Reader, emit func(model.Delta) error) error {
 	return ReadSSE(body, func([]byte) error { return nil }, func() error { return nil })
@@ -81,7 +64,7 @@ func TestFailureIsLogged(t *testing.T) {
 		io.WriteString(w, `{"error":{"message":"The model 'gpt-oss-2b' does not exist (key my-upstream-key, Authorization: Bearer tok123456, sk-abcdef123456, api_key=zzz999)"}}`)
 	}))
 	defer srv.Close()
-	var logs syncBuffer
+	var logs testutil.LockedBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	c := NewClient(srv.URL+"/v1/chat/completions", "my-upstream-key", Config{Name: "chat completions", HTTPOptions: model.HTTPOptions{Logger: log, Retries: -1}})
 	err := c.Stream(context.Background(), []byte("{}"), func(model.Delta) error { return nil }, readAll)
@@ -107,7 +90,7 @@ func TestFailureIsLogged(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	var dialLogs syncBuffer
+	var dialLogs testutil.LockedBuffer
 	c = NewClient("http://"+addr+"/v1/chat/completions", "", Config{Name: "chat completions", HTTPOptions: model.HTTPOptions{Logger: slog.New(slog.NewTextHandler(&dialLogs, nil)), Retries: -1}})
 	err = c.Stream(context.Background(), []byte("{}"), func(model.Delta) error { return nil }, readAll)
 	var merr *responses.APIError

@@ -5,7 +5,6 @@
 package mcptest
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -13,10 +12,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/loomgate/loom/internal/testutil"
 )
 
 // everythingPkg is the everything-server, a test fixture of the go-sdk
@@ -132,17 +132,16 @@ func StartProcess(t testing.TB, cmd *exec.Cmd, addr string) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
+	var err error
+	listening := func() bool {
+		var c net.Conn
+		if c, err = net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
 			c.Close()
-			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not listening on %s: %v", cmd.Path, addr, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err == nil
+	}
+	if !testutil.Eventually(20*time.Second, listening) {
+		t.Fatalf("%s not listening on %s: %v", cmd.Path, addr, err)
 	}
 }
 
@@ -189,26 +188,10 @@ func StartNodeEverything(t testing.TB) (addr string, output func() string) {
 	port := FreePort(t)
 	cmd := exec.Command(node, "--require", preload, entry, "streamableHttp")
 	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	var mu sync.Mutex
-	var out strings.Builder
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			mu.Lock()
-			out.WriteString(sc.Text() + "\n")
-			mu.Unlock()
-		}
-	}()
+	var out testutil.LockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 5 * time.Second // should the server leave a child holding its output
 	addr = fmt.Sprintf("127.0.0.1:%d", port)
 	StartProcess(t, cmd, addr)
-	return addr, func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return out.String()
-	}
+	return addr, out.String
 }
