@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -98,13 +99,25 @@ func (e *Engine) newResponse(req *responses.Request) *responses.Response {
 // storeRecord is the response as the store keeps it, as far as every write of
 // it agrees: the object as it is now, its input, who owns it, its trace.
 func (r *run) storeRecord(ctx context.Context) (*store.Record, error) {
-	body := r.resp.AppendJSON(nil, responses.DialectOpenAI)
-	rec := &store.Record{ID: r.resp.ID, CreatedAt: r.resp.CreatedAt, Status: r.resp.Status, Response: body, Input: r.input,
+	rec := &store.Record{ID: r.resp.ID, CreatedAt: r.resp.CreatedAt, Status: r.resp.Status, Response: r.object(), Input: r.input,
 		Tenant: tenant.From(ctx), TraceID: telemetry.TraceID(ctx)}
 	if r.req.PreviousResponseID != nil {
 		rec.PreviousResponseID = *r.req.PreviousResponseID
 	}
 	return rec, nil
+}
+
+// object is the response object as it is now, for the store: the one the
+// terminal event carries once the response has ended (its encoding is
+// kept, one copy of a response as large as its echoed tools fewer), else
+// encoded afresh.
+func (r *run) object() json.RawMessage {
+	if n := len(r.events); n > 0 && r.builder != nil && r.builder.Ended() {
+		if obj, ok := responses.ResponseOf(r.events[n-1]); ok {
+			return obj
+		}
+	}
+	return r.resp.AppendJSON(nil, responses.DialectOpenAI)
 }
 
 // save stores the response when store is on, and returns the store's

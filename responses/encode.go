@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"sync"
@@ -39,6 +40,22 @@ var encodeBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1<<10); ret
 // maxPooledBuffer is the largest buffer given back to encodeBuffers: a
 // rare huge event does not keep its buffer alive.
 const maxPooledBuffer = 256 << 10
+
+// ResponseOf returns the response object that an event encoded by
+// AppendJSON carries (response.created, response.completed and the other
+// lifecycle events), as those bytes hold it: what Response.AppendJSON
+// writes, without encoding it again. ok is false for any other event.
+//
+// The object is the event's last member: `,"response":` first appears
+// after the type and the sequence number, which cannot hold it.
+func ResponseOf(encoded []byte) (obj json.RawMessage, ok bool) {
+	const key = `,"response":`
+	i := bytes.Index(encoded, []byte(key))
+	if i < 0 || encoded[len(encoded)-1] != '}' {
+		return nil, false
+	}
+	return encoded[i+len(key) : len(encoded)-1 : len(encoded)-1], true
+}
 
 // AppendEncodedJSON appends the event's JSON form in dialect d to dst,
 // copying the encoding EncodeJSON made if it was in d, and encoding the

@@ -653,3 +653,29 @@ func TestAppendRawJSONCompacts(t *testing.T) {
 		}
 	}
 }
+
+// ResponseOf reads back from a lifecycle event's encoding exactly the
+// object Response.AppendJSON writes, whatever the response holds (its
+// tools and texts may hold the bytes of the key it looks for); any other
+// event carries none.
+func TestResponseOf(t *testing.T) {
+	for _, r := range encodingResponses() {
+		r.Instructions = ptr(`say ,"response": and }`)
+		for _, typ := range []string{EventCreated, EventInProgress, EventCompleted, EventFailed, EventIncomplete} {
+			ev := Event{Type: typ, SequenceNumber: 12, Response: r}
+			encoded, err := ev.EncodeJSON(DialectOpenAI)
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj, ok := ResponseOf(encoded)
+			if want := r.AppendJSON(nil, DialectOpenAI); !ok || string(obj) != string(want) {
+				t.Errorf("%s %s: ResponseOf = %q, %v; want %q", r.ID, typ, obj, ok, want)
+			}
+		}
+	}
+	delta := Event{Type: EventOutputTextDelta, SequenceNumber: 3, ItemID: "msg_1", Delta: `,"response":{}`}
+	encoded, _ := delta.EncodeJSON(DialectOpenAI)
+	if obj, ok := ResponseOf(encoded); ok {
+		t.Errorf("ResponseOf of a delta = %q, want none", obj)
+	}
+}
