@@ -449,14 +449,11 @@ func (s *Scanner) Skip() error {
 // nests objects and arrays (0 for a scalar, 1 for [1]).
 //
 // It walks nested values in a loop, not by recursion through Object and
-// Array: skipping is most of the work of checking a long input, and a
-// closure call per value was a large part of that. Its offset is a local
-// variable (i), not the Scanner's, so that it stays in a register
-// through the walk (BenchmarkSkip, -test.cpu 1: history 96 -> 89 µs,
-// schemas 114 -> 111 µs); a string without escapes is read by
-// plainStringEnd on b and i (DecodeRequest/tools=100, one core, ~34.5 ->
-// ~33 µs); other strings, white space, numbers, literals and errors are
-// the Scanner's methods, at s.i = i.
+// Array: skipping is most of the work of checking a long input. Its
+// offset is a local variable (i), not the Scanner's, so that it stays in
+// a register through the walk; a string without escapes is read by
+// plainStringEnd on b and i; other strings, white space, numbers,
+// literals and errors are the Scanner's methods, at s.i = i.
 func (s *Scanner) SkipDepth() (deepest int, err error) {
 	// Bit d of inObject says whether the container at depth d is an
 	// object; 256 levels fit without an allocation.
