@@ -49,11 +49,11 @@ type Config struct {
 	Tracing         bool
 	// UpstreamURL is one engine's base URL, or several, comma-separated
 	// (a fleet: see UpstreamURLs).
-	UpstreamURL     string
-	UpstreamAPI     string
-	UpstreamKey     string
-	Models          []string
-	Store           string
+	UpstreamURL string
+	UpstreamAPI string
+	UpstreamKey string
+	Models      []string
+	Store       string
 	// StoreLease is how long an in-flight response's lease lasts without
 	// a heartbeat; heartbeat and sweep intervals derive from it.
 	StoreLease            time.Duration

@@ -23,7 +23,7 @@ import (
 // a session header that is no header name.
 func TestUpstreamURLList(t *testing.T) {
 	cfg, err := parseServeFlags([]string{"--upstream-url", "http://10.0.0.1:8000/v1, http://10.0.0.2:8000/v1"}, env(map[string]string{
-		"LOOM_UPSTREAM_CACHE_SALT":      "s3cret",
+		"LOOM_UPSTREAM_CACHE_SALT":     "s3cret",
 		"LOOM_UPSTREAM_SESSION_HEADER": "X-SMG-Routing-Key",
 	}))
 	if err != nil {
