@@ -5,9 +5,13 @@
 // DeltaPause it emits when the upstream has nothing more buffered), the
 // reading of a non-streamed answer, the chunk every OpenAI-style endpoint
 // shares, decoded with internal/jsonscan (chunk.go), and the mapping of
-// every failure to a *responses.APIError with a message safe for clients. Each backend keeps only its wire
-// format: the request body, the fields of its choices and what it makes
-// of them.
+// every failure to a *responses.APIError with a message safe for clients.
+// Over several engines (NewFleet) it places each turn by its session key
+// on a consistent-hash ring with bounded load, follows the engines'
+// health and fails a request over to the next engine once, inside the
+// one retry loop (fleet.go, ring.go, sessions.go); it sends the hints a
+// router in front reads. Each backend keeps only its wire format: the
+// request body, the fields of its choices and what it makes of them.
 //
 // It is internal: the backends' public Options and constants stay theirs
 // (their Default* constants are these), so it can change with them.
