@@ -89,8 +89,8 @@ func nameEngines(engines []*engine) {
 		seen[e.name]++
 	}
 	for _, e := range engines {
-		if seen[e.name] > 1 && e.url != nil {
-			e.name += strings.TrimSuffix(e.path, "/")
+		if base, err := neturl.Parse(e.id); seen[e.name] > 1 && err == nil {
+			e.name += strings.TrimSuffix(base.Path, "/")
 		}
 	}
 }

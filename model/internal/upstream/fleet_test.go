@@ -231,3 +231,19 @@ func TestSessionMemoryBounded(t *testing.T) {
 		t.Errorf("the last session: %d, %v", e, ok)
 	}
 }
+
+// TestEngineNames: an engine is named by its URL's host:port, never its
+// credentials or path; two engines on one host:port are told apart by
+// their paths.
+func TestEngineNames(t *testing.T) {
+	c := NewFleet([]string{"http://ann:secret@10.0.0.1:8000/v1", "http://10.0.0.2:8000/a/v1", "http://10.0.0.2:8000/b/v1"},
+		"/chat/completions", "", Config{HTTPOptions: model.HTTPOptions{Logger: slog.New(slog.DiscardHandler)}})
+	defer c.Close()
+	var names []string
+	for _, e := range c.engines {
+		names = append(names, e.name)
+	}
+	if want := []string{"10.0.0.1:8000", "10.0.0.2:8000/a/v1", "10.0.0.2:8000/b/v1"}; !slices.Equal(names, want) {
+		t.Errorf("names %q, want %q", names, want)
+	}
+}
