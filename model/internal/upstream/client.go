@@ -109,10 +109,13 @@ type Client struct {
 	track         bool
 	observer      model.EngineObserver
 	probeInterval time.Duration
-	// life ends with Close, and the probes with it.
-	life   context.Context
-	stop   context.CancelFunc
-	probes sync.WaitGroup
+	// life ends with Close, and the probes with it; closed (under
+	// probeMu) says no probe may start any more.
+	life    context.Context
+	stop    context.CancelFunc
+	probes  sync.WaitGroup
+	probeMu sync.Mutex
+	closed  bool
 }
 
 // NewClient returns a Client posting to url, one endpoint whose health is

@@ -244,6 +244,9 @@ func (p *placement) send(req *http.Request) (*http.Response, error) {
 	}
 	p.sent++
 	e := p.at
+	if e.url == nil {
+		return nil, errBadURL
+	}
 	if req.URL != e.url {
 		req = p.c.retarget(req, e)
 	}
@@ -292,11 +295,22 @@ func (c *Client) failed(e *engine, cause error) {
 			c.observer.EngineHealth(e.name, false)
 		}
 	}
-	if !e.probing && e.models != nil && c.life.Err() == nil {
+	if !e.probing && e.models != nil && c.startProbe(e) {
 		e.probing = true
-		c.probes.Add(1)
-		go c.probe(e)
 	}
+}
+
+// startProbe starts probing e unless the client is closed, and reports
+// whether it did. The probe's Add happens before Close's Wait.
+func (c *Client) startProbe(e *engine) bool {
+	c.probeMu.Lock()
+	defer c.probeMu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.probes.Add(1)
+	go c.probe(e)
+	return true
 }
 
 // answered takes e back after it answered (anything but a 5xx).
@@ -421,6 +435,9 @@ func (c *Client) Ready() bool {
 // Close stops probing the engines that are out and waits for the probes
 // to end; the client still sends. It may be called more than once.
 func (c *Client) Close() {
+	c.probeMu.Lock()
+	c.closed = true
+	c.probeMu.Unlock()
 	c.stop()
 	c.probes.Wait()
 }

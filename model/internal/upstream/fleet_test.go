@@ -1,10 +1,15 @@
 package upstream
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"testing"
+	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/loomgate/loom/model"
 )
@@ -84,7 +89,7 @@ func testFleet(n int) *Client {
 	}
 	c := NewFleet(bases, "/chat/completions", "", Config{HTTPOptions: model.HTTPOptions{Logger: slog.New(slog.DiscardHandler)}})
 	// No probe may start: these engines do not exist.
-	c.stop()
+	c.Close()
 	return c
 }
 
@@ -246,4 +251,26 @@ func TestEngineNames(t *testing.T) {
 	if want := []string{"10.0.0.1:8000", "10.0.0.2:8000/a/v1", "10.0.0.2:8000/b/v1"}; !slices.Equal(names, want) {
 		t.Errorf("names %q, want %q", names, want)
 	}
+}
+
+// TestCloseEndsProbes: an engine that does not answer is taken out and
+// probed; Close ends the probe, and no goroutine of the client is left.
+func TestCloseEndsProbes(t *testing.T) {
+	baseline := goleak.IgnoreCurrent()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + l.Addr().String() + "/v1"
+	l.Close()
+	c := NewFleet([]string{dead}, "/chat/completions", "", Config{HTTPOptions: model.HTTPOptions{
+		Logger: slog.New(slog.DiscardHandler), ProbeInterval: time.Hour}})
+	down := c.Check(context.Background())
+	if len(down) != 1 || down[0].Engine != l.Addr().String() || c.Ready() {
+		t.Fatalf("Check: %v, ready %v; want the engine down", down, c.Ready())
+	}
+	c.Close()
+	c.Close() // a second Close does nothing
+	c.CloseIdleConnections()
+	goleak.VerifyNone(t, baseline)
 }
