@@ -18,25 +18,26 @@ const maxChain = 1000
 
 // history loads the conversation that previous_response_id continues: the
 // input and output items of every response in the chain, oldest first,
-// and the calls of the chain waiting for the client's input, by the id of
-// the mcp_input_request that asks.
-func (e *Engine) history(ctx context.Context, previousID string) ([]responses.Item, map[string]*pendingCall, error) {
+// the calls of the chain waiting for the client's input, by the id of
+// the mcp_input_request that asks, and the session key the previous
+// response was stored with, which its continuation inherits.
+func (e *Engine) history(ctx context.Context, previousID string) ([]responses.Item, map[string]*pendingCall, string, error) {
 	// What the chain holds is measured before it is read: a request of
 	// a hundred bytes must not make the server load a history past its
 	// bounds. One record more than the bound tells a chain that is too
 	// long.
 	size, err := e.store.ChainSize(ctx, previousID, maxChain+1)
 	if errors.Is(err, store.ErrNotFound) || err == nil && size.Tenant != tenant.From(ctx) {
-		return nil, nil, responses.NotFound("previous_response_id", "previous response %q not found", previousID)
+		return nil, nil, "", responses.NotFound("previous_response_id", "previous response %q not found", previousID)
 	}
 	if err != nil {
-		return nil, nil, storeUnavailable(err)
+		return nil, nil, "", storeUnavailable(err)
 	}
 	if size.Responses > maxChain {
-		return nil, nil, responses.BadRequest("previous_response_id", "the response chain is longer than %d responses", maxChain)
+		return nil, nil, "", responses.BadRequest("previous_response_id", "the response chain is longer than %d responses", maxChain)
 	}
 	if err := e.checkHistorySize("previous_response_id", size); err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	// One read for the whole chain, however long: the store follows
 	// the links itself.
@@ -52,13 +53,13 @@ func (e *Engine) history(ctx context.Context, previousID string) ([]responses.It
 		}
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, responses.NotFound("previous_response_id", "previous response %q not found", previousID)
+		return nil, nil, "", responses.NotFound("previous_response_id", "previous response %q not found", previousID)
 	}
 	if err != nil {
-		return nil, nil, storeUnavailable(fmt.Errorf("load response chain of %s: %w", previousID, err))
+		return nil, nil, "", storeUnavailable(fmt.Errorf("load response chain of %s: %w", previousID, err))
 	}
 	if len(chain) > maxChain {
-		return nil, nil, responses.BadRequest("previous_response_id", "the response chain is longer than %d responses", maxChain)
+		return nil, nil, "", responses.BadRequest("previous_response_id", "the response chain is longer than %d responses", maxChain)
 	}
 	// A chain that ends on a link naming a previous response was cut: an
 	// earlier link was deleted, and the conversation starts after it.
@@ -83,7 +84,7 @@ func (e *Engine) history(ctx context.Context, previousID string) ([]responses.It
 	if cut {
 		items = dropOrphanOutputs(items)
 	}
-	return items, pending, nil
+	return items, pending, chain[0].SessionKey, nil
 }
 
 // checkHistorySize refuses a continuation whose stored history is past

@@ -48,7 +48,7 @@ func (e *Engine) Compact(ctx context.Context, req *responses.Request) (*response
 	items := append(r.cc.Items(), responses.Item{Type: responses.ItemMessage, Role: "user",
 		Content: []responses.ContentPart{{Type: responses.PartInputText, Text: compactRequest}}})
 	// The summary is not streamed to anyone: it is asked for whole.
-	mreq := &model.Request{Model: req.Model, Instructions: compactInstructions, Items: items, Whole: true}
+	mreq := &model.Request{Model: req.Model, Instructions: compactInstructions, Items: items, Whole: true, Route: r.route()}
 	if req.Instructions != nil && *req.Instructions != "" {
 		// The caller's instructions framed the conversation: the summary
 		// keeps them in view.

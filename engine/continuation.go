@@ -20,6 +20,9 @@ type Continuation struct {
 	// continued, its input and its output, as the store would return
 	// them.
 	Items []responses.Item
+	// SessionKey routes the response's model turns; its continuation
+	// inherits it, as it would from the store.
+	SessionKey string
 }
 
 // RunOptions are per-call options of RunWith.
@@ -47,6 +50,17 @@ type RunOptions struct {
 	// not use req.Input.Items once Run is called.
 	// The server sets it: the request is its own decoded value.
 	GiveInput bool
+	// SessionID is the client's session header (Codex sends session_id),
+	// one source of the response's session key when the request has no
+	// conversation, previous response or prompt_cache_key (session.go).
+	SessionID string
+}
+
+func (o *RunOptions) sessionID() string {
+	if o == nil {
+		return ""
+	}
+	return o.SessionID
 }
 
 func (o *RunOptions) givesInput() bool {
@@ -75,5 +89,5 @@ func (o *RunOptions) keep(r *run, history []responses.Item) {
 	items = append(items, history...)
 	items = append(items, r.input...)
 	items = append(items, r.resp.Output...)
-	o.Keep(&Continuation{ResponseID: r.resp.ID, Status: r.resp.Status, Items: slices.Clip(items)})
+	o.Keep(&Continuation{ResponseID: r.resp.ID, Status: r.resp.Status, Items: slices.Clip(items), SessionKey: r.sessionKey})
 }

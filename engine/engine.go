@@ -240,6 +240,13 @@ func (e *Engine) CancelBackground() { e.endLife() }
 // Models returns the served model names.
 func (e *Engine) Models() []string { return e.opts.Models }
 
+// UpstreamReady reports whether the backend can take a turn now, as it
+// declares (model.Capabilities.Ready: an engine of its is healthy);
+// true for a backend that declares nothing.
+func (e *Engine) UpstreamReady() bool {
+	return e.opts.Upstream.Ready == nil || e.opts.Upstream.Ready()
+}
+
 // Store returns the engine's store.
 func (e *Engine) Store() Store { return e.store }
 
@@ -321,17 +328,21 @@ var noSpan trace.Span = noop.Span{}
 // continued returns the conversation a request continues (its previous
 // response's chain, or its conversation's items) and the calls in it that
 // wait for the client's input; nothing for a request that continues none.
-func (e *Engine) continued(ctx context.Context, req *responses.Request, opts *RunOptions, conversationID string) ([]responses.Item, map[string]*pendingCall, error) {
+// A continuation of previous_response_id also returns the session key
+// the previous response was stored with (sessionKey), read with its
+// chain.
+func (e *Engine) continued(ctx context.Context, req *responses.Request, opts *RunOptions, conversationID string) ([]responses.Item, map[string]*pendingCall, string, error) {
 	switch {
 	case req.PreviousResponseID != nil:
 		if prev := opts.previous(*req.PreviousResponseID); prev != nil {
-			return slices.Clone(prev.Items), nil, nil
+			return slices.Clone(prev.Items), nil, prev.SessionKey, nil
 		}
 		return e.history(ctx, *req.PreviousResponseID)
 	case conversationID != "":
-		return e.conversationHistory(ctx, conversationID)
+		items, pending, err := e.conversationHistory(ctx, conversationID)
+		return items, pending, "", err
 	}
-	return nil, nil, nil
+	return nil, nil, "", nil
 }
 
 // runInput returns the run's input items, which prepare writes in
@@ -362,7 +373,7 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 		return nil, responses.Unsupported("background", "this server has no job queue configured, so it cannot run background responses without stream")
 	}
 	conversationID, _ := req.ConversationID() // checked by Validate
-	history, pending, err := e.continued(ctx, req, opts, conversationID)
+	history, pending, inherited, err := e.continued(ctx, req, opts, conversationID)
 	if err != nil {
 		return nil, err
 	}
@@ -434,6 +445,13 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 		background:     background,
 		conversationID: conversationID,
 		eventLog:       eventLog{flush: func() {}},
+		tenant:         tenant.From(ctx),
+	}
+	if queued != nil && queued.SessionKey != "" {
+		// Derived when the request came, with its headers.
+		r.sessionKey = queued.SessionKey
+	} else {
+		r.sessionKey = sessionKey(r.tenant, req, conversationID, inherited, opts.sessionID())
 	}
 	if conversationID != "" {
 		r.resp.Conversation, _ = json.Marshal(map[string]string{"id": conversationID})
@@ -536,7 +554,7 @@ func (e *Engine) logResponse(ctx context.Context, r *run) {
 		return
 	}
 	u := r.usage.total()
-	attrs := make([]slog.Attr, 0, 14)
+	attrs := make([]slog.Attr, 0, 15)
 	attrs = append(attrs, slog.String("id", r.resp.ID), slog.String("tenant", tenant.From(ctx)), slog.String("model", r.req.Model),
 		slog.String("status", r.resp.Status), slog.Duration("duration", time.Since(r.started)),
 		slog.Int("input_tokens", u.InputTokens), slog.Int("output_tokens", u.OutputTokens),
@@ -548,6 +566,9 @@ func (e *Engine) logResponse(ctx context.Context, r *run) {
 	}
 	if r.resp.IncompleteDetails != nil {
 		attrs = append(attrs, slog.String("incomplete", r.resp.IncompleteDetails.Reason))
+	}
+	if r.engine != "" {
+		attrs = append(attrs, slog.String("engine", r.engine))
 	}
 	e.log.LogAttrs(ctx, level, "response", attrs...)
 }
@@ -586,6 +607,12 @@ type run struct {
 	// conversationID is the conversation the response continues and adds
 	// its turn to ("" for none).
 	conversationID string
+	// tenant owns the response; sessionKey routes its model turns (and is
+	// stored with it: session.go); engine is the engine that served its
+	// last turn, for its log line.
+	tenant     string
+	sessionKey string
+	engine     string
 	// found are the deferred tools a tool search found, offered from
 	// then on.
 	found found

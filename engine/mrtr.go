@@ -430,7 +430,10 @@ func (r *run) sample(ctx context.Context, req tools.InputRequest) (json.RawMessa
 		return nil, err
 	}
 	// Nobody watches a sampling answer arrive: it is asked for whole.
-	mreq := &model.Request{Model: r.req.Model, Instructions: p.SystemPrompt, MaxOutputTokens: p.MaxTokens, Sampling: model.Sampling{Temperature: p.Temperature}, Whole: true}
+	// Its prompt is the server's, not the conversation's: no session to
+	// route by, but the tenant's cache_salt all the same.
+	mreq := &model.Request{Model: r.req.Model, Instructions: p.SystemPrompt, MaxOutputTokens: p.MaxTokens, Sampling: model.Sampling{Temperature: p.Temperature}, Whole: true,
+		Route: model.Route{Tenant: r.tenant}}
 	for _, m := range p.Messages {
 		switch m.Role {
 		case "assistant":
@@ -484,7 +487,7 @@ func (r *run) elicitByModel(ctx context.Context, call *tools.Call, req tools.Inp
 	instruction := fmt.Sprintf("The tool cannot finish until it is given this information: %q\n"+
 		"Fill it in from the conversation so far. Answer with only a JSON object that matches this JSON Schema:\n%s\n"+
 		"If the conversation does not give the information, answer DECLINE.", p.Message, schema)
-	mreq := &model.Request{Model: r.req.Model, Items: r.cc.Items(), Whole: true}
+	mreq := &model.Request{Model: r.req.Model, Items: r.cc.Items(), Whole: true, Route: r.route()}
 	if r.req.Instructions != nil {
 		mreq.Instructions = *r.req.Instructions
 	}

@@ -100,7 +100,7 @@ func (e *Engine) newResponse(req *responses.Request) *responses.Response {
 // it agrees: the object as it is now, its input, who owns it, its trace.
 func (r *run) storeRecord(ctx context.Context) (*store.Record, error) {
 	rec := &store.Record{ID: r.resp.ID, CreatedAt: r.resp.CreatedAt, Status: r.resp.Status, Response: r.object(), Input: r.input,
-		Tenant: tenant.From(ctx), TraceID: telemetry.TraceID(ctx)}
+		Tenant: tenant.From(ctx), TraceID: telemetry.TraceID(ctx), SessionKey: r.sessionKey}
 	if r.req.PreviousResponseID != nil {
 		rec.PreviousResponseID = *r.req.PreviousResponseID
 	}

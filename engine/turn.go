@@ -347,7 +347,9 @@ func (r *run) modelRequest() *model.Request {
 		// A client that did not ask for a stream, in a response nobody
 		// can follow, gets its turns from non-streamed upstream calls.
 		Whole: r.sink == nil && !r.background,
+		Route: r.route(),
 	}
+	m.Route.Served = r.servedBy
 	if req.Instructions != nil {
 		m.Instructions = *req.Instructions
 	}

@@ -57,6 +57,9 @@ type Request struct {
 	User            string
 	// Extra holds engine-specific request fields, merged into the body.
 	Extra map[string]json.RawMessage
+	// Route places the turn on an engine of the backend's, and carries
+	// the hints a router in front reads.
+	Route Route
 
 	// Whole says nobody watches the turn as it is generated (a client
 	// that did not ask for a stream, a summary for compaction): the

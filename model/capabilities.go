@@ -13,6 +13,10 @@ type Capabilities struct {
 	// CountInput counts the input tokens of a turn without running it.
 	// Nil: the backend cannot count.
 	CountInput func(ctx context.Context, req *Request) (InputCount, error)
+	// Ready reports whether an engine of the backend can take a turn now
+	// (at least one is healthy): /readyz follows it, as it follows the
+	// store. Nil: always ready.
+	Ready func() bool
 }
 
 // InputCount is the size of a turn's input.

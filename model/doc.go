@@ -11,6 +11,10 @@
 // upstream that speaks both formats, for tests, the demo and benchmarks.
 //
 // Beyond streaming, a backend declares Capabilities (text only, how it
-// counts input tokens) from its Capabilities method; the engine takes them
-// in its options rather than probing the backend's type.
+// counts input tokens, whether an engine is ready) from its Capabilities
+// method; the engine takes them in its options rather than probing the
+// backend's type. A backend may serve several engines (NewFleet in each
+// backend): a Request's Route places its turn on the engine that holds
+// its session's prefix, and an EngineObserver sees each engine's load and
+// health.
 package model

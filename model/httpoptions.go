@@ -70,4 +70,24 @@ type HTTPOptions struct {
 	// answer is complete, so it bounds the whole generation; past it the
 	// turn fails with a 504. It bounds chat's tokenize call too.
 	WholeTimeout time.Duration
+
+	// SessionHeader names the request header that carries a turn's
+	// session key (Route.Session) upstream, for a router in front of the
+	// engines (default DefaultSessionHeader; SGLang's gateway reads
+	// X-SMG-Routing-Key).
+	SessionHeader string
+	// CacheSalt, when set, is a secret from which each tenant gets a
+	// cache_salt of its own (HMAC-SHA256 of the tenant under it, in hex),
+	// sent in every request body: vLLM shares a cached prefix only
+	// between requests of the same salt, so no tenant's cache serves
+	// another's (prefix-cache timing is a side channel). Never logged.
+	CacheSalt string
+	// ProbeInterval is the first wait before an engine taken out (it
+	// refused a connection or answered 5xx) is probed with GET
+	// <base>/models; the wait doubles after each failed probe, up to
+	// MaxProbeInterval. Default DefaultProbeInterval.
+	ProbeInterval time.Duration
+	// Observer, when set, is told each engine's requests, in-flight
+	// count, health and tokens (the Prometheus metrics).
+	Observer EngineObserver
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	conversation "github.com/loomgate/loom/context"
+	"github.com/loomgate/loom/model"
 )
 
 // Metrics are loom's Prometheus metrics, served at /metrics. One value is
@@ -20,6 +21,12 @@ type Metrics struct {
 	duration  *prometheus.HistogramVec
 	responses *prometheus.CounterVec
 	toolOps   *prometheus.CounterVec
+	// The upstream engines', by engine (host:port): see EngineObserver.
+	engineRequests *prometheus.CounterVec
+	engineInFlight *prometheus.GaugeVec
+	engineHealthy  *prometheus.GaugeVec
+	enginePrompt   *prometheus.CounterVec
+	engineCached   *prometheus.CounterVec
 }
 
 // NewMetrics registers loom's metrics on a registry of their own, with the
@@ -42,7 +49,24 @@ func NewMetrics() *Metrics {
 			Help: "Tool session operations (list, open, call, cleanup, close) by outcome; every failed cleanup is counted here.",
 		}, []string{"op", "outcome"}),
 	}
+	engine := []string{"engine"}
+	m.engineRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "loom_upstream_requests_total", Help: "Requests sent to each upstream engine (each retry counts).",
+	}, engine)
+	m.engineInFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "loom_upstream_in_flight", Help: "Requests in flight on each upstream engine, from this replica.",
+	}, engine)
+	m.engineHealthy = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "loom_upstream_healthy", Help: "1 while an upstream engine takes turns, 0 while it is taken out (it refused a connection or answered 5xx) and probed.",
+	}, engine)
+	m.enginePrompt = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "loom_upstream_prompt_tokens_total", Help: "Prompt tokens each upstream engine reported.",
+	}, engine)
+	m.engineCached = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "loom_upstream_cached_tokens_total", Help: "Prompt tokens each upstream engine served from its prefix cache.",
+	}, engine)
 	m.registry.MustRegister(m.requests, m.duration, m.responses, m.toolOps,
+		m.engineRequests, m.engineInFlight, m.engineHealthy, m.enginePrompt, m.engineCached,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -56,6 +80,34 @@ type toolMetrics struct{ m *Metrics }
 
 func (t toolMetrics) Observe(op conversation.Op, server string, outcome conversation.Outcome) {
 	t.m.toolOps.WithLabelValues(op.String(), outcome.String()).Inc()
+}
+
+// EngineObserver returns the metrics as the backend's observer of its
+// engines, for model.HTTPOptions.Observer. The engines are configured,
+// so the label set is bounded.
+func (m *Metrics) EngineObserver() model.EngineObserver { return engineMetrics{m} }
+
+type engineMetrics struct{ m *Metrics }
+
+func (e engineMetrics) EngineRequest(engine string) {
+	e.m.engineRequests.WithLabelValues(engine).Inc()
+}
+
+func (e engineMetrics) EngineInFlight(engine string, n int) {
+	e.m.engineInFlight.WithLabelValues(engine).Set(float64(n))
+}
+
+func (e engineMetrics) EngineHealth(engine string, healthy bool) {
+	v := 0.0
+	if healthy {
+		v = 1
+	}
+	e.m.engineHealthy.WithLabelValues(engine).Set(v)
+}
+
+func (e engineMetrics) EngineTokens(engine string, prompt, cached int) {
+	e.m.enginePrompt.WithLabelValues(engine).Add(float64(prompt))
+	e.m.engineCached.WithLabelValues(engine).Add(float64(cached))
 }
 
 // Handler serves the metrics in the Prometheus text format, for a

@@ -17,6 +17,16 @@ import (
 )
 
 // createResponse serves POST /v1/responses, as JSON or as an event stream.
+// sessionHeader is the client's session id, one source of a response's
+// session key (engine.RunOptions.SessionID): Codex sends session_id;
+// session-id is the same with a dash.
+func sessionHeader(h http.Header) string {
+	if id := h.Get("session_id"); id != "" {
+		return id
+	}
+	return h.Get("Session-Id")
+}
+
 func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	dialect, err := s.dialect(r)
 	if err != nil {
@@ -35,7 +45,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	if !req.Stream {
 		// The request is the server's own: the run takes its input items
 		// rather than copying them.
-		resp, err := s.engine.RunWith(r.Context(), req, nil, &engine.RunOptions{GiveInput: true})
+		resp, err := s.engine.RunWith(r.Context(), req, nil, &engine.RunOptions{GiveInput: true, SessionID: sessionHeader(r.Header)})
 		s.countResponse(resp, err)
 		if err != nil {
 			writeError(w, err)
@@ -49,7 +59,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	// The engine says when the upstream has nothing more buffered: the
 	// events of a burst go out in one write.
 	sse.coalesce = true
-	resp, err := s.engine.RunWith(r.Context(), req, sse.Event, &engine.RunOptions{Flush: sse.Flush, GiveInput: true})
+	resp, err := s.engine.RunWith(r.Context(), req, sse.Event, &engine.RunOptions{Flush: sse.Flush, GiveInput: true, SessionID: sessionHeader(r.Header)})
 	s.countResponse(resp, err)
 	if !sse.Started() {
 		// Nothing was streamed: the request never started.

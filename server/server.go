@@ -90,7 +90,8 @@ type Server struct {
 }
 
 // New returns a Server over e (an *engine.Engine provides every service). It
-// reports ready until SetReady(false) or while the store does not answer.
+// reports ready until SetReady(false), and not while the store does not
+// answer or no upstream engine is healthy.
 func New(e Services, opts *Options) *Server {
 	s := &Server{engine: e, mux: http.NewServeMux(), sockets: sockets{shutdown: make(chan struct{}), afterFunc: timeAfterFunc}}
 	if opts != nil {
@@ -173,6 +174,10 @@ func New(e Services, opts *Options) *Server {
 		}
 		if !s.engine.StoreReady() {
 			http.Error(w, "the store does not answer", http.StatusServiceUnavailable)
+			return
+		}
+		if !s.engine.UpstreamReady() {
+			http.Error(w, "no upstream engine is healthy", http.StatusServiceUnavailable)
 			return
 		}
 		w.Write([]byte("ok\n"))

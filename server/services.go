@@ -18,6 +18,9 @@ type Services interface {
 	ConversationService
 	// StoreReady reports whether the store answers (/readyz).
 	StoreReady() bool
+	// UpstreamReady reports whether an upstream engine is healthy
+	// (/readyz), as the backend declares.
+	UpstreamReady() bool
 }
 
 // Responder runs responses: created, compacted, counted (engine.Engine).

@@ -132,7 +132,7 @@ func (s *Server) responsesSocket(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	sc := &socketConn{s: s, c: c, dialect: dialect, ctx: ctx, cancel: cancel, creates: make(chan []byte, socketQueue),
-		aged: make(chan struct{}), release: release}
+		aged: make(chan struct{}), release: release, sessionID: sessionHeader(r.Header)}
 	stopAge := s.startAge(sc)
 	defer stopAge()
 	sc.serve()
@@ -159,6 +159,9 @@ type socketConn struct {
 	// that a response with store false can be continued on this socket.
 	last *engine.Continuation
 	buf  []byte
+	// sessionID is the client's session header on the upgrade, for
+	// every response of the connection.
+	sessionID string
 }
 
 // serve runs the connection until the client leaves or the server shuts
@@ -282,7 +285,7 @@ func (sc *socketConn) create(data []byte) {
 	}
 	// Events are the only way a response reaches the client here.
 	req.Stream = true
-	opts := &engine.RunOptions{Previous: sc.last, GiveInput: true}
+	opts := &engine.RunOptions{Previous: sc.last, GiveInput: true, SessionID: sc.sessionID}
 	var kept *engine.Continuation
 	opts.Keep = func(c *engine.Continuation) { kept = c }
 	resp, err := sc.s.engine.RunWith(sc.ctx, req, sc.event, opts)

@@ -42,4 +42,11 @@ type Record struct {
 	// created the response, so that an operator can find its logs and
 	// spans; stores index it.
 	TraceID string
+	// SessionKey is the key a fleet of engines routes the response's
+	// model turns by (each conversation to the engine that holds its
+	// prefix in cache): derived for the first response of a chain and
+	// inherited by every response that continues it, so that every
+	// replica routes a continuation where the chain started. Opaque to
+	// the store; "" for a response stored before it was kept.
+	SessionKey string
 }

@@ -47,11 +47,13 @@ type Config struct {
 	OTLPEndpoint    string
 	OTLPSampleRatio float64
 	Tracing         bool
-	UpstreamURL     string
-	UpstreamAPI     string
-	UpstreamKey     string
-	Models          []string
-	Store           string
+	// UpstreamURL is one engine's base URL, or several, comma-separated
+	// (a fleet: see UpstreamURLs).
+	UpstreamURL string
+	UpstreamAPI string
+	UpstreamKey string
+	Models      []string
+	Store       string
 	// StoreLease is how long an in-flight response's lease lasts without
 	// a heartbeat; heartbeat and sweep intervals derive from it.
 	StoreLease            time.Duration
@@ -71,6 +73,10 @@ type Config struct {
 
 	UpstreamTokenizeURL string
 	MaxImageBytes       int64
+	// UpstreamSessionHeader carries each turn's session key upstream;
+	// UpstreamCacheSalt is the secret of the tenants' cache_salt.
+	UpstreamSessionHeader string
+	UpstreamCacheSalt     string
 
 	MCPAllow       string
 	MCPElicitation string
@@ -160,7 +166,9 @@ func serveFlags(cfg *Config, models, apiKeys *string) *flag.FlagSet {
 	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", "export OpenTelemetry spans over OTLP/HTTP (protobuf) to this collector URL, e.g. http://127.0.0.1:4318 (spans go to /v1/traces unless the URL has a path); the standard OTEL_EXPORTER_OTLP_* variables work too (empty: no export)")
 	fs.Float64Var(&cfg.OTLPSampleRatio, "otlp-sample-ratio", 1, "share of new traces whose spans are exported, 0 to 1; a client's sampled flag is followed (OTEL_TRACES_SAMPLER applies when this is not set)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics on this address, without authentication, and not on --addr (empty: /metrics on --addr, behind the API's bearer token when authentication is configured)")
-	fs.StringVar(&cfg.UpstreamURL, "upstream-url", "", "OpenAI-compatible base URL of the inference engine, ending in /v1 (required); redirects are not followed (a 3xx is a 502), and credentials in the URL are sent as basic auth when --upstream-key is unset")
+	fs.StringVar(&cfg.UpstreamURL, "upstream-url", "", "OpenAI-compatible base URL of the inference engine, ending in /v1 (required); or the comma-separated base URLs of several replicas serving the same models, and each conversation goes to the engine that holds its prefix in cache, within a bound on each engine's load, around engines that are down (docs/operations.md, Several engines); redirects are not followed (a 3xx is a 502), and credentials in a URL are sent as basic auth when --upstream-key is unset")
+	fs.StringVar(&cfg.UpstreamSessionHeader, "upstream-session-header", "X-Session-ID", "request header that carries each turn's session key upstream, for a router in front of the engines (vLLM Router reads X-Session-ID, SGLang's gateway X-SMG-Routing-Key)")
+	fs.StringVar(&cfg.UpstreamCacheSalt, "upstream-cache-salt", "", "secret from which each tenant gets a cache_salt of its own (HMAC-SHA256 of the tenant, hex) in every upstream request, so that no tenant's cached prefix serves another's (vLLM; never logged; empty: none sent)")
 	fs.StringVar(&cfg.UpstreamAPI, "upstream-api", "chat", "upstream API: chat (chat completions, any engine) or completions (gpt-oss: harmony token ids over a completions endpoint, with exact token usage, preambles and the analysis channel kept during tool loops)")
 	fs.StringVar(&cfg.UpstreamEngine, "upstream-engine", "vllm", "with --upstream-api completions: the engine's dialect of the completions endpoint: vllm, sglang or llamacpp")
 	fs.StringVar(&cfg.ReasoningKey, "reasoning-key", "", "secret that seals reasoning returned as encrypted_content and compaction items; replicas must share it (empty: a key generated once and kept in the store, which every replica on the store reads)")
@@ -285,15 +293,11 @@ func printServeUsage(w io.Writer) {
 }
 
 func (c *Config) validate() error {
-	if c.UpstreamURL == "" {
-		return configErrorf("--upstream-url is required (for example http://127.0.0.1:8000/v1); try `loom demo` to run without a model")
+	if err := c.checkUpstreamURLs(); err != nil {
+		return err
 	}
-	u, err := url.Parse(c.UpstreamURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return configErrorf("--upstream-url %q is not an http(s) URL with a host (for example http://127.0.0.1:8000/v1)", c.UpstreamURL)
-	}
-	if !strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/v1") {
-		c.Warnings = append(c.Warnings, fmt.Sprintf("--upstream-url %q does not end in /v1: engines serve the OpenAI API under /v1, so requests will likely get a 404", c.UpstreamURL))
+	if !validHeaderName(c.UpstreamSessionHeader) {
+		return configErrorf("--upstream-session-header %q is not a header name", c.UpstreamSessionHeader)
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return configErrorf("--addr %q is not host:port (for example 127.0.0.1:8080 or :8080)", c.Addr)
@@ -360,6 +364,61 @@ func (c *Config) validate() error {
 		return configErrorf("--websocket-max-connections, --websocket-max-connections-per-tenant and --websocket-max-age must be 0 (no limit) or more")
 	}
 	return nil
+}
+
+// UpstreamURLs are the engines' base URLs: --upstream-url split at its
+// commas.
+func (c *Config) UpstreamURLs() []string { return splitList(c.UpstreamURL) }
+
+// checkUpstreamURLs refuses an --upstream-url list that is empty, holds
+// a URL that is not http(s) with a host, or names an engine twice, and
+// warns of a URL whose path does not end in /v1.
+func (c *Config) checkUpstreamURLs() error {
+	urls := c.UpstreamURLs()
+	if len(urls) == 0 {
+		return configErrorf("--upstream-url is required (for example http://127.0.0.1:8000/v1); try `loom demo` to run without a model")
+	}
+	seen := map[string]bool{}
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return configErrorf("--upstream-url %q is not an http(s) URL with a host (for example http://127.0.0.1:8000/v1)", redactURL(raw))
+		}
+		key := strings.TrimRight(raw, "/")
+		if seen[key] {
+			return configErrorf("--upstream-url names %q twice", u.Redacted())
+		}
+		seen[key] = true
+		if !strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/v1") {
+			c.Warnings = append(c.Warnings, fmt.Sprintf("--upstream-url %q does not end in /v1: engines serve the OpenAI API under /v1, so requests will likely get a 404", u.Redacted()))
+		}
+	}
+	return nil
+}
+
+// redactURL is raw with its password hidden, when it parses.
+func redactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return raw
+}
+
+// validHeaderName reports whether s is an HTTP header name (a token).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // checkRanges refuses a numeric flag outside its range, naming the flag.

@@ -55,8 +55,11 @@ type Main struct {
 	jobs       *background.Jobs
 	cancelRuns func()
 	// notifier wakes resumed streams on PostgreSQL (nil on SQLite).
-	notifier        *postgres.Notifier
-	listener        net.Listener
+	notifier *postgres.Notifier
+	listener net.Listener
+	// upstream is the backend over the engines; Close stops its health
+	// probes.
+	upstream        upstreamBackend
 	metricsHTTP     *http.Server             // with --metrics-addr
 	tracer          *sdktrace.TracerProvider // with --otlp-endpoint
 	stopJWKS        context.CancelFunc       // ends the JWKS refresh, with --jwt-jwks
@@ -133,7 +136,10 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		return err
 	}
 	metrics := server.NewMetrics()
-	backend, capabilities := m.backend()
+	backend := m.backend(metrics.EngineObserver())
+	m.upstream = backend
+	capabilities := backend.Capabilities()
+	m.checkEngines(ctx, backend)
 	eng := engine.New(backend, m.store, &engine.Options{
 		Logger: m.log, Models: m.cfg.Models, Timeout: m.cfg.RequestTimeout, Sealer: sealer, Upstream: capabilities,
 		ImageURLPolicy: policy, MaxImageBytes: m.cfg.MaxImageBytes,
@@ -290,20 +296,50 @@ func (m *Main) authenticators(ctx context.Context) ([]server.Authenticator, erro
 }
 
 // upstreamHTTP is the upstream connection's configuration, the same for
-// either backend.
-func (m *Main) upstreamHTTP() model.HTTPOptions {
-	return model.HTTPOptions{Logger: m.log, IdleTimeout: m.cfg.UpstreamIdleTimeout, WholeTimeout: m.cfg.UpstreamWholeTimeout}
+// either backend; observer gets each engine's metrics.
+func (m *Main) upstreamHTTP(observer model.EngineObserver) model.HTTPOptions {
+	return model.HTTPOptions{Logger: m.log, IdleTimeout: m.cfg.UpstreamIdleTimeout, WholeTimeout: m.cfg.UpstreamWholeTimeout,
+		SessionHeader: m.cfg.UpstreamSessionHeader, CacheSalt: m.cfg.UpstreamCacheSalt, Observer: observer}
 }
 
-// backend returns the upstream backend the configuration names, and what
-// it declares it can do.
-func (m *Main) backend() (model.Backend, model.Capabilities) {
+// upstreamBackend is what loom needs of either backend: the turns, what
+// it declares, the check of its engines at start and the end of its
+// health probes.
+type upstreamBackend interface {
+	model.Backend
+	Capabilities() model.Capabilities
+	Check(ctx context.Context) []model.EngineDown
+	Close()
+}
+
+var (
+	_ upstreamBackend = (*chat.Backend)(nil)
+	_ upstreamBackend = (*completions.Backend)(nil)
+)
+
+// backend returns the upstream backend the configuration names, over
+// every engine of --upstream-url.
+func (m *Main) backend(observer model.EngineObserver) upstreamBackend {
 	if m.cfg.UpstreamAPI == "completions" {
-		b := completions.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &completions.Options{HTTPOptions: m.upstreamHTTP(), Engine: m.cfg.UpstreamEngine})
-		return b, b.Capabilities()
+		return completions.NewFleet(m.cfg.UpstreamURLs(), m.cfg.UpstreamKey, &completions.Options{HTTPOptions: m.upstreamHTTP(observer), Engine: m.cfg.UpstreamEngine})
 	}
-	b := chat.New(m.cfg.UpstreamURL, m.cfg.UpstreamKey, &chat.Options{HTTPOptions: m.upstreamHTTP(), TokenizeURL: m.cfg.UpstreamTokenizeURL})
-	return b, b.Capabilities()
+	return chat.NewFleet(m.cfg.UpstreamURLs(), m.cfg.UpstreamKey, &chat.Options{HTTPOptions: m.upstreamHTTP(observer), TokenizeURL: m.cfg.UpstreamTokenizeURL})
+}
+
+// engineCheckTimeout bounds the check of the engines at start.
+const engineCheckTimeout = 5 * time.Second
+
+// checkEngines asks every engine for its models before loom starts and
+// warns of each that does not answer. loom starts all the same (an
+// engine may still be loading its model): such an engine is taken out
+// and probed until it answers, and /readyz answers 503 while none does.
+func (m *Main) checkEngines(ctx context.Context, b upstreamBackend) {
+	ctx, cancel := context.WithTimeout(ctx, engineCheckTimeout)
+	defer cancel()
+	for _, down := range b.Check(ctx) {
+		m.log.Warn("upstream engine unreachable at start: taken out and probed until it answers (GET /models); /readyz answers 503 while no engine is healthy",
+			"engine", down.Engine, "err", down.Err)
+	}
 }
 
 // webSearch returns the web search tool: over the configured SearXNG
@@ -393,6 +429,15 @@ func (m *Main) sealer(ctx context.Context) (*engine.Sealer, error) {
 	return s, nil
 }
 
+// upstreamNames are the engines' URLs for the log, passwords hidden.
+func (m *Main) upstreamNames() []string {
+	var out []string
+	for _, u := range m.cfg.UpstreamURLs() {
+		out = append(out, redactURL(u))
+	}
+	return out
+}
+
 // Addr is the address the server listens on.
 func (m *Main) Addr() string { return m.listener.Addr().String() }
 
@@ -413,7 +458,7 @@ func (m *Main) MetricsAddr() string {
 // for up to the shutdown timeout, cancels the rest (they are stored as
 // cancelled) and waits for them to end.
 func (m *Main) Run(ctx context.Context) error {
-	m.log.Info("loom listening", "addr", m.Addr(), "upstream", m.cfg.UpstreamURL, "store", m.storeName, "models", m.cfg.Models)
+	m.log.Info("loom listening", "addr", m.Addr(), "upstream", m.upstreamNames(), "store", m.storeName, "models", m.cfg.Models)
 	errc := make(chan error, 1)
 	go func() { errc <- m.http.Serve(m.listener) }()
 	if m.metricsHTTP != nil {
@@ -521,6 +566,10 @@ func (m *Main) Close() error {
 	}
 	if m.stopJWKS != nil {
 		m.stopJWKS()
+	}
+	if m.upstream != nil {
+		m.upstream.Close()
+		m.upstream = nil
 	}
 	if m.tracer != nil {
 		// Flush the spans still queued, within a bound: a dead collector

@@ -44,12 +44,25 @@ type UpstreamError = upstream.UpstreamError
 // (for example http://localhost:8000/v1). apiKey may be empty; when set it
 // is sent as a bearer token and never logged.
 func New(baseURL, apiKey string, opts *Options) *Backend {
+	return NewFleet([]string{baseURL}, apiKey, opts)
+}
+
+// NewFleet returns a Backend over the engines at baseURLs (one or more
+// replicas serving the same models, each URL ending in /v1), which
+// share apiKey. Each turn goes to the engine its session's prefix is
+// cached on (model.Route), within a bound on each engine's load; an
+// engine that refuses connections or answers 5xx is taken out until a
+// probe finds it back (Close stops the probes). With one URL it is New.
+func NewFleet(baseURLs []string, apiKey string, opts *Options) *Backend {
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
-	url := strings.TrimSuffix(baseURL, "/") + "/chat/completions"
-	b := &Backend{client: upstream.NewClient(url, apiKey, upstream.Config{Name: "chat completions", HTTPOptions: o.HTTPOptions})}
+	bases := make([]string, len(baseURLs))
+	for i, u := range baseURLs {
+		bases[i] = strings.TrimSuffix(u, "/")
+	}
+	b := &Backend{client: upstream.NewFleet(bases, "/chat/completions", apiKey, upstream.Config{Name: "chat completions", HTTPOptions: o.HTTPOptions})}
 	if o.TokenizeURL != "" {
 		b.tokenizer = b.client.At(o.TokenizeURL, "tokenize")
 	}
@@ -61,6 +74,14 @@ func New(baseURL, apiKey string, opts *Options) *Backend {
 // http.Client.CloseIdleConnections does.
 func (b *Backend) CloseIdleConnections() { b.client.CloseIdleConnections() }
 
+// Check asks every engine for its models and returns those that did not
+// answer; they are taken out until a probe finds them back.
+func (b *Backend) Check(ctx context.Context) []model.EngineDown { return b.client.Check(ctx) }
+
+// Close stops the health probes of the engines taken out. The backend
+// still sends turns.
+func (b *Backend) Close() { b.client.Close() }
+
 // Stream sends req upstream and emits its deltas in order. See
 // model.Backend.
 func (b *Backend) Stream(ctx context.Context, req *model.Request, emit func(model.Delta) error) error {
@@ -70,5 +91,5 @@ func (b *Backend) Stream(ctx context.Context, req *model.Request, emit func(mode
 	}
 	w := upstream.NewBody(bodySize(req), req.Extra, protectedKeys)
 	writeRequest(w, req)
-	return b.client.Send(ctx, w, req.Whole, emit, read)
+	return b.client.Send(ctx, &req.Route, w, req.Whole, emit, read)
 }

@@ -19,7 +19,7 @@ import (
 // the engine's tokenize endpoint when Options.TokenizeURL is set, else as
 // an o200k estimate.
 func (b *Backend) Capabilities() model.Capabilities {
-	return model.Capabilities{CountInput: b.CountInput}
+	return model.Capabilities{CountInput: b.CountInput, Ready: b.client.Ready}
 }
 
 // CountInput counts the input tokens of req. With a tokenize endpoint the
@@ -74,7 +74,7 @@ func (b *Backend) tokenize(ctx context.Context, modelName string, messages, tool
 		})
 	}
 	ignore := func(model.Delta) error { return nil }
-	if err := b.tokenizer.Send(ctx, w, true, ignore, read); err != nil {
+	if err := b.tokenizer.Send(ctx, nil, w, true, ignore, read); err != nil {
 		return model.InputCount{}, err
 	}
 	return model.InputCount{Tokens: count}, nil

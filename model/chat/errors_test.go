@@ -16,6 +16,11 @@ var wire = upstreamtest.Wire{
 		o.Apply(&opts.HTTPOptions)
 		return New(baseURL, apiKey, opts)
 	},
+	NewFleet: func(baseURLs []string, apiKey string, o upstreamtest.Options) model.Backend {
+		opts := testOptions()
+		o.Apply(&opts.HTTPOptions)
+		return NewFleet(baseURLs, apiKey, opts)
+	},
 	Path:     "/v1/chat/completions",
 	OK:       okStream,
 	OKDeltas: 2, // text, finish

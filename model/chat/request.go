@@ -32,6 +32,8 @@ var emptyParameters = []byte(`{"type":"object","properties":{}}`)
 var protectedKeys = map[string]bool{
 	"model": true, "messages": true, "stream": true, "stream_options": true,
 	"tools": true, "tool_choice": true,
+	// The tenant's, with a cache salt configured (upstream.Client.Send).
+	"cache_salt": true,
 }
 
 // writeRequest writes the chat-completions body for a model turn into w

@@ -100,20 +100,41 @@ type UpstreamError = upstream.UpstreamError
 // sent as a bearer token and never logged. New panics on an unknown
 // Options.Engine: a typo there would silently send the wrong parameters.
 func New(baseURL, apiKey string, opts *Options) *Backend {
+	return NewFleet([]string{baseURL}, apiKey, opts)
+}
+
+// NewFleet returns a Backend over the engines at baseURLs (one or more
+// replicas serving the same model, each URL ending in /v1), which share
+// apiKey. Each turn goes to the engine its session's prefix is cached on
+// (model.Route), within a bound on each engine's load; an engine that
+// refuses connections or answers 5xx is taken out until a probe finds it
+// back (Close stops the probes). With one URL it is New.
+func NewFleet(baseURLs []string, apiKey string, opts *Options) *Backend {
 	o := opts.resolved()
 	switch o.Engine {
 	case EngineVLLM, EngineSGLang, EngineLlamaCpp:
 	default:
 		panic("completions: unknown Options.Engine " + o.Engine)
 	}
-	url := strings.TrimSuffix(baseURL, "/") + "/completions"
-	return &Backend{opts: o, client: upstream.NewClient(url, apiKey, upstream.Config{Name: "completions", HTTPOptions: o.HTTPOptions})}
+	bases := make([]string, len(baseURLs))
+	for i, u := range baseURLs {
+		bases[i] = strings.TrimSuffix(u, "/")
+	}
+	return &Backend{opts: o, client: upstream.NewFleet(bases, "/completions", apiKey, upstream.Config{Name: "completions", HTTPOptions: o.HTTPOptions})}
 }
 
 // CloseIdleConnections closes the connections to the engine kept for
 // later requests (those of open streams are not touched), as
 // http.Client.CloseIdleConnections does.
 func (b *Backend) CloseIdleConnections() { b.client.CloseIdleConnections() }
+
+// Check asks every engine for its models and returns those that did not
+// answer; they are taken out until a probe finds them back.
+func (b *Backend) Check(ctx context.Context) []model.EngineDown { return b.client.Check(ctx) }
+
+// Close stops the health probes of the engines taken out. The backend
+// still sends turns.
+func (b *Backend) Close() { b.client.Close() }
 
 // Stream renders req to harmony token ids, sends them upstream and emits
 // the routed deltas in order. See model.Backend.
@@ -133,5 +154,5 @@ func (b *Backend) Stream(ctx context.Context, req *model.Request, emit func(mode
 	}
 	w := upstream.NewBody(bodySize(prompt), req.Extra, protectedKeys)
 	writeRequest(w, req, prompt, &b.opts)
-	return b.client.Send(ctx, w, req.Whole, emit, read)
+	return b.client.Send(ctx, &req.Route, w, req.Whole, emit, read)
 }

@@ -10,7 +10,7 @@ import (
 // reads text only, and the input of a turn is counted exactly, as the
 // length of the very prompt Stream would send.
 func (b *Backend) Capabilities() model.Capabilities {
-	return model.Capabilities{TextOnly: true, CountInput: b.CountInput}
+	return model.Capabilities{TextOnly: true, CountInput: b.CountInput, Ready: b.client.Ready}
 }
 
 // CountInput returns the number of harmony token ids of req's prompt:

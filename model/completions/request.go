@@ -13,6 +13,8 @@ import (
 var protectedKeys = map[string]bool{
 	"model": true, "prompt": true, "stream": true, "stream_options": true,
 	"skip_special_tokens": true,
+	// The tenant's, with a cache salt configured (upstream.Client.Send).
+	"cache_salt": true,
 }
 
 // bodySize is room for the prompt's ids (up to 6 digits and a comma) and

@@ -110,6 +110,17 @@ var migrations = []migration{
 			`CREATE INDEX responses_leases ON responses (lease_until) WHERE status IN ('queued', 'in_progress')`,
 		},
 	},
+	{
+		// Issue #37. The session key a fleet of engines routes a
+		// response's turns by: derived for the first response of a chain
+		// and copied to each continuation, so that every replica sends a
+		// conversation to the engine that holds its prefix.
+		Version: 6,
+		Name:    "session key",
+		Stmts: []string{
+			`ALTER TABLE responses ADD COLUMN session_key text NOT NULL DEFAULT ''`,
+		},
+	},
 }
 
 // migrate applies the steps newer than the database's version in one

@@ -56,7 +56,7 @@ func (d *DB) SaveResponse(ctx context.Context, rec *store.Record) error {
 		b.Queue(`SELECT set_config('statement_timeout', $1, true)`, strconv.FormatInt(max(time.Until(deadline).Milliseconds(), 1), 10))
 	}
 	b.Queue(records.UpsertResponse, rec.ID, rec.PreviousResponseID, rec.CreatedAt, rec.Status, string(rec.Response), events,
-		string(rec.Pending), rec.LeaseOwner, records.LeaseMillis(rec.LeaseUntil), rec.Tenant, rec.TraceID)
+		string(rec.Pending), rec.LeaseOwner, records.LeaseMillis(rec.LeaseUntil), rec.Tenant, rec.TraceID, rec.SessionKey)
 	// A re-save may have fewer items than the last one.
 	b.Queue(`DELETE FROM response_items WHERE response_id = $1`, rec.ID)
 	if n > 0 {
@@ -70,7 +70,7 @@ func (d *DB) SaveResponse(ctx context.Context, rec *store.Record) error {
 
 // recordColumns are the columns of a record read back, with its items as
 // two arrays in order: one statement, so one snapshot.
-const recordColumns = `r.id, r.previous_response_id, r.created_at, r.status, r.response, r.pending, r.lease_owner, r.lease_until, r.tenant, r.trace_id,` + itemColumns
+const recordColumns = `r.id, r.previous_response_id, r.created_at, r.status, r.response, r.pending, r.lease_owner, r.lease_until, r.tenant, r.trace_id, r.session_key,` + itemColumns
 
 // itemColumns are a record's items as two arrays, in order.
 const itemColumns = `
@@ -79,7 +79,7 @@ const itemColumns = `
 
 // chainColumns are recordColumns but the response object, which a chain
 // does not need.
-const chainColumns = `r.id, r.previous_response_id, r.created_at, r.status, NULL::text, r.pending, r.lease_owner, r.lease_until, r.tenant, r.trace_id,` + itemColumns
+const chainColumns = `r.id, r.previous_response_id, r.created_at, r.status, NULL::text, r.pending, r.lease_owner, r.lease_until, r.tenant, r.trace_id, r.session_key,` + itemColumns
 
 // scanRecord reads one row of recordColumns or chainColumns.
 func scanRecord(row pgx.Row) (*store.Record, error) {
@@ -89,7 +89,7 @@ func scanRecord(row pgx.Row) (*store.Record, error) {
 	var leaseUntil int64
 	var input, output []string
 	if err := row.Scan(&rec.ID, &rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &response, &pending,
-		&rec.LeaseOwner, &leaseUntil, &rec.Tenant, &rec.TraceID, &input, &output); err != nil {
+		&rec.LeaseOwner, &leaseUntil, &rec.Tenant, &rec.TraceID, &rec.SessionKey, &input, &output); err != nil {
 		return nil, err
 	}
 	if response != nil && *response != "" {

@@ -34,7 +34,7 @@ func (d *DB) chain(ctx context.Context, id string, limit int) ([]*store.Record, 
 		rec := &store.Record{}
 		var pending, input, output []byte
 		var leaseUntil int64
-		if err := rows.Scan(&rec.ID, &rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &pending, &rec.LeaseOwner, &leaseUntil, &rec.Tenant, &rec.TraceID, &input, &output); err != nil {
+		if err := rows.Scan(&rec.ID, &rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &pending, &rec.LeaseOwner, &leaseUntil, &rec.Tenant, &rec.TraceID, &rec.SessionKey, &input, &output); err != nil {
 			return nil, fmt.Errorf("sqlite: chain of %s: %w", id, err)
 		}
 		if len(pending) > 0 {

@@ -40,7 +40,7 @@ func (d *DB) SaveResponse(ctx context.Context, rec *store.Record) error {
 	err = d.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.StmtContext(ctx, d.st.upsertResponse).ExecContext(ctx,
 			rec.ID, rec.PreviousResponseID, rec.CreatedAt, rec.Status, string(rec.Response), events, string(rec.Pending),
-			rec.LeaseOwner, records.LeaseMillis(rec.LeaseUntil), rec.Tenant, rec.TraceID); err != nil {
+			rec.LeaseOwner, records.LeaseMillis(rec.LeaseUntil), rec.Tenant, rec.TraceID, rec.SessionKey); err != nil {
 			return err
 		}
 		// A re-save may have fewer items than the last one, so the old
@@ -105,7 +105,7 @@ func (d *DB) getResponse(ctx context.Context, id string) (*store.Record, error) 
 	var response, pending, input, output []byte
 	var leaseUntil int64
 	err := d.st.getResponse.QueryRowContext(ctx, id).
-		Scan(&rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &response, &pending, &rec.LeaseOwner, &leaseUntil, &rec.Tenant, &rec.TraceID, &input, &output)
+		Scan(&rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &response, &pending, &rec.LeaseOwner, &leaseUntil, &rec.Tenant, &rec.TraceID, &rec.SessionKey, &input, &output)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}

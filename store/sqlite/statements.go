@@ -47,7 +47,7 @@ func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
 		{&s.deleteResponse, `DELETE FROM responses WHERE id = ?`},
 		{&s.deleteItems, `DELETE FROM response_items WHERE response_id = ?`},
 		// The items come joined as in chain: one statement, one snapshot.
-		{&s.getResponse, `SELECT r.previous_response_id, r.created_at, r.status, r.response, r.pending, r.lease_owner, r.lease_until, r.tenant, r.trace_id,
+		{&s.getResponse, `SELECT r.previous_response_id, r.created_at, r.status, r.response, r.pending, r.lease_owner, r.lease_until, r.tenant, r.trace_id, r.session_key,
 				(SELECT group_concat(item, char(10) ORDER BY position) FROM response_items i
 					WHERE i.response_id = r.id AND i.kind = 'input'),
 				(SELECT group_concat(item, char(10) ORDER BY position) FROM response_items i
@@ -77,7 +77,7 @@ func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
 				FROM chain c JOIN responses r ON r.id = c.id
 				WHERE r.previous_response_id <> '' AND c.depth + 1 < ?2
 			)
-			SELECT r.id, r.previous_response_id, r.created_at, r.status, r.pending, r.lease_owner, r.lease_until, r.tenant, r.trace_id,
+			SELECT r.id, r.previous_response_id, r.created_at, r.status, r.pending, r.lease_owner, r.lease_until, r.tenant, r.trace_id, r.session_key,
 				(SELECT group_concat(item, char(10) ORDER BY position) FROM response_items i
 					WHERE i.response_id = r.id AND i.kind = 'input'),
 				(SELECT group_concat(item, char(10) ORDER BY position) FROM response_items i

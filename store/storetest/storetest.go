@@ -87,9 +87,11 @@ func record(id, previous string) *store.Record {
 		Events:  events(4),
 		Pending: json.RawMessage(`{"calls":[{"request_id":"r1"}]}`),
 		// Every read returns the owner and the trace id as saved (the
-		// engine enforces ownership with them).
-		Tenant:  owner(id),
-		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
+		// engine enforces ownership with them), and the session key (a
+		// continuation inherits it from Chain's first record).
+		Tenant:     owner(id),
+		TraceID:    "4bf92f3577b34da6a3ce929d0e0e4736",
+		SessionKey: "session of " + id,
 	}
 }
 

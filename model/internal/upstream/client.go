@@ -5,9 +5,13 @@
 // DeltaPause it emits when the upstream has nothing more buffered), the
 // reading of a non-streamed answer, the chunk every OpenAI-style endpoint
 // shares, decoded with internal/jsonscan (chunk.go), and the mapping of
-// every failure to a *responses.APIError with a message safe for clients. Each backend keeps only its wire
-// format: the request body, the fields of its choices and what it makes
-// of them.
+// every failure to a *responses.APIError with a message safe for clients.
+// Over several engines (NewFleet) it places each turn by its session key
+// on a consistent-hash ring with bounded load, follows the engines'
+// health and fails a request over to the next engine once, inside the
+// one retry loop (fleet.go, ring.go, sessions.go); it sends the hints a
+// router in front reads. Each backend keeps only its wire format: the
+// request body, the fields of its choices and what it makes of them.
 //
 // It is internal: the backends' public Options and constants stay theirs
 // (their Default* constants are these), so it can change with them.
@@ -16,13 +20,12 @@ package upstream
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	neturl "net/url"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -65,21 +68,22 @@ func (c Config) resolved() Config {
 	positiveOr(&c.FirstByteTimeout, model.DefaultFirstByteTimeout)
 	positiveOr(&c.IdleTimeout, model.DefaultIdleTimeout)
 	positiveOr(&c.WholeTimeout, model.DefaultWholeTimeout)
+	positiveOr(&c.ProbeInterval, model.DefaultProbeInterval)
+	if c.SessionHeader == "" {
+		c.SessionHeader = model.DefaultSessionHeader
+	}
 	return c
 }
 
-// Client posts JSON bodies to one streaming endpoint. It is safe for
-// concurrent use.
+// Client posts JSON bodies to one streaming endpoint of its engines: one
+// engine, or a fleet of replicas serving the same models, each turn
+// placed by its session key (fleet.go). It is safe for concurrent use.
 type Client struct {
 	// cfg is the resolved configuration, its sender set, for At.
-	cfg  Config
-	name string
-	// url is parsed once; each request points at it (nothing changes a
-	// request's URL on its way out).
-	url              *neturl.URL
-	path             string                                      // of url, for logs: never the host's credentials or a query
+	cfg              Config
+	name             string
+	engines          []*engine
 	apiKey           string                                      // for redact
-	auth             []string                                    // the Authorization header's value, nil without a key
 	httpDo           func(*http.Request) (*http.Response, error) // sender's choice, bound once
 	retry            httpretry.Policy
 	log              *slog.Logger
@@ -89,18 +93,54 @@ type Client struct {
 	// closeIdle closes the sender's kept connections (nil: it has no
 	// way to).
 	closeIdle func()
+
+	// sessionHeader carries Route.Session (canonical form); cacheSalt is
+	// the secret of the tenants' cache_salt (nil: none sent).
+	sessionHeader string
+	cacheSalt     []byte
+	// The fleet (fleet.go): the ring places keys on engines (with more
+	// than one), sessions remembers where recent sessions went, turn
+	// rotates the requests without a key. track says the engines'
+	// health is followed (and reported to observer): not for At's
+	// clients, which post to an engine's side endpoint.
+	ring          ring
+	sessions      sessionMemory
+	turn          atomic.Uint64
+	track         bool
+	observer      model.EngineObserver
+	probeInterval time.Duration
+	// life ends with Close, and the probes with it; closed (under
+	// probeMu) says no probe may start any more.
+	life    context.Context
+	stop    context.CancelFunc
+	probes  sync.WaitGroup
+	probeMu sync.Mutex
+	closed  bool
 }
 
-// NewClient returns a Client posting to url. apiKey may be empty; when set
-// it is sent as a bearer token and never logged. A url that does not
-// parse fails every request with a 502 (the backends' constructors take
-// no error).
+// NewClient returns a Client posting to url, one endpoint whose health is
+// not followed. apiKey may be empty; when set it is sent as a bearer
+// token and never logged. A url that does not parse fails every request
+// with a 502 (the backends' constructors take no error).
 func NewClient(url, apiKey string, cfg Config) *Client {
 	c := cfg.resolved()
 	if c.HTTPClient == nil && c.Transport == nil {
 		c.Transport = pooledTransport(c.ConnectTimeout)
 	}
-	return newClient(url, apiKey, c)
+	return newClient([]string{url}, "", apiKey, c, false)
+}
+
+// NewFleet returns a Client posting to base+endpoint of each engine of
+// bases (base URLs ending in /v1; one or more), over one pool of
+// connections. It follows their health: an engine that refuses a
+// connection or answers 5xx is taken out and probed (GET base+"/models")
+// until it answers 200. Close stops the probes.
+func NewFleet(bases []string, endpoint, apiKey string, cfg Config) *Client {
+	c := cfg.resolved()
+	if c.HTTPClient == nil && c.Transport == nil {
+		c.Transport = pooledTransport(c.ConnectTimeout)
+	}
+	return newClient(bases, endpoint, apiKey, c, true)
 }
 
 // At returns a Client posting to another endpoint of the same engine
@@ -109,30 +149,39 @@ func NewClient(url, apiKey string, cfg Config) *Client {
 func (c *Client) At(url, name string) *Client {
 	cfg := c.cfg
 	cfg.Name = name
-	return newClient(url, c.apiKey, cfg)
+	return newClient([]string{url}, "", c.apiKey, cfg, false)
 }
 
-// newClient is NewClient for a resolved c whose sender is set.
-func newClient(url, apiKey string, c Config) *Client {
-	u, err := neturl.Parse(url)
+// newClient is NewFleet (track) or NewClient for a resolved c whose
+// sender is set.
+func newClient(bases []string, endpoint, apiKey string, c Config, track bool) *Client {
 	cl := &Client{cfg: c, name: c.Name, apiKey: apiKey, httpDo: sender(c.HTTPOptions), log: c.Logger,
 		// A turn's request may reach the engine twice: it has no effect
 		// but the tokens it costs.
 		retry: httpretry.Policy{Retries: c.Retries, WaitMin: c.RetryWaitMin, WaitMax: c.RetryWaitMax, Idempotent: true,
 			Logger: c.Logger, Notice: "retrying upstream " + c.Name + " request"},
 		firstByteTimeout: c.FirstByteTimeout, idleTimeout: c.IdleTimeout, wholeTimeout: c.WholeTimeout,
-		closeIdle: idleCloser(c.HTTPOptions)}
-	if err == nil {
-		cl.url, cl.path = u, u.Path
+		closeIdle:     idleCloser(c.HTTPOptions),
+		sessionHeader: http.CanonicalHeaderKey(c.SessionHeader),
+		track:         track, probeInterval: c.ProbeInterval}
+	if track && c.CacheSalt != "" {
+		cl.cacheSalt = []byte(c.CacheSalt)
 	}
-	switch {
-	case apiKey != "":
-		cl.auth = []string{"Bearer " + apiKey}
-	case err == nil && u.User != nil && c.HTTPClient == nil:
-		// What http.Client.Do adds for a URL with credentials; the
-		// transport alone sends none.
-		pass, _ := u.User.Password()
-		cl.auth = []string{"Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass))}
+	cl.life, cl.stop = context.WithCancel(context.Background())
+	for i, base := range bases {
+		cl.engines = append(cl.engines, newEngine(i, base, endpoint, apiKey, c.HTTPOptions, track))
+	}
+	nameEngines(cl.engines)
+	if len(bases) > 1 {
+		cl.ring = newRing(bases)
+	}
+	if track {
+		cl.observer = c.Observer
+		if cl.observer != nil {
+			for _, e := range cl.engines {
+				cl.observer.EngineHealth(e.name, true)
+			}
+		}
 	}
 	return cl
 }
@@ -198,16 +247,20 @@ func pooledTransport(connect time.Duration) *http.Transport {
 
 // do posts body under the retry policy (internal/httpretry: connection
 // errors, 429 and 5xx but 501, only before the response body is handed
-// on, up to c.retry.Retries times), and returns the first response not to
-// be retried, or the last one (a final 429 or 5xx maps to its own status).
-// Its error is a transport error or the context's. Nothing else in the
-// pool is touched when it gives up.
-func (c *Client) do(ctx context.Context, body []byte, accept string) (*http.Response, error) {
-	if c.url == nil {
-		return nil, errors.New("the upstream URL does not parse")
+// on, up to c.retry.Retries times), to the request's engine and, from
+// the first retry on, to the next healthy one (placement.send); it
+// returns the first response not to be retried, or the last one (a final
+// 429 or 5xx maps to its own status). Its error is a transport error or
+// the context's. Nothing else in the pool is touched when it gives up.
+func (c *Client) do(ctx context.Context, p *placement, body []byte, accept, session string) (*http.Response, error) {
+	if p.at.url == nil {
+		return nil, errBadURL
 	}
-	return c.retry.Do(c.newRequest(ctx, body, accept), c.httpDo)
+	return c.retry.Do(c.newRequest(ctx, p.at, body, accept, session), p.send)
 }
+
+// errBadURL fails the requests to an engine whose URL does not parse.
+var errBadURL = errors.New("the upstream URL does not parse")
 
 // Request header values, shared by every request (the transport only
 // reads them).
@@ -216,29 +269,32 @@ var (
 	headerSSE  = []string{acceptSSE}
 )
 
-// newRequest is the request: body from a byte slice the request owns,
-// which the retry loop and the transport rewind (GetBody) for another
-// attempt, or when a reused connection turns out dead before the request
-// was written. It is an io.NopCloser around a *bytes.Reader, a reader
-// net/http knows to be in memory, so it writes the headers and the body
-// together; another type makes it flush the headers first, one more
-// write per request.
-func (c *Client) newRequest(ctx context.Context, body []byte, accept string) *http.Request {
-	h := make(http.Header, 4)
+// newRequest is the request to e: body from a byte slice the request
+// owns, which the retry loop and the transport rewind (GetBody) for
+// another attempt, or when a reused connection turns out dead before the
+// request was written. It is an io.NopCloser around a *bytes.Reader, a
+// reader net/http knows to be in memory, so it writes the headers and
+// the body together; another type makes it flush the headers first, one
+// more write per request. A session key goes in the session header.
+func (c *Client) newRequest(ctx context.Context, e *engine, body []byte, accept, session string) *http.Request {
+	h := make(http.Header, 5)
 	h["Content-Type"] = headerJSON
 	if accept == acceptSSE {
 		h["Accept"] = headerSSE
 	} else {
 		h["Accept"] = headerJSON
 	}
-	if c.auth != nil {
-		h["Authorization"] = c.auth
+	if e.auth != nil {
+		h["Authorization"] = e.auth
+	}
+	if session != "" {
+		h[c.sessionHeader] = []string{session}
 	}
 	// The request's trace goes on: vLLM and SGLang read traceparent.
 	telemetry.Inject(ctx, h)
 	return (&http.Request{
 		Method:        http.MethodPost,
-		URL:           c.url,
+		URL:           e.url,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,
@@ -246,7 +302,7 @@ func (c *Client) newRequest(ctx context.Context, body []byte, accept string) *ht
 		Body:          io.NopCloser(bytes.NewReader(body)),
 		GetBody:       func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil },
 		ContentLength: int64(len(body)),
-		Host:          c.url.Host,
+		Host:          e.url.Host,
 	}).WithContext(ctx)
 }
 
@@ -271,7 +327,7 @@ type ReadFunc func(body io.Reader, emit func(model.Delta) error) error
 // endpoint's path, the status and the engine's message, capped and with
 // credentials removed.
 func (c *Client) Stream(ctx context.Context, body []byte, emit func(model.Delta) error, read ReadFunc) error {
-	return c.post(ctx, body, acceptSSE, emit, read)
+	return c.post(ctx, nil, body, acceptSSE, emit, read)
 }
 
 // Whole is Stream for a body that asks for a non-streamed answer (stream
@@ -280,14 +336,26 @@ func (c *Client) Stream(ctx context.Context, body []byte, emit func(model.Delta)
 // no sign of a stall: WholeTimeout, not the first-byte timeout, bounds the
 // wait for it (the idle timeout still bounds reading its body).
 func (c *Client) Whole(ctx context.Context, body []byte, emit func(model.Delta) error, read ReadFunc) error {
-	return c.post(ctx, body, "application/json", emit, read)
+	return c.post(ctx, nil, body, "application/json", emit, read)
 }
 
 const acceptSSE = "text/event-stream"
 
 // Send finishes w and posts it, as Whole when whole is set and as Stream
-// otherwise.
-func (c *Client) Send(ctx context.Context, w *Body, whole bool, emit func(model.Delta) error, read ReadFunc) error {
+// otherwise, to the engine route places it on (nil: none), with route's
+// hints: the session header, the client's prompt_cache_key and the
+// tenant's cache_salt (with a secret configured) in the body.
+func (c *Client) Send(ctx context.Context, route *model.Route, w *Body, whole bool, emit func(model.Delta) error, read ReadFunc) error {
+	if route != nil && route.PromptCacheKey != "" {
+		w.String("prompt_cache_key", route.PromptCacheKey)
+	}
+	if c.cacheSalt != nil {
+		var tenant string
+		if route != nil {
+			tenant = route.Tenant
+		}
+		w.String("cache_salt", c.cacheSaltOf(tenant))
+	}
 	body, err := w.Finish()
 	if err != nil {
 		return err
@@ -296,21 +364,30 @@ func (c *Client) Send(ctx context.Context, w *Body, whole bool, emit func(model.
 	if whole {
 		accept = "application/json"
 	}
-	return c.post(ctx, body, accept, emit, read)
+	return c.post(ctx, route, body, accept, emit, read)
 }
 
-func (c *Client) post(ctx context.Context, body []byte, accept string, emit func(model.Delta) error, read ReadFunc) error {
-	err := c.send(ctx, body, accept, emit, read)
+func (c *Client) post(ctx context.Context, route *model.Route, body []byte, accept string, emit func(model.Delta) error, read ReadFunc) error {
+	var session string
+	if route != nil {
+		session = route.Session
+	}
+	ex := &exchange{emit: emit, idle: c.idleTimeout, pauses: accept == acceptSSE, placement: c.place(session)}
+	defer ex.leave()
+	err := c.send(ctx, ex, body, accept, session, read)
+	if route != nil && route.Served != nil {
+		route.Served(ex.at.name)
+	}
 	var merr *responses.APIError
 	// Logged: every failure the engine answered, and none of a request
 	// loom would not send (BadRequest, whose message says it all).
 	if errors.As(err, &merr) && (merr.Kind != responses.EInvalid || merr.Cause != nil) {
-		c.logFailure(ctx, merr)
+		c.logFailure(ctx, ex.at, merr)
 	}
 	return err
 }
 
-func (c *Client) send(ctx context.Context, body []byte, accept string, emit func(model.Delta) error, read ReadFunc) error {
+func (c *Client) send(ctx context.Context, ex *exchange, body []byte, accept, session string, read ReadFunc) error {
 	// Cancelling this context aborts the HTTP request and closes its
 	// connection, so the engine sees the client go away and stops
 	// generating. The timer cancels it with its own cause: first the
@@ -322,11 +399,11 @@ func (c *Client) send(ctx context.Context, body []byte, accept string, emit func
 	if accept != acceptSSE {
 		firstByte = c.wholeTimeout
 	}
-	ex := &exchange{cancel: cancel, emit: emit, idle: c.idleTimeout, pauses: accept == acceptSSE}
+	ex.cancel = cancel
 	ex.timer = time.AfterFunc(firstByte, ex.expire)
 	defer ex.timer.Stop()
 
-	resp, err := c.do(ctx, body, accept)
+	resp, err := c.do(ctx, &ex.placement, body, accept, session)
 	if err != nil {
 		return transportError(ctx, err)
 	}
@@ -334,13 +411,16 @@ func (c *Client) send(ctx context.Context, body []byte, accept string, emit func
 	if resp.StatusCode != http.StatusOK {
 		return c.statusError(resp)
 	}
+	if c.observer != nil {
+		ex.observer = c.observer
+	}
 	// Nothing reads the headers of a 200 (the transport is done with
 	// them before it returns the response): a stream that waits need not
 	// keep the map, ~0.7 KB.
 	resp.Header = nil
 
 	ex.body = resp.Body
-	if err = read(ex, ex.send); err == nil {
+	if err = read(ex, ex.pass); err == nil {
 		if !ex.eof {
 			// Let the connection go back to the pool: after [DONE]
 			// only the end of the chunked body is left.
@@ -395,15 +475,19 @@ func (e *emitError) Unwrap() error { return e.err }
 // the next read returns at once, so the events of a burst go out
 // together.
 type exchange struct {
-	cancel  context.CancelCauseFunc
-	timer   *time.Timer
-	started atomic.Bool
-	emit    func(model.Delta) error
-	body    io.Reader
-	idle    time.Duration
-	pauses  bool
-	full    bool // the last read filled its buffer
-	eof     bool // the body was read to its end
+	// placement is the engine the request is on (and may fail over to).
+	placement
+	// observer, when set, is told the turn's tokens on its engine.
+	observer model.EngineObserver
+	cancel   context.CancelCauseFunc
+	timer    *time.Timer
+	started  atomic.Bool
+	emit     func(model.Delta) error
+	body     io.Reader
+	idle     time.Duration
+	pauses   bool
+	full     bool // the last read filled its buffer
+	eof      bool // the body was read to its end
 }
 
 // expire is the timer's: it cancels the request with the timeout's cause.
@@ -415,8 +499,11 @@ func (ex *exchange) expire() {
 	}
 }
 
-// send passes d to the caller, marking its error as the caller's.
-func (ex *exchange) send(d model.Delta) error {
+// pass passes d to the caller, marking its error as the caller's.
+func (ex *exchange) pass(d model.Delta) error {
+	if d.Kind == model.DeltaUsage && ex.observer != nil {
+		ex.observer.EngineTokens(ex.at.name, d.Usage.InputTokens, d.Usage.InputTokensDetails.CachedTokens)
+	}
 	if err := ex.emit(d); err != nil {
 		return &emitError{err: err}
 	}
@@ -425,7 +512,7 @@ func (ex *exchange) send(d model.Delta) error {
 
 func (ex *exchange) Read(p []byte) (int, error) {
 	if ex.pauses && !ex.full {
-		if err := ex.send(model.Delta{Kind: model.DeltaPause}); err != nil {
+		if err := ex.pass(model.Delta{Kind: model.DeltaPause}); err != nil {
 			return 0, err
 		}
 	}
@@ -447,8 +534,8 @@ func (ex *exchange) Read(p []byte) (int, error) {
 
 // logFailure logs an upstream failure for the operator: which endpoint,
 // what status, what the engine said (or the dial error), never the key.
-func (c *Client) logFailure(ctx context.Context, merr *responses.APIError) {
-	attrs := []slog.Attr{slog.String("api", c.name), slog.String("path", c.path)}
+func (c *Client) logFailure(ctx context.Context, e *engine, merr *responses.APIError) {
+	attrs := []slog.Attr{slog.String("api", c.name), slog.String("engine", e.name), slog.String("path", e.path)}
 	var uerr *UpstreamError
 	if errors.As(merr.Cause, &uerr) {
 		if uerr.StatusCode != 0 {

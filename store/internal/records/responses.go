@@ -12,8 +12,8 @@ import (
 // id. An upsert rather than a delete and insert (SQLite's INSERT OR
 // REPLACE): the old row's items still point at it.
 const UpsertResponse = `INSERT INTO responses
-	(id, previous_response_id, created_at, status, response, events, pending, lease_owner, lease_until, tenant, trace_id)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+	(id, previous_response_id, created_at, status, response, events, pending, lease_owner, lease_until, tenant, trace_id, session_key)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 	ON CONFLICT (id) DO UPDATE SET
 		previous_response_id = excluded.previous_response_id,
 		created_at = excluded.created_at,
@@ -24,7 +24,8 @@ const UpsertResponse = `INSERT INTO responses
 		lease_owner = excluded.lease_owner,
 		lease_until = excluded.lease_until,
 		tenant = excluded.tenant,
-		trace_id = excluded.trace_id`
+		trace_id = excluded.trace_id,
+		session_key = excluded.session_key`
 
 // CancelRequested reads response id's cancel flag: store.ErrNotFound if
 // there is no such response.

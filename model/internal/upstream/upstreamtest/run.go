@@ -46,6 +46,9 @@ func Run(t *testing.T, w Wire) {
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, w) })
 	}
+	for _, c := range fleetCases() {
+		t.Run(c.name, func(t *testing.T) { c.test(t, w) })
+	}
 }
 
 type errorCase struct {

@@ -23,6 +23,10 @@ import (
 type Options struct {
 	Retries          int
 	FirstByteTimeout time.Duration
+	SessionHeader    string
+	CacheSalt        string
+	ProbeInterval    time.Duration
+	Observer         model.EngineObserver
 }
 
 // Apply sets the fields o changes in a backend's HTTPOptions.
@@ -33,6 +37,18 @@ func (o Options) Apply(h *model.HTTPOptions) {
 	if o.FirstByteTimeout != 0 {
 		h.FirstByteTimeout = o.FirstByteTimeout
 	}
+	if o.SessionHeader != "" {
+		h.SessionHeader = o.SessionHeader
+	}
+	if o.CacheSalt != "" {
+		h.CacheSalt = o.CacheSalt
+	}
+	if o.ProbeInterval != 0 {
+		h.ProbeInterval = o.ProbeInterval
+	}
+	if o.Observer != nil {
+		h.Observer = o.Observer
+	}
 }
 
 // Wire describes a backend under test and its wire format.
@@ -41,6 +57,9 @@ type Wire struct {
 	// backend's test options (fast retries, two of them; a first-byte
 	// timeout of a few seconds) changed by o.
 	New func(baseURL, apiKey string, o Options) model.Backend
+	// NewFleet is New over several engines (the backend's NewFleet),
+	// closed when the test ends.
+	NewFleet func(baseURLs []string, apiKey string, o Options) model.Backend
 	// Path is the endpoint the backend posts to, for base URL /v1.
 	Path string
 	// OK is a whole, minimal turn: text, then [DONE]. OKDeltas is how
