@@ -60,6 +60,10 @@ func main() {
 	serveIfAsked()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == "cache" {
+		exitOn(runCache(ctx, os.Args[2:], os.Stdout))
+		return
+	}
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
 		exitOn(err)
@@ -78,6 +82,8 @@ func serveIfAsked() {
 		exitOn(serveUpstream(os.Args[2:]))
 	case "proxy":
 		exitOn(serveProxy(os.Args[2:]))
+	case "engine":
+		exitOn(serveEngine(os.Args[2:]))
 	default:
 		return
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +29,33 @@ func serveUpstream(args []string) error {
 	}
 	mock := mockllm.New(&mockllm.Options{Unrecorded: true})
 	err := serveUntilSignal(*addr, mock)
+	mock.Close()
+	return err
+}
+
+// serveEngine is "loombench engine -addr A ...": the scripted upstream
+// simulating an engine's prefix cache (mockllm.PrefixCacheOptions), for
+// the cache benchmark, keeping no request, until SIGINT or SIGTERM. GET
+// /cache/stats answers its cache's counters (mockllm.CacheStats) as JSON.
+func serveEngine(args []string) error {
+	fs := flag.NewFlagSet("loombench engine", flag.ContinueOnError)
+	addr := fs.String("addr", "", "listen address")
+	capacity := fs.Int("capacity-blocks", 0, "blocks the prefix cache holds (0: no limit)")
+	blockTokens := fs.Int("block-tokens", 16, "tokens per cache block")
+	prefill := fs.Duration("prefill-per-token", 0, "time to prefill one token not in the cache, before the first byte")
+	chunkPause := fs.Duration("chunk-pause", 0, "pause between two chunks of an answer")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	mock := mockllm.New(&mockllm.Options{Unrecorded: true, Latency: *chunkPause,
+		PrefixCache: &mockllm.PrefixCacheOptions{BlockTokens: *blockTokens, CapacityBlocks: *capacity, PrefillPerToken: *prefill}})
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /cache/stats", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(mock.CacheStats())
+	})
+	mux.Handle("/", mock)
+	err := serveUntilSignal(*addr, mux)
 	mock.Close()
 	return err
 }
