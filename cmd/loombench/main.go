@@ -39,6 +39,10 @@
 //   - 10k and 20k function tools (store false), one at a time: the
 //     median of loom's CPU per request, 20k over 10k.
 //
+// "loombench cache" (scripts/bench-cache) is another benchmark: how much
+// of agent sessions' prompts a fleet of engines simulating a prefix cache
+// serves from it, depending on how loom reaches them (cache.go).
+//
 // A phase stops early at its time limit (-pace-time, -payload-time) and
 // a round that would end past -budget is not started: a slow machine
 // gives fewer requests or rounds, not a long run. With -profile DIR the
