@@ -38,10 +38,11 @@ import (
 // turns: a call with reasoning, two parallel calls with reasoning and a
 // text (a preamble on harmony), a call with reasoning and a preamble
 // (harmony only), a final answer with reasoning. They run in the two
-// styles an agent uses: chained (previous_response_id, store true) and
-// resent (the whole history in every request, store false), the latter
+// styles an agent uses: chained (previous_response_id, store true), in a
+// conversation (store true), and resent (the whole history in every
+// request, store false), the latter
 // also with the reasoning sealed (include reasoning.encrypted_content, as
-// Codex sends).
+// Codex sends); each with JSON answers and streamed.
 
 // prefixTasks and prefixStepsPerTask make the 20 model turns.
 const (
@@ -90,22 +91,28 @@ func prefixToolOutput(callID string) string {
 // and checks every consecutive pair of upstream requests.
 func TestPrefixStability(t *testing.T) {
 	for _, up := range upstreams {
-		for _, style := range []chainStyle{chained, resent, resentEncrypted} {
-			t.Run(up.name+"/"+string(style), func(t *testing.T) {
-				h := up.harness(t, &harnessOptions{Deterministic: true})
-				runPrefixChain(t, h, style)
-				reqs := h.Mock.Requests()
-				if len(reqs) != prefixTasks*prefixStepsPerTask {
-					t.Fatalf("the upstream got %d requests, want %d", len(reqs), prefixTasks*prefixStepsPerTask)
+		for _, style := range []chainStyle{chained, inConversation, resent, resentEncrypted} {
+			for _, stream := range []bool{false, true} {
+				name := up.name + "/" + string(style) + "/json"
+				if stream {
+					name = up.name + "/" + string(style) + "/streamed"
 				}
-				for i := 1; i < len(reqs); i++ {
-					if up.name == "chat" {
-						checkChatPrefix(t, i, &reqs[i-1], &reqs[i])
-					} else {
-						checkHarmonyPrefix(t, i, &reqs[i-1], &reqs[i])
+				t.Run(name, func(t *testing.T) {
+					h := up.harness(t, &harnessOptions{Deterministic: true})
+					runPrefixChain(t, h, style, stream)
+					reqs := h.Mock.Requests()
+					if len(reqs) != prefixTasks*prefixStepsPerTask {
+						t.Fatalf("the upstream got %d requests, want %d", len(reqs), prefixTasks*prefixStepsPerTask)
 					}
-				}
-			})
+					for i := 1; i < len(reqs); i++ {
+						if up.name == "chat" {
+							checkChatPrefix(t, i, &reqs[i-1], &reqs[i])
+						} else {
+							checkHarmonyPrefix(t, i, &reqs[i-1], &reqs[i])
+						}
+					}
+				})
+			}
 		}
 	}
 }
@@ -119,33 +126,54 @@ const (
 	// resent sends the whole history as input with store false, the
 	// output items as loom returned them.
 	resent chainStyle = "resent"
+	// inConversation names a conversation (store true): loom appends
+	// each turn's input and output to it.
+	inConversation chainStyle = "conversation"
 	// resentEncrypted is resent with include
 	// ["reasoning.encrypted_content"], as Codex sends: the reasoning
 	// comes back sealed and loom opens it.
 	resentEncrypted chainStyle = "resent-encrypted"
 )
 
-// runPrefixChain runs the 20 turns in style, answering every call with
-// its output and starting the next task after each final answer.
-func runPrefixChain(t *testing.T, h *harness, style chainStyle) {
+// runPrefixChain runs the 20 turns in style, streamed or not, answering
+// every call with its output and starting the next task after each final
+// answer.
+func runPrefixChain(t *testing.T, h *harness, style chainStyle, stream bool) {
 	t.Helper()
 	var history []json.RawMessage // resent: every item so far
 	previous := ""                // chained: the last response's id
 	input := []json.RawMessage{userMessage(prefixTaskScript(1))}
 	task := 1
+	conversation := ""
+	if style == inConversation {
+		status, raw := doRaw(t, http.MethodPost, h.BaseURL+"/conversations", `{}`)
+		var c struct {
+			ID string `json:"id"`
+		}
+		if status != http.StatusOK || json.Unmarshal(raw, &c) != nil || c.ID == "" {
+			t.Fatalf("create a conversation: %d %s", status, raw)
+		}
+		conversation = c.ID
+	}
 	for turn := 1; turn <= prefixTasks*prefixStepsPerTask; turn++ {
 		body := map[string]any{
 			"model":        mockllm.DefaultModel,
 			"instructions": prefixInstructions,
 			"tools":        prefixTools,
+			"stream":       stream,
 		}
-		if style == chained {
+		switch style {
+		case chained:
 			body["store"] = true
 			body["input"] = input
 			if previous != "" {
 				body["previous_response_id"] = previous
 			}
-		} else {
+		case inConversation:
+			body["store"] = true
+			body["input"] = input
+			body["conversation"] = conversation
+		default:
 			body["store"] = false
 			if style == resentEncrypted {
 				body["include"] = []string{"reasoning.encrypted_content"}
@@ -155,7 +183,7 @@ func runPrefixChain(t *testing.T, h *harness, style chainStyle) {
 		}
 		resp := postResponse(t, h, body)
 		previous = resp.ID
-		if style != chained {
+		if style == resent || style == resentEncrypted {
 			history = append(history, resp.Output...)
 		}
 		input = nil
@@ -195,18 +223,33 @@ type chainResponse struct {
 	Output []json.RawMessage `json:"output"`
 }
 
-// postResponse creates a response (JSON, not streamed) and requires it
-// completed.
+// postResponse creates a response and requires it completed; a streamed
+// one is read from its final event.
 func postResponse(t *testing.T, h *harness, body map[string]any) chainResponse {
 	t.Helper()
 	raw, _ := json.Marshal(body)
+	var r chainResponse
+	if body["stream"] == true {
+		status, stream := postStream(t, h.BaseURL+"/responses", string(raw), nil)
+		if status != http.StatusOK {
+			t.Fatalf("POST /v1/responses: %d %s", status, stream)
+		}
+		var events []json.RawMessage
+		for _, ev := range parseSSE(t, stream) {
+			events = append(events, ev.Data)
+		}
+		final := checkEventStream(t, events).Final
+		if json.Unmarshal(final, &r) != nil || r.Status != "completed" {
+			t.Fatalf("final response: %s", final)
+		}
+		return r
+	}
 	resp, err := http.Post(h.BaseURL+"/responses", "application/json", bytes.NewReader(raw))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var r chainResponse
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &r) != nil || r.Status != "completed" {
 		t.Fatalf("POST /v1/responses: %d %s", resp.StatusCode, b)
 	}
