@@ -62,6 +62,7 @@ type cacheConfig struct {
 	arms            []string
 	budget          time.Duration
 	workDir         string
+	loomSource      string
 }
 
 // The arms.
@@ -97,6 +98,7 @@ func parseCacheFlags(args []string) (*cacheConfig, error) {
 	styles := fs.String("styles", "chain,resend", "styles to run: chain (previous_response_id, store true), resend (whole history, store false)")
 	arms := fs.String("arms", strings.Join(allArms, ","), "arms to run (the ideal always runs: it sizes the others' caches)")
 	fs.DurationVar(&c.budget, "budget", 9*time.Minute, "the longest the run may take: arms that would start past it are skipped")
+	fs.StringVar(&c.loomSource, "loom-src", "", "build the loom measured from this checkout of the repository (empty: the current one)")
 	fs.StringVar(&c.workDir, "workdir", "", "directory for the binaries, stores and logs (empty: a temporary one, removed after)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -166,7 +168,7 @@ func runCache(ctx context.Context, args []string, out io.Writer) (err error) {
 		return err
 	}
 	progress("building loom")
-	loomBin, err := buildLoom(ctx, dir)
+	loomBin, err := buildLoom(ctx, dir, cfg.loomSource)
 	if err != nil {
 		return err
 	}
@@ -384,7 +386,11 @@ func firstLine(s string) string {
 // in markdown.
 func writeCacheReport(w io.Writer, cfg *cacheConfig, outcomes []armOutcome, took time.Duration) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Commit %s, %s; %s; the run took %s.\n\n", commit(), time.Now().UTC().Format("2006-01-02 15:04 MST"), machine(), took.Round(time.Second))
+	loomAt := commit()
+	if cfg.loomSource != "" {
+		loomAt = fmt.Sprintf("%s (loom built from %s at %s)", loomAt, cfg.loomSource, commitIn(cfg.loomSource))
+	}
+	fmt.Fprintf(&b, "Commit %s, %s; %s; the run took %s.\n\n", loomAt, time.Now().UTC().Format("2006-01-02 15:04 MST"), machine(), took.Round(time.Second))
 	running := "all at once"
 	if cfg.concurrent > 0 && cfg.concurrent < cfg.sessions {
 		running = fmt.Sprintf("%d at a time", cfg.concurrent)
