@@ -108,7 +108,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			s.reject(w, http.StatusBadRequest, "prefix cache: "+err.Error(), "messages")
 			return
 		}
-		s.lookupPrefix(&conv, ids)
+		s.lookupPrefix(&conv, ids, body)
 	}
 	t, ok := s.scripted(w, r, conv, "messages", body, req.Stream,
 		"mockllm chat request", "seq", seq, "model", req.Model, "stream", req.Stream, "messages", len(req.Messages))

@@ -126,7 +126,8 @@
 // With Options.PrefixCache the mock simulates an engine's prefix cache, as
 // a benchmark of where conversations land needs: prompts are cut into
 // 16-token blocks known by their prefix chain, kept least recently used
-// first up to a capacity, and usage reports the prompt tokens found in it
+// first up to a capacity (a request's cache_salt mixed into its first
+// block, as vLLM does), and usage reports the prompt tokens found in it
 // as prompt_tokens_details.cached_tokens (as vLLM does; the larger of it
 // and #cached). Each token not found delays the first byte by
 // PrefillPerToken. On the chat endpoint the tokens are then the o200k

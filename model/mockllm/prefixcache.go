@@ -37,7 +37,8 @@ import (
 // template delimits messages with special tokens, so tokens never span
 // two), so two requests share a prefix exactly when their bodies share
 // those pieces byte for byte. prompt_tokens is then the number of those
-// ids.
+// ids. A request's "cache_salt" (vLLM's) is mixed into its first block, so
+// that requests of different salts share nothing.
 type PrefixCacheOptions struct {
 	// BlockTokens is the block size in tokens (default 16, vLLM's).
 	BlockTokens int
@@ -82,10 +83,16 @@ func newPrefixCache(o *PrefixCacheOptions) *prefixCache {
 }
 
 // blockHashes hashes each full block of ids with the hash of the block
-// before it.
-func (c *prefixCache) blockHashes(ids []uint32) []uint64 {
+// before it; the first block's parent is the hash of salt, as vLLM mixes a
+// request's cache_salt into its first block.
+func (c *prefixCache) blockHashes(ids []uint32, salt string) []uint64 {
 	hashes := make([]uint64, 0, len(ids)/c.blockTokens)
 	var parent uint64
+	if salt != "" {
+		h := fnv.New64a()
+		h.Write([]byte(salt))
+		parent = h.Sum64()
+	}
 	buf := make([]byte, 8+4*c.blockTokens)
 	for start := 0; start+c.blockTokens <= len(ids); start += c.blockTokens {
 		binary.LittleEndian.PutUint64(buf, parent)
@@ -102,8 +109,8 @@ func (c *prefixCache) blockHashes(ids []uint32) []uint64 {
 
 // serve looks a prompt up and caches its blocks; it returns how many of
 // its tokens were cached.
-func (c *prefixCache) serve(ids []uint32) int {
-	hashes := c.blockHashes(ids)
+func (c *prefixCache) serve(ids []uint32, salt string) int {
+	hashes := c.blockHashes(ids, salt)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	hit := 0
@@ -191,9 +198,13 @@ func isInstructions(raw json.RawMessage) bool {
 
 // lookupPrefix serves a prompt of ids from the cache and puts what it
 // found in c: the prompt's token count, its cached tokens and the time
-// the others take to prefill.
-func (s *Server) lookupPrefix(c *conversation, ids []uint32) {
+// the others take to prefill. body is the request's, for its cache_salt.
+func (s *Server) lookupPrefix(c *conversation, ids []uint32, body []byte) {
+	var salted struct {
+		CacheSalt string `json:"cache_salt"`
+	}
+	_ = json.Unmarshal(body, &salted)
 	c.promptTokens = len(ids)
-	c.cached = s.cache.serve(ids)
+	c.cached = s.cache.serve(ids, salted.CacheSalt)
 	c.prefill = time.Duration(c.promptTokens-c.cached) * s.cache.prefill
 }

@@ -29,9 +29,9 @@ func chatUsage(t *testing.T, url, body string) (prompt, cached int) {
 }
 
 // TestPrefixCacheChat: a continuation finds its previous prompt's full
-// blocks; a prompt that differs in its first piece finds nothing, however
-// much of the rest it shares; the tools come after the leading system
-// message, as a chat template lays them out.
+// blocks; a prompt that differs in its first piece, or in its cache_salt,
+// finds nothing, however much of the rest it shares; the tools come after
+// the leading system message, as a chat template lays them out.
 func TestPrefixCacheChat(t *testing.T) {
 	_, hs := start(t, &Options{PrefixCache: &PrefixCacheOptions{}})
 	system := `{"role":"system","content":"` + strings.Repeat("Follow the house rules. ", 20) + `"}`
@@ -62,6 +62,18 @@ func TestPrefixCacheChat(t *testing.T) {
 	if _, cached := chatUsage(t, hs.URL, body(other, tools, user)); cached != 0 {
 		t.Errorf("a different first message: %d tokens cached, want 0", cached)
 	}
+	// The first prompt again with another cache_salt: nothing; with its
+	// own salt again: found.
+	salted := func(salt string) string {
+		return strings.Replace(body(system, tools, user), `{"model":"m",`, `{"model":"m","cache_salt":"`+salt+`",`, 1)
+	}
+	if _, cached := chatUsage(t, hs.URL, salted("tenant-a")); cached != 0 {
+		t.Errorf("another cache_salt: %d tokens cached, want 0", cached)
+	}
+	if _, cached := chatUsage(t, hs.URL, salted("tenant-a")); cached != (first-1)/16*16 {
+		t.Errorf("the same cache_salt again: %d tokens cached, want %d", cached, (first-1)/16*16)
+	}
+
 	// Another tool: the full blocks of the ids the two prompts share,
 	// which end inside the tool.
 	otherTools := strings.Replace(tools, "search", "lookup", 1)
@@ -124,15 +136,15 @@ func TestPrefixCacheWholePromptCached(t *testing.T) {
 		ids[i] = uint32(i)
 	}
 	var c conversation
-	s.lookupPrefix(&c, ids)
+	s.lookupPrefix(&c, ids, nil)
 	if c.cached != 0 || c.prefill != 64*time.Millisecond {
 		t.Errorf("cold: cached %d, prefill %s, want 0 and 64ms", c.cached, c.prefill)
 	}
-	s.lookupPrefix(&c, ids)
+	s.lookupPrefix(&c, ids, nil)
 	if c.cached != 48 || c.prefill != 16*time.Millisecond {
 		t.Errorf("again: cached %d, prefill %s, want 48 (all but the block of the last token) and 16ms", c.cached, c.prefill)
 	}
-	s.lookupPrefix(&c, append(ids, 1, 2, 3))
+	s.lookupPrefix(&c, append(ids, 1, 2, 3), nil)
 	if c.cached != 64 || c.prefill != 3*time.Millisecond || c.promptTokens != 67 {
 		t.Errorf("longer: cached %d of %d, prefill %s, want 64 of 67 and 3ms", c.cached, c.promptTokens, c.prefill)
 	}
