@@ -45,6 +45,11 @@ import (
 //   - fleet, one killed: the same, one engine killed (SIGKILL) once a
 //     third of the turns are done.
 //
+// The sessions start together (a burst, the harder case for placement by
+// load) or -stagger apart. Each engine counts the requests of each session
+// (named in its instructions), so the report also says how many sessions
+// more than one engine served: a session that moves loses its prefix.
+//
 // An arm whose loom does not take the list (it does not start, or a
 // first request through it fails) is reported "not available". The
 // report gives per arm the share of prompt tokens served from cache, its
@@ -89,6 +94,7 @@ func parseCacheFlags(args []string) (*cacheConfig, error) {
 	fs.IntVar(&c.sessions, "sessions", 24, "agent sessions, side by side")
 	fs.IntVar(&c.turns, "turns", 8, "turns per session, each a tool call and its output")
 	fs.IntVar(&c.concurrent, "concurrent", 0, "sessions running at once, the others starting as those end (0: all, interleaved)")
+	fs.DurationVar(&c.stagger, "stagger", 0, "pause between two sessions' starts (0: all start at once, a burst)")
 	fs.IntVar(&c.instructionWords, "instruction-words", 1200, "words of each session's instructions")
 	fs.IntVar(&c.outputWords, "output-words", 250, "words of each tool output")
 	fs.IntVar(&c.engines, "engines", 4, "engines of the fleet; each holds 1/engines of the working set")
@@ -127,8 +133,8 @@ func parseCacheFlags(args []string) (*cacheConfig, error) {
 	switch {
 	case c.sessions < 1, c.turns < 1, c.outputWords < 1, c.instructionWords < 1:
 		return nil, errors.New("-sessions, -turns, -output-words and -instruction-words must be at least 1")
-	case c.concurrent < 0:
-		return nil, errors.New("-concurrent must not be negative")
+	case c.concurrent < 0, c.stagger < 0:
+		return nil, errors.New("-concurrent and -stagger must not be negative")
 	case c.engines < 2:
 		return nil, errors.New("-engines must be at least 2")
 	case c.blockTokens < 1:
@@ -147,7 +153,11 @@ type armOutcome struct {
 	// engineRequests are the requests each engine served ("killed" for
 	// the one killed).
 	engineRequests []string
-	capacity       int // blocks per engine; 0: no limit
+	// split counts the sessions that more than one engine served (the
+	// killed engine's requests unknown).
+	split int
+
+	capacity int // blocks per engine; 0: no limit
 }
 
 // runCache runs the cache benchmark and writes its report to out.
@@ -301,7 +311,7 @@ func runArm(ctx context.Context, cfg *cacheConfig, dir, loomBin string, o *armOu
 		if err != nil {
 			return err
 		}
-		before[i] = st.Requests
+		before[i] = st.Cache.Requests
 	}
 
 	r := &sessionRunner{w: &cfg.workload, style: o.style, url: loom.url, client: client}
@@ -320,6 +330,7 @@ func runArm(ctx context.Context, cfg *cacheConfig, dir, loomBin string, o *armOu
 		}
 	}
 	o.res = r.run(ctx)
+	servedBy := map[int]int{} // session: engines that served it
 	for i, e := range engines {
 		if i == killed {
 			o.engineRequests = append(o.engineRequests, "killed")
@@ -329,7 +340,15 @@ func runArm(ctx context.Context, cfg *cacheConfig, dir, loomBin string, o *armOu
 		if err != nil {
 			return err
 		}
-		o.engineRequests = append(o.engineRequests, fmt.Sprint(st.Requests-before[i]))
+		o.engineRequests = append(o.engineRequests, fmt.Sprint(st.Cache.Requests-before[i]))
+		for s := range st.Sessions {
+			servedBy[s]++
+		}
+	}
+	for _, n := range servedBy {
+		if n > 1 {
+			o.split++
+		}
 	}
 	return ctx.Err()
 }
@@ -359,9 +378,9 @@ func probe(ctx context.Context, client *http.Client, loomURL string) error {
 	return nil
 }
 
-// engineStats reads an engine's cache counters.
-func engineStats(ctx context.Context, e *server) (mockllm.CacheStats, error) {
-	var st mockllm.CacheStats
+// engineStats reads what an engine says of itself.
+func engineStats(ctx context.Context, e *server) (engineReport, error) {
+	var st engineReport
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/cache/stats", nil)
@@ -395,11 +414,16 @@ func writeCacheReport(w io.Writer, cfg *cacheConfig, outcomes []armOutcome, took
 	if cfg.concurrent > 0 && cfg.concurrent < cfg.sessions {
 		running = fmt.Sprintf("%d at a time", cfg.concurrent)
 	}
+	if cfg.stagger > 0 {
+		running += fmt.Sprintf(", starting %s apart", cfg.stagger)
+	} else {
+		running += ", starting together"
+	}
 	fmt.Fprintf(&b, "%d sessions x %d turns, %s (a tool call and an output of %d words each; %d words of instructions per session; %d tools); "+
 		"engines: %d-token blocks, LRU, prefill %s per uncached token, answers streamed %s a chunk; chat completions, o200k tokens.\n\n",
 		cfg.sessions, cfg.turns, running, cfg.outputWords, cfg.instructionWords, len(toolNames), cfg.blockTokens, cfg.prefillPerToken, cfg.chunkPause)
-	b.WriteString("| Style | Arm | Engine cache (blocks) | Requests (per engine) | Failed | Prompt tokens | From cache | x ideal | TTFT p50 | TTFT p99 | Target | Met? |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| Style | Arm | Engine cache (blocks) | Requests (per engine) | Sessions on several engines | Failed | Prompt tokens | From cache | x ideal | TTFT p50 | TTFT p99 | Target | Met? |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	ideal := map[cacheStyle]float64{}
 	for _, o := range outcomes {
 		if o.arm == armIdeal && o.res != nil {
@@ -409,7 +433,7 @@ func writeCacheReport(w io.Writer, cfg *cacheConfig, outcomes []armOutcome, took
 	for _, o := range outcomes {
 		target := map[string]string{armFleet: ">= 0.95x, 0 failed", armFleetKill: ">= 0.8x, 0 failed"}[o.arm]
 		if o.unavailable != "" {
-			fmt.Fprintf(&b, "| %s | %s | | | | | | | | | %s | %s |\n", o.style, armLabel[o.arm], target, o.unavailable)
+			fmt.Fprintf(&b, "| %s | %s | | | | | | | | | | %s | %s |\n", o.style, armLabel[o.arm], target, o.unavailable)
 			continue
 		}
 		r := o.res
@@ -439,8 +463,8 @@ func writeCacheReport(w io.Writer, cfg *cacheConfig, outcomes []armOutcome, took
 		case armFleetKill:
 			ok = met(ratio >= 0.8 && r.failed == 0 && r.abandoned == 0)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d (%s) | %s | %d | %.2f | %s | %s | %s | %s | %s |\n",
-			o.style, armLabel[o.arm], capacity, r.requests, strings.Join(o.engineRequests, "/"), failed,
+		fmt.Fprintf(&b, "| %s | %s | %s | %d (%s) | %d | %s | %d | %.2f | %s | %s | %s | %s | %s |\n",
+			o.style, armLabel[o.arm], capacity, r.requests, strings.Join(o.engineRequests, "/"), o.split, failed,
 			r.prompt, r.share(), ratioText, p50, p99, target, ok)
 	}
 	for _, o := range outcomes {

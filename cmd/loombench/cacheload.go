@@ -43,7 +43,10 @@ type workload struct {
 	sessions, turns int
 	// concurrent is how many sessions run at once (0: all of them); the
 	// others start as those end.
-	concurrent       int
+	concurrent int
+	// stagger is the pause between two sessions' starts (0: all start
+	// at once).
+	stagger          time.Duration
 	instructionWords int
 	outputWords      int
 }
@@ -77,9 +80,13 @@ func words(n int, seed uint64) string {
 	return b.String()
 }
 
+// sessionMarker opens a session's instructions: the benchmark's engines
+// find the session in it (sessionPattern).
+const sessionMarker = "You are the coding agent of session %d. "
+
 // instructions are session s's own instructions.
 func (w *workload) instructions(s int) string {
-	return fmt.Sprintf("You are the coding agent of session %d. ", s) + words(w.instructionWords, uint64(s)<<32)
+	return fmt.Sprintf(sessionMarker, s) + words(w.instructionWords, uint64(s)<<32)
 }
 
 // toolNames are the sessions' 8 function tools, called in turn.
@@ -183,6 +190,12 @@ func (r *sessionRunner) run(ctx context.Context) *armResult {
 	slots := make(chan struct{}, cmp.Or(r.w.concurrent, r.w.sessions))
 	var wg sync.WaitGroup
 	for s := range r.w.sessions {
+		if s > 0 && r.w.stagger > 0 {
+			select {
+			case <-time.After(r.w.stagger):
+			case <-ctx.Done():
+			}
+		}
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
