@@ -39,6 +39,10 @@
 //   - 10k and 20k function tools (store false), one at a time: the
 //     median of loom's CPU per request, 20k over 10k.
 //
+// "loombench cache" (scripts/bench-cache) is another benchmark: how much
+// of agent sessions' prompts a fleet of engines simulating a prefix cache
+// serves from it, depending on how loom reaches them (cache.go).
+//
 // A phase stops early at its time limit (-pace-time, -payload-time) and
 // a round that would end past -budget is not started: a slow machine
 // gives fewer requests or rounds, not a long run. With -profile DIR the
@@ -60,6 +64,10 @@ func main() {
 	serveIfAsked()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == "cache" {
+		exitOn(runCache(ctx, os.Args[2:], os.Stdout))
+		return
+	}
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
 		exitOn(err)
@@ -78,6 +86,8 @@ func serveIfAsked() {
 		exitOn(serveUpstream(os.Args[2:]))
 	case "proxy":
 		exitOn(serveProxy(os.Args[2:]))
+	case "engine":
+		exitOn(serveEngine(os.Args[2:]))
 	default:
 		return
 	}

@@ -1,15 +1,22 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/signal"
+	"regexp"
+	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -30,6 +37,77 @@ func serveUpstream(args []string) error {
 	err := serveUntilSignal(*addr, mock)
 	mock.Close()
 	return err
+}
+
+// serveEngine is "loombench engine -addr A ...": the scripted upstream
+// simulating an engine's prefix cache (mockllm.PrefixCacheOptions), for
+// the cache benchmark, keeping no request, until SIGINT or SIGTERM. GET
+// /cache/stats answers an engineReport as JSON.
+func serveEngine(args []string) error {
+	fs := flag.NewFlagSet("loombench engine", flag.ContinueOnError)
+	addr := fs.String("addr", "", "listen address")
+	capacity := fs.Int("capacity-blocks", 0, "blocks the prefix cache holds (0: no limit)")
+	blockTokens := fs.Int("block-tokens", 16, "tokens per cache block")
+	prefill := fs.Duration("prefill-per-token", 0, "time to prefill one token not in the cache, before the first byte")
+	chunkPause := fs.Duration("chunk-pause", 0, "pause between two chunks of an answer")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	mock := mockllm.New(&mockllm.Options{Unrecorded: true, Latency: *chunkPause,
+		PrefixCache: &mockllm.PrefixCacheOptions{BlockTokens: *blockTokens, CapacityBlocks: *capacity, PrefillPerToken: *prefill}})
+	sessions := &sessionCounter{served: map[int]int{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /cache/stats", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(engineReport{Cache: mock.CacheStats(), Sessions: sessions.snapshot()})
+	})
+	mux.Handle("/", sessions.count(mock))
+	err := serveUntilSignal(*addr, mux)
+	mock.Close()
+	return err
+}
+
+// engineReport is what a benchmark engine says of itself.
+type engineReport struct {
+	Cache mockllm.CacheStats `json:"cache"`
+	// Sessions are the requests it served per workload session (see
+	// sessionMarker).
+	Sessions map[int]int `json:"sessions"`
+}
+
+// sessionCounter counts the requests of each workload session, named in
+// its instructions (sessionMarker).
+type sessionCounter struct {
+	mu     sync.Mutex
+	served map[int]int
+}
+
+var sessionPattern = regexp.MustCompile(`coding agent of session (\d+)\.`)
+
+func (c *sessionCounter) count(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if m := sessionPattern.FindSubmatch(body); m != nil {
+				s, _ := strconv.Atoi(string(m[1]))
+				c.mu.Lock()
+				c.served[s]++
+				c.mu.Unlock()
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (c *sessionCounter) snapshot() map[int]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.served)
 }
 
 // serveProxy is "loombench proxy -addr A -upstream URL": a bare

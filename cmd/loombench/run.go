@@ -59,7 +59,7 @@ func run(ctx context.Context, cfg *config, out io.Writer) (err error) {
 	}
 
 	progress("building loom")
-	loomBin, err := buildLoom(ctx, dir)
+	loomBin, err := buildLoom(ctx, dir, "")
 	if err != nil {
 		return err
 	}

@@ -21,10 +21,13 @@ import (
 // buildLoom builds cmd/loom into dir, with this command's
 // debugserver.go added (go build -overlay): the loom measured is loom's
 // code and a listener of debug endpoints, off until the run turns it on.
-// It returns the binary's path.
-func buildLoom(ctx context.Context, dir string) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "list", "-f", "{{.Dir}}",
-		"github.com/loomgate/loom/cmd/loom", "github.com/loomgate/loom/cmd/loombench").Output()
+// It returns the binary's path. src is the checkout to build from ("":
+// the current directory's).
+func buildLoom(ctx context.Context, dir, src string) (string, error) {
+	list := exec.CommandContext(ctx, "go", "list", "-f", "{{.Dir}}",
+		"github.com/loomgate/loom/cmd/loom", "github.com/loomgate/loom/cmd/loombench")
+	list.Dir = src
+	out, err := list.Output()
 	if err != nil {
 		return "", fmt.Errorf("find cmd/loom (run from the repository): %w", err)
 	}
@@ -44,6 +47,7 @@ func buildLoom(ctx context.Context, dir string) (string, error) {
 	}
 	bin := filepath.Join(dir, "loom")
 	build := exec.CommandContext(ctx, "go", "build", "-overlay", overlayFile, "-o", bin, "github.com/loomgate/loom/cmd/loom")
+	build.Dir = src
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build loom: %w\n%s", err, out)
 	}

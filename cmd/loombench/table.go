@@ -255,13 +255,20 @@ func paceLine(cfg *config) string {
 }
 
 // commit is the checked-out commit, and whether the tree differs from it.
-func commit() string {
-	out, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output()
+func commit() string { return commitIn("") }
+
+// commitIn is commit of the checkout in dir ("": the current directory).
+func commitIn(dir string) string {
+	rev := exec.Command("git", "rev-parse", "--short=12", "HEAD")
+	rev.Dir = dir
+	out, err := rev.Output()
 	if err != nil {
 		return "unknown"
 	}
 	c := strings.TrimSpace(string(out))
-	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+	status := exec.Command("git", "status", "--porcelain", "--untracked-files=no")
+	status.Dir = dir
+	if st, err := status.Output(); err == nil && len(st) > 0 {
 		c += " with uncommitted changes"
 	}
 	return c

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // maxBodyBytes bounds a request body; long agent conversations are large,
@@ -101,6 +102,14 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	conv := req.conversation()
+	if s.cache != nil {
+		ids, err := chatPromptIDs(body)
+		if err != nil {
+			s.reject(w, http.StatusBadRequest, "prefix cache: "+err.Error(), "messages")
+			return
+		}
+		s.lookupPrefix(&conv, ids, body)
+	}
 	t, ok := s.scripted(w, r, conv, "messages", body, req.Stream,
 		"mockllm chat request", "seq", seq, "model", req.Model, "stream", req.Stream, "messages", len(req.Messages))
 	if !ok {
@@ -244,18 +253,19 @@ func (s *Server) scripted(w http.ResponseWriter, r *http.Request, conv conversat
 		return nil, false
 	}
 	s.log.Debug(msg, append(attrs, "turn", conv.turn)...)
-	if s.injectFailure(w, r, t, body, stream) {
+	if s.injectFailure(w, r, t, body, stream, conv.prefill) {
 		return nil, false
 	}
 	return t, true
 }
 
-func (s *Server) injectFailure(w http.ResponseWriter, r *http.Request, t *turn, body []byte, stream bool) bool {
+func (s *Server) injectFailure(w http.ResponseWriter, r *http.Request, t *turn, body []byte, stream bool, prefill time.Duration) bool {
 	ctx := r.Context()
 	delay := s.opts.FirstByteLatency
 	if t.hasDelay {
 		delay = t.delay
 	}
+	delay += prefill
 	if err := s.sleep(ctx, delay); err != nil {
 		s.waitOutcome(err)
 		return true

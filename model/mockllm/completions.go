@@ -135,6 +135,9 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	conv := req.conversation()
+	if s.cache != nil {
+		s.lookupPrefix(&conv, req.PromptIDs, body)
+	}
 	t, ok := s.scripted(w, r, conv, "prompt", body, req.Stream,
 		"mockllm completions request", "seq", seq, "model", req.Model, "stream", req.Stream, "prompt_tokens", len(req.PromptIDs))
 	if !ok {

@@ -121,6 +121,19 @@
 // generation order (reasoning, answer, calls) and sets finish_reason
 // "length".
 //
+// # Prefix cache
+//
+// With Options.PrefixCache the mock simulates an engine's prefix cache, as
+// a benchmark of where conversations land needs: prompts are cut into
+// 16-token blocks known by their prefix chain, kept least recently used
+// first up to a capacity (a request's cache_salt mixed into its first
+// block, as vLLM does), and usage reports the prompt tokens found in it
+// as prompt_tokens_details.cached_tokens (as vLLM does; the larger of it
+// and #cached). Each token not found delays the first byte by
+// PrefillPerToken. On the chat endpoint the tokens are then the o200k
+// tokens of the body's messages and tools, and prompt_tokens counts them
+// (see PrefixCacheOptions); Server.CacheStats has the counters.
+//
 // # Cancellation
 //
 // A request whose context ends before its answer is complete (during a

@@ -78,7 +78,7 @@ func planHarmony(t *turn, c conversation) (harmonyReply, error) {
 		return harmonyReply{}, w.err
 	}
 
-	rep := harmonyReply{ids: w.ids, finish: finishStop, prompt: c.promptTokens, cached: min(t.cached, c.promptTokens)}
+	rep := harmonyReply{ids: w.ids, finish: finishStop, prompt: c.promptTokens, cached: min(max(t.cached, c.cached), c.promptTokens)}
 	if c.maxTokens > 0 && len(rep.ids) > c.maxTokens {
 		rep.ids = rep.ids[:c.maxTokens]
 		rep.finish = finishLength

@@ -47,6 +47,10 @@ type Options struct {
 	// Now supplies the "created" timestamps; nil means time.Now. Tests
 	// that keep golden transcripts fix it.
 	Now func() time.Time
+	// PrefixCache, when set, simulates an engine's prefix cache: usage
+	// reports the cached tokens it finds, and each token it misses
+	// delays the first byte (see PrefixCacheOptions).
+	PrefixCache *PrefixCacheOptions
 	// Unrecorded keeps no Request of what is served (Requests returns
 	// none; Stats still counts): a load run or a long-lived process would
 	// otherwise hold every body it was sent.
@@ -80,6 +84,10 @@ func (opts *Options) resolve() Options {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.PrefixCache != nil {
+		pc := *o.PrefixCache
+		o.PrefixCache = &pc
 	}
 	return o
 }

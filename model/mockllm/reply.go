@@ -3,6 +3,7 @@ package mockllm
 import (
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Finish reasons, as OpenAI chat completions spells them.
@@ -26,6 +27,10 @@ type conversation struct {
 	callsSoFar   int
 	promptTokens int
 	maxTokens    int // 0: no limit
+	// cached and prefill are the simulated prefix cache's: the prompt
+	// tokens found in it, and the time the rest takes to prefill.
+	cached  int
+	prefill time.Duration
 }
 
 // reply is one planned model turn.
@@ -103,9 +108,9 @@ func planReply(t *turn, c conversation) reply {
 	for _, call := range r.calls {
 		r.usage.completion += callTokens(call)
 	}
-	r.usage.cached = t.cached
+	r.usage.cached = max(t.cached, c.cached)
 	// A cache hit larger than the prompt would be nonsense; grow the prompt.
-	r.usage.prompt = max(c.promptTokens, t.cached)
+	r.usage.prompt = max(c.promptTokens, r.usage.cached)
 	return r
 }
 

@@ -25,6 +25,8 @@ type Server struct {
 	stats    Stats
 	changed  chan struct{} // closed and replaced whenever stats change
 	attempts map[[sha256.Size]byte]int
+
+	cache *prefixCache // nil without Options.PrefixCache
 }
 
 // New returns a Server. A nil opts means the defaults. It panics on an
@@ -38,6 +40,9 @@ func New(opts *Options) *Server {
 		closed:   make(chan struct{}),
 		changed:  make(chan struct{}),
 		attempts: make(map[[sha256.Size]byte]int),
+	}
+	if o.PrefixCache != nil {
+		s.cache = newPrefixCache(o.PrefixCache)
 	}
 	// One handler per endpoint, each in its own file.
 	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
