@@ -142,6 +142,11 @@ type turnResult struct {
 type armResult struct {
 	requests  int // responses completed
 	failed    int // attempts that failed
+	// cut are the failed attempts whose upstream stream was cut after it
+	// began: in flight on an engine that died, which fail as they would
+	// with one engine (a turn already streamed to its client cannot be
+	// sent again elsewhere).
+	cut int
 	abandoned int // turns never completed (a session gave up)
 	prompt    int
 	cached    int
@@ -289,10 +294,17 @@ func (r *sessionRunner) fail(msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.res.failed++
+	if strings.Contains(msg, cutStream) {
+		r.res.cut++
+	}
 	if len(r.res.errors) < 5 {
 		r.res.errors = append(r.res.errors, msg)
 	}
 }
+
+// cutStream is what loom says of an upstream stream that ended before its
+// answer did (model/internal/upstream).
+const cutStream = "stream ended unexpectedly"
 
 func jsonObject(v any) json.RawMessage {
 	raw, _ := json.Marshal(v)

@@ -28,6 +28,13 @@ import (
 // swamp one engine.
 const loadFactor = 1.25
 
+// hotFactor is how far over the load bound a session's own engine must be
+// before one of its turns goes elsewhere: a session stays where its
+// prefix is cached through the ordinary unevenness of a fleet, and only a
+// hot one (many turns at once, as agents sharing one prompt_cache_key
+// send) spills rather than swamp its engine.
+const hotFactor = 2
+
 // probeTimeout bounds one health probe.
 const probeTimeout = 5 * time.Second
 
@@ -105,15 +112,17 @@ type placement struct {
 }
 
 // place picks the engine for a request with session key (empty: none).
-// With one engine there is nothing to pick. A key goes to its engine on
-// the ring, or to the engine its session was placed on before; a new
-// session whose engine is over the load bound (or out) goes on around
-// the ring to the first healthy engine under it. A session's engine
-// over the bound passes this request on but keeps the session; a
-// session's engine that is out loses it to the engine that takes it. A
-// request without a key goes to the least busy healthy engine. When no
-// engine is healthy, the request goes where it would have, and fails
-// or not as the engine answers.
+// With one engine there is nothing to pick. A session's turns go to the
+// engine it was placed on, which holds its prefix: a turn sent elsewhere
+// pays the whole prefill there and evicts another session's prefix. Only
+// when that engine is hotFactor times over the load bound does a turn go
+// on around the ring (the session stays). A new session is placed by
+// load: it goes to its engine on the ring, or, when that one is over the
+// load bound (or out), on around the ring to the first healthy engine
+// under it, and stays there. A session's engine that is out loses it to
+// the engine that takes it. A request without a key goes to the least busy
+// healthy engine. When no engine is healthy, the request goes where it
+// would have, and fails or not as the engine answers.
 func (c *Client) place(key string) placement {
 	p := placement{c: c}
 	if len(c.engines) == 1 {
@@ -139,12 +148,51 @@ func (c *Client) place(key string) placement {
 		slices.Reverse(p.order[k:])
 		slices.Reverse(p.order)
 	}
-	choice := c.underBound(p.order)
-	if !known || !c.engines[home].up.Load() {
-		c.sessions.put(pos, choice.index)
+	if known && c.engines[home].up.Load() {
+		choice := c.engines[home]
+		if bound, ok := c.bound(); ok && choice.inFlight.Load() >= hotFactor*bound {
+			choice = c.underBound(p.order)
+		}
+		p.enter(choice)
+		return p
 	}
+	choice := c.underBound(c.fewestSessions(p.order))
+	c.sessions.put(pos, choice.index)
 	p.enter(choice)
 	return p
+}
+
+// fewestSessions returns order with the engines that hold more than their
+// share of the sessions (the healthy engines' average, rounded up,
+// counting the one being placed) moved behind the others, each part in
+// ring order. Every engine holds the prefixes of its sessions in a cache
+// of the same size: an engine given more than its share evicts them,
+// one given fewer leaves its cache idle, so new sessions fill the
+// engines evenly, each starting from its own place on the ring.
+func (c *Client) fewestSessions(order []*engine) []*engine {
+	total, healthy := 0, 0
+	counts := make([]int, len(c.engines))
+	for _, e := range c.engines {
+		if e.up.Load() {
+			counts[e.index] = c.sessions.count(e.index)
+			total += counts[e.index]
+			healthy++
+		}
+	}
+	if healthy == 0 {
+		return order
+	}
+	share := (total + healthy) / healthy // ceil((total+1)/healthy)
+	under := make([]*engine, 0, len(order))
+	var over []*engine
+	for _, e := range order {
+		if counts[e.index] < share {
+			under = append(under, e)
+		} else {
+			over = append(over, e)
+		}
+	}
+	return append(under, over...)
 }
 
 // rotated returns the engines starting at the i-th.
@@ -176,18 +224,10 @@ func (c *Client) leastBusy(order []*engine) *engine {
 // Zadimoghaddam's ceil(c(m+1)/n)). Else the first healthy one, else
 // order's first.
 func (c *Client) underBound(order []*engine) *engine {
-	var total int64
-	healthy := 0
-	for _, e := range c.engines {
-		if e.up.Load() {
-			total += e.inFlight.Load()
-			healthy++
-		}
-	}
-	if healthy == 0 {
+	bound, ok := c.bound()
+	if !ok {
 		return order[0]
 	}
-	bound := int64(math.Ceil(loadFactor * float64(total+1) / float64(healthy)))
 	var first *engine
 	for _, e := range order {
 		if !e.up.Load() {
@@ -201,6 +241,25 @@ func (c *Client) underBound(order []*engine) *engine {
 		}
 	}
 	return first
+}
+
+// bound is the load bound: loadFactor times the healthy engines' average
+// count of requests in flight, counting the one being placed
+// (Mirrokni, Thorup and Zadimoghaddam's ceil(c(m+1)/n)). ok is false
+// when no engine is healthy.
+func (c *Client) bound() (bound int64, ok bool) {
+	var total int64
+	healthy := 0
+	for _, e := range c.engines {
+		if e.up.Load() {
+			total += e.inFlight.Load()
+			healthy++
+		}
+	}
+	if healthy == 0 {
+		return 0, false
+	}
+	return int64(math.Ceil(loadFactor * float64(total+1) / float64(healthy))), true
 }
 
 // enter puts the request on e.

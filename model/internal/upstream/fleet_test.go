@@ -119,8 +119,9 @@ func placeOn(c *Client, key string) int {
 // TestBoundedLoad: a key goes to its engine on the ring while the engine
 // is under 1.25 times the average load; a new session whose engine is
 // over it goes to the next engine on the ring and stays there; a known
-// session on an engine over the bound has this request placed on the
-// next engine, and comes back to its own once it is under the bound.
+// session stays on its engine over the bound, and only on an engine twice
+// over it has this request placed on the next engine, coming back to its
+// own once that is no longer so.
 func TestBoundedLoad(t *testing.T) {
 	c := testFleet(4)
 	known, next := keyOn(t, c, 0, 1)
@@ -135,7 +136,21 @@ func TestBoundedLoad(t *testing.T) {
 		t.Errorf("a new session of a busy engine went to %d, want %d, the next on the ring", got, freshNext)
 	}
 	if got := placeOn(c, known); got != next {
-		t.Errorf("a known session of a busy engine went to %d, want %d, the next on the ring", got, next)
+		t.Errorf("a known session of an engine twice over the bound went to %d, want %d, the next on the ring", got, next)
+	}
+	// Over the bound but not twice: engine 0 with 6, the others 2 each;
+	// the bound is ceil(1.25 * 13 / 4) = 5. A new session passes, the
+	// known one stays where its prefix is.
+	for _, e := range c.engines[1:] {
+		e.inFlight.Store(2)
+	}
+	c.engines[0].inFlight.Store(6)
+	if got := placeOn(c, known); got != 0 {
+		t.Errorf("a known session of an engine over the bound, not twice, went to %d, want its own 0", got)
+	}
+	over, overNext := keyOn(t, c, 0, 5)
+	if got := placeOn(c, over); got != overNext {
+		t.Errorf("a new session of an engine over the bound went to %d, want %d", got, overNext)
 	}
 	// The others with 2 each: with 3, engine 0 is under the bound of
 	// ceil(1.25 * 10 / 4) = 4 and takes a new session; with 4 it is at
@@ -144,11 +159,15 @@ func TestBoundedLoad(t *testing.T) {
 		e.inFlight.Store(2)
 	}
 	c.engines[0].inFlight.Store(3)
+	// The sessions placed so far are forgotten: what decides here is the
+	// load, not the sessions each engine holds (TestSessionsFilledEvenly).
+	c.sessions = sessionMemory{}
 	under, _ := keyOn(t, c, 0, 3)
 	if got := placeOn(c, under); got != 0 {
 		t.Errorf("engine 0 under the bound (3 in flight, the others 2) passed a new session to %d", got)
 	}
 	c.engines[0].inFlight.Store(4)
+	c.sessions = sessionMemory{}
 	at, atNext := keyOn(t, c, 0, 4)
 	if got := placeOn(c, at); got != atNext {
 		t.Errorf("engine 0 at the bound (4 in flight, the others 2) did not pass a new session on: %d, want %d", got, atNext)
@@ -273,4 +292,29 @@ func TestCloseEndsProbes(t *testing.T) {
 	c.Close() // a second Close does nothing
 	c.CloseIdleConnections()
 	goleak.VerifyNone(t, baseline)
+}
+
+// TestSessionsFilledEvenly: with no load, new sessions fill the engines
+// evenly (each engine's cache holds as many sessions), whatever share of
+// the ring their keys fall on, and each stays where it was placed.
+func TestSessionsFilledEvenly(t *testing.T) {
+	c := testFleet(4)
+	placed := map[string]int{}
+	counts := make([]int, 4)
+	for i := range 24 {
+		key := fmt.Sprintf("session-%d", i)
+		e := placeOn(c, key)
+		placed[key] = e
+		counts[e]++
+	}
+	for e, n := range counts {
+		if n != 6 {
+			t.Errorf("engine %d holds %d of 24 sessions, want 6 (all: %v)", e, n, counts)
+		}
+	}
+	for key, e := range placed {
+		if got := placeOn(c, key); got != e {
+			t.Errorf("session %s moved from engine %d to %d", key, e, got)
+		}
+	}
 }

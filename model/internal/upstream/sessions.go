@@ -15,6 +15,9 @@ const maxRemembered = 1 << 16
 type sessionMemory struct {
 	mu       sync.Mutex
 	cur, old map[uint64]int
+	// placed counts the sessions of the current generation on each
+	// engine: what new sessions are balanced by.
+	placed map[int]int
 }
 
 // get returns the engine session pos was placed on, if it is
@@ -42,6 +45,19 @@ func (m *sessionMemory) put(pos uint64, e int) {
 func (m *sessionMemory) putLocked(pos uint64, e int) {
 	if m.cur == nil || len(m.cur) >= maxRemembered {
 		m.old, m.cur = m.cur, make(map[uint64]int)
+		m.placed = make(map[int]int)
+	}
+	if was, ok := m.cur[pos]; ok {
+		m.placed[was]--
 	}
 	m.cur[pos] = e
+	m.placed[e]++
+}
+
+// count returns how many sessions of the current generation are placed
+// on engine e.
+func (m *sessionMemory) count(e int) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.placed[e]
 }
