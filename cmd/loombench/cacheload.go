@@ -140,13 +140,13 @@ type turnResult struct {
 
 // armResult is what one arm measured.
 type armResult struct {
-	requests  int // responses completed
-	failed    int // attempts that failed
+	requests int // responses completed
+	failed   int // attempts that failed
 	// cut are the failed attempts whose upstream stream was cut after it
 	// began: in flight on an engine that died, which fail as they would
 	// with one engine (a turn already streamed to its client cannot be
 	// sent again elsewhere).
-	cut int
+	cut       int
 	abandoned int // turns never completed (a session gave up)
 	prompt    int
 	cached    int
