@@ -103,8 +103,11 @@ type Client struct {
 	// rotates the requests without a key. track says the engines'
 	// health is followed (and reported to observer): not for At's
 	// clients, which post to an engine's side endpoint.
-	ring          ring
-	sessions      sessionMemory
+	ring     ring
+	sessions sessionMemory
+	// placing serialises the placement of new sessions: two placed at
+	// once would both see the same engine under its share.
+	placing       sync.Mutex
 	turn          atomic.Uint64
 	track         bool
 	observer      model.EngineObserver

@@ -156,6 +156,13 @@ func (c *Client) place(key string) placement {
 		p.enter(choice)
 		return p
 	}
+	c.placing.Lock()
+	defer c.placing.Unlock()
+	if home, known := c.sessions.get(pos); known && c.engines[home].up.Load() {
+		// Placed by another request of the session meanwhile.
+		p.enter(c.engines[home])
+		return p
+	}
 	choice := c.underBound(c.fewestSessions(p.order))
 	c.sessions.put(pos, choice.index)
 	p.enter(choice)

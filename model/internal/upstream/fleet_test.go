@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -294,18 +295,32 @@ func TestCloseEndsProbes(t *testing.T) {
 	goleak.VerifyNone(t, baseline)
 }
 
-// TestSessionsFilledEvenly: with no load, new sessions fill the engines
-// evenly (each engine's cache holds as many sessions), whatever share of
-// the ring their keys fall on, and each stays where it was placed.
+// TestSessionsFilledEvenly: new sessions fill the engines evenly (each
+// engine's cache holds as many sessions), whatever share of the ring
+// their keys fall on, even when they all begin at once, and each stays
+// where it was placed.
 func TestSessionsFilledEvenly(t *testing.T) {
 	c := testFleet(4)
 	placed := map[string]int{}
 	counts := make([]int, 4)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := make(chan struct{})
 	for i := range 24 {
 		key := fmt.Sprintf("session-%d", i)
-		e := placeOn(c, key)
-		placed[key] = e
-		counts[e]++
+		wg.Go(func() {
+			<-start
+			p := c.place(key) // left in flight: they all run at once
+			mu.Lock()
+			defer mu.Unlock()
+			placed[key] = p.at.index
+			counts[p.at.index]++
+		})
+	}
+	close(start)
+	wg.Wait()
+	for _, e := range c.engines {
+		e.inFlight.Store(0)
 	}
 	for e, n := range counts {
 		if n != 6 {
