@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/loomgate/loom/tenant"
 )
 
@@ -296,7 +298,7 @@ func (c *Config) validate() error {
 	if err := c.checkUpstreamURLs(); err != nil {
 		return err
 	}
-	if !validHeaderName(c.UpstreamSessionHeader) {
+	if !httpguts.ValidHeaderFieldName(c.UpstreamSessionHeader) {
 		return configErrorf("--upstream-session-header %q is not a header name", c.UpstreamSessionHeader)
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
@@ -402,23 +404,6 @@ func redactURL(raw string) string {
 		return u.Redacted()
 	}
 	return raw
-}
-
-// validHeaderName reports whether s is an HTTP header name (a token).
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // checkRanges refuses a numeric flag outside its range, naming the flag.

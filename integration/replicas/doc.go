@@ -8,7 +8,7 @@
 // tests with a replica restarted by SIGTERM, or killed with -9, in the
 // middle of the load. The fault tests (faults_test.go) run a mixed load
 // (JSON, streams, chains, background responses) and kill a replica, or
-// crash PostgreSQL: a cluster of the test's own (pgServer), never the one
+// crash PostgreSQL: a cluster of the test's own (startPGServer), never the one
 // the other tests share.
 //
 // After each run the tests read the database directly: every response a

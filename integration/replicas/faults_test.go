@@ -250,7 +250,7 @@ func TestReplicaKilledUnderMixedLoad(t *testing.T) {
 // immediate: every server process ends at once, no checkpoint) in the
 // middle of the mixed load, after 300 completed requests, keeps it down
 // for ~8s, and starts it again on the same port. The cluster is the
-// test's own (pgServer), never the one other tests share.
+// test's own (startPGServer), never the one other tests share.
 //
 // Every id a client was told is completed (a JSON 200 completed, a
 // stream's response.completed, a background poll that read completed) is
@@ -263,7 +263,7 @@ func TestReplicaKilledUnderMixedLoad(t *testing.T) {
 // in_progress.
 func TestPostgresKilledUnderMixedLoad(t *testing.T) {
 	pg := startPGServer(t)
-	c := newClusterOn(t, postgresStore(t, pg.url), nil, 3, "--store-lease", killLease.String())
+	c := newClusterOn(t, postgresStore(t, pg.URL()), nil, 3, "--store-lease", killLease.String())
 	bal := startBalancer(t, c.replicas...)
 
 	const (
@@ -333,7 +333,7 @@ func TestPostgresKilledUnderMixedLoad(t *testing.T) {
 			completedAtCrash = completed.Load()
 			phase.Store(1)
 			crashedAt = time.Now()
-			if err := pg.crash(); err != nil {
+			if err := pg.Crash(); err != nil {
 				return err
 			}
 			// Down for the outage, and until every replica's /readyz
@@ -357,7 +357,7 @@ func TestPostgresKilledUnderMixedLoad(t *testing.T) {
 			}
 			restart := time.Now()
 			down = restart.Sub(crashedAt)
-			if err := pg.start(); err != nil {
+			if err := pg.Start(); err != nil {
 				return err
 			}
 			accepting = time.Since(restart)

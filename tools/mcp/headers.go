@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/loomgate/loom/telemetry"
 )
@@ -70,7 +71,7 @@ type credentials struct {
 func newCredentials(origin string, headers map[string]string, authorization string) (*credentials, error) {
 	h := make(http.Header, len(headers)+1)
 	for name, value := range headers {
-		if !validHeaderName(name) {
+		if !httpguts.ValidHeaderFieldName(name) {
 			return nil, &HeaderError{Name: name, Reason: "not a valid header name"}
 		}
 		canon := http.CanonicalHeaderKey(name)
@@ -195,23 +196,6 @@ func origin(scheme, host string) string {
 		host = strings.TrimSuffix(host, ":443")
 	}
 	return scheme + "://" + host
-}
-
-// validHeaderName reports whether name is an HTTP token (RFC 9110 5.1).
-func validHeaderName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // validHeaderValue reports whether v can be sent as a header value: no

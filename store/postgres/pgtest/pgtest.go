@@ -29,7 +29,7 @@ const EnvURL = "LOOM_TEST_POSTGRES_URL"
 var (
 	once    sync.Once
 	server  string // URL of the server's maintenance database
-	cluster *privateCluster
+	cluster *Cluster
 	openErr error
 )
 
@@ -41,7 +41,7 @@ func URL(t testing.TB) string {
 			server = u
 			return
 		}
-		cluster, openErr = startCluster()
+		cluster, openErr = StartCluster(nil)
 		if openErr == nil {
 			server = cluster.url
 		}
@@ -87,7 +87,7 @@ func URL(t testing.TB) string {
 func Main(m *testing.M) int {
 	code := m.Run()
 	if cluster != nil {
-		if err := cluster.stop(); err != nil {
+		if err := cluster.Remove(); err != nil {
 			fmt.Fprintf(os.Stderr, "pgtest: stop cluster: %v\n", err)
 		}
 	}
@@ -100,12 +100,27 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// privateCluster is a PostgreSQL cluster of this test binary.
-type privateCluster struct {
+// Cluster is a PostgreSQL cluster of this process's own, in a temporary
+// directory, on a free loopback port: initdb and pg_ctl from Debian's
+// /usr/lib/postgresql/*/bin, run as the postgres user when the tests run
+// as root (PostgreSQL refuses to run as root). URL uses one, shared by
+// the tests of a binary; a test that crashes PostgreSQL starts one of its
+// own, which no other test sees.
+type Cluster struct {
 	bin  string // directory of initdb, pg_ctl
-	dir  string // temporary directory: data and socket
-	url  string
+	dir  string // temporary directory: data, socket, log
+	port int
 	cred *syscall.Credential // nil: run as ourselves
+	opts string              // the server's settings, for every start
+	url  string
+}
+
+// ClusterOptions configure a Cluster; nil means the defaults.
+type ClusterOptions struct {
+	// Durable keeps synchronous_commit on: a cluster that is crashed
+	// (Crash) then keeps every commit it acknowledged. Off, commits are
+	// cheaper and an immediate stop may lose the last of them.
+	Durable bool
 }
 
 const installHint = "PostgreSQL is not installed: install it (Debian: apt-get install postgresql), " +
@@ -131,18 +146,21 @@ func binDir() (string, error) {
 	return "", errors.New(installHint)
 }
 
-func startCluster() (*privateCluster, error) {
+// StartCluster initialises a cluster and starts it; Remove stops it and
+// removes its files.
+func StartCluster(opts *ClusterOptions) (*Cluster, error) {
 	bin, err := binDir()
 	if err != nil {
 		return nil, err
 	}
+	// Not t.TempDir: its parent is private to the test's user, and
+	// PostgreSQL may run as another.
 	dir, err := os.MkdirTemp("", "loom-pgtest-")
 	if err != nil {
 		return nil, err
 	}
-	c := &privateCluster{bin: bin, dir: dir}
+	c := &Cluster{bin: bin, dir: dir}
 	if os.Geteuid() == 0 {
-		// PostgreSQL will not run as root.
 		u, err := user.Lookup("postgres")
 		if err != nil {
 			os.RemoveAll(dir)
@@ -156,44 +174,75 @@ func startCluster() (*privateCluster, error) {
 			return nil, err
 		}
 	}
-	port, err := freePort()
-	if err != nil {
+	if c.port, err = freePort(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	data := filepath.Join(dir, "data")
-	if out, err := c.run("initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
+	if out, err := c.run("initdb", "-D", c.data(), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
 	}
-	// Durability is not what the tests check; fsync off makes each
-	// CREATE DATABASE and commit cheap.
-	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200", port, dir)
-	// -w waits until the server accepts connections.
-	if out, err := c.run("pg_ctl", "start", "-w", "-t", "60", "-D", data, "-l", filepath.Join(dir, "log"), "-o", opts); err != nil {
-		log, _ := os.ReadFile(filepath.Join(dir, "log"))
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("pg_ctl start: %v\n%s\n%s", err, out, log)
+	// Durability is not what the tests check, but for a cluster that is
+	// crashed: fsync off is harmless there too (only the server's
+	// processes die, never the machine, and the kernel keeps what was
+	// written), synchronous_commit is not.
+	c.opts = fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c full_page_writes=off -c max_connections=200", c.port, dir)
+	if opts == nil || !opts.Durable {
+		c.opts += " -c synchronous_commit=off"
 	}
-	c.url = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	c.url = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.port)
+	if err := c.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
 	return c, nil
 }
 
-func (c *privateCluster) run(name string, args ...string) ([]byte, error) {
+// URL is the connection URL of the cluster's postgres database.
+func (c *Cluster) URL() string { return c.url }
+
+// Start starts the cluster on its port, and returns once it accepts
+// connections: pg_ctl -w waits for that, and a connection of our own,
+// bounded in time, confirms it.
+func (c *Cluster) Start() error {
+	if out, err := c.run("pg_ctl", "start", "-w", "-t", "60", "-D", c.data(), "-l", filepath.Join(c.dir, "log"), "-o", c.opts); err != nil {
+		log, _ := os.ReadFile(filepath.Join(c.dir, "log"))
+		return fmt.Errorf("pg_ctl start: %v\n%s\n%s", err, out, log)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.url)
+	if err != nil {
+		return fmt.Errorf("PostgreSQL started but refuses connections: %v", err)
+	}
+	return conn.Close(ctx)
+}
+
+// Crash stops the cluster the way a crash does: pg_ctl's immediate mode
+// ends every server process at once, with no checkpoint, so the next
+// Start runs crash recovery. It returns once the postmaster is gone.
+func (c *Cluster) Crash() error {
+	if out, err := c.run("pg_ctl", "stop", "-m", "immediate", "-w", "-t", "60", "-D", c.data()); err != nil {
+		return fmt.Errorf("pg_ctl stop -m immediate: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// Remove stops the cluster, if it runs, and removes its files.
+func (c *Cluster) Remove() error {
+	c.run("pg_ctl", "stop", "-m", "immediate", "-w", "-D", c.data())
+	return os.RemoveAll(c.dir)
+}
+
+func (c *Cluster) data() string { return filepath.Join(c.dir, "data") }
+
+func (c *Cluster) run(name string, args ...string) ([]byte, error) {
 	cmd := exec.Command(filepath.Join(c.bin, name), args...)
 	cmd.Dir = c.dir
 	if c.cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
 	}
 	return cmd.CombinedOutput()
-}
-
-func (c *privateCluster) stop() error {
-	out, err := c.run("pg_ctl", "stop", "-m", "immediate", "-w", "-D", filepath.Join(c.dir, "data"))
-	if err != nil {
-		err = fmt.Errorf("%v\n%s", err, out)
-	}
-	return errors.Join(err, os.RemoveAll(c.dir))
 }
 
 // freePort asks the kernel for a free loopback port. Another process could
