@@ -28,6 +28,14 @@ import (
 // swamp one engine.
 const loadFactor = 1.25
 
+// ejectAfter5xx is how many 5xx answers in a row take an engine out. A
+// refused or reset connection takes it out at once: the engine is not
+// there. One 5xx may be one request's fault (a prompt the engine chokes
+// on), and with one engine, taking it out turns every replica's /readyz
+// to 503 at once, which a balancer in front reads as the whole service
+// gone.
+const ejectAfter5xx = 3
+
 // hotFactor is how far over the load bound a session's own engine must be
 // before one of its turns goes elsewhere: a session stays where its
 // prefix is cached through the ordinary unevenness of a fleet, and only a
@@ -57,6 +65,9 @@ type engine struct {
 	auth   []string // the Authorization header's value, nil without a key
 
 	inFlight atomic.Int64
+	// errors5xx counts the 5xx answers in a row since the engine last
+	// answered otherwise (ejectAfter5xx).
+	errors5xx atomic.Int32
 	// up says the engine takes turns. It is read on every pick; mu
 	// orders its changes, the observer's view of them and the prober.
 	up      atomic.Bool
@@ -326,8 +337,11 @@ func (p *placement) send(req *http.Request) (*http.Response, error) {
 			p.c.failed(e, err)
 		}
 	case resp.StatusCode >= 500 && resp.StatusCode != http.StatusNotImplemented:
-		p.c.failed(e, fmt.Errorf("status %d", resp.StatusCode))
+		if e.errors5xx.Add(1) >= ejectAfter5xx {
+			p.c.failed(e, fmt.Errorf("status %d, %d in a row", resp.StatusCode, ejectAfter5xx))
+		}
 	default:
+		e.errors5xx.Store(0)
 		p.c.answered(e)
 	}
 	return resp, err
