@@ -83,16 +83,10 @@ func schemas(t testing.TB) {
 	}
 }
 
-// validateResponse checks a response object (JSON) against ResponseResource.
-// Bodies in the OpenAI dialect are first converted to the Open Responses
-// dialect, as loom would have written them there.
-func validateResponse(t testing.TB, body []byte) {
-	t.Helper()
-	validateResponseIn(t, responses.DialectOpenAI, body)
-}
-
-// validateResponseIn is validateResponse for a body written in dialect d:
-// only OpenAI-dialect bodies are converted first.
+// validateResponseIn checks a response object (JSON) written in dialect d
+// against ResponseResource. Bodies in the OpenAI dialect are first
+// converted to the Open Responses dialect, as loom would have written
+// them there.
 func validateResponseIn(t testing.TB, d responses.Dialect, body []byte) {
 	t.Helper()
 	schemas(t)
@@ -115,17 +109,10 @@ func validateResponseIn(t testing.TB, d responses.Dialect, body []byte) {
 	validateAgainst(t, openResponses.response, stripVendorItems(t, wrapped.Response), "response")
 }
 
-// validateEvent checks one streamed event (the JSON of its data line)
-// against the schema of its type, after converting it to the Open
-// Responses dialect. Vendor-prefixed types have no schema there; they are
-// checked for the prefix only.
-func validateEvent(t testing.TB, data []byte) {
-	t.Helper()
-	validateEventIn(t, responses.DialectOpenAI, data)
-}
-
-// validateEventIn is validateEvent for an event written in dialect d:
-// only OpenAI-dialect events are converted first.
+// validateEventIn checks one streamed event (the JSON of its data line),
+// written in dialect d, against the schema of its type, after converting
+// an OpenAI-dialect event to the Open Responses dialect. Vendor-prefixed
+// types have no schema there; they are checked for the prefix only.
 func validateEventIn(t testing.TB, d responses.Dialect, data []byte) {
 	t.Helper()
 	schemas(t)

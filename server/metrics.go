@@ -57,7 +57,7 @@ func NewMetrics() *Metrics {
 		Name: "loom_upstream_in_flight", Help: "Requests in flight on each upstream engine, from this replica.",
 	}, engine)
 	m.engineHealthy = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "loom_upstream_healthy", Help: "1 while an upstream engine takes turns, 0 while it is taken out (it refused a connection or answered 5xx) and probed.",
+		Name: "loom_upstream_healthy", Help: "1 while an upstream engine takes turns, 0 while it is taken out (it refused a connection, or answered three 5xx in a row) and probed.",
 	}, engine)
 	m.enginePrompt = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "loom_upstream_prompt_tokens_total", Help: "Prompt tokens each upstream engine reported.",

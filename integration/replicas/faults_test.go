@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -113,32 +112,15 @@ func TestReplicaKilledUnderMixedLoad(t *testing.T) {
 			}
 		},
 	}
-	// killedAt is just before the signal, diedBy just after the victim's
-	// exit was seen: a request running on it died between the two.
-	var killedAt, diedBy time.Time
-	killErr := make(chan error, 1)
-	go func() {
-		killErr <- func() error {
-			select {
-			case <-trigger:
-			case <-time.After(2 * time.Minute):
-				return fmt.Errorf("the load never reached %d completed requests", killAt)
-			}
-			killedAt = time.Now()
-			if err := victim.signal(syscall.SIGKILL); err != nil {
-				return err
-			}
-			_, err := victim.waitExit(30 * time.Second)
-			diedBy = time.Now()
-			return err
-		}()
-	}()
+	kill := killWhen(trigger, victim, killAt, nil)
 	start := time.Now()
 	outcomes := l.run(t, bal.url())
 	elapsed := time.Since(start)
-	if err := <-killErr; err != nil {
-		t.Fatal(err)
+	w := <-kill
+	if w.err != nil {
+		t.Fatal(w.err)
 	}
+	killedAt, diedBy := w.at, w.diedBy
 
 	// Every failure must be a request in flight when the victim died,
 	// on the victim, and end cleanly.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -74,32 +73,18 @@ func TestKillMidStream(t *testing.T) {
 			watchMu.Unlock()
 		}()
 	}
-	killErr := make(chan error, 1)
-	go func() {
-		killErr <- func() error {
-			select {
-			case <-trigger:
-			case <-time.After(2 * time.Minute):
-				return fmt.Errorf("the load never reached %d completed requests", killAt)
-			}
-			// Taken before the signal: the victim may die, and a client
-			// see its stream cut, before the signal call returns.
-			killedAt = time.Now()
-			if err := victim.signal(syscall.SIGKILL); err != nil {
-				return err
-			}
-			close(killed)
-			_, err := victim.waitExit(30 * time.Second)
-			diedBy = time.Now()
-			return err
-		}()
-	}()
+	kill := killWhen(trigger, victim, killAt, func(at time.Time) {
+		killedAt = at
+		close(killed)
+	})
 	start := time.Now()
 	outcomes := l.run(t, bal.url())
 	elapsed := time.Since(start)
-	if err := <-killErr; err != nil {
-		t.Fatal(err)
+	w := <-kill
+	if w.err != nil {
+		t.Fatal(w.err)
 	}
+	diedBy = w.diedBy
 	watchers.Wait()
 
 	// The requests that failed are the streams the victim was running

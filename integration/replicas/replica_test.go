@@ -173,3 +173,41 @@ func (r *replica) lifecycleLogs() string {
 	}
 	return b.String()
 }
+
+// killWhen SIGKILLs victim once trigger is closed (the load reached
+// killAt completed requests), and waits for its exit. The window it
+// returns brackets the death: at is taken just before the signal (the
+// victim may die, and a client see its stream cut, before the signal
+// call returns), diedBy just after the exit was seen; a request running
+// on the victim died between the two. signalled, if set, is called with
+// at once the signal is sent.
+func killWhen(trigger <-chan struct{}, victim *replica, killAt int, signalled func(at time.Time)) <-chan killWindow {
+	done := make(chan killWindow, 1)
+	go func() {
+		var w killWindow
+		defer func() { done <- w }()
+		select {
+		case <-trigger:
+		case <-time.After(2 * time.Minute):
+			w.err = fmt.Errorf("the load never reached %d completed requests", killAt)
+			return
+		}
+		w.at = time.Now()
+		if w.err = victim.signal(syscall.SIGKILL); w.err != nil {
+			return
+		}
+		if signalled != nil {
+			signalled(w.at)
+		}
+		_, w.err = victim.waitExit(30 * time.Second)
+		w.diedBy = time.Now()
+	}()
+	return done
+}
+
+// killWindow is what killWhen saw: when the signal went, when the exit
+// was seen, and what failed.
+type killWindow struct {
+	at, diedBy time.Time
+	err        error
+}

@@ -79,20 +79,11 @@ type Wire struct {
 }
 
 // Collect runs one turn and returns every delta emitted, also on error,
-// except the DeltaPause hints (see CollectAll).
+// except the DeltaPause hints.
 func Collect(ctx context.Context, b model.Backend, req *model.Request) ([]model.Delta, error) {
-	return collect(ctx, b, req, false)
-}
-
-// CollectAll is Collect with the DeltaPause hints kept.
-func CollectAll(ctx context.Context, b model.Backend, req *model.Request) ([]model.Delta, error) {
-	return collect(ctx, b, req, true)
-}
-
-func collect(ctx context.Context, b model.Backend, req *model.Request, pauses bool) ([]model.Delta, error) {
 	var out []model.Delta
 	err := b.Stream(ctx, req, func(d model.Delta) error {
-		if pauses || d.Kind != model.DeltaPause {
+		if d.Kind != model.DeltaPause {
 			out = append(out, d)
 		}
 		return nil
