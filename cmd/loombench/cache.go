@@ -43,7 +43,14 @@ import (
 //     over -engines engines;
 //   - fleet: loom given the engines' URLs (--upstream-url u1,u2,...);
 //   - fleet, one killed: the same, one engine killed (SIGKILL) once a
-//     third of the turns are done.
+//     third of the turns are done;
+//   - reduced: loom over one engine holding what the fleet holds after
+//     the kill ((engines-1)/engines of the working set), nothing killed.
+//     That is what (d) is up against once one engine is gone, whatever
+//     the routing: the sessions' late turns need more cache than is left,
+//     and an LRU cache visited by sessions in turn evicts each one's
+//     prefix before its next turn. (d) near (e) says that the loss is the
+//     cache's, not the routing's.
 //
 // The sessions start together (a burst, the harder case for placement by
 // load) or -stagger apart. Each engine counts the requests of each session
@@ -76,9 +83,10 @@ const (
 	armHAProxy   = "haproxy"
 	armFleet     = "fleet"
 	armFleetKill = "fleet-kill"
+	armReduced   = "reduced"
 )
 
-var allArms = []string{armIdeal, armHAProxy, armFleet, armFleetKill}
+var allArms = []string{armIdeal, armHAProxy, armFleet, armFleetKill, armReduced}
 
 // armLabel is how the report names an arm.
 var armLabel = map[string]string{
@@ -86,6 +94,7 @@ var armLabel = map[string]string{
 	armHAProxy:   "(b) loom -> HAProxy round robin -> engines",
 	armFleet:     "(c) loom given the engines' URLs",
 	armFleetKill: "(d) as (c), one engine killed at 1/3",
+	armReduced:   "(e) one engine with the cache the fleet keeps in (d)",
 }
 
 func parseCacheFlags(args []string) (*cacheConfig, error) {
@@ -205,7 +214,11 @@ func runCache(ctx context.Context, args []string, out io.Writer) (err error) {
 				outcomes = append(outcomes, o)
 				continue
 			}
-			if arm != armIdeal {
+			switch arm {
+			case armIdeal:
+			case armReduced:
+				o.capacity = max(1, workingSet*(cfg.engines-1)/cfg.engines)
+			default:
 				o.capacity = max(1, workingSet/cfg.engines)
 			}
 			progress("%s: %s", style, armLabel[arm])
@@ -243,7 +256,7 @@ func runArm(ctx context.Context, cfg *cacheConfig, dir, loomBin string, o *armOu
 		return err
 	}
 	n := cfg.engines
-	if o.arm == armIdeal {
+	if o.arm == armIdeal || o.arm == armReduced {
 		n = 1
 	}
 	var engines []*server
@@ -261,7 +274,7 @@ func runArm(ctx context.Context, cfg *cacheConfig, dir, loomBin string, o *armOu
 	}
 	var upstream string
 	switch o.arm {
-	case armIdeal:
+	case armIdeal, armReduced:
 		upstream = engines[0].url + "/v1"
 	case armHAProxy:
 		var urls []string
