@@ -280,6 +280,7 @@ func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(
 	}
 	r.sink = sink
 	r.flush = opts.flush()
+	r.noGenerate = opts.noGenerate()
 	if r.background && sink == nil {
 		// Queued for whichever replica claims it; the client polls.
 		return e.enqueue(ctx, r)
@@ -577,15 +578,18 @@ func (e *Engine) logResponse(ctx context.Context, r *run) {
 // state is a turnState, a call's a turnCall (and, through its input
 // rounds, a callState).
 type run struct {
-	e       *Engine
-	started time.Time // when the run was prepared, for its log line
-	req     *responses.Request
-	resp    *responses.Response
-	builder *responses.Builder
-	input   []responses.Item // this request's input, with ids
-	history []responses.Item // the stored conversation it continues
-	seen    []responses.Item // what the model reads of history and input (compactions opened, files as text)
-	reg     *tools.Registry
+	e *Engine
+	// noGenerate: the response is prepared, not generated
+	// (RunOptions.NoGenerate).
+	noGenerate bool
+	started    time.Time // when the run was prepared, for its log line
+	req        *responses.Request
+	resp       *responses.Response
+	builder    *responses.Builder
+	input      []responses.Item // this request's input, with ids
+	history    []responses.Item // the stored conversation it continues
+	seen       []responses.Item // what the model reads of history and input (compactions opened, files as text)
+	reg        *tools.Registry
 	// capsByServer is what each server declares, by label;
 	// clientTools the client tools whose calls are more than a plain
 	// function call (a kind's, a namespace's), by offered name.
@@ -734,6 +738,11 @@ func (r *run) deliver(ev *responses.Event) {
 func (r *run) loop(ctx context.Context) error {
 	if err := r.builder.Start(); err != nil {
 		return err
+	}
+	if r.noGenerate {
+		// Nothing runs, not even a tool listing: the response holds the
+		// request's input for the one that continues it.
+		return r.builder.Complete(r.usage.total(), r.e.opts.Now().Unix())
 	}
 	listErr := r.cc.Init(ctx)
 	if listErr != nil {

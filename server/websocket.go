@@ -285,7 +285,8 @@ func (sc *socketConn) create(data []byte) {
 	}
 	// Events are the only way a response reaches the client here.
 	req.Stream = true
-	opts := &engine.RunOptions{Previous: sc.last, GiveInput: true, SessionID: sc.sessionID}
+	opts := &engine.RunOptions{Previous: sc.last, GiveInput: true, SessionID: sc.sessionID,
+		NoGenerate: req.Generate != nil && !*req.Generate}
 	var kept *engine.Continuation
 	opts.Keep = func(c *engine.Continuation) { kept = c }
 	resp, err := sc.s.engine.RunWith(sc.ctx, req, sc.event, opts)
