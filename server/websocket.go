@@ -19,7 +19,9 @@ import (
 // WebSocket mode: a client upgrades GET /v1/responses and sends
 // response.create messages (the body of POST /v1/responses, with "type");
 // each runs like a streamed POST, and its events come back as text frames,
-// the same JSON as the SSE data lines, in order.
+// the same JSON as the SSE data lines, in order. One with generate false
+// (a client's warm-up) is prepared without calling the model: it completes
+// with no output, for the next response.create to continue.
 //
 // One response runs at a time on a connection. One more response.create
 // may wait behind it (a client that sends its next turn the moment it sees
