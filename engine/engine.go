@@ -578,18 +578,15 @@ func (e *Engine) logResponse(ctx context.Context, r *run) {
 // state is a turnState, a call's a turnCall (and, through its input
 // rounds, a callState).
 type run struct {
-	e *Engine
-	// noGenerate: the response is prepared, not generated
-	// (RunOptions.NoGenerate).
-	noGenerate bool
-	started    time.Time // when the run was prepared, for its log line
-	req        *responses.Request
-	resp       *responses.Response
-	builder    *responses.Builder
-	input      []responses.Item // this request's input, with ids
-	history    []responses.Item // the stored conversation it continues
-	seen       []responses.Item // what the model reads of history and input (compactions opened, files as text)
-	reg        *tools.Registry
+	e       *Engine
+	started time.Time // when the run was prepared, for its log line
+	req     *responses.Request
+	resp    *responses.Response
+	builder *responses.Builder
+	input   []responses.Item // this request's input, with ids
+	history []responses.Item // the stored conversation it continues
+	seen    []responses.Item // what the model reads of history and input (compactions opened, files as text)
+	reg     *tools.Registry
 	// capsByServer is what each server declares, by label;
 	// clientTools the client tools whose calls are more than a plain
 	// function call (a kind's, a namespace's), by offered name.
@@ -608,6 +605,9 @@ type run struct {
 	// its events appended (eventLog.appender) as they are built,
 	// cancellable from any replica.
 	background bool
+	// noGenerate is set for a response prepared, not generated
+	// (RunOptions.NoGenerate).
+	noGenerate bool
 	// conversationID is the conversation the response continues and adds
 	// its turn to ("" for none).
 	conversationID string
