@@ -50,6 +50,12 @@ type RunOptions struct {
 	// not use req.Input.Items once Run is called.
 	// The server sets it: the request is its own decoded value.
 	GiveInput bool
+	// NoGenerate prepares the response without calling the model
+	// (WebSocket mode's generate false, a client's warm-up): it is
+	// checked, started and completed with no output, and stored or kept
+	// like any other, so that a later request continues it with
+	// previous_response_id.
+	NoGenerate bool
 	// SessionID is the client's session header (Codex sends session_id),
 	// one source of the response's session key when the request has no
 	// conversation, previous response or prompt_cache_key (session.go).
@@ -61,6 +67,10 @@ func (o *RunOptions) sessionID() string {
 		return ""
 	}
 	return o.SessionID
+}
+
+func (o *RunOptions) noGenerate() bool {
+	return o != nil && o.NoGenerate
 }
 
 func (o *RunOptions) givesInput() bool {

@@ -280,6 +280,7 @@ func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(
 	}
 	r.sink = sink
 	r.flush = opts.flush()
+	r.noGenerate = opts.noGenerate()
 	if r.background && sink == nil {
 		// Queued for whichever replica claims it; the client polls.
 		return e.enqueue(ctx, r)
@@ -604,6 +605,9 @@ type run struct {
 	// its events appended (eventLog.appender) as they are built,
 	// cancellable from any replica.
 	background bool
+	// noGenerate is set for a response prepared, not generated
+	// (RunOptions.NoGenerate).
+	noGenerate bool
 	// conversationID is the conversation the response continues and adds
 	// its turn to ("" for none).
 	conversationID string
@@ -734,6 +738,11 @@ func (r *run) deliver(ev *responses.Event) {
 func (r *run) loop(ctx context.Context) error {
 	if err := r.builder.Start(); err != nil {
 		return err
+	}
+	if r.noGenerate {
+		// Nothing runs, not even a tool listing: the response holds the
+		// request's input for the one that continues it.
+		return r.builder.Complete(r.usage.total(), r.e.opts.Now().Unix())
 	}
 	listErr := r.cc.Init(ctx)
 	if listErr != nil {

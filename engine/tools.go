@@ -83,8 +83,7 @@ type turnCall struct {
 	unconfigured bool
 	// notOffered marks a call to a tool the request did not offer: the
 	// model is told the tool does not exist and the loop goes on; the
-	// client sees the call as a function_call item with status
-	// "incomplete", which it must not run.
+	// client sees nothing of it, as there is nothing it could run.
 	notOffered bool
 	// deferred marks a server call reported only once it ran (shell) or
 	// not run at all in this response (approval).

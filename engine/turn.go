@@ -205,7 +205,7 @@ func (r *run) newCall(st *turnState, d model.Delta) *turnCall {
 		return nil
 	case !offered:
 		// A tool that was not offered (or none at all): the model is
-		// told it does not exist, the client sees the call, and it
+		// told it does not exist, the client sees nothing of it, and it
 		// counts against max_tool_calls so that a model insisting on it
 		// cannot loop past the budget (the turn cap bounds it otherwise).
 		return &turnCall{index: d.ToolIndex, callID: r.e.opts.NewID("call"), name: d.ToolName, notOffered: true}
@@ -300,9 +300,10 @@ func (r *run) reportCall(c *turnCall, res *turnResult) (bool, error) {
 		res.clientCalls = true
 		return false, nil
 	case c.notOffered:
-		if err := r.builder.AddRefusedCall(c.callID, c.name, c.item.CallFields().Arguments); err != nil {
-			return false, err
-		}
+		// No item: every client runs the function_calls it is shown
+		// (the Agents SDK fails the run on one it has no tool for), and
+		// there is nothing to run. The model is told (runServerCalls).
+		r.e.log.Info("the model called a tool the request did not offer", "response", r.resp.ID, "tool", c.name)
 		res.serverCalls = true
 		return false, nil
 	case c.unconfigured || c.deferred:

@@ -20,8 +20,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/loomgate/loom/harmony"
 	"github.com/loomgate/loom/model/mockllm"
+	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/tools/websearch"
 )
 
@@ -48,9 +51,10 @@ const (
 	codexAnswer = "The command printed the marker."
 )
 
-// codexConfig is the whole config.toml: a provider for loom, nothing else.
-func codexConfig(baseURL string) string {
-	return fmt.Sprintf(`model = %q
+// codexConfig is the whole config.toml: a provider for loom, nothing else;
+// with websockets, the provider says it supports WebSocket mode.
+func codexConfig(baseURL string, websockets bool) string {
+	conf := fmt.Sprintf(`model = %q
 model_provider = "loom"
 
 [model_providers.loom]
@@ -58,6 +62,10 @@ name = "loom"
 base_url = %q
 wire_api = "responses"
 `, mockllm.DefaultModel, baseURL)
+	if websockets {
+		conf += "supports_websockets = true\n"
+	}
+	return conf
 }
 
 // closedPort returns a loopback address nothing listens on: Codex's
@@ -81,11 +89,15 @@ type codexCLIRequest struct {
 }
 
 // codexRecorder is a loopback hop in front of loom that keeps what Codex
-// sends, so that the test can say what Codex's defaults are.
+// sends, so that the test can say what Codex's defaults are. A WebSocket
+// upgrade is relayed message by message: the upgrade is kept as a GET,
+// each message Codex sends as a "WS" request with the message as its
+// body, and each event loom sends back in events.
 type codexRecorder struct {
-	URL  string
-	mu   sync.Mutex
-	reqs []codexCLIRequest
+	URL    string
+	mu     sync.Mutex
+	reqs   []codexCLIRequest
+	events [][]byte
 }
 
 func newCodexRecorder(t *testing.T, target string) *codexRecorder {
@@ -98,6 +110,10 @@ func newCodexRecorder(t *testing.T, target string) *codexRecorder {
 	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
 	proxy.FlushInterval = -1 // pass SSE events on as they come
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+			rec.relaySocket(t, w, r, u)
+			return
+		}
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 16<<20))
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		rec.mu.Lock()
@@ -108,6 +124,86 @@ func newCodexRecorder(t *testing.T, target string) *codexRecorder {
 	t.Cleanup(srv.Close)
 	rec.URL = srv.URL + u.Path
 	return rec
+}
+
+// relaySocket accepts Codex's WebSocket upgrade, opens one to loom with
+// the same headers, and passes the messages both ways, keeping them.
+func (rec *codexRecorder) relaySocket(t *testing.T, w http.ResponseWriter, r *http.Request, target *url.URL) {
+	header := http.Header{}
+	for k, v := range r.Header {
+		switch http.CanonicalHeaderKey(k) {
+		case "Upgrade", "Connection", "Sec-Websocket-Key", "Sec-Websocket-Version", "Sec-Websocket-Extensions", "Host":
+		default:
+			header[k] = v
+		}
+	}
+	rec.mu.Lock()
+	rec.reqs = append(rec.reqs, codexCLIRequest{r.Method, r.URL.Path, r.Header.Clone(), nil})
+	rec.mu.Unlock()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	up, resp, err := websocket.Dial(ctx, "ws://"+target.Host+r.URL.Path, &websocket.DialOptions{HTTPHeader: header})
+	if err != nil {
+		// loom refused the upgrade: Codex gets loom's answer.
+		if resp != nil {
+			w.WriteHeader(resp.StatusCode)
+			return
+		}
+		t.Errorf("dialling loom's WebSocket: %v", err)
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	up.SetReadLimit(64 << 20)
+	down, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		up.CloseNow()
+		return
+	}
+	down.SetReadLimit(64 << 20)
+	relay := func(from, to *websocket.Conn, fromCodex bool) {
+		defer cancel()
+		for {
+			typ, msg, err := from.Read(ctx)
+			if err != nil {
+				status := websocket.CloseStatus(err)
+				if status == -1 {
+					status = websocket.StatusGoingAway
+				}
+				to.Close(status, "")
+				return
+			}
+			rec.mu.Lock()
+			if fromCodex {
+				rec.reqs = append(rec.reqs, codexCLIRequest{"WS", r.URL.Path, nil, msg})
+			} else {
+				rec.events = append(rec.events, msg)
+			}
+			rec.mu.Unlock()
+			if err := to.Write(ctx, typ, msg); err != nil {
+				return
+			}
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		relay(up, down, false)
+	}()
+	relay(down, up, true)
+	<-done
+}
+
+// socketMessages returns the messages Codex sent over WebSocket.
+func (rec *codexRecorder) socketMessages() [][]byte {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var out [][]byte
+	for _, r := range rec.reqs {
+		if r.Method == "WS" {
+			out = append(out, r.Body)
+		}
+	}
+	return out
 }
 
 // responses returns the bodies of Codex's POST /v1/responses requests.
@@ -163,6 +259,13 @@ type codexInput struct {
 // last message and everything it printed.
 func runCodex(t *testing.T, baseURL, prompt string) (last string, output string) {
 	t.Helper()
+	return runCodexConfig(t, codexConfig(baseURL, false), prompt)
+}
+
+// runCodexConfig runs `codex exec` on prompt with config as its
+// config.toml.
+func runCodexConfig(t *testing.T, config, prompt string) (last string, output string) {
+	t.Helper()
 	bin, err := filepath.Abs(filepath.Join(codexDir, "node_modules", ".bin", "codex"))
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +282,7 @@ func runCodex(t *testing.T, baseURL, prompt string) (last string, output string)
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(codexConfig(baseURL)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	lastFile := filepath.Join(root, "last-message.txt")
@@ -373,4 +476,111 @@ func codexLastUser(b codexBody) string {
 		}
 	}
 	return text
+}
+
+// codexSocketMessage is what the test reads of a message Codex sent over
+// WebSocket.
+type codexSocketMessage struct {
+	Type               string       `json:"type"`
+	Generate           *bool        `json:"generate"`
+	PreviousResponseID string       `json:"previous_response_id"`
+	Store              *bool        `json:"store"`
+	Input              []codexInput `json:"input"`
+}
+
+// TestCodexCLIExecWebSocket: Codex over WebSocket mode, as a provider with
+// supports_websockets = true gets it (the config is stock otherwise), on
+// both upstreams. Codex opens one connection, warms it up with a
+// response.create that has generate false and the session's first input,
+// then sends each turn as only the new input and the previous response's
+// id. loom prepares the warm-up without calling the model (the model is
+// called once per turn, twice in all), and the continuations hold the
+// whole conversation: the model reads Codex's instructions from the
+// warm-up and the command's output from the last turn.
+func TestCodexCLIExecWebSocket(t *testing.T) {
+	for _, up := range upstreams {
+		t.Run(up.name, func(t *testing.T) {
+			h := webSearchHarness(t, up, nil, false)
+			rec := newCodexRecorder(t, h.BaseURL)
+			last, out := runCodexConfig(t, codexConfig(rec.URL, true), codexScript)
+			if last != codexAnswer {
+				t.Errorf("codex's last message %q, want the model's answer:\n%s", last, out)
+			}
+			if bodies := rec.responses(t); len(bodies) != 0 {
+				t.Errorf("codex sent %d requests over HTTP, want all over the WebSocket", len(bodies))
+			}
+			var msgs []codexSocketMessage
+			for _, raw := range rec.socketMessages() {
+				var m codexSocketMessage
+				if err := json.Unmarshal(raw, &m); err != nil {
+					t.Fatalf("codex sent a message that is not JSON: %v", err)
+				}
+				msgs = append(msgs, m)
+			}
+			// What Codex sends: the warm-up, the task, the command's
+			// output; each a store false response.create, the last two
+			// continuing the one before.
+			if len(msgs) != 3 {
+				t.Fatalf("codex sent %d messages, want 3 (warm-up, task, command output):\n%s", len(msgs), out)
+			}
+			if m := msgs[0]; m.Generate == nil || *m.Generate || m.PreviousResponseID != "" {
+				t.Errorf("codex's first message: generate %v, previous_response_id %q; want a warm-up", m.Generate, m.PreviousResponseID)
+			}
+			for i, m := range msgs {
+				if m.Type != "response.create" || m.Store == nil || *m.Store {
+					t.Errorf("message %d: type %q, store %v", i, m.Type, m.Store)
+				}
+				if i > 0 && (m.PreviousResponseID == "" || m.Generate != nil) {
+					t.Errorf("message %d: previous_response_id %q, generate %v; want a continuation", i, m.PreviousResponseID, m.Generate)
+				}
+			}
+			if !strings.Contains(codexLastUser(codexBody{Input: msgs[1].Input}), "Print the marker.") {
+				t.Errorf("the task is not in codex's second message: %+v", msgs[1].Input)
+			}
+			if !slices.ContainsFunc(msgs[2].Input, func(it codexInput) bool {
+				return it.Type == "function_call_output" && strings.Contains(string(it.Output), codexMarker)
+			}) {
+				t.Errorf("codex's third message does not carry the command's output: %+v", msgs[2].Input)
+			}
+			// What loom answered: three responses, the warm-up's with no
+			// output; every event valid.
+			var completed []string
+			rec.mu.Lock()
+			events := slices.Clone(rec.events)
+			rec.mu.Unlock()
+			for _, raw := range events {
+				validateEventIn(t, responses.DialectOpenAI, raw)
+				var ev struct {
+					Type     string `json:"type"`
+					Response struct {
+						Output []struct {
+							Type string `json:"type"`
+						} `json:"output"`
+					} `json:"response"`
+				}
+				json.Unmarshal(raw, &ev)
+				if ev.Type == "response.completed" {
+					var types []string
+					for _, it := range ev.Response.Output {
+						types = append(types, it.Type)
+					}
+					completed = append(completed, strings.Join(types, ","))
+				}
+			}
+			if len(completed) != 3 || completed[0] != "" {
+				t.Errorf("loom completed responses with outputs %q; want 3, the warm-up's empty", completed)
+			}
+			// The model: called once per turn, not for the warm-up, and
+			// reading the whole conversation at the end.
+			if n := len(h.Mock.Requests()); n != 2 {
+				t.Errorf("the model was called %d times, want 2 (the warm-up generates nothing)", n)
+			}
+			prompt := lastPrompt(t, h)
+			for _, want := range []string{"You are a coding agent", "Print the marker.", codexMarker} {
+				if !strings.Contains(prompt, want) {
+					t.Errorf("the model's last prompt lacks %q", want)
+				}
+			}
+		})
+	}
 }

@@ -26,6 +26,14 @@ type nodeItem struct {
 // summary into out.
 func runNodeConversations(t *testing.T, h *harness, name string, out any) {
 	t.Helper()
+	runNodeScript(t, h, "conversations.mjs", name, out)
+}
+
+// runNodeScript runs a script of testdata/node that uses the openai npm
+// package and the Agents SDK, for one case against h, and decodes the JSON
+// summary it prints into out.
+func runNodeScript(t *testing.T, h *harness, script, name string, out any) {
+	t.Helper()
 	for _, pkg := range []string{"openai", filepath.Join("@openai", "agents")} {
 		if _, err := os.Stat(filepath.Join(nodeDir, "node_modules", pkg, "package.json")); err != nil {
 			t.Fatalf("the npm package %s is not installed (%v): run `npm ci --prefix integration/testdata/node`", pkg, err)
@@ -37,17 +45,17 @@ func runNodeConversations(t *testing.T, h *harness, name string, out any) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), nodeTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "conversations.mjs", name)
+	cmd := exec.CommandContext(ctx, node, script, name)
 	cmd.Dir = nodeDir
-	cmd.Env = append(os.Environ(), "LOOM_BASE_URL="+h.BaseURL, "NO_PROXY=127.0.0.1,localhost", "NODE_NO_WARNINGS=1")
+	cmd.Env = append(os.Environ(), "LOOM_BASE_URL="+h.BaseURL, "NO_PROXY=127.0.0.1,localhost", "NODE_NO_WARNINGS=1", "LOOM_UPSTREAM="+h.upstream)
 	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("node conversations.mjs %s: %v\nstderr:\n%s\nstdout:\n%s", name, err, stderr.Bytes(), stdout.Bytes())
+		t.Fatalf("node %s %s: %v\nstderr:\n%s\nstdout:\n%s", script, name, err, stderr.Bytes(), stdout.Bytes())
 	}
 	if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
-		t.Fatalf("node conversations.mjs %s printed no summary (%v):\n%s\nstderr:\n%s", name, err, stdout.Bytes(), stderr.Bytes())
+		t.Fatalf("node %s %s printed no summary (%v):\n%s\nstderr:\n%s", script, name, err, stdout.Bytes(), stderr.Bytes())
 	}
 }
 

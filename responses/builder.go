@@ -369,31 +369,6 @@ func (b *Builder) AddItem(it Item) error {
 	return b.closeItem(oi, StatusCompleted)
 }
 
-// AddRefusedCall adds a function call the server refused to run (the
-// model called a tool it was not offered): a function_call item whose
-// arguments come in one delta, closed with status incomplete, so that a
-// client sees the call and knows it is not one to run.
-func (b *Builder) AddRefusedCall(callID, name, arguments string) error {
-	if err := b.closeReasoning(); err != nil {
-		return err
-	}
-	if err := b.closeMessage(); err != nil {
-		return err
-	}
-	it := &Item{Type: ItemFunctionCall, ID: b.newID("fc"), Call: &ItemCall{CallID: callID, Name: name}}
-	oi, err := b.addItem(it)
-	if err != nil {
-		return err
-	}
-	if arguments != "" {
-		oi.buf.WriteString(arguments)
-		if err := b.emit(Event{Type: EventFunctionArgsDelta, ItemID: it.ID, OutputIndex: oi.index, Delta: arguments}); err != nil {
-			return err
-		}
-	}
-	return b.closeItem(oi, StatusIncomplete)
-}
-
 // AddItemEvents adds a finished item like AddItem, with the given events
 // (such as response.mcp_list_tools.in_progress and .completed) between its
 // output_item.added and output_item.done. The item keeps a status it

@@ -41,6 +41,10 @@ type Request struct {
 	// ContextManagement (server-side compaction) is refused by Validate:
 	// loom compacts only on POST /v1/responses/compact.
 	ContextManagement json.RawMessage `json:"context_management"`
+	// Generate false, a field of WebSocket mode's response.create only,
+	// prepares the response without calling the model (a client's
+	// warm-up); only the WebSocket handler reads it.
+	Generate *bool `json:"generate"`
 }
 
 // StoreEnabled reports whether the response is to be stored (default true).

@@ -111,6 +111,7 @@ var requestFields = [...]requestField{
 	{"user", func(s *scanner, r *Request) error { return scanOptionalString(s.js, &r.User) }},
 	{"prompt", func(s *scanner, r *Request) error { return scanRaw(s.js, &r.Prompt) }},
 	{"context_management", func(s *scanner, r *Request) error { return scanRaw(s.js, &r.ContextManagement) }},
+	{"generate", func(s *scanner, r *Request) error { return scanOptionalBool(s.js, &r.Generate) }},
 }
 
 // requestKeys are the keys encoding/json decodes into a Request, in

@@ -19,7 +19,9 @@ import (
 // WebSocket mode: a client upgrades GET /v1/responses and sends
 // response.create messages (the body of POST /v1/responses, with "type");
 // each runs like a streamed POST, and its events come back as text frames,
-// the same JSON as the SSE data lines, in order.
+// the same JSON as the SSE data lines, in order. One with generate false
+// (a client's warm-up) is prepared without calling the model: it completes
+// with no output, for the next response.create to continue.
 //
 // One response runs at a time on a connection. One more response.create
 // may wait behind it (a client that sends its next turn the moment it sees
@@ -285,7 +287,8 @@ func (sc *socketConn) create(data []byte) {
 	}
 	// Events are the only way a response reaches the client here.
 	req.Stream = true
-	opts := &engine.RunOptions{Previous: sc.last, GiveInput: true, SessionID: sc.sessionID}
+	opts := &engine.RunOptions{Previous: sc.last, GiveInput: true, SessionID: sc.sessionID,
+		NoGenerate: req.Generate != nil && !*req.Generate}
 	var kept *engine.Continuation
 	opts.Keep = func(c *engine.Continuation) { kept = c }
 	resp, err := sc.s.engine.RunWith(sc.ctx, req, sc.event, opts)

@@ -4,9 +4,10 @@ import "github.com/loomgate/loom/responses"
 
 // KindFunction is the client's function tools: the client runs the call
 // and answers with a function_call_output. Only the history rule is its
-// own: a call loom refused (a tool not offered) or one a cut turn left
-// unfinished has no result, and a call without a result is not history a
-// model can continue.
+// own: a call a cut turn left unfinished (or, from responses stored by an
+// older loom, one it showed for a tool not offered) has status incomplete
+// and no result, and a call without a result is not history a model can
+// continue.
 var KindFunction = Register(&Kind{
 	ItemType: responses.ItemFunctionCall,
 	History: map[string]func(responses.Item) []responses.Item{
