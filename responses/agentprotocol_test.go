@@ -135,3 +135,27 @@ func TestAsyncOnTheWire(t *testing.T) {
 		t.Errorf("a call of a plain tool says async: %s", plain)
 	}
 }
+
+// An async call's item carries async from its output_item.added event on.
+func TestBuilderAsyncCall(t *testing.T) {
+	rec := &recorder{}
+	b := NewBuilder(&Response{ID: "resp_1"}, seqIDs(), rec.sink)
+	for i, step := range []func() error{
+		b.Start,
+		func() error { return b.AsyncCallDelta(0, ItemFunctionCall, "call_a", "", "slow", `{}`) },
+		func() error { return b.ClientCallDelta(1, ItemFunctionCall, "call_b", "", "quick", `{}`) },
+		b.EndTurn,
+	} {
+		if err := step(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	added, _ := rec.events[2].EncodeJSON(DialectOpenAI)
+	if rec.events[2].Type != EventOutputItemAdded || !strings.Contains(string(added), `"async":true`) {
+		t.Errorf("the async call was added as %s", added)
+	}
+	out := b.Response().Output
+	if !out[0].CallFields().Async || out[1].CallFields().Async {
+		t.Errorf("async marks %v %v, want true false", out[0].CallFields().Async, out[1].CallFields().Async)
+	}
+}
