@@ -25,7 +25,9 @@ func newCompactingEngine(t *testing.T, b model.Backend, count int) *engine.Engin
 		t.Fatal(err)
 	}
 	return engine.New(b, db, &engine.Options{Models: []string{"m"}, Sealer: sealer, Upstream: model.Capabilities{
-		CountInput: func(context.Context, *model.Request) (model.InputCount, error) { return model.InputCount{Tokens: count}, nil }}})
+		CountInput: func(context.Context, *model.Request) (model.InputCount, error) {
+			return model.InputCount{Tokens: count}, nil
+		}}})
 }
 
 // itemTypes lists the types of items.
