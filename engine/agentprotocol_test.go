@@ -149,3 +149,22 @@ func TestCompactionNeedsAKey(t *testing.T) {
 		t.Errorf("the model was called")
 	}
 }
+
+// TestAsyncCallMeetsRequiredChoice: under tool_choice required, the
+// continuation after an async call may answer: its turn is offered the
+// tools under auto.
+func TestAsyncCallMeetsRequiredChoice(t *testing.T) {
+	b := scriptedTurns([]model.Delta{call(0, "slow"), {Kind: model.DeltaFinish, FinishReason: model.FinishToolCalls}},
+		[]model.Delta{{Kind: model.DeltaText, Text: "going on"}})
+	e := newEngine(t, b)
+	resp, err := e.Run(context.Background(), decodeRequest(t, `{"model":"m","input":"x","tool_choice":"required","tools":[{"type":"function","name":"slow","async":true}]}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status != responses.StatusCompleted || itemTypes(resp.Output) != "function_call,message" {
+		t.Fatalf("status %s, output %s", resp.Status, itemTypes(resp.Output))
+	}
+	if first, second := b.requests[0].ToolChoice, b.requests[1].ToolChoice; first != responses.ToolChoiceRequired || second != responses.ToolChoiceAuto {
+		t.Errorf("tool choices %q then %q, want required then auto", first, second)
+	}
+}

@@ -599,6 +599,8 @@ type run struct {
 	// asyncTools are the client tools offered with async: true, whose
 	// calls do not end the response (async.go); nil for none.
 	asyncTools asyncTools
+	// asyncCalled is set once the model called an async tool.
+	asyncCalled bool
 	// toolsAsSent are the request's tools when the model is offered
 	// exactly them (toolsAsSent), nil else.
 	toolsAsSent []responses.Tool

@@ -120,6 +120,7 @@ func (r *run) runServerCalls(ctx context.Context, calls []*turnCall) error {
 			// The model goes on with the call's provisional output; the
 			// client brings the real one in a later request.
 			r.cc.Append(tools.CallPair(c.item.ID, c.callID, c.name, modelArguments(c), asyncAck)...)
+			r.asyncCalled = true
 			continue
 		}
 		if c.server == "" {

@@ -380,6 +380,12 @@ func (r *run) modelRequest() *model.Request {
 			m.Builtins = append(m.Builtins, name)
 		}
 	}
+	if r.asyncCalled && m.ToolChoice == responses.ToolChoiceRequired {
+		// The call tool_choice asked for was made, an async one: the
+		// continuation may answer without another (which a required
+		// choice would force, turn after turn, up to the cap).
+		m.ToolChoice, m.ToolChoiceFunction = responses.ToolChoiceAuto, ""
+	}
 	if req.MaxToolCalls != nil && r.calls >= *req.MaxToolCalls {
 		// The call budget is spent: the model can only answer.
 		m.Tools, m.ToolChoice, m.ToolChoiceFunction = nil, "", ""
