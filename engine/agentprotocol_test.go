@@ -168,3 +168,30 @@ func TestAsyncCallMeetsRequiredChoice(t *testing.T) {
 		t.Errorf("tool choices %q then %q, want required then auto", first, second)
 	}
 }
+
+// TestAsyncCallBesideAPlainOne: a turn that calls an async tool and a
+// plain one ends for the client, both calls shown; the follow-up with the
+// plain call's output gives the model the async call's acknowledgement
+// in its place.
+func TestAsyncCallBesideAPlainOne(t *testing.T) {
+	b := scriptedTurns([]model.Delta{call(0, "slow"), call(1, "quick"), {Kind: model.DeltaFinish, FinishReason: model.FinishToolCalls}})
+	e := newEngine(t, b)
+	tools := `,"tools":[{"type":"function","name":"slow","async":true},{"type":"function","name":"quick"}]`
+	resp, err := e.Run(context.Background(), decodeRequest(t, `{"model":"m","input":"x"`+tools+`}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := itemTypes(resp.Output); got != "function_call,function_call" || len(b.requests) != 1 ||
+		!resp.Output[0].CallFields().Async || resp.Output[1].CallFields().Async {
+		t.Fatalf("output %s after %d turns: want both calls, the first async, and the response ended", got, len(b.requests))
+	}
+	if _, err := e.Run(context.Background(), decodeRequest(t, `{"model":"m","previous_response_id":"`+resp.ID+`"`+tools+
+		`,"input":[{"type":"function_call_output","call_id":"quick_id","output":"quick result"}]}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	items := b.requests[1].Items
+	if got := itemTypes(items); got != "message,function_call,function_call_output,function_call,function_call_output" ||
+		items[2].CallFields().CallID != "slow_id" || !strings.Contains(string(items[2].CallFields().Output), "not available yet") || items[4].OutputString() != "quick result" {
+		t.Errorf("the follow-up read %s: %+v", got, items)
+	}
+}
