@@ -195,3 +195,31 @@ func TestAsyncCallBesideAPlainOne(t *testing.T) {
 		t.Errorf("the follow-up read %s: %+v", got, items)
 	}
 }
+
+// TestLateOutputAfterACompaction: an async call's output that comes after
+// a compaction of the conversation keeps its call in the model's view
+// (a harmony prompt cannot render an output without it), acknowledged,
+// before the summary.
+func TestLateOutputAfterACompaction(t *testing.T) {
+	b := scriptedTurns([]model.Delta{call(0, "slow"), {Kind: model.DeltaFinish, FinishReason: model.FinishToolCalls}},
+		[]model.Delta{{Kind: model.DeltaText, Text: "going on"}}, []model.Delta{{Kind: model.DeltaText, Text: "the summary"}})
+	e := newCompactingEngine(t, b, 0)
+	tools := `,"tools":[{"type":"function","name":"slow","async":true}]`
+	first, err := e.Run(context.Background(), decodeRequest(t, `{"model":"m","input":"x"`+tools+`}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compacted, err := e.Run(context.Background(), decodeRequest(t, `{"model":"m","previous_response_id":"`+first.ID+`","input":[{"type":"compaction_trigger"}]}`), nil)
+	if err != nil || itemTypes(compacted.Output) != "compaction" {
+		t.Fatalf("compaction: %v", err)
+	}
+	if _, err := e.Run(context.Background(), decodeRequest(t, `{"model":"m","previous_response_id":"`+compacted.ID+`"`+tools+
+		`,"input":[{"type":"function_call_output","call_id":"slow_id","output":"late result"}]}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	items := b.requests[3].Items
+	if got := itemTypes(items); got != "function_call,function_call_output,message,function_call_output" ||
+		!strings.Contains(items[2].Text(), "the summary") || items[3].OutputString() != "late result" {
+		t.Errorf("the late output's turn read %s: %+v", got, items)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/tools"
 )
 
 // modelInput returns the conversation as the model reads it: history then
@@ -26,14 +27,21 @@ func (e *Engine) modelInput(ctx context.Context, history []responses.Item, histo
 		return input, nil
 	}
 	// The last compaction stands in for the conversation before it, of
-	// which only the instructions (system and developer messages) stay.
+	// which only the instructions (system and developer messages) stay,
+	// and the calls whose outputs come after it (an async call's, late),
+	// so that an output is never without its call.
 	lastPart, last := lastCompaction(history, input)
+	var answered map[string]bool
+	if lastPart >= 0 {
+		answered = outputsAfter(history, input, lastPart, last)
+	}
 	items := make([]responses.Item, 0, len(history)+len(input)+historyRoom)
 	for part, list := range [][]responses.Item{history, input} {
 		inHistory := part == 0
 		for i := range list {
 			it := &list[i]
-			if (part < lastPart || part == lastPart && i < last) && !isInstructions(it) {
+			if (part < lastPart || part == lastPart && i < last) && !isInstructions(it) &&
+				!(answered[it.CallFields().CallID] && tools.ClientCall(it.Type)) {
 				continue
 			}
 			switch it.Type {
@@ -87,6 +95,24 @@ func lastCompaction(history, input []responses.Item) (part, index int) {
 		}
 	}
 	return -1, 0
+}
+
+// outputsAfter returns the call_ids of the client's outputs after the
+// compaction at index of part (0 history, 1 input); nil for none.
+func outputsAfter(history, input []responses.Item, part, index int) map[string]bool {
+	var ids map[string]bool
+	for p, list := range [][]responses.Item{history, input} {
+		for i := range list {
+			if p < part || p == part && i <= index || !tools.ClientOutput(list[i].Type) {
+				continue
+			}
+			if ids == nil {
+				ids = map[string]bool{}
+			}
+			ids[list[i].CallFields().CallID] = true
+		}
+	}
+	return ids
 }
 
 // isInstructions reports whether it is a system or developer message,
