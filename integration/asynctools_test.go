@@ -168,3 +168,32 @@ func TestAsyncRefused(t *testing.T) {
 		t.Errorf("the upstream got %d requests", n)
 	}
 }
+
+// TestAsyncOutputAfterCompaction: an async call's output that comes after
+// the conversation was compacted (compaction_trigger) is still taken and
+// read: on harmony an output renders only after its call. On both
+// upstreams, with openai-go.
+func TestAsyncOutputAfterCompaction(t *testing.T) {
+	forEachUpstream(t, func(t *testing.T, h *harness) {
+		client := newOpenAIGo(h)
+		tools := []responses.ToolUnionParam{asyncWeatherTool()}
+		first, err := client.Responses.New(t.Context(), responses.ResponseNewParams{Model: "mock-model", Tools: tools, Input: textInput(asyncScript)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		compacted, err := client.Responses.New(t.Context(), responses.ResponseNewParams{Model: "mock-model", Tools: tools, PreviousResponseID: openai.String(first.ID),
+			Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{{OfCompactionTrigger: &responses.ResponseInputItemCompactionTriggerParam{}}}}})
+		if err != nil || len(compacted.Output) != 1 || compacted.Output[0].Type != "compaction" {
+			t.Fatalf("compaction: %v", err)
+		}
+		late, err := client.Responses.New(t.Context(), responses.ResponseNewParams{Model: "mock-model", Tools: tools, PreviousResponseID: openai.String(compacted.ID),
+			Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{{OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{
+				CallID: openai.String(first.Output[0].CallID), Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: openai.String("late sun")}}}}}})
+		if err != nil {
+			t.Fatalf("the late output: %v", err)
+		}
+		if late.Status != "completed" || !strings.Contains(late.OutputText(), "late sun") {
+			t.Errorf("the late output's response: %s", late.RawJSON())
+		}
+	})
+}
