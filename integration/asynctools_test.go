@@ -197,3 +197,36 @@ func TestAsyncOutputAfterCompaction(t *testing.T) {
 		}
 	})
 }
+
+// TestAsyncNamespacedFunction: a namespace's function offered with
+// async: true is called (crm.search on harmony), reported with its
+// namespace and async: true, and the response goes on. On both upstreams.
+func TestAsyncNamespacedFunction(t *testing.T) {
+	for _, up := range upstreams {
+		t.Run(up.name, func(t *testing.T) {
+			h := up.harness(t, nil)
+			call := "#call crm__search " + crmArgs
+			if up.name == "completions" {
+				call = "#callns crm.search " + crmArgs
+			}
+			ns := *crmNamespace.OfNamespace
+			fn := *ns.Tools[0].OfFunction
+			fn.Async = openai.Bool(true)
+			ns.Tools = []responses.NamespaceToolToolUnionParam{{OfFunction: &fn}}
+			client := newOpenAIGo(h)
+			resp, err := client.Responses.New(t.Context(), responses.ResponseNewParams{Model: "mock-model",
+				Tools: []responses.ToolUnionParam{{OfNamespace: &ns}}, Input: textInput(call + "\n#then\n#say Searching; meanwhile, hello.\nFind Ada.")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(resp.Output) != 2 || resp.OutputText() != "Searching; meanwhile, hello." {
+				t.Fatalf("response %s: want the async call, then the answer", resp.RawJSON())
+			}
+			got := resp.Output[0].AsFunctionCall()
+			if !got.Async || got.Namespace != "crm" || got.Name != "search" {
+				t.Errorf("the call %s: want crm.search, async", got.RawJSON())
+			}
+			checkAcknowledged(t, h)
+		})
+	}
+}
