@@ -78,6 +78,15 @@ func TestAsyncCallGoesOn(t *testing.T) {
 	if got := itemTypes(third.Items); got != "message,function_call,function_call_output,message,function_call_output" || third.Items[4].OutputString() != "the result" {
 		t.Errorf("the later turn read %s", got)
 	}
+	// Without the tools offered again, the stored call's own mark says
+	// it was async.
+	if _, err = e.Run(context.Background(), decodeRequest(t, `{"model":"m","previous_response_id":"`+resp.ID+
+		`","input":[{"type":"function_call_output","call_id":"slow_id","output":"the result"}]}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := itemTypes(b.requests[3].Items); got != "message,function_call,function_call_output,message,function_call_output" {
+		t.Errorf("without the tools the later turn read %s", got)
+	}
 }
 
 // TestCompactionTriggerOutput: a request ending with a compaction_trigger
