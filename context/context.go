@@ -202,6 +202,14 @@ func (c *Context) Append(items ...responses.Item) {
 	c.history = append(c.history, items...)
 }
 
+// Replace puts items in place of the history: the conversation as it
+// goes on after a compaction.
+func (c *Context) Replace(items []responses.Item) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.history = items
+}
+
 // Stats returns the counts of the response's session operations so far.
 func (c *Context) Stats() Stats {
 	c.statsMu.Lock()

@@ -41,12 +41,18 @@ func clientTools(req *responses.Request) (defs []tools.Definition, special map[s
 			// list outgrows its room when namespaces hold tools.)
 			defs = slices.Grow(defs, 1)[:len(defs)+1]
 			tools.SetFunctionDefinition(&defs[len(defs)-1], t)
+			if t.IsAsync() {
+				markAsync(&defs[len(defs)-1])
+			}
 			continue
 		}
 		if t.Type != responses.ToolNamespace {
 			if k := tools.ClientRunKind(*t); k != nil {
 				ct := clientTool{def: k.Define(*t), kind: k}
 				ct.def.Deferred = t.DeferLoading
+				if t.IsAsync() {
+					markAsync(&ct.def)
+				}
 				defs, special = addSpecial(defs, special, ct)
 			}
 			continue
@@ -65,6 +71,9 @@ func clientTools(req *responses.Request) (defs []tools.Definition, special map[s
 			}
 			ct.def.Namespace = t.Name
 			ct.def.Name = responses.NamespacedName(t.Name, it.Name)
+			if it.IsAsync() {
+				markAsync(&ct.def)
+			}
 			// A deferred namespace defers all its tools (tool_search).
 			ct.def.Deferred = it.DeferLoading || t.DeferLoading
 			if t.Description != nil {
@@ -98,5 +107,12 @@ func (r *run) clientCallDelta(c *turnCall, piece string, followed bool) error {
 	if c.args != nil && !followed {
 		piece = c.args.Delta(piece)
 	}
-	return r.builder.ClientCallDelta(c.index, k.ItemType, c.callID, c.client.def.Namespace, c.client.own(), piece)
+	name := c.client.own()
+	if c.client.def.Name == "" {
+		name = c.name // a plain function's call, streamed here for its async mark
+	}
+	if c.async {
+		return r.builder.AsyncCallDelta(c.index, k.ItemType, c.callID, c.client.def.Namespace, name, piece)
+	}
+	return r.builder.ClientCallDelta(c.index, k.ItemType, c.callID, c.client.def.Namespace, name, piece)
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/loomgate/loom/model"
@@ -45,7 +46,25 @@ func (e *Engine) Compact(ctx context.Context, req *responses.Request) (*response
 	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
 	defer cancel()
 	defer r.cc.Close(ctx)
-	items := append(r.cc.Items(), responses.Item{Type: responses.ItemMessage, Role: "user",
+	item, usage, err := r.compaction(ctx, r.cc.Items())
+	if err != nil {
+		return nil, err
+	}
+	return &responses.Compaction{
+		ID:        e.opts.NewID("resp"),
+		Object:    "response.compaction",
+		CreatedAt: e.opts.Now().Unix(),
+		Output:    []responses.Item{item},
+		Usage:     usage,
+	}, nil
+}
+
+// compaction summarises items, the conversation as the model reads it,
+// with the model, and returns the compaction item that stands in for
+// them (its summary sealed) and the usage of the summary's turn.
+func (r *run) compaction(ctx context.Context, items []responses.Item) (responses.Item, responses.Usage, error) {
+	req := r.req
+	items = append(slices.Clip(items), responses.Item{Type: responses.ItemMessage, Role: "user",
 		Content: []responses.ContentPart{{Type: responses.PartInputText, Text: compactRequest}}})
 	// The summary is not streamed to anyone: it is asked for whole.
 	mreq := &model.Request{Model: req.Model, Instructions: compactInstructions, Items: items, Whole: true, Route: r.route()}
@@ -56,7 +75,7 @@ func (e *Engine) Compact(ctx context.Context, req *responses.Request) (*response
 	}
 	var summary strings.Builder
 	var usage responses.Usage
-	err = e.backend.Stream(ctx, mreq, func(d model.Delta) error {
+	err := r.e.backend.Stream(ctx, mreq, func(d model.Delta) error {
 		switch d.Kind {
 		case model.DeltaText:
 			summary.WriteString(d.Text)
@@ -66,22 +85,16 @@ func (e *Engine) Compact(ctx context.Context, req *responses.Request) (*response
 		return nil
 	})
 	if err != nil {
-		return nil, inputError(err)
+		return responses.Item{}, usage, inputError(err)
 	}
 	text := strings.TrimSpace(summary.String())
 	if text == "" {
-		return nil, &responses.APIError{Kind: responses.EUpstream, Type: responses.ErrUpstream, Code: "upstream_error",
+		return responses.Item{}, usage, &responses.APIError{Kind: responses.EUpstream, Type: responses.ErrUpstream, Code: "upstream_error",
 			Message: "the model wrote no summary"}
 	}
 	usage.TotalTokens = usage.InputTokens + usage.OutputTokens
-	sealed := e.opts.Sealer.SealCompaction(text)
-	return &responses.Compaction{
-		ID:        e.opts.NewID("resp"),
-		Object:    "response.compaction",
-		CreatedAt: e.opts.Now().Unix(),
-		Output:    []responses.Item{{Type: responses.ItemCompaction, ID: e.opts.NewID("cmp"), Reasoning: &responses.ItemReasoningFields{EncryptedContent: &sealed}}},
-		Usage:     usage,
-	}, nil
+	sealed := r.e.opts.Sealer.SealCompaction(text)
+	return responses.Item{Type: responses.ItemCompaction, ID: r.e.opts.NewID("cmp"), Reasoning: &responses.ItemReasoningFields{EncryptedContent: &sealed}}, usage, nil
 }
 
 // openCompaction returns the message that stands in for a compaction

@@ -19,7 +19,11 @@
 // (WebSocket mode's per-connection cache, for store false chains);
 // InputTokens counts a request's input without running it; Compact
 // summarises a conversation into a sealed compaction item, which, sent
-// back as input, stands in for the turns it replaced.
+// back as input, stands in for the turns it replaced. Run compacts too,
+// for an input ending with a compaction_trigger (its whole output) or
+// past a context_management threshold (before the first turn):
+// servercompaction.go. A call of an async tool does not end a response:
+// the model reads a provisional output and goes on (async.go).
 //
 // A streamed response with store on is saved in_progress before its first
 // event, under a lease this engine holds (Options.Lease), so any replica

@@ -399,6 +399,9 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 	if err != nil {
 		return nil, err
 	}
+	if err := e.checkCompaction(req); err != nil {
+		return nil, err
+	}
 	if req.Includes(IncludeEncryptedReasoning) && e.opts.Sealer == nil {
 		return nil, responses.Unsupported("include", "this server has no reasoning key configured, so it cannot return reasoning.encrypted_content")
 	}
@@ -416,11 +419,12 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 	if conversationID != "" {
 		historyParam = "conversation"
 	}
-	seen, err := e.modelInput(ctx, history, historyParam, input)
+	clients, special := clientTools(req)
+	async := asyncToolsOf(clients)
+	seen, err := e.modelInput(ctx, history, historyParam, input, async)
 	if err != nil {
 		return nil, err
 	}
-	clients, special := clientTools(req)
 	reg, err := e.registry(ctx, req, clients)
 	if err != nil {
 		return nil, err
@@ -441,6 +445,7 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 		seen:           seen,
 		reg:            reg,
 		clientTools:    special,
+		asyncTools:     async,
 		toolsAsSent:    toolsAsSent(req, reg),
 		clientWaits:    clientWaits{approvals: approvals, inputAnswers: inputAnswers},
 		background:     background,
@@ -592,6 +597,11 @@ type run struct {
 	// function call (a kind's, a namespace's), by offered name.
 	capsByServer map[string]tools.Capabilities
 	clientTools  map[string]clientTool
+	// asyncTools are the client tools offered with async: true, whose
+	// calls do not end the response (async.go); nil for none.
+	asyncTools asyncTools
+	// asyncCalled is set once the model called an async tool.
+	asyncCalled bool
 	// toolsAsSent are the request's tools when the model is offered
 	// exactly them (toolsAsSent), nil else.
 	toolsAsSent []responses.Tool
@@ -744,6 +754,10 @@ func (r *run) loop(ctx context.Context) error {
 		// request's input for the one that continues it.
 		return r.builder.Complete(r.usage.total(), r.e.opts.Now().Unix())
 	}
+	if r.req.CompactionTriggered() {
+		// Nothing but the compaction: no tools listed, no model turn.
+		return r.compactOnly(ctx)
+	}
 	listErr := r.cc.Init(ctx)
 	if listErr != nil {
 		// A server that cannot be listed is left out; the response goes
@@ -752,6 +766,9 @@ func (r *run) loop(ctx context.Context) error {
 	}
 	if err := r.listItems(listErr); err != nil {
 		return err
+	}
+	if err := r.compactPastThreshold(ctx); err != nil {
+		return r.fail(ctx, err)
 	}
 	// Calls the client approved, or gave input for, in this request run
 	// before the model's first turn.
@@ -785,9 +802,10 @@ func (r *run) loop(ctx context.Context) error {
 			// ignores tool_choice): the response says so rather than
 			// passing the answer off as what was asked for.
 			return r.builder.Incomplete(responses.ReasonToolChoiceRequired, r.usage.total())
-		case !res.serverCalls || res.clientCalls || r.waiting:
+		case !res.serverCalls && !res.asyncCalls || res.clientCalls || r.waiting:
 			// Nothing left for loom to run: the answer is final, or the
-			// client must run its function calls and come back.
+			// client must run its function calls and come back. (After
+			// calls of async tools alone the model goes on.)
 			return r.builder.Complete(r.usage.total(), r.e.opts.Now().Unix())
 		case turn+1 >= r.e.opts.MaxTurns:
 			return r.builder.Incomplete("max_turns", r.usage.total())

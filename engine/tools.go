@@ -97,6 +97,9 @@ type turnCall struct {
 	// client is the client tool of a call that is more than a plain
 	// function call (a kind's, a namespace's); its def.Name is "" else.
 	client clientTool
+	// async marks a client call of an async tool: the response goes on
+	// past it, the model reading a provisional output (async.go).
+	async bool
 }
 
 // runServerCalls executes the turn's server calls through the conversation
@@ -110,6 +113,13 @@ func (r *run) runServerCalls(ctx context.Context, calls []*turnCall) error {
 		}
 		if c.unconfigured || c.notOffered {
 			r.cc.Append(refusal(c)...)
+			continue
+		}
+		if c.async {
+			// The model goes on with the call's provisional output; the
+			// client brings the real one in a later request.
+			r.cc.Append(tools.CallPair(c.item.ID, c.callID, c.name, modelArguments(c), asyncAck)...)
+			r.asyncCalled = true
 			continue
 		}
 		if c.server == "" {

@@ -19,6 +19,9 @@ type turnResult struct {
 	calls       []*turnCall
 	serverCalls bool
 	clientCalls bool
+	// asyncCalls: the client's calls of the turn are all of async tools,
+	// which the response goes on past.
+	asyncCalls bool
 }
 
 // turnState is what one turn owns while the model streams: the tool calls
@@ -177,7 +180,7 @@ func (r *run) toolCallDelta(st *turnState, d model.Delta) error {
 		c.item.EditCall().Arguments += d.ToolArguments
 		return nil
 	}
-	if c.server == "" && c.client.def.Name != "" {
+	if c.server == "" && (c.client.def.Name != "" || c.async) {
 		return r.clientCallDelta(c, d.ToolArguments, false)
 	}
 	if c.server == "" {
@@ -237,6 +240,7 @@ func (r *run) newCall(st *turnState, d model.Delta) *turnCall {
 	if c.callID == "" {
 		c.callID = r.e.opts.NewID("call")
 	}
+	c.async = c.server == "" && !c.deferred && r.asyncTools[d.ToolName]
 	return c
 }
 
@@ -311,6 +315,8 @@ func (r *run) reportCall(c *turnCall, res *turnResult) (bool, error) {
 		return false, nil
 	case c.server != "":
 		res.serverCalls = true
+	case c.async:
+		res.asyncCalls = true
 	default:
 		res.clientCalls = true
 	}
@@ -375,6 +381,12 @@ func (r *run) modelRequest() *model.Request {
 			m.Builtins = append(m.Builtins, name)
 		}
 	}
+	if r.asyncCalled && m.ToolChoice == responses.ToolChoiceRequired {
+		// The call tool_choice asked for was made, an async one: the
+		// continuation may answer without another (which a required
+		// choice would force, turn after turn, up to the cap).
+		m.ToolChoice, m.ToolChoiceFunction = responses.ToolChoiceAuto, ""
+	}
 	if req.MaxToolCalls != nil && r.calls >= *req.MaxToolCalls {
 		// The call budget is spent: the model can only answer.
 		m.Tools, m.ToolChoice, m.ToolChoiceFunction = nil, "", ""
@@ -428,7 +440,8 @@ func toolsAsSent(req *responses.Request, reg *tools.Registry) []responses.Tool {
 		return nil
 	}
 	for i := range req.Tools {
-		if t := &req.Tools[i]; t.Type != responses.ToolFunction || t.DeferLoading {
+		if t := &req.Tools[i]; t.Type != responses.ToolFunction || t.DeferLoading || t.IsAsync() {
+			// (An async tool's description is offered with a hint.)
 			return nil
 		}
 	}

@@ -178,10 +178,20 @@ func (b *Builder) ToolCallDelta(index int, callID, name, arguments string) error
 // custom_tool_call (itemType), whose input streams as
 // response.custom_tool_call_input.delta events.
 func (b *Builder) ClientCallDelta(index int, itemType, callID, namespace, name, arguments string) error {
+	return b.clientCallDelta(index, itemType, callID, namespace, name, arguments, false)
+}
+
+// AsyncCallDelta is ClientCallDelta for a call of an async tool: its item
+// carries async: true from its output_item.added on.
+func (b *Builder) AsyncCallDelta(index int, itemType, callID, namespace, name, arguments string) error {
+	return b.clientCallDelta(index, itemType, callID, namespace, name, arguments, true)
+}
+
+func (b *Builder) clientCallDelta(index int, itemType, callID, namespace, name, arguments string, async bool) error {
 	if itemType != ItemFunctionCall && itemType != ItemCustomToolCall {
 		return fmt.Errorf("responses: %q is not a streamed client call item type", itemType)
 	}
-	head := Item{Type: itemType, Call: &ItemCall{CallID: callID, Name: name}}
+	head := Item{Type: itemType, Call: &ItemCall{CallID: callID, Name: name, Async: async}}
 	if namespace != "" {
 		head.Tool = &ItemTool{Namespace: namespace}
 	}
@@ -232,7 +242,7 @@ func (b *Builder) callDelta(index int, head Item, arguments string) error {
 			}
 		} else {
 			it = &Item{Type: itemType, ID: b.newID(clientCallPrefix(itemType)), Status: StatusInProgress,
-				Call: &ItemCall{CallID: head.CallFields().CallID, Name: name}}
+				Call: &ItemCall{CallID: head.CallFields().CallID, Name: name, Async: head.CallFields().Async}}
 			if ns := head.ToolFields().Namespace; ns != "" {
 				it.Tool = &ItemTool{Namespace: ns}
 			}

@@ -122,6 +122,9 @@ func validateNamespaceTool(param string, t *Tool, names map[string]bool) *APIErr
 	for j := range inner {
 		p := fmt.Sprintf("%s.tools[%d]", param, j)
 		it := &inner[j]
+		if err := checkAsync(p, it); err != nil {
+			return err
+		}
 		offered := NamespacedName(t.Name, it.Name)
 		switch it.Type {
 		case ToolFunction:
@@ -249,6 +252,9 @@ func (it *Item) appendClientCall(o *jsonObject) bool {
 		o.strOmitEmpty("namespace", it.ToolFields().Namespace)
 		o.strs("name", it.CallFields().Name, "input", it.ToolFields().Input)
 		o.strOmitEmpty("status", it.Status)
+		if it.CallFields().Async {
+			o.boolean("async", true)
+		}
 	case ItemCustomToolCallOutput:
 		o.strOmitEmpty("id", it.ID)
 		o.str("call_id", it.CallFields().CallID)

@@ -86,6 +86,9 @@ func ValidateConversationItems(items []Item) error {
 		return tooManyConversationItems(len(items))
 	}
 	for i := range items {
+		if items[i].Type == ItemCompactionTrigger {
+			return BadRequest(fmt.Sprintf("items[%d].type", i), "a compaction_trigger is the last input item of a response request, not a conversation item")
+		}
 		if items[i].validateInput("") != nil {
 			return items[i].validateInput(fmt.Sprintf("items[%d]", i))
 		}

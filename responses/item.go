@@ -24,6 +24,10 @@ const (
 	// /v1/responses/compact): a sealed summary in EncryptedContent that
 	// stands in for the turns it summarises when sent back as input.
 	ItemCompaction = "compaction"
+	// ItemCompactionTrigger, the last item of a request's input, asks
+	// for the conversation so far to be compacted: the response's output
+	// is one compaction item, and the model is not asked anything else.
+	ItemCompactionTrigger = "compaction_trigger"
 )
 
 // Item statuses.
@@ -82,6 +86,9 @@ type ItemCall struct {
 	// Output of a function_call_output: a JSON string or an array of
 	// content parts, kept as sent.
 	Output json.RawMessage `json:"output,omitempty"`
+	// Async marks a call of a tool offered with async: true: the
+	// response went on without its output, which a later request brings.
+	Async bool `json:"async,omitempty"`
 }
 
 // CallFields returns the item's ItemCall fields: a copy, zero for an
@@ -488,6 +495,9 @@ func (it *Item) appendJSON(dst []byte, d Dialect) []byte {
 		o.str("name", c.Name)
 		o.str("arguments", c.Arguments)
 		o.str("status", status)
+		if c.Async {
+			o.boolean("async", true)
+		}
 	case ItemFunctionCallOutput:
 		o.str("id", it.ID)
 		o.str("call_id", c.CallID)

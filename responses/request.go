@@ -38,8 +38,8 @@ type Request struct {
 	ServiceTier        *string         `json:"service_tier"`
 	User               *string         `json:"user"`
 	Prompt             json.RawMessage `json:"prompt"`
-	// ContextManagement (server-side compaction) is refused by Validate:
-	// loom compacts only on POST /v1/responses/compact.
+	// ContextManagement asks for server-side compaction past a token
+	// threshold (CompactThreshold), as sent; Validate checks it.
 	ContextManagement json.RawMessage `json:"context_management"`
 	// Generate false, a field of WebSocket mode's response.create only,
 	// prepares the response without calling the model (a client's
@@ -166,6 +166,10 @@ type Tool struct {
 	// DeferLoading keeps the tool out of the prompt until a tool search
 	// finds it (tool_search).
 	DeferLoading bool `json:"defer_loading,omitempty"`
+	// Async, true on a function or custom tool, lets the response go on
+	// past a call of the tool without its output (see IsAsync); nil when
+	// the request does not say. Other tool types refuse the field.
+	Async *bool `json:"async,omitempty"`
 	// Raw is the tool as sent, for types other than function: whoever
 	// runs them (MCP, local tools) decodes their own fields from it.
 	Raw json.RawMessage `json:"-"`
@@ -223,8 +227,14 @@ func (t *Tool) appendJSON(dst []byte) ([]byte, error) {
 	if t.DeferLoading {
 		o.boolean("defer_loading", true)
 	}
+	if t.IsAsync() {
+		o.boolean("async", true)
+	}
 	return o.close(), nil
 }
+
+// IsAsync reports whether the tool was offered with async: true.
+func (t *Tool) IsAsync() bool { return t.Async != nil && *t.Async }
 
 // Tool choice modes.
 const (

@@ -432,6 +432,13 @@ func (s *scanner) item(it *Item) bool {
 			raw, ok := s.value()
 			it.EditCall().Output = s.rawCopy(raw)
 			return ok
+		case "async":
+			var async bool
+			_, ok := s.optionalBool(&async)
+			if async {
+				it.EditCall().Async = true
+			}
+			return ok
 		case "content":
 			var ok bool
 			text, isText, ok = s.content(it)
@@ -542,6 +549,8 @@ func (s *scanner) functionAt(t *Tool, v *functionValues) bool {
 			ok = s.parameters(t)
 		case "strict":
 			t.Strict, ok = s.optionalBool(&v.strict)
+		case "async":
+			t.Async, ok = s.optionalBool(new(bool))
 		default:
 			ok = s.ignored(key, toolKeys)
 		}

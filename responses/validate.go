@@ -103,8 +103,8 @@ func (r *Request) validateUnsupported() *APIError {
 	} else if id != "" && r.PreviousResponseID != nil {
 		return BadRequest("conversation", "conversation and previous_response_id cannot both be set: a conversation holds its own history")
 	}
-	if len(r.ContextManagement) > 0 && string(r.ContextManagement) != "null" && string(r.ContextManagement) != "[]" {
-		return Unsupported("context_management", "server-side compaction (context_management) is not supported: compact with POST /v1/responses/compact and send the compaction item back as input")
+	if _, err := r.contextManagement(); err != nil {
+		return err
 	}
 	if len(r.Prompt) > 0 && string(r.Prompt) != "null" {
 		return Unsupported("prompt", "prompt templates are not supported")
@@ -154,6 +154,9 @@ func checkStreamOptions(raw json.RawMessage) *APIError {
 // ("input[7]") is built only for the item at fault, by checking it again:
 // a long input would otherwise format one for every item.
 func (r *Request) validateInputItems() *APIError {
+	if err := r.checkCompactionTrigger(); err != nil {
+		return err
+	}
 	for i := range r.Input.Items {
 		if r.Input.Items[i].validateInput("") != nil {
 			return r.Input.Items[i].validateInput(fmt.Sprintf("input[%d]", i))
@@ -253,6 +256,9 @@ func (r *Request) validateTools(serverTool func(string) bool) *APIError {
 			continue
 		}
 		param := fmt.Sprintf("tools[%d]", i)
+		if err := checkAsync(param, t); err != nil {
+			return err
+		}
 		if handled, err := validateClientTool(param, &r.Tools[i], names); handled {
 			if err != nil {
 				return err
@@ -400,6 +406,9 @@ var inputChecks = map[string]func(it *Item, param string) *APIError{
 	ItemShellCallOutput:      nil,
 	ItemToolSearchCall:       nil,
 	ItemToolSearchOutput:     (*Item).validateToolSearchOutput,
+	// Last in a request's input (Request.checkCompactionTrigger); kept
+	// in the stored input it was part of.
+	ItemCompactionTrigger: nil,
 }
 
 // validateMessage checks a message's role and its content parts.

@@ -19,6 +19,9 @@ type Definition struct {
 	// Deferred keeps a function tool out of the prompt until a tool
 	// search finds it (defer_loading).
 	Deferred bool
+	// Async marks a client tool offered with async: true, whose calls do
+	// not end the response: the client brings their output later.
+	Async bool
 	// Namespace is the client's namespace tool the tool belongs to; Name
 	// is then responses.NamespacedName(Namespace, its own name).
 	Namespace string
