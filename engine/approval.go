@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	conversation "github.com/loomgate/loom/context"
 	"github.com/loomgate/loom/responses"
@@ -209,12 +210,20 @@ func (r *run) runApprovals(ctx context.Context) error {
 		if a.reason != "" {
 			result += ": " + a.reason
 		}
+		if !a.approve {
+			now := time.Now()
+			r.timeline.add(TimelineStep{Kind: StepApproval, Name: offered, Server: req.ToolFields().ServerLabel, CallID: callID,
+				ItemID: req.ID, Error: result}, now, now)
+		}
 		if a.approve {
-			res := r.cc.Call(ctx, []tools.Call{{CallID: callID, Name: offered, Arguments: req.CallFields().Arguments}})[0]
+			call := tools.Call{CallID: callID, Name: offered, Arguments: req.CallFields().Arguments}
+			res := r.cc.Call(ctx, []tools.Call{call})[0]
+			began := res.Start
 			if res.InputRequired != nil {
-				st := &callState{call: tools.Call{CallID: callID, Name: offered, Arguments: req.CallFields().Arguments}, server: req.ToolFields().ServerLabel, approval: req.ID}
+				st := &callState{call: call, server: req.ToolFields().ServerLabel, approval: req.ID}
 				res = r.rounds(ctx, st, res)
 			}
+			r.timeCall(StepApproval, req.ToolFields().ServerLabel, call, req.ID, began, res)
 			if res.InputRequired != nil {
 				// The approved call waits for the client's input.
 				if err := r.askClient(callID, ""); err != nil {

@@ -49,6 +49,11 @@ type Store interface {
 	// operators (the console): it ignores ownership.
 	// ErrUnknownCursor if q.After names no stored response.
 	ListResponses(ctx context.Context, q ResponseQuery) ([]*Record, bool, error)
+	// SetTimeline replaces the Timeline of response id, leaving the rest
+	// of its record as it is: the engine's last write of a response,
+	// after the cleanup pass that follows its final save. ErrNotFound if
+	// absent.
+	SetTimeline(ctx context.Context, id string, timeline json.RawMessage) error
 	// Events returns the stored events of a response with sequence
 	// number greater than after (-1 for all), in order. ErrNotFound if
 	// the response is absent.

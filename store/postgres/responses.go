@@ -335,3 +335,9 @@ func (d *DB) DeleteCreatedBefore(ctx context.Context, before int64, limit int) (
 func (d *DB) ListResponses(ctx context.Context, q store.ResponseQuery) ([]*store.Record, bool, error) {
 	return records.ListResponses(ctx, querier{d.pool}, "postgres", `(response::json ->> 'model')`, q)
 }
+
+// SetTimeline replaces the timeline of response id.
+func (d *DB) SetTimeline(ctx context.Context, id string, timeline json.RawMessage) error {
+	return records.Wrap(records.Change(ctx, querier{d.pool}, records.SetTimeline, string(timeline), id),
+		"postgres: set the timeline of %s", id)
+}

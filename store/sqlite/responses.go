@@ -203,3 +203,11 @@ func (d *DB) ListResponses(ctx context.Context, q store.ResponseQuery) ([]*store
 	})
 	return recs, more, err
 }
+
+// SetTimeline replaces the timeline of response id.
+func (d *DB) SetTimeline(ctx context.Context, id string, timeline json.RawMessage) error {
+	err := d.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		return records.Change(ctx, querier{tx}, records.SetTimeline, string(timeline), id)
+	})
+	return records.Wrap(err, "sqlite: set the timeline of %s", id)
+}

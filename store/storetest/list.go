@@ -109,3 +109,22 @@ func testListResponses(t *testing.T, s store.Store) {
 		t.Errorf("unknown cursor: %v, want ErrUnknownCursor", err)
 	}
 }
+
+func testSetTimeline(t *testing.T, s store.Store) {
+	rec := record("resp_1", "")
+	save(t, s, rec)
+	timeline := json.RawMessage(`{"steps":[{"kind":"cleanup","start_us":5,"end_us":9}]}`)
+	if err := s.SetTimeline(ctx, "resp_1", timeline); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetResponse(ctx, "resp_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := *rec
+	want.Timeline = timeline
+	checkRecord(t, got, &want)
+	if err := s.SetTimeline(ctx, "resp_nope", timeline); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("SetTimeline of an absent response: %v, want ErrNotFound", err)
+	}
+}

@@ -50,6 +50,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Ping", testPing},
 		{"Sizes", testSizes},
 		{"ListResponses", testListResponses},
+		{"SetTimeline", testSetTimeline},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

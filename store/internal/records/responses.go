@@ -38,3 +38,6 @@ func CancelRequested(ctx context.Context, q Querier, id string) (bool, error) {
 	}
 	return flag, err
 }
+
+// SetTimeline replaces the timeline of one response ($2).
+const SetTimeline = `UPDATE responses SET timeline = $1 WHERE id = $2`
