@@ -16,7 +16,9 @@ import (
 // takes less than a millisecond).
 type Timeline struct {
 	// Start is when the run started, in Unix milliseconds.
-	Start int64          `json:"start_unix_ms"`
+	Start int64 `json:"start_unix_ms"`
+	// EndUS is when the run ended (its final save), from Start.
+	EndUS int64          `json:"end_us"`
 	Steps []TimelineStep `json:"steps"`
 }
 
@@ -71,9 +73,9 @@ func DecodeTimeline(raw json.RawMessage) (*Timeline, error) {
 // adds most of them; the mutex is for the rest (none today, but a step
 // added from a call's goroutine must not race).
 type timeline struct {
-	mu    sync.Mutex
-	start time.Time
-	steps []TimelineStep
+	mu         sync.Mutex
+	start, end time.Time
+	steps      []TimelineStep
 }
 
 // add records step s, which ran from start to end.
@@ -96,14 +98,18 @@ func (t *timeline) has(kind string) bool {
 	return false
 }
 
-// encode is the timeline as stored; nil when nothing was recorded.
-func (t *timeline) encode() json.RawMessage {
+// encode is the timeline as stored, the run ended at end unless an
+// earlier encode said so already; nil when nothing was recorded.
+func (t *timeline) encode(end time.Time) json.RawMessage {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.steps) == 0 {
 		return nil
 	}
-	b, err := json.Marshal(Timeline{Start: t.start.UnixMilli(), Steps: t.steps})
+	if t.end.IsZero() {
+		t.end = end
+	}
+	b, err := json.Marshal(Timeline{Start: t.start.UnixMilli(), EndUS: t.end.Sub(t.start).Microseconds(), Steps: t.steps})
 	if err != nil {
 		return nil
 	}
@@ -132,7 +138,7 @@ func (r *run) closeTools(ctx context.Context) {
 	r.timeline.add(TimelineStep{Kind: StepCleanup, Error: errorText(err)}, start, time.Now())
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.e.opts.StoreTimeout)
 	defer cancel()
-	if err := r.e.store.SetTimeline(sctx, r.resp.ID, r.timeline.encode()); err != nil {
+	if err := r.e.store.SetTimeline(sctx, r.resp.ID, r.timeline.encode(time.Now())); err != nil {
 		r.e.log.WarnContext(ctx, "store the timeline after the cleanup pass", "id", r.resp.ID, "err", err)
 	}
 }

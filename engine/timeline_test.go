@@ -66,6 +66,9 @@ func TestTimelineStored(t *testing.T) {
 	if callStep.StartUS < turn.EndUS || last.StartUS < callStep.EndUS || cleanup.StartUS < last.EndUS {
 		t.Errorf("steps overlap: %+v", tl.Steps)
 	}
+	if last.EndUS > tl.EndUS || cleanup.StartUS < tl.EndUS {
+		t.Errorf("the run ends at %d µs, not between its last turn and the cleanup pass: %+v", tl.EndUS, tl.Steps)
+	}
 	if tl.Start == 0 {
 		t.Errorf("timeline without a start: %+v", tl)
 	}

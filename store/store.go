@@ -44,8 +44,8 @@ type Store interface {
 	ListInputItems(ctx context.Context, id, tenant string, page Page) ([]responses.Item, bool, error)
 	// ListResponses pages through the stored responses that match q,
 	// newest first (by CreatedAt, then by id, descending), and reports
-	// whether more follow: each record with its columns and its response
-	// object, without items, events, pending state or timeline. For
+	// whether more follow: each record with its columns, its response
+	// object and its timeline, without items, events or pending state. For
 	// operators (the console): it ignores ownership.
 	// ErrUnknownCursor if q.After names no stored response.
 	ListResponses(ctx context.Context, q ResponseQuery) ([]*Record, bool, error)

@@ -17,7 +17,7 @@ func listed(t *testing.T, s store.Store, id, tenant, model, status string, creat
 	t.Helper()
 	save(t, s, &store.Record{ID: id, CreatedAt: createdAt, Status: status, Tenant: tenant, TraceID: "trace of " + id,
 		Response: json.RawMessage(fmt.Sprintf(`{"id":%q,"object":"response","model":%q,"status":%q}`, id, model, status)),
-		Input:    inputs(1), Events: events(2), Timeline: json.RawMessage(`{"steps":[]}`)})
+		Input:    inputs(1), Events: events(2), Pending: json.RawMessage(`{"calls":[]}`), Timeline: json.RawMessage(`{"steps":[]}`)})
 }
 
 // list returns the ids ListResponses returns for q, and whether more follow.
@@ -90,8 +90,8 @@ func testListResponses(t *testing.T, s store.Store) {
 		}
 	}
 
-	// A listed record has its columns and object, not its items, events
-	// or timeline.
+	// A listed record has its columns, object and timeline, not its
+	// items, events or pending state.
 	recs, _, err := s.ListResponses(ctx, store.ResponseQuery{Model: "gpt-oss-120b", Limit: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -101,8 +101,11 @@ func testListResponses(t *testing.T, s store.Store) {
 		got.TraceID != "trace of resp_c" || string(got.Response) != `{"id":"resp_c","object":"response","model":"gpt-oss-120b","status":"completed"}` {
 		t.Errorf("listed record %+v", got)
 	}
-	if got.Input != nil || got.Events != nil || got.Timeline != nil {
-		t.Errorf("listed record carries items, events or timeline: %+v", got)
+	if string(got.Timeline) != `{"steps":[]}` {
+		t.Errorf("listed record's timeline %s", got.Timeline)
+	}
+	if got.Input != nil || got.Events != nil || got.Pending != nil {
+		t.Errorf("listed record carries items, events or pending state: %+v", got)
 	}
 
 	if _, _, err := s.ListResponses(ctx, store.ResponseQuery{After: "resp_nope"}); !errors.Is(err, store.ErrUnknownCursor) {

@@ -51,7 +51,7 @@ func ListResponses(ctx context.Context, q Querier, name, modelOf string, rq stor
 	if rq.Model != "" {
 		where = append(where, modelOf+" = "+arg(rq.Model))
 	}
-	query := `SELECT id, previous_response_id, created_at, status, response, lease_owner, lease_until, tenant, trace_id, session_key
+	query := `SELECT id, previous_response_id, created_at, status, response, lease_owner, lease_until, tenant, trace_id, session_key, timeline
 		FROM responses`
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
@@ -68,14 +68,17 @@ func ListResponses(ctx context.Context, q Querier, name, modelOf string, rq stor
 	var out []*store.Record
 	for rows.Next() {
 		rec := &store.Record{}
-		var response string
+		var response, timeline string
 		var leaseUntil int64
 		if err := rows.Scan(&rec.ID, &rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &response,
-			&rec.LeaseOwner, &leaseUntil, &rec.Tenant, &rec.TraceID, &rec.SessionKey); err != nil {
+			&rec.LeaseOwner, &leaseUntil, &rec.Tenant, &rec.TraceID, &rec.SessionKey, &timeline); err != nil {
 			return nil, false, fmt.Errorf("%s: list responses: %w", name, err)
 		}
 		if response != "" {
 			rec.Response = json.RawMessage(response)
+		}
+		if timeline != "" {
+			rec.Timeline = json.RawMessage(timeline)
 		}
 		rec.LeaseUntil = LeaseTime(leaseUntil)
 		out = append(out, rec)
