@@ -294,7 +294,7 @@ func TestResponsePage(t *testing.T) {
 	want := []string{
 		"turn|turn gpt-oss-20b|20.0 ms",
 		"input_round|input round 1 of lookup|6.0 ms",
-		"tool_call|tool_call lookup|12.5 ms",
+		"tool_call|call lookup|12.5 ms",
 		"turn|turn gpt-oss-20b|53.0 ms",
 		"cleanup|cleanup pass|400 µs",
 	}

@@ -60,7 +60,8 @@ type drawing struct {
 // draw lays out the steps of tl to scale; output are the response's
 // output items, by id, for the steps' details.
 func draw(tl *engine.Timeline, output map[string]json.RawMessage) drawing {
-	d := drawing{Width: labelWidth + barsWidth + 10, LabelWidth: labelWidth}
+	// Room on the right for the last tick's label.
+	d := drawing{Width: labelWidth + barsWidth + 36, LabelWidth: labelWidth}
 	total := tl.EndUS
 	for _, s := range tl.Steps {
 		total = max(total, s.EndUS)
@@ -90,7 +91,10 @@ func draw(tl *engine.Timeline, output map[string]json.RawMessage) drawing {
 				r.Items = append(r.Items, item(output, id))
 			}
 		case engine.StepToolCall, engine.StepApproval:
-			r.Label = s.Kind + " " + s.Name
+			r.Label = "call " + s.Name
+			if s.Kind == engine.StepApproval {
+				r.Label = "approval of " + s.Name
+			}
 			r.Detail = s.Server
 			if s.ItemID != "" {
 				r.Items = append(r.Items, item(output, s.ItemID))
