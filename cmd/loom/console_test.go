@@ -221,6 +221,25 @@ func TestConsoleInBrowser(t *testing.T) {
 	timeline, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	must("the timeline's screenshot", err)
 	writeArtifact(t, out, "console-timeline.png", timeline)
+
+	// The engines page: the scripted engine, in service, with the run's
+	// requests (its three turns and the sampling request).
+	must("the engines", chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`nav a[href="/engines"]`)), chromedp.WaitVisible(chromedp.CSS("#engines"))))
+	engines, err := chromedp.Run(ctx, chromedp.Evaluate[[][]string](`[...document.querySelectorAll('#engines tbody tr')].map(tr => [...tr.cells].map(c => c.textContent))`))
+	must("the engines' rows", err)
+	upHost := strings.TrimPrefix(up.URL, "http://")
+	if len(engines) != 1 || len(engines[0]) < 4 || engines[0][0] != upHost || engines[0][1] != "in service" || engines[0][3] != "4" {
+		t.Errorf("engines %q, want %s in service with 4 requests", engines, upHost)
+	}
+	// The live page: nothing in flight any more.
+	must("the live page", chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`nav a[href="/live"]`)), chromedp.WaitVisible(chromedp.CSS("#inflight"))))
+	inflight, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#inflight tbody")))
+	must("the live page's rows", err)
+	if !strings.Contains(inflight, "Nothing in flight") {
+		t.Errorf("in flight after the run: %q", inflight)
+	}
 }
 
 func writeArtifact(t *testing.T, dir, name string, b []byte) {
