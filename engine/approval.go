@@ -211,9 +211,11 @@ func (r *run) runApprovals(ctx context.Context) error {
 			result += ": " + a.reason
 		}
 		if !a.approve {
+			// Nothing ran: a mark on the timeline, at the time it was
+			// told to the model.
 			now := time.Now()
 			r.timeline.add(TimelineStep{Kind: StepApproval, Name: offered, Server: req.ToolFields().ServerLabel, CallID: callID,
-				ItemID: req.ID, Error: result}, now, now)
+				Error: result}, now, now)
 		}
 		if a.approve {
 			call := tools.Call{CallID: callID, Name: offered, Arguments: req.CallFields().Arguments}
@@ -223,9 +225,9 @@ func (r *run) runApprovals(ctx context.Context) error {
 				st := &callState{call: call, server: req.ToolFields().ServerLabel, approval: req.ID}
 				res = r.rounds(ctx, st, res)
 			}
-			r.timeCall(StepApproval, req.ToolFields().ServerLabel, call, req.ID, began, res)
 			if res.InputRequired != nil {
 				// The approved call waits for the client's input.
+				r.timeCall(StepApproval, req.ToolFields().ServerLabel, call, "", began, res)
 				if err := r.askClient(callID, ""); err != nil {
 					return err
 				}
@@ -233,9 +235,12 @@ func (r *run) runApprovals(ctx context.Context) error {
 			}
 			result = resultText(res)
 			ran := tools.RanCall{Server: req.ToolFields().ServerLabel, Tool: req.CallFields().Name, CallID: callID, Arguments: req.CallFields().Arguments, ApprovalRequestID: req.ID}
-			if _, err := r.addRanItems(r.caps(req.ToolFields().ServerLabel).KindOf(), ran, res, result); err != nil {
+			items, err := r.addRanItems(r.caps(req.ToolFields().ServerLabel).KindOf(), ran, res, result)
+			if err != nil {
 				return err
 			}
+			// The step shows the call's item, which says it was approved.
+			r.timeCall(StepApproval, req.ToolFields().ServerLabel, call, items[0].ID, began, res)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
