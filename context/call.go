@@ -8,6 +8,7 @@ import (
 
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/loomgate/loom/tools"
 	"github.com/sourcegraph/conc/pool"
@@ -32,17 +33,26 @@ func (c *Context) Call(ctx context.Context, calls []tools.Call) []tools.Result {
 	_ = c.Init(ctx)
 	results := make([]tools.Result, len(calls))
 	if len(calls) == 1 {
-		results[0] = c.call(ctx, calls[0])
+		results[0] = c.timedCall(ctx, calls[0])
 		return results
 	}
 	p := pool.New().WithMaxGoroutines(c.opts.CallConcurrency)
 	for i := range calls {
 		// Each task writes only its own slot, so results keep call order
 		// whatever order the calls finish in.
-		p.Go(func() { results[i] = c.call(ctx, calls[i]) })
+		p.Go(func() { results[i] = c.timedCall(ctx, calls[i]) })
 	}
 	p.Wait()
 	return results
+}
+
+// timedCall is call, its result stamped with when it ran (the run's
+// timeline).
+func (c *Context) timedCall(ctx context.Context, call tools.Call) tools.Result {
+	start := time.Now()
+	res := c.call(ctx, call)
+	res.Start, res.End = start, time.Now()
+	return res
 }
 
 func (c *Context) call(ctx context.Context, call tools.Call) tools.Result {

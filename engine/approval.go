@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	conversation "github.com/loomgate/loom/context"
 	"github.com/loomgate/loom/responses"
@@ -209,14 +210,24 @@ func (r *run) runApprovals(ctx context.Context) error {
 		if a.reason != "" {
 			result += ": " + a.reason
 		}
+		if !a.approve {
+			// Nothing ran: a mark on the timeline, at the time it was
+			// told to the model.
+			now := time.Now()
+			r.timeline.add(TimelineStep{Kind: StepApproval, Name: offered, Server: req.ToolFields().ServerLabel, CallID: callID,
+				Error: result}, now, now)
+		}
 		if a.approve {
-			res := r.cc.Call(ctx, []tools.Call{{CallID: callID, Name: offered, Arguments: req.CallFields().Arguments}})[0]
+			call := tools.Call{CallID: callID, Name: offered, Arguments: req.CallFields().Arguments}
+			res := r.cc.Call(ctx, []tools.Call{call})[0]
+			began := res.Start
 			if res.InputRequired != nil {
-				st := &callState{call: tools.Call{CallID: callID, Name: offered, Arguments: req.CallFields().Arguments}, server: req.ToolFields().ServerLabel, approval: req.ID}
+				st := &callState{call: call, server: req.ToolFields().ServerLabel, approval: req.ID}
 				res = r.rounds(ctx, st, res)
 			}
 			if res.InputRequired != nil {
 				// The approved call waits for the client's input.
+				r.timeCall(StepApproval, req.ToolFields().ServerLabel, call, "", began, res)
 				if err := r.askClient(callID, ""); err != nil {
 					return err
 				}
@@ -224,9 +235,12 @@ func (r *run) runApprovals(ctx context.Context) error {
 			}
 			result = resultText(res)
 			ran := tools.RanCall{Server: req.ToolFields().ServerLabel, Tool: req.CallFields().Name, CallID: callID, Arguments: req.CallFields().Arguments, ApprovalRequestID: req.ID}
-			if _, err := r.addRanItems(r.caps(req.ToolFields().ServerLabel).KindOf(), ran, res, result); err != nil {
+			items, err := r.addRanItems(r.caps(req.ToolFields().ServerLabel).KindOf(), ran, res, result)
+			if err != nil {
 				return err
 			}
+			// The step shows the call's item, which says it was approved.
+			r.timeCall(StepApproval, req.ToolFields().ServerLabel, call, items[0].ID, began, res)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

@@ -453,6 +453,7 @@ func (e *Engine) prepare(ctx context.Context, req *responses.Request, opts *RunO
 		eventLog:       eventLog{flush: func() {}},
 		tenant:         tenant.From(ctx),
 	}
+	r.timeline.start = r.started
 	if queued != nil && queued.SessionKey != "" {
 		// Derived when the request came, with its headers.
 		r.sessionKey = queued.SessionKey
@@ -494,7 +495,7 @@ func (e *Engine) execute(ctx context.Context, r *run, opts *RunOptions) (*respon
 	// Close runs the single cleanup pass over the tools that were called,
 	// then closes the sessions, on every path out of here. It uses a
 	// context of its own: ctx may be cancelled by then.
-	defer r.cc.Close(ctx)
+	defer r.closeTools(ctx)
 	r.builder = responses.NewBuilder(r.resp, e.opts.NewID, r.record)
 	if req.Includes(IncludeEncryptedReasoning) {
 		r.builder.SealReasoning = e.opts.Sealer.Seal
@@ -533,6 +534,7 @@ func (e *Engine) execute(ctx context.Context, r *run, opts *RunOptions) (*respon
 	if err := e.finishTurn(ctx, r, saveErr == nil); saveErr == nil {
 		saveErr = err
 	}
+	r.saved = saveErr == nil && req.StoreEnabled()
 	if saveErr != nil {
 		// Nothing the client is told may claim what was not stored.
 		upstreamErr = r.failStored(saveErr)
@@ -630,6 +632,11 @@ type run struct {
 	// found are the deferred tools a tool search found, offered from
 	// then on.
 	found found
+	// timeline is when each step of the run happened, stored with it;
+	// saved is set once the final save succeeded (the cleanup pass,
+	// after it, then writes the timeline again).
+	timeline timeline
+	saved    bool
 	clientWaits
 	eventLog
 }

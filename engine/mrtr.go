@@ -12,6 +12,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -223,6 +224,7 @@ func (r *run) rounds(ctx context.Context, st *callState, res tools.Result) tools
 	outer := ctx
 	for res.InputRequired != nil {
 		endRound()
+		roundStart := time.Now()
 		ir := res.InputRequired
 		var ctx context.Context
 		ctx, span = r.e.tracer.Start(outer, "mcp input round", trace.WithAttributes(
@@ -261,6 +263,8 @@ func (r *run) rounds(ctx context.Context, st *callState, res tools.Result) tools
 		st.round++
 		st.call.Input = &tools.Input{Responses: answers, State: ir.State}
 		res = r.cc.Call(ctx, []tools.Call{st.call})[0]
+		r.timeline.add(TimelineStep{Kind: StepInputRound, Name: st.call.Name, Server: st.server, CallID: st.call.CallID,
+			Round: st.round, Error: errorText(res.Err)}, roundStart, res.End)
 	}
 	return res
 }

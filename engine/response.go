@@ -137,6 +137,7 @@ func (e *Engine) save(ctx context.Context, r *run, upstreamErr error) error {
 		return err
 	}
 	rec.Output, rec.Events, rec.Pending = r.resp.Output, r.events, encodePending(r.pendingOut)
+	rec.Timeline = r.timeline.encode(time.Now())
 	// The request's context may be cancelled (client gone): the response
 	// is still saved, within a bound of its own.
 	sctx, span := context.WithoutCancel(ctx), noSpan

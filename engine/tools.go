@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	conversation "github.com/loomgate/loom/context"
 	"github.com/loomgate/loom/responses"
@@ -133,9 +134,11 @@ func (r *run) runServerCalls(ctx context.Context, calls []*turnCall) error {
 	}
 	results := r.cc.Call(ctx, batch)
 	for i := range results {
+		began := results[i].Start
 		if results[i].InputRequired != nil {
 			results[i] = r.rounds(ctx, &callState{call: batch[i], server: owners[i].server}, results[i])
 		}
+		r.timeCall(StepToolCall, owners[i].server, batch[i], owners[i].item.ID, began, results[i])
 	}
 	for i, res := range results {
 		c := owners[i]
@@ -152,6 +155,26 @@ func (r *run) runServerCalls(ctx context.Context, calls []*turnCall) error {
 		}
 	}
 	return ctx.Err()
+}
+
+// timeCall adds a server call that began at began (its first round) and
+// ended with res to the run's timeline.
+func (r *run) timeCall(kind, server string, call tools.Call, itemID string, began time.Time, res tools.Result) {
+	end := res.End
+	if end.IsZero() {
+		end = time.Now()
+	}
+	if began.IsZero() {
+		began = end
+	}
+	step := TimelineStep{Kind: kind, Name: call.Name, Server: server, CallID: call.CallID, ItemID: itemID, Error: errorText(res.Err)}
+	switch {
+	case res.InputRequired != nil:
+		step.Error = "waiting for the client's input"
+	case step.Error == "" && res.IsError:
+		step.Error = resultText(res)
+	}
+	r.timeline.add(step, began, end)
 }
 
 // refusal is what the model sees of a call loom did not run: the call and

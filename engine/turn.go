@@ -7,6 +7,7 @@ import (
 
 	"context"
 	"slices"
+	"time"
 
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
@@ -57,6 +58,7 @@ func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 		st.maxCalls = *r.req.MaxToolCalls
 	}
 	start := len(r.resp.Output)
+	defer r.timeTurn(st, start, time.Now(), &err)
 	err = r.e.backend.Stream(ctx, st.mreq, func(d model.Delta) error {
 		if d.Kind == model.DeltaPause {
 			if st.spoke {
@@ -107,6 +109,18 @@ func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 		}
 	}
 	return res, nil
+}
+
+// timeTurn adds the turn that started at began, its output items from
+// first on, to the run's timeline.
+func (r *run) timeTurn(st *turnState, first int, began time.Time, err *error) {
+	step := TimelineStep{Kind: StepTurn, Name: st.mreq.Model, Engine: r.engine,
+		InputTokens: st.usage.InputTokens, CachedTokens: st.usage.InputTokensDetails.CachedTokens,
+		OutputTokens: st.usage.OutputTokens, Error: errorText(*err)}
+	for _, it := range r.resp.Output[min(first, len(r.resp.Output)):] {
+		step.ItemIDs = append(step.ItemIDs, it.ID)
+	}
+	r.timeline.add(step, began, time.Now())
 }
 
 // startTurnSpan starts the span of a model turn, when tracing, with the

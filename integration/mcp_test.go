@@ -268,6 +268,20 @@ func mcptAPIError(t *testing.T, status int, body []byte, param string) string {
 	return env.Error.Message
 }
 
+// mcptTimeline returns the steps of the timeline stored with response id.
+func mcptTimeline(t *testing.T, h *harness, id string) []engine.TimelineStep {
+	t.Helper()
+	rec, err := h.Store.GetResponse(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := engine.DecodeTimeline(rec.Timeline)
+	if err != nil || tl == nil {
+		t.Fatalf("timeline of %s: %s (%v)", id, rec.Timeline, err)
+	}
+	return tl.Steps
+}
+
 // mcptToolMessages returns the contents of the tool messages of the last
 // request the scripted upstream received: what the model read.
 func mcptToolMessages(t *testing.T, h *harness) []string {
@@ -330,6 +344,12 @@ func TestMCPApprovals(t *testing.T) {
 		}
 		if slices.Contains(r2.types(), "mcp_list_tools") {
 			t.Errorf("mcp_list_tools again in the follow-up: %v", r2.types())
+		}
+		// The console's timeline: the approved call ran before the
+		// model's turn, and shows the mcp_call item.
+		if steps := mcptTimeline(t, h, r2.ID); len(steps) < 2 || steps[0].Kind != engine.StepApproval || steps[0].Name != "s__a" ||
+			steps[0].ItemID != call.ID || steps[0].Error != "" || steps[1].Kind != engine.StepTurn {
+			t.Errorf("timeline %+v, want the approved call, then the turn", steps)
 		}
 
 		// The same approval again, on the chain that already answered it.
@@ -405,6 +425,10 @@ func TestMCPApprovals(t *testing.T) {
 		}
 		if n := ms.count("tools/call"); n != 0 {
 			t.Errorf("the server saw %d tools/call for a denied call", n)
+		}
+		if steps := mcptTimeline(t, h, r2.ID); len(steps) < 1 || steps[0].Kind != engine.StepApproval || !strings.Contains(steps[0].Error, "not today") ||
+			steps[0].EndUS != steps[0].StartUS {
+			t.Errorf("timeline %+v, want the denial first, a mark with its reason", steps)
 		}
 	})
 

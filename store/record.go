@@ -28,6 +28,12 @@ type Record struct {
 	// so that any replica, or the same one after a restart, can resume
 	// the calls, and no client can read or alter it.
 	Pending json.RawMessage
+	// Timeline is when each step of the run happened (model turns, tool
+	// calls, input rounds, approvals, the cleanup pass), as the engine
+	// records it for the operator's console: opaque JSON that the store
+	// keeps and returns as is; nil for none. The events carry no time,
+	// so this is where a run's durations live.
+	Timeline json.RawMessage
 	// LeaseOwner is the replica running an in-progress response ("" for
 	// none), and LeaseUntil when its lease runs out unless renewed (zero
 	// for none). A response whose lease ran out is failed by any

@@ -24,8 +24,9 @@ type Store interface {
 	// PreviousResponseID, newest first, at most limit of them, read in one
 	// query, for the conversation they hold: with their items and pending
 	// state but without Response (the response objects, which can be
-	// large and repeat the output) and without events. It stops early at a
-	// link that is no longer stored. ErrNotFound if id itself is absent.
+	// large and repeat the output), without events and without Timeline.
+	// It stops early at a link that is no longer stored. ErrNotFound if
+	// id itself is absent.
 	Chain(ctx context.Context, id string, limit int) ([]*Record, error)
 	// DeleteResponse removes a response of tenant and everything stored
 	// with it. ErrNotFound if absent or another tenant's (then nothing is
@@ -41,6 +42,18 @@ type Store interface {
 	// tenant. ErrNotFound if the response is absent or another tenant's,
 	// ErrUnknownCursor if Page.After names no input item of it.
 	ListInputItems(ctx context.Context, id, tenant string, page Page) ([]responses.Item, bool, error)
+	// ListResponses pages through the stored responses that match q,
+	// newest first (by CreatedAt, then by id, descending), and reports
+	// whether more follow: each record with its columns, its response
+	// object and its timeline, without items, events or pending state. For
+	// operators (the console): it ignores ownership.
+	// ErrUnknownCursor if q.After names no stored response.
+	ListResponses(ctx context.Context, q ResponseQuery) ([]*Record, bool, error)
+	// SetTimeline replaces the Timeline of response id, leaving the rest
+	// of its record as it is: the engine's last write of a response,
+	// after the cleanup pass that follows its final save. ErrNotFound if
+	// absent.
+	SetTimeline(ctx context.Context, id string, timeline json.RawMessage) error
 	// Events returns the stored events of a response with sequence
 	// number greater than after (-1 for all), in order. ErrNotFound if
 	// the response is absent.

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/loomgate/loom/responses"
 )
@@ -143,6 +144,10 @@ type Result struct {
 	// for the engine; it is never sent to the model as is. When Err is set,
 	// IsError is true and Content describes the failure safely.
 	Err error `json:"-"`
+	// Start and End are when the call ran, set by the conversation
+	// context that ran it (conversation.Context.Call), for the run's
+	// timeline; zero for a call that did not run.
+	Start, End time.Time `json:"-"`
 }
 
 // Text returns the concatenated text parts of the result.

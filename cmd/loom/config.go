@@ -37,6 +37,11 @@ func envName(flagName string) string {
 type Config struct {
 	Addr        string
 	MetricsAddr string
+	// ConsoleAddr, when set, serves the operator console there, behind
+	// ConsoleToken; ConsoleTraceURL links its trace ids to a viewer.
+	ConsoleAddr     string
+	ConsoleToken    string
+	ConsoleTraceURL string
 	// OTLPEndpoint, when set (or OTEL_EXPORTER_OTLP_ENDPOINT is), turns on
 	// span export; Tracing says whether it is on.
 	APIKeysFile     string
@@ -167,6 +172,9 @@ func serveFlags(cfg *Config, models, apiKeys *string) *flag.FlagSet {
 	fs.DurationVar(&cfg.JWTRefresh, "jwt-refresh", 10*time.Minute, "how often the JWKS is reloaded (a token with an unknown kid reloads it too, at most every 10s)")
 	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", "export OpenTelemetry spans over OTLP/HTTP (protobuf) to this collector URL, e.g. http://127.0.0.1:4318 (spans go to /v1/traces unless the URL has a path); the standard OTEL_EXPORTER_OTLP_* variables work too (empty: no export)")
 	fs.Float64Var(&cfg.OTLPSampleRatio, "otlp-sample-ratio", 1, "share of new traces whose spans are exported, 0 to 1; a client's sampled flag is followed (OTEL_TRACES_SAMPLER applies when this is not set)")
+	fs.StringVar(&cfg.ConsoleAddr, "console-addr", "", "serve the operator console (every tenant's responses, their timelines, the runs in flight, the engines) on this address, behind --console-token (empty: no console)")
+	fs.StringVar(&cfg.ConsoleToken, "console-token", "", "the token the console asks for: a bearer header, or once in its login form or ?token=, which leaves an HttpOnly cookie (required with --console-addr; never logged)")
+	fs.StringVar(&cfg.ConsoleTraceURL, "console-trace-url", "", "link each response's trace id in the console to this trace viewer URL, {trace_id} replaced by the id, e.g. http://jaeger:16686/trace/{trace_id} (empty: no link)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics on this address, without authentication, and not on --addr (empty: /metrics on --addr, behind the API's bearer token when authentication is configured)")
 	fs.StringVar(&cfg.UpstreamURL, "upstream-url", "", "OpenAI-compatible base URL of the inference engine, ending in /v1 (required); or the comma-separated base URLs of several replicas serving the same models, and each conversation goes to the engine that holds its prefix in cache, within a bound on each engine's load, around engines that are down (docs/operations.md, Several engines); redirects are not followed (a 3xx is a 502), and credentials in a URL are sent as basic auth when --upstream-key is unset")
 	fs.StringVar(&cfg.UpstreamSessionHeader, "upstream-session-header", "X-Session-ID", "request header that carries each turn's session key upstream, for a router in front of the engines (vLLM Router reads X-Session-ID, SGLang's gateway X-SMG-Routing-Key)")
@@ -303,6 +311,9 @@ func (c *Config) validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return configErrorf("--addr %q is not host:port (for example 127.0.0.1:8080 or :8080)", c.Addr)
+	}
+	if err := c.checkConsole(); err != nil {
+		return err
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
@@ -465,4 +476,22 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// checkConsole checks the console's flags: an address needs a token, and a
+// trace URL a {trace_id} to fill in.
+func (c *Config) checkConsole() error {
+	if c.ConsoleAddr == "" {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(c.ConsoleAddr); err != nil {
+		return configErrorf("--console-addr %q is not host:port (for example 127.0.0.1:8081)", c.ConsoleAddr)
+	}
+	if c.ConsoleToken == "" {
+		return configErrorf("--console-addr needs --console-token: the console shows every tenant's responses")
+	}
+	if c.ConsoleTraceURL != "" && !strings.Contains(c.ConsoleTraceURL, "{trace_id}") {
+		return configErrorf("--console-trace-url %q has no {trace_id} to fill in", c.ConsoleTraceURL)
+	}
+	return nil
 }

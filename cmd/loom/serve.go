@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/loomgate/loom/background"
+	"github.com/loomgate/loom/console"
 	conversation "github.com/loomgate/loom/context"
 	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/model"
@@ -64,6 +65,8 @@ type Main struct {
 	tracer          *sdktrace.TracerProvider // with --otlp-endpoint
 	stopJWKS        context.CancelFunc       // ends the JWKS refresh, with --jwt-jwks
 	metricsListener net.Listener
+	consoleHTTP     *http.Server // with --console-addr
+	consoleListener net.Listener
 
 	// base is the context of every request; cancelling it cancels the
 	// responses still running when the shutdown deadline passes.
@@ -136,7 +139,13 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		return err
 	}
 	metrics := server.NewMetrics()
-	backend := m.backend(metrics.EngineObserver())
+	var engines *console.Engines
+	observer := metrics.EngineObserver()
+	if m.cfg.ConsoleAddr != "" {
+		engines = console.NewEngines()
+		observer = engineObservers{observer, engines}
+	}
+	backend := m.backend(observer)
 	m.upstream = backend
 	capabilities := backend.Capabilities()
 	m.checkEngines(ctx, backend)
@@ -185,6 +194,11 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", metrics.Handler())
 		m.metricsHTTP = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	}
+	if m.cfg.ConsoleAddr != "" {
+		if err := m.openConsole(engines); err != nil {
+			return err
+		}
 	}
 	m.base, m.cancelBase = context.WithCancel(context.Background())
 	m.http = &http.Server{
@@ -450,6 +464,57 @@ func (m *Main) MetricsAddr() string {
 	return m.metricsListener.Addr().String()
 }
 
+// ConsoleAddr is the address the console is served on with
+// --console-addr, or "" without.
+func (m *Main) ConsoleAddr() string {
+	if m.consoleListener == nil {
+		return ""
+	}
+	return m.consoleListener.Addr().String()
+}
+
+// openConsole listens on --console-addr and builds the console over the
+// store; engines is what the backend tells it of its engines.
+func (m *Main) openConsole(engines *console.Engines) error {
+	c, err := console.New(&console.Options{Store: m.store, Token: m.cfg.ConsoleToken, TraceURL: m.cfg.ConsoleTraceURL,
+		Engines: engines, Logger: m.log.With("component", "console")})
+	if err != nil {
+		return err
+	}
+	if m.consoleListener, err = net.Listen("tcp", m.cfg.ConsoleAddr); err != nil {
+		return fmt.Errorf("--console-addr: %w", err)
+	}
+	m.consoleHTTP = &http.Server{Handler: c, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute}
+	return nil
+}
+
+// engineObservers tells each of its observers what happens on the engines.
+type engineObservers []model.EngineObserver
+
+func (o engineObservers) EngineRequest(engine string) {
+	for _, x := range o {
+		x.EngineRequest(engine)
+	}
+}
+
+func (o engineObservers) EngineInFlight(engine string, n int) {
+	for _, x := range o {
+		x.EngineInFlight(engine, n)
+	}
+}
+
+func (o engineObservers) EngineHealth(engine string, healthy bool) {
+	for _, x := range o {
+		x.EngineHealth(engine, healthy)
+	}
+}
+
+func (o engineObservers) EngineTokens(engine string, prompt, cached int) {
+	for _, x := range o {
+		x.EngineTokens(engine, prompt, cached)
+	}
+}
+
 // Run serves until ctx is done, then shuts down gracefully. First it
 // drains: /readyz answers 503 for the drain delay, so that load balancers
 // health-checking it stop routing here, while it still serves every
@@ -465,6 +530,11 @@ func (m *Main) Run(ctx context.Context) error {
 		m.log.Info("metrics listening", "addr", m.MetricsAddr())
 		go m.metricsHTTP.Serve(m.metricsListener)
 		defer m.metricsHTTP.Close()
+	}
+	if m.consoleHTTP != nil {
+		m.log.Info("console listening", "addr", m.ConsoleAddr())
+		go m.consoleHTTP.Serve(m.consoleListener)
+		defer m.consoleHTTP.Close()
 	}
 	select {
 	case err := <-errc:
@@ -579,6 +649,10 @@ func (m *Main) Close() error {
 			m.log.Warn("tracing: flushing spans at exit", "err", err)
 		}
 		cancel()
+	}
+	if m.consoleListener != nil {
+		// Closed by Run's end already, unless Run never ran.
+		m.consoleListener.Close()
 	}
 	if m.store != nil {
 		err := m.store.Close()

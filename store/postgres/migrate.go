@@ -121,6 +121,16 @@ var migrations = []migration{
 			`ALTER TABLE responses ADD COLUMN session_key text NOT NULL DEFAULT ''`,
 		},
 	},
+	{
+		// Issue #40. When each step of a run happened, for the
+		// operator's console (store.Record.Timeline): opaque JSON, ''
+		// for none. The events carry no time.
+		Version: 7,
+		Name:    "timeline",
+		Stmts: []string{
+			`ALTER TABLE responses ADD COLUMN timeline text NOT NULL DEFAULT ''`,
+		},
+	},
 }
 
 // migrate applies the steps newer than the database's version in one

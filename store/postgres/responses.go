@@ -56,7 +56,7 @@ func (d *DB) SaveResponse(ctx context.Context, rec *store.Record) error {
 		b.Queue(`SELECT set_config('statement_timeout', $1, true)`, strconv.FormatInt(max(time.Until(deadline).Milliseconds(), 1), 10))
 	}
 	b.Queue(records.UpsertResponse, rec.ID, rec.PreviousResponseID, rec.CreatedAt, rec.Status, string(rec.Response), events,
-		string(rec.Pending), rec.LeaseOwner, records.LeaseMillis(rec.LeaseUntil), rec.Tenant, rec.TraceID, rec.SessionKey)
+		string(rec.Pending), rec.LeaseOwner, records.LeaseMillis(rec.LeaseUntil), rec.Tenant, rec.TraceID, rec.SessionKey, string(rec.Timeline))
 	// A re-save may have fewer items than the last one.
 	b.Queue(`DELETE FROM response_items WHERE response_id = $1`, rec.ID)
 	if n > 0 {
@@ -70,7 +70,7 @@ func (d *DB) SaveResponse(ctx context.Context, rec *store.Record) error {
 
 // recordColumns are the columns of a record read back, with its items as
 // two arrays in order: one statement, so one snapshot.
-const recordColumns = `r.id, r.previous_response_id, r.created_at, r.status, r.response, r.pending, r.lease_owner, r.lease_until, r.tenant, r.trace_id, r.session_key,` + itemColumns
+const recordColumns = `r.id, r.previous_response_id, r.created_at, r.status, r.response, r.pending, r.lease_owner, r.lease_until, r.tenant, r.trace_id, r.session_key, r.timeline,` + itemColumns
 
 // itemColumns are a record's items as two arrays, in order.
 const itemColumns = `
@@ -79,17 +79,17 @@ const itemColumns = `
 
 // chainColumns are recordColumns but the response object, which a chain
 // does not need.
-const chainColumns = `r.id, r.previous_response_id, r.created_at, r.status, NULL::text, r.pending, r.lease_owner, r.lease_until, r.tenant, r.trace_id, r.session_key,` + itemColumns
+const chainColumns = `r.id, r.previous_response_id, r.created_at, r.status, NULL::text, r.pending, r.lease_owner, r.lease_until, r.tenant, r.trace_id, r.session_key, NULL::text,` + itemColumns
 
 // scanRecord reads one row of recordColumns or chainColumns.
 func scanRecord(row pgx.Row) (*store.Record, error) {
 	rec := &store.Record{}
-	var response *string
+	var response, timeline *string
 	var pending string
 	var leaseUntil int64
 	var input, output []string
 	if err := row.Scan(&rec.ID, &rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &response, &pending,
-		&rec.LeaseOwner, &leaseUntil, &rec.Tenant, &rec.TraceID, &rec.SessionKey, &input, &output); err != nil {
+		&rec.LeaseOwner, &leaseUntil, &rec.Tenant, &rec.TraceID, &rec.SessionKey, &timeline, &input, &output); err != nil {
 		return nil, err
 	}
 	if response != nil && *response != "" {
@@ -97,6 +97,9 @@ func scanRecord(row pgx.Row) (*store.Record, error) {
 	}
 	if pending != "" {
 		rec.Pending = json.RawMessage(pending)
+	}
+	if timeline != nil && *timeline != "" {
+		rec.Timeline = json.RawMessage(*timeline)
 	}
 	rec.LeaseUntil = records.LeaseTime(leaseUntil)
 	var err error
@@ -325,4 +328,16 @@ func (d *DB) DeleteCreatedBefore(ctx context.Context, before int64, limit int) (
 		return 0, fmt.Errorf("postgres: delete responses created before %d: %w", before, err)
 	}
 	return int(tag.RowsAffected()), nil
+}
+
+// ListResponses pages through the stored responses that match q, newest
+// first.
+func (d *DB) ListResponses(ctx context.Context, q store.ResponseQuery) ([]*store.Record, bool, error) {
+	return records.ListResponses(ctx, querier{d.pool}, "postgres", `(response::json ->> 'model')`, q)
+}
+
+// SetTimeline replaces the timeline of response id.
+func (d *DB) SetTimeline(ctx context.Context, id string, timeline json.RawMessage) error {
+	return records.Wrap(records.Change(ctx, querier{d.pool}, records.SetTimeline, string(timeline), id),
+		"postgres: set the timeline of %s", id)
 }

@@ -155,6 +155,16 @@ var migrations = []migration{
 			`ALTER TABLE responses ADD COLUMN session_key TEXT NOT NULL DEFAULT ''`,
 		},
 	},
+	{
+		// Issue #40. When each step of a run happened, for the
+		// operator's console (store.Record.Timeline): opaque JSON, ''
+		// for none. The events carry no time.
+		Version: 9,
+		Name:    "timeline",
+		Stmts: []string{
+			`ALTER TABLE responses ADD COLUMN timeline TEXT NOT NULL DEFAULT ''`,
+		},
+	},
 }
 
 // migrate applies the steps of steps newer than the database's version, all

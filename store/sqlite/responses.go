@@ -40,7 +40,7 @@ func (d *DB) SaveResponse(ctx context.Context, rec *store.Record) error {
 	err = d.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.StmtContext(ctx, d.st.upsertResponse).ExecContext(ctx,
 			rec.ID, rec.PreviousResponseID, rec.CreatedAt, rec.Status, string(rec.Response), events, string(rec.Pending),
-			rec.LeaseOwner, records.LeaseMillis(rec.LeaseUntil), rec.Tenant, rec.TraceID, rec.SessionKey); err != nil {
+			rec.LeaseOwner, records.LeaseMillis(rec.LeaseUntil), rec.Tenant, rec.TraceID, rec.SessionKey, string(rec.Timeline)); err != nil {
 			return err
 		}
 		// A re-save may have fewer items than the last one, so the old
@@ -102,10 +102,10 @@ func (d *DB) GetResponse(ctx context.Context, id string) (*store.Record, error) 
 // getResponse is GetResponse on the caller's goroutine.
 func (d *DB) getResponse(ctx context.Context, id string) (*store.Record, error) {
 	rec := &store.Record{ID: id}
-	var response, pending, input, output []byte
+	var response, pending, timeline, input, output []byte
 	var leaseUntil int64
 	err := d.st.getResponse.QueryRowContext(ctx, id).
-		Scan(&rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &response, &pending, &rec.LeaseOwner, &leaseUntil, &rec.Tenant, &rec.TraceID, &rec.SessionKey, &input, &output)
+		Scan(&rec.PreviousResponseID, &rec.CreatedAt, &rec.Status, &response, &pending, &rec.LeaseOwner, &leaseUntil, &rec.Tenant, &rec.TraceID, &rec.SessionKey, &timeline, &input, &output)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
@@ -117,6 +117,9 @@ func (d *DB) getResponse(ctx context.Context, id string) (*store.Record, error) 
 	}
 	if len(pending) > 0 {
 		rec.Pending = json.RawMessage(pending)
+	}
+	if len(timeline) > 0 {
+		rec.Timeline = json.RawMessage(timeline)
 	}
 	rec.LeaseUntil = records.LeaseTime(leaseUntil)
 	if rec.Input, err = records.SplitItems(input); err != nil {
@@ -187,4 +190,24 @@ func encodeItems(id string, input, output []responses.Item) ([]any, error) {
 		return nil, err
 	}
 	return args, nil
+}
+
+// ListResponses pages through the stored responses that match q, newest
+// first.
+func (d *DB) ListResponses(ctx context.Context, q store.ResponseQuery) ([]*store.Record, bool, error) {
+	var recs []*store.Record
+	var more bool
+	err := readApart(func() (err error) {
+		recs, more, err = records.ListResponses(ctx, querier{d.db}, "sqlite", `json_extract(response, '$.model')`, q)
+		return err
+	})
+	return recs, more, err
+}
+
+// SetTimeline replaces the timeline of response id.
+func (d *DB) SetTimeline(ctx context.Context, id string, timeline json.RawMessage) error {
+	err := d.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		return records.Change(ctx, querier{tx}, records.SetTimeline, string(timeline), id)
+	})
+	return records.Wrap(err, "sqlite: set the timeline of %s", id)
 }

@@ -47,7 +47,7 @@ func (s *statements) prepare(ctx context.Context, db *sql.DB) error {
 		{&s.deleteResponse, `DELETE FROM responses WHERE id = ?`},
 		{&s.deleteItems, `DELETE FROM response_items WHERE response_id = ?`},
 		// The items come joined as in chain: one statement, one snapshot.
-		{&s.getResponse, `SELECT r.previous_response_id, r.created_at, r.status, r.response, r.pending, r.lease_owner, r.lease_until, r.tenant, r.trace_id, r.session_key,
+		{&s.getResponse, `SELECT r.previous_response_id, r.created_at, r.status, r.response, r.pending, r.lease_owner, r.lease_until, r.tenant, r.trace_id, r.session_key, r.timeline,
 				(SELECT group_concat(item, char(10) ORDER BY position) FROM response_items i
 					WHERE i.response_id = r.id AND i.kind = 'input'),
 				(SELECT group_concat(item, char(10) ORDER BY position) FROM response_items i

@@ -49,6 +49,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ConversationConcurrentAppends", testConversationConcurrentAppends},
 		{"Ping", testPing},
 		{"Sizes", testSizes},
+		{"ListResponses", testListResponses},
+		{"SetTimeline", testSetTimeline},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,6 +88,8 @@ func record(id, previous string) *store.Record {
 		},
 		Events:  events(4),
 		Pending: json.RawMessage(`{"calls":[{"request_id":"r1"}]}`),
+		// The timeline comes back as saved, for the console.
+		Timeline: json.RawMessage(`{"steps":[{"kind":"turn","start_ms":0,"end_ms":12}]}`),
 		// Every read returns the owner and the trace id as saved (the
 		// engine enforces ownership with them), and the session key (a
 		// continuation inherits it from Chain's first record).
@@ -469,7 +473,7 @@ func testChain(t *testing.T, s store.Store) {
 			t.Errorf("chain record %s has its response object", rec.ID)
 		}
 		want := *chain[5-i]
-		want.Response = nil
+		want.Response, want.Timeline = nil, nil
 		checkRecord(t, rec, &want)
 	}
 	// The limit bounds the walk.

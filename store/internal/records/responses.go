@@ -12,8 +12,8 @@ import (
 // id. An upsert rather than a delete and insert (SQLite's INSERT OR
 // REPLACE): the old row's items still point at it.
 const UpsertResponse = `INSERT INTO responses
-	(id, previous_response_id, created_at, status, response, events, pending, lease_owner, lease_until, tenant, trace_id, session_key)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+	(id, previous_response_id, created_at, status, response, events, pending, lease_owner, lease_until, tenant, trace_id, session_key, timeline)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 	ON CONFLICT (id) DO UPDATE SET
 		previous_response_id = excluded.previous_response_id,
 		created_at = excluded.created_at,
@@ -25,7 +25,8 @@ const UpsertResponse = `INSERT INTO responses
 		lease_until = excluded.lease_until,
 		tenant = excluded.tenant,
 		trace_id = excluded.trace_id,
-		session_key = excluded.session_key`
+		session_key = excluded.session_key,
+		timeline = excluded.timeline`
 
 // CancelRequested reads response id's cancel flag: store.ErrNotFound if
 // there is no such response.
@@ -37,3 +38,6 @@ func CancelRequested(ctx context.Context, q Querier, id string) (bool, error) {
 	}
 	return flag, err
 }
+
+// SetTimeline replaces the timeline of one response ($2).
+const SetTimeline = `UPDATE responses SET timeline = $1 WHERE id = $2`
