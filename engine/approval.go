@@ -199,6 +199,7 @@ func unjoin(err error) []error {
 // tells the model of those it denied, before the model's first turn.
 func (r *run) runApprovals(ctx context.Context) error {
 	for _, a := range r.approvals {
+		approvalAnswered(ctx, &a)
 		req := a.request
 		offered := r.offeredName(req.ToolFields().ServerLabel, req.CallFields().Name)
 		callID := req.ID
