@@ -189,6 +189,9 @@ type chatSpan struct {
 // startChat starts the span of a model request, when tracing, with the
 // request's parameters. purpose is "" for a turn of the response.
 func (r *run) startChat(ctx context.Context, mreq *model.Request, purpose string) (context.Context, *chatSpan) {
+	if !r.e.tracing && r.e.opts.Metrics == nil {
+		return ctx, noChat
+	}
 	cs := &chatSpan{span: noSpan, started: time.Now()}
 	served := mreq.Route.Served
 	mreq.Route.Served = func(engine string) {
@@ -229,6 +232,10 @@ func (r *run) startChat(ctx context.Context, mreq *model.Request, purpose string
 	return ctx, cs
 }
 
+// noChat stands for the chat span of a model request when neither spans
+// nor metrics are recorded: nothing is measured.
+var noChat = &chatSpan{span: noSpan}
+
 // conversationKey is the response's gen_ai.conversation.id (tagAgentSpan).
 func (r *run) conversationKey() string {
 	if r.conversationID != "" {
@@ -241,6 +248,9 @@ func (r *run) conversationKey() string {
 // reports it to the metrics. output is what the model wrote, for
 // --otel-capture-content (nil: nothing to record).
 func (r *run) endChat(cs *chatSpan, modelName string, usage responses.Usage, finish string, output []responses.Item, err error) {
+	if cs == noChat {
+		return
+	}
 	et := ""
 	if err != nil {
 		et = errorType(err)
