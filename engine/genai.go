@@ -325,7 +325,8 @@ func (r *run) clientCallSpans(ctx context.Context, calls []*turnCall) {
 }
 
 // approvalAsked adds the event of an approval request to the response's
-// span.
+// span. tool is the name the tool is offered under (its execute_tool
+// span's gen_ai.tool.name).
 func approvalAsked(ctx context.Context, server, tool, requestID string) {
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.AddEvent(eventApprovalAsked, trace.WithAttributes(attrToolServer.String(server), semconv.GenAIToolName(tool), attrApprovalID.String(requestID)))
@@ -333,11 +334,12 @@ func approvalAsked(ctx context.Context, server, tool, requestID string) {
 }
 
 // approvalAnswered adds the event of the client's answer to an approval
-// request to the response's span.
-func approvalAnswered(ctx context.Context, a *approval) {
+// request to the response's span; offered is the name the tool is offered
+// under ("" when the request no longer offers it).
+func approvalAnswered(ctx context.Context, a *approval, offered string) {
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.AddEvent(eventApprovalAnswered, trace.WithAttributes(attrToolServer.String(a.request.ToolFields().ServerLabel),
-			semconv.GenAIToolName(a.request.CallFields().Name), attrApprovalID.String(a.request.ID), attrApproved.Bool(a.approve)))
+			semconv.GenAIToolName(offered), attrApprovalID.String(a.request.ID), attrApproved.Bool(a.approve)))
 	}
 }
 

@@ -261,7 +261,7 @@ func (r *run) reportCall(ctx context.Context, c *turnCall, res *turnResult) (boo
 		if err := r.builder.AddItem(req); err != nil {
 			return false, err
 		}
-		approvalAsked(ctx, c.server, req.Call.Name, req.ID)
+		approvalAsked(ctx, c.server, c.name, req.ID)
 		r.waiting = true
 		return false, nil
 	case c.deferred && c.server == "":

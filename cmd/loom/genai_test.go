@@ -433,3 +433,132 @@ func TestGenAISpansContent(t *testing.T) {
 		}
 	}
 }
+
+// tracedLoom runs loom exporting its spans to a loopback OTLP receiver;
+// post sends a request body and returns the response's JSON; spans stops
+// loom (flushing the exporter) and returns what the receiver got.
+func tracedLoom(t *testing.T) (post func(body string) map[string]any, spans func() *spanTree) {
+	recv := &otlpReceiver{}
+	collector := httptest.NewServer(recv)
+	t.Cleanup(collector.Close)
+	mock := mockllm.New(nil)
+	up := httptest.NewServer(mock)
+	t.Cleanup(up.Close)
+	t.Cleanup(mock.Close)
+	cfg := testConfig(t, up.URL+"/v1")
+	cfg.OTLPEndpoint = collector.URL
+	cfg.OTLPSampleRatio = 1
+	m, stop := runMain(t, cfg, io.Discard)
+	post = func(body string) map[string]any {
+		t.Helper()
+		req, _ := http.NewRequest("POST", "http://"+m.Addr()+"/v1/responses", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Traceparent", "00-"+clientTraceID+"-00f067aa0ba902b7-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		return out
+	}
+	spans = func() *spanTree {
+		stop()
+		recv.mu.Lock()
+		defer recv.mu.Unlock()
+		return newSpanTree(t, recv.spans)
+	}
+	return post, spans
+}
+
+// eventAttrs returns the attributes of the events named name of a span.
+func eventAttrs(s *tracepb.Span, name string) [][]*commonpb.KeyValue {
+	var out [][]*commonpb.KeyValue
+	for _, ev := range s.Events {
+		if ev.Name == name {
+			out = append(out, ev.Attributes)
+		}
+	}
+	return out
+}
+
+// TestGenAISpansApproval: an approval request and the client's answer
+// are events of the responses' invoke_agent spans, and the approved call
+// runs in an execute_tool span of the second response.
+func TestGenAISpansApproval(t *testing.T) {
+	mcpURL := samplingMCPServer(t, &mcpRecorder{})
+	post, spans := tracedLoom(t)
+	tool := `{"type":"mcp","server_label":"t","server_url":"` + mcpURL + `","require_approval":"always"}`
+	first := post(`{"model":"m","input":"#callid call_ask t__ask {}","tools":[` + tool + `]}`)
+	var requestID string
+	for _, it := range first["output"].([]any) {
+		if it := it.(map[string]any); it["type"] == "mcp_approval_request" {
+			requestID = it["id"].(string)
+		}
+	}
+	if requestID == "" {
+		t.Fatalf("no approval request: %v", first)
+	}
+	second := post(`{"model":"m","previous_response_id":"` + first["id"].(string) + `","tools":[` + tool + `],` +
+		`"input":[{"type":"mcp_approval_response","approval_request_id":"` + requestID + `","approve":true}]}`)
+	if second["status"] != "completed" {
+		t.Fatalf("second response: %v", second)
+	}
+	st := spans()
+	agents := st.named("invoke_agent", 2)
+	byResponse := map[string]*tracepb.Span{}
+	for _, s := range agents {
+		byResponse[attr(s, string(semconv.GenAIResponseIDKey))] = s
+	}
+	asked := eventAttrs(byResponse[first["id"].(string)], "loom.approval.requested")
+	if len(asked) != 1 {
+		t.Fatalf("%d approval requested events on the first response", len(asked))
+	}
+	if v, _ := attrValue(asked[0], "loom.approval.request_id"); v != requestID {
+		t.Errorf("approval requested event: request id %q, want %q", v, requestID)
+	}
+	if v, _ := attrValue(asked[0], string(semconv.GenAIToolNameKey)); v != "t__ask" {
+		t.Errorf("approval requested event: tool %q", v)
+	}
+	answered := eventAttrs(byResponse[second["id"].(string)], "loom.approval.answered")
+	if len(answered) != 1 {
+		t.Fatalf("%d approval answered events on the second response", len(answered))
+	}
+	for k, want := range map[string]string{"loom.approval.request_id": requestID, "loom.approval.approved": "true", "loom.tool.server": "t",
+		string(semconv.GenAIToolNameKey): "t__ask"} {
+		if v, _ := attrValue(answered[0], k); v != want {
+			t.Errorf("approval answered event: %s = %q, want %q", k, v, want)
+		}
+	}
+	// Both responses of the chain have one conversation id.
+	if a, b := attr(agents[0], string(semconv.GenAIConversationIDKey)), attr(agents[1], string(semconv.GenAIConversationIDKey)); a == "" || a != b {
+		t.Errorf("conversation ids %q and %q, want one", a, b)
+	}
+	for _, s := range st.byName["execute_tool t__ask"] {
+		if p := st.byID[hex.EncodeToString(s.ParentSpanId)]; p != byResponse[second["id"].(string)] {
+			t.Errorf("the approved call's span is not under the second response")
+		}
+	}
+	if len(st.byName["execute_tool t__ask"]) == 0 {
+		t.Error("the approved call has no execute_tool span")
+	}
+}
+
+// TestGenAISpansFailure: a model request the upstream refuses is an error
+// on its chat span and on the response's, with error.type.
+func TestGenAISpansFailure(t *testing.T) {
+	post, spans := tracedLoom(t)
+	out := post(`{"model":"m","input":"#fail 400 no such thing"}`)
+	st := spans()
+	chat := st.named("chat m", 1)[0]
+	agent := st.named("invoke_agent", 1)[0]
+	et := attr(chat, string(semconv.ErrorTypeKey))
+	code, _ := out["error"].(map[string]any)["code"].(string)
+	if et == "" || et != code || chat.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR {
+		t.Errorf("failed chat span: error.type %q (the error's code %q), status %v", et, code, chat.Status)
+	}
+	if got := attr(agent, string(semconv.ErrorTypeKey)); got != et || agent.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR {
+		t.Errorf("failed response's span: error.type %q (want %q), status %v", got, et, agent.Status)
+	}
+}
