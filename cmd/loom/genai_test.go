@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -560,5 +561,74 @@ func TestGenAISpansFailure(t *testing.T) {
 	}
 	if got := attr(agent, string(semconv.ErrorTypeKey)); got != et || agent.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR {
 		t.Errorf("failed response's span: error.type %q (want %q), status %v", got, et, agent.Status)
+	}
+}
+
+// TestGenAISpansEngine: with several engines, a chat span's server.address
+// and server.port are the engine that served the turn.
+func TestGenAISpansEngine(t *testing.T) {
+	recv := &otlpReceiver{}
+	collector := httptest.NewServer(recv)
+	t.Cleanup(collector.Close)
+	var urls []string
+	served := map[string]*atomic.Int64{}
+	for range 2 {
+		mock := mockllm.New(nil)
+		var n atomic.Int64
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost {
+				n.Add(1)
+			}
+			mock.ServeHTTP(w, r)
+		}))
+		t.Cleanup(up.Close)
+		t.Cleanup(mock.Close)
+		urls = append(urls, up.URL+"/v1")
+		_, port := hostPort(t, up.URL)
+		served[port] = &n
+	}
+	cfg := testConfig(t, strings.Join(urls, ","))
+	cfg.OTLPEndpoint = collector.URL
+	cfg.OTLPSampleRatio = 1
+	m, stop := runMain(t, cfg, io.Discard)
+	// Conversations until both engines have served one (the ring places
+	// them by the engines' random ports): at most 64.
+	bothServed := func() bool {
+		for _, n := range served {
+			if n.Load() == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	for i := 0; i < 64 && !bothServed(); i++ {
+		resp, err := http.Post("http://"+m.Addr()+"/v1/responses", "application/json",
+			strings.NewReader(`{"model":"m","input":"conversation `+strconv.Itoa(i)+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	stop()
+	recv.mu.Lock()
+	defer recv.mu.Unlock()
+	perPort := map[string]int64{}
+	for _, s := range recv.spans {
+		if s.Name != "chat m" {
+			continue
+		}
+		if attr(s, string(semconv.ServerAddressKey)) != "127.0.0.1" {
+			t.Errorf("chat span's server.address %q", attr(s, string(semconv.ServerAddressKey)))
+		}
+		perPort[attr(s, string(semconv.ServerPortKey))]++
+	}
+	for port, n := range served {
+		if n.Load() == 0 {
+			t.Errorf("engine on port %s served no turn: the test shows nothing", port)
+		}
+		if perPort[port] != n.Load() {
+			t.Errorf("engine on port %s served %d turns, its chat spans say %d (spans per port %v)", port, n.Load(), perPort[port], perPort)
+		}
 	}
 }
