@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/loomgate/loom/tools"
@@ -48,25 +49,32 @@ func (c *Context) Call(ctx context.Context, calls []tools.Call) []tools.Result {
 
 func (c *Context) call(ctx context.Context, call tools.Call) tools.Result {
 	st := c.serverFor(call.Name)
+	label := ""
+	if st != nil {
+		label = st.label
+	}
+	// One span per call, named as the GenAI conventions name tool
+	// execution, with the server that ran it; opening the server's
+	// session on the first call is part of it.
+	ctx, span := c.startCallSpan(ctx, call, label)
+	defer span.End()
 	if st == nil {
+		failCallSpan(span, "unknown_tool")
 		return tools.ErrorResult(call.CallID,
 			fmt.Sprintf("Tool %q is not available.", call.Name),
 			fmt.Errorf("%w: %q", tools.ErrUnknownTool, call.Name))
 	}
 	sess, err := c.session(ctx, st)
 	if err != nil {
+		failCallSpan(span, sessionOutcome(err))
 		return tools.ErrorResult(call.CallID,
 			fmt.Sprintf("Tool %q is unavailable: could not connect to its server %q.", call.Name, st.label), err)
 	}
 	if !c.markCalled(st, call.Name) {
+		failCallSpan(span, Failed.String())
 		return tools.ErrorResult(call.CallID, "The response has ended; the tool was not called.",
 			&SessionError{Op: OpCall, Server: st.label, Tools: []string{call.Name}, Outcome: Failed, Err: tools.ErrClosed})
 	}
-
-	// One span per call, named as the GenAI conventions name tool
-	// execution, with the server that ran it.
-	ctx, span := c.startCallSpan(ctx, call, st.label)
-	defer span.End()
 	if c.opts.CallTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.CallTimeout)
@@ -80,8 +88,7 @@ func (c *Context) call(ctx context.Context, call tools.Call) tools.Result {
 		c.endCallSpan(span, &res)
 		return res
 	}
-	span.SetAttributes(semconv.ErrorTypeKey.String(outcome.String()))
-	span.SetStatus(codes.Error, outcome.String())
+	failCallSpan(span, outcome.String())
 	e := &SessionError{Op: OpCall, Server: st.label, Tools: []string{call.Name}, Outcome: outcome, Err: err}
 	if outcome == TimedOut {
 		e.Timeout = c.opts.CallTimeout
@@ -136,6 +143,23 @@ func (c *Context) endCallSpan(span trace.Span, res *tools.Result) {
 	if c.opts.CaptureContent && res.InputRequired == nil {
 		span.SetAttributes(semconv.GenAIToolCallResultKey.String(res.Text()))
 	}
+}
+
+// failCallSpan records that a call failed, with its error.type: the
+// outcome of a call loom could not finish (error, timeout, canceled,
+// panic), or unknown_tool.
+func failCallSpan(span trace.Span, errorType string) {
+	span.SetAttributes(semconv.ErrorTypeKey.String(errorType))
+	span.SetStatus(codes.Error, errorType)
+}
+
+// sessionOutcome is the outcome of a session that did not open.
+func sessionOutcome(err error) string {
+	var se *SessionError
+	if errors.As(err, &se) {
+		return se.Outcome.String()
+	}
+	return Failed.String()
 }
 
 // modelMessage says why a call failed in words for the model. Panics and
