@@ -365,6 +365,12 @@ func TestGenAISpans(t *testing.T) {
 		}
 	}
 
+	// The session-based server's session opens in its first call.
+	if !slices.ContainsFunc(st.byName["initialize"], func(s *tracepb.Span) bool {
+		return st.parent(s) == "execute_tool s__boom" && attr(s, string(semconv.McpMethodNameKey)) == "initialize"
+	}) {
+		t.Errorf("no initialize span under execute_tool s__boom; spans: %v", st.names())
+	}
 	// The cleanup pass: its own span, under the response.
 	if c := st.named("tool cleanup", 1)[0]; st.parent(c) != "invoke_agent" {
 		t.Errorf("tool cleanup's parent %s", st.parent(c))
