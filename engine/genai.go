@@ -40,9 +40,16 @@ const (
 	attrApproved     = attribute.Key("loom.approval.approved")
 	// attrTurnPurpose says why a chat span that is not one of the
 	// response's own turns ran: "sampling" (a server's
-	// sampling/createMessage) or "elicitation" (the model filling in an
-	// elicitation).
+	// sampling/createMessage), "elicitation" (the model filling in an
+	// elicitation) or "compaction" (/v1/responses/compact).
 	attrTurnPurpose = attribute.Key("loom.turn.purpose")
+)
+
+// The purposes of chat spans that are not a response's own turns.
+const (
+	purposeSampling    = "sampling"
+	purposeElicitation = "elicitation"
+	purposeCompaction  = "compaction"
 )
 
 // Span event names (no convention names these).
@@ -184,6 +191,9 @@ type chatSpan struct {
 	started time.Time
 	// engine is the engine that served it (model.Route.Served).
 	engine string
+	// compaction is set for the request of /v1/responses/compact, which
+	// makes no response: its span has no gen_ai.response.id.
+	compaction bool
 }
 
 // startChat starts the span of a model request, when tracing, with the
@@ -192,7 +202,7 @@ func (r *run) startChat(ctx context.Context, mreq *model.Request, purpose string
 	if !r.e.tracing && r.e.opts.Metrics == nil {
 		return ctx, noChat
 	}
-	cs := &chatSpan{span: noSpan, started: time.Now()}
+	cs := &chatSpan{span: noSpan, started: time.Now(), compaction: purpose == purposeCompaction}
 	served := mreq.Route.Served
 	mreq.Route.Served = func(engine string) {
 		cs.engine = engine
@@ -261,8 +271,10 @@ func (r *run) endChat(cs *chatSpan, modelName string, usage responses.Usage, fin
 	}
 	span := cs.span
 	if span.IsRecording() {
+		if !cs.compaction {
+			span.SetAttributes(semconv.GenAIResponseID(r.resp.ID))
+		}
 		span.SetAttributes(
-			semconv.GenAIResponseID(r.resp.ID),
 			semconv.GenAIUsageInputTokens(usage.InputTokens),
 			semconv.GenAIUsageOutputTokens(usage.OutputTokens),
 			semconv.GenAIUsageCacheReadInputTokens(usage.InputTokensDetails.CachedTokens),

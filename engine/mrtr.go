@@ -438,7 +438,7 @@ func (r *run) sample(ctx context.Context, req tools.InputRequest) (json.RawMessa
 				Content: []responses.ContentPart{{Type: responses.PartInputText, Text: m.Text}}})
 		}
 	}
-	text, finish, err := r.complete(ctx, mreq, "sampling")
+	text, finish, err := r.complete(ctx, mreq, purposeSampling)
 	if err != nil {
 		return nil, err
 	}
@@ -506,7 +506,7 @@ func (r *run) elicitByModel(ctx context.Context, call *tools.Call, req tools.Inp
 		mreq.Items = append(mreq.Items, responses.Item{Type: responses.ItemMessage, Role: "user",
 			Content: []responses.ContentPart{{Type: responses.PartInputText, Text: instruction}}})
 	}
-	text, _, err := r.complete(ctx, mreq, "elicitation")
+	text, _, err := r.complete(ctx, mreq, purposeElicitation)
 	if err != nil {
 		r.e.log.WarnContext(ctx, "mcp elicitation by the model failed; declined", "response", r.resp.ID, "err", err)
 		return tools.Declined

@@ -445,6 +445,12 @@ func TestGenAISpansContent(t *testing.T) {
 // post sends a request body and returns the response's JSON; spans stops
 // loom (flushing the exporter) and returns what the receiver got.
 func tracedLoom(t *testing.T) (post func(body string) map[string]any, spans func() *spanTree) {
+	postTo, spans := tracedLoomAt(t)
+	return func(body string) map[string]any { return postTo("/v1/responses", body) }, spans
+}
+
+// tracedLoomAt is tracedLoom whose post takes the path.
+func tracedLoomAt(t *testing.T) (post func(path, body string) map[string]any, spans func() *spanTree) {
 	recv := &otlpReceiver{}
 	collector := httptest.NewServer(recv)
 	t.Cleanup(collector.Close)
@@ -456,9 +462,9 @@ func tracedLoom(t *testing.T) (post func(body string) map[string]any, spans func
 	cfg.OTLPEndpoint = collector.URL
 	cfg.OTLPSampleRatio = 1
 	m, stop := runMain(t, cfg, io.Discard)
-	post = func(body string) map[string]any {
+	post = func(path, body string) map[string]any {
 		t.Helper()
-		req, _ := http.NewRequest("POST", "http://"+m.Addr()+"/v1/responses", strings.NewReader(body))
+		req, _ := http.NewRequest("POST", "http://"+m.Addr()+path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Traceparent", "00-"+clientTraceID+"-00f067aa0ba902b7-01")
 		resp, err := http.DefaultClient.Do(req)
@@ -636,5 +642,24 @@ func TestGenAISpansEngine(t *testing.T) {
 		if perPort[port] != n.Load() {
 			t.Errorf("engine on port %s served %d turns, its chat spans say %d (spans per port %v)", port, n.Load(), perPort[port], perPort)
 		}
+	}
+}
+
+// TestGenAISpansCompaction: the model request of /v1/responses/compact is
+// a chat span of purpose compaction under the request's span.
+func TestGenAISpansCompaction(t *testing.T) {
+	post, spans := tracedLoomAt(t)
+	out := post("/v1/responses/compact", `{"model":"m","input":"hello there"}`)
+	if out["object"] != "response.compaction" {
+		t.Fatalf("compact: %v", out)
+	}
+	st := spans()
+	chat := st.named("chat m", 1)[0]
+	if st.parent(chat) != "POST /v1/responses/compact" {
+		t.Errorf("compaction chat span's parent %s", st.parent(chat))
+	}
+	wantAttrs(t, chat, map[string]string{"loom.turn.purpose": "compaction", string(semconv.GenAIOperationNameKey): "chat"})
+	if _, ok := attrValue(chat.Attributes, string(semconv.GenAIResponseIDKey)); ok {
+		t.Errorf("compaction chat span has a response id")
 	}
 }
