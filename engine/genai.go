@@ -231,6 +231,10 @@ func (r *run) startChat(ctx context.Context, mreq *model.Request, purpose string
 	if mreq.MaxOutputTokens > 0 {
 		attrs = append(attrs, semconv.GenAIRequestMaxTokens(mreq.MaxOutputTokens))
 	}
+	if mreq.TextFormat != nil {
+		// Only set for a JSON format (json_object, json_schema).
+		attrs = append(attrs, semconv.GenAIOutputTypeJSON)
+	}
 	if purpose != "" {
 		attrs = append(attrs, attrTurnPurpose.String(purpose))
 	}

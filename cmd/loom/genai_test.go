@@ -562,10 +562,11 @@ func TestGenAISpansApproval(t *testing.T) {
 // on its chat span and on the response's, with error.type.
 func TestGenAISpansFailure(t *testing.T) {
 	post, spans := tracedLoom(t)
-	out := post(`{"model":"m","input":"#fail 400 no such thing"}`)
+	out := post(`{"model":"m","input":"#fail 400 no such thing","text":{"format":{"type":"json_object"}}}`)
 	st := spans()
 	chat := st.named("chat m", 1)[0]
 	agent := st.named("invoke_agent", 1)[0]
+	wantAttrs(t, chat, map[string]string{string(semconv.GenAIOutputTypeKey): "json"})
 	et := attr(chat, string(semconv.ErrorTypeKey))
 	code, _ := out["error"].(map[string]any)["code"].(string)
 	if et == "" || et != code || chat.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR {
