@@ -93,8 +93,8 @@ type MetricsObserver interface {
 	ObserveOperation(op Operation)
 }
 
-// startAgentSpan starts the invoke_agent span of a response for req, when
-// tracing. The response's id, conversation and tenant are known once it is
+// startAgentSpan starts the invoke_agent span of a response, when tracing,
+// with attrs. The response's id, conversation and tenant are known once it is
 // prepared (tagAgentSpan).
 func (e *Engine) startAgentSpan(ctx context.Context, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	if !e.tracing {
@@ -142,7 +142,8 @@ func endAgentSpan(span trace.Span, resp *responses.Response, err error) {
 
 // observeResponse reports a response to the metrics, when configured.
 func (e *Engine) observeResponse(modelName string, started time.Time, resp *responses.Response, err error) {
-	if e.opts.Metrics == nil || (resp == nil && err == nil) {
+	if e.opts.Metrics == nil || (resp == nil && err == nil) || (err == nil && resp.Status == responses.ResponseQueued) {
+		// A queued response is observed when it runs (RunBackground).
 		return
 	}
 	e.opts.Metrics.ObserveOperation(Operation{Name: semconv.GenAIOperationNameInvokeAgent.Value.AsString(), Provider: providerName.Value.AsString(), Model: modelName,
@@ -166,8 +167,8 @@ func responseErrorType(resp *responses.Response, err error) string {
 
 // errorType is the error.type of err: low-cardinality, never its message.
 // An API error gives its code (or its type), a timeout "timeout", a
-// cancellation "cancelled"; anything else the Go type the conventions'
-// helper names.
+// cancellation "canceled" (as the tool calls' outcome says it); anything
+// else the Go type the conventions' helper names.
 func errorType(err error) string {
 	var ae *responses.APIError
 	switch {
@@ -176,7 +177,7 @@ func errorType(err error) string {
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
 	case errors.Is(err, context.Canceled):
-		return "cancelled"
+		return "canceled"
 	case errors.As(err, &ae) && ae.Type != "":
 		return ae.Type
 	}
