@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
@@ -73,7 +74,8 @@ type Operation struct {
 	Name string
 	// Provider is the gen_ai.provider.name.
 	Provider string
-	// Model is the model the request asked for.
+	// Model is the model the request asked for, or "_OTHER" when it is
+	// neither configured nor served (metricModel): a label value.
 	Model string
 	// Engine is the engine that served a model turn (host:port; "" when
 	// none did, and for a response).
@@ -146,8 +148,21 @@ func (e *Engine) observeResponse(modelName string, started time.Time, resp *resp
 		// A queued response is observed when it runs (RunBackground).
 		return
 	}
-	e.opts.Metrics.ObserveOperation(Operation{Name: semconv.GenAIOperationNameInvokeAgent.Value.AsString(), Provider: providerName.Value.AsString(), Model: modelName,
-		ErrorType: responseErrorType(resp, err), Duration: time.Since(started)})
+	served := resp != nil && resp.Usage != nil && resp.Usage.InputTokens+resp.Usage.OutputTokens > 0
+	e.opts.Metrics.ObserveOperation(Operation{Name: semconv.GenAIOperationNameInvokeAgent.Value.AsString(), Provider: providerName.Value.AsString(),
+		Model: e.metricModel(modelName, served), ErrorType: responseErrorType(resp, err), Duration: time.Since(started)})
+}
+
+// metricModel is the model an operation is counted under in the metrics,
+// whose label values must stay few whatever clients send: a model
+// Options.Models lists, or, when it lists none, a model an engine served
+// (served: a model request that succeeded, a response that used tokens);
+// any other is "_OTHER".
+func (e *Engine) metricModel(name string, served bool) string {
+	if len(e.opts.Models) > 0 && slices.Contains(e.opts.Models, name) || len(e.opts.Models) == 0 && served {
+		return name
+	}
+	return semconv.ErrorTypeOther.Value.AsString()
 }
 
 // responseErrorType is the error.type of a response that failed ("" for
@@ -271,7 +286,8 @@ func (r *run) endChat(cs *chatSpan, modelName string, usage responses.Usage, fin
 		et = errorType(err)
 	}
 	if m := r.e.opts.Metrics; m != nil {
-		m.ObserveOperation(Operation{Name: semconv.GenAIOperationNameChat.Value.AsString(), Provider: providerName.Value.AsString(), Model: modelName, Engine: cs.engine, ErrorType: et,
+		m.ObserveOperation(Operation{Name: semconv.GenAIOperationNameChat.Value.AsString(), Provider: providerName.Value.AsString(),
+			Model: r.e.metricModel(modelName, err == nil), Engine: cs.engine, ErrorType: et,
 			Duration: time.Since(cs.started), InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens})
 	}
 	span := cs.span

@@ -130,8 +130,8 @@ func (e engineMetrics) EngineTokens(engine string, prompt, cached int) {
 }
 
 // genaiLabels are the labels both GenAI metrics have: the operation, the
-// provider, the model (one of the served models: an unknown one is
-// refused), and the engine (configured, so bounded).
+// provider, the model (bounded by the engine: engine.Operation.Model), and
+// the engine (configured, so bounded).
 var genaiLabels = []string{
 	promName(string(semconv.GenAIOperationNameKey)), promName(string(semconv.GenAIProviderNameKey)),
 	promName(string(semconv.GenAIRequestModelKey)), promName(string(semconv.ServerAddressKey)), promName(string(semconv.ServerPortKey)),

@@ -445,12 +445,13 @@ func TestGenAISpansContent(t *testing.T) {
 // post sends a request body and returns the response's JSON; spans stops
 // loom (flushing the exporter) and returns what the receiver got.
 func tracedLoom(t *testing.T) (post func(body string) map[string]any, spans func() *spanTree) {
-	postTo, spans := tracedLoomAt(t)
+	postTo, spans, _ := tracedLoomAt(t)
 	return func(body string) map[string]any { return postTo("/v1/responses", body) }, spans
 }
 
-// tracedLoomAt is tracedLoom whose post takes the path.
-func tracedLoomAt(t *testing.T) (post func(path, body string) map[string]any, spans func() *spanTree) {
+// tracedLoomAt is tracedLoom whose post takes the path; metrics returns
+// loom's /metrics.
+func tracedLoomAt(t *testing.T) (post func(path, body string) map[string]any, spans func() *spanTree, metrics func() string) {
 	recv := &otlpReceiver{}
 	collector := httptest.NewServer(recv)
 	t.Cleanup(collector.Close)
@@ -476,13 +477,23 @@ func tracedLoomAt(t *testing.T) (post func(path, body string) map[string]any, sp
 		json.NewDecoder(resp.Body).Decode(&out)
 		return out
 	}
+	metrics = func() string {
+		t.Helper()
+		res, err := http.Get("http://" + m.Addr() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return string(b)
+	}
 	spans = func() *spanTree {
 		stop()
 		recv.mu.Lock()
 		defer recv.mu.Unlock()
 		return newSpanTree(t, recv.spans)
 	}
-	return post, spans
+	return post, spans, metrics
 }
 
 // eventAttrs returns the attributes of the events named name of a span.
@@ -561,8 +572,14 @@ func TestGenAISpansApproval(t *testing.T) {
 // TestGenAISpansFailure: a model request the upstream refuses is an error
 // on its chat span and on the response's, with error.type.
 func TestGenAISpansFailure(t *testing.T) {
-	post, spans := tracedLoom(t)
-	out := post(`{"model":"m","input":"#fail 400 no such thing","text":{"format":{"type":"json_object"}}}`)
+	post, spans, metrics := tracedLoomAt(t)
+	out := post("/v1/responses", `{"model":"m","input":"#fail 400 no such thing","text":{"format":{"type":"json_object"}}}`)
+	// A model no engine served is not a label value: a client could make
+	// up any number of them.
+	if m := metrics(); !strings.Contains(m, `gen_ai_client_operation_duration_count{error_type="invalid_prompt",gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="_OTHER"`) ||
+		strings.Contains(m, `gen_ai_request_model="m"`) {
+		t.Errorf("/metrics of a refused model request:\n%s", grepLines(m, "gen_ai_client_operation_duration_count"))
+	}
 	st := spans()
 	chat := st.named("chat m", 1)[0]
 	agent := st.named("invoke_agent", 1)[0]
@@ -649,7 +666,7 @@ func TestGenAISpansEngine(t *testing.T) {
 // TestGenAISpansCompaction: the model request of /v1/responses/compact is
 // a chat span of purpose compaction under the request's span.
 func TestGenAISpansCompaction(t *testing.T) {
-	post, spans := tracedLoomAt(t)
+	post, spans, _ := tracedLoomAt(t)
 	out := post("/v1/responses/compact", `{"model":"m","input":"hello there"}`)
 	if out["object"] != "response.compaction" {
 		t.Fatalf("compact: %v", out)
@@ -663,4 +680,15 @@ func TestGenAISpansCompaction(t *testing.T) {
 	if _, ok := attrValue(chat.Attributes, string(semconv.GenAIResponseIDKey)); ok {
 		t.Errorf("compaction chat span has a response id")
 	}
+}
+
+// grepLines returns the lines of text that contain s.
+func grepLines(text, s string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
