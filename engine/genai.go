@@ -121,7 +121,9 @@ func (r *run) tagAgentSpan(ctx context.Context) {
 	if conv == "" {
 		conv = r.sessionKey
 	}
-	span.SetAttributes(semconv.GenAIResponseID(r.resp.ID), semconv.GenAIConversationID(conv), attrTenant.String(r.tenant))
+	// session.id, the same: the key Langfuse and Phoenix group a
+	// session's traces by.
+	span.SetAttributes(semconv.GenAIResponseID(r.resp.ID), semconv.GenAIConversationID(conv), semconv.SessionID(conv), attrTenant.String(r.tenant))
 }
 
 // endAgentSpan records how a response ended in its span and ends it.

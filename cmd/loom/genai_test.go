@@ -237,6 +237,7 @@ func TestGenAISpans(t *testing.T) {
 	if len(conv) != 32 {
 		t.Errorf("invoke_agent: gen_ai.conversation.id %q, want the session key", conv)
 	}
+	wantAttrs(t, agent, map[string]string{string(semconv.SessionIDKey): conv})
 	// The MRTR round is an event of the response's span.
 	var rounds int
 	for _, ev := range agent.Events {
