@@ -693,3 +693,38 @@ func grepLines(text, s string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestOTLPLangfuseSetup: loom set up as docs/operations.md says for
+// Langfuse (the traces URL under /api/public/otel, basic auth in
+// OTEL_EXPORTER_OTLP_HEADERS) exports there with the header.
+func TestOTLPLangfuseSetup(t *testing.T) {
+	recv := &otlpReceiver{}
+	collector := httptest.NewServer(recv)
+	t.Cleanup(collector.Close)
+	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Basic cGstbGYtMTpzay1sZi0x")
+	mock := mockllm.New(nil)
+	up := httptest.NewServer(mock)
+	t.Cleanup(up.Close)
+	t.Cleanup(mock.Close)
+	cfg := testConfig(t, up.URL+"/v1")
+	cfg.OTLPEndpoint = collector.URL + "/api/public/otel/v1/traces"
+	cfg.OTLPSampleRatio = 1
+	m, stop := runMain(t, cfg, io.Discard)
+	resp, err := http.Post("http://"+m.Addr()+"/v1/responses", "application/json", strings.NewReader(`{"model":"m","input":"hi"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	stop()
+	recv.mu.Lock()
+	defer recv.mu.Unlock()
+	if len(recv.paths) == 0 {
+		t.Fatal("nothing exported")
+	}
+	for i, p := range recv.paths {
+		if p != "/api/public/otel/v1/traces" || recv.auths[i] != "Basic cGstbGYtMTpzay1sZi0x" {
+			t.Errorf("export to %s with Authorization %q", p, recv.auths[i])
+		}
+	}
+}

@@ -23,6 +23,7 @@ type otlpReceiver struct {
 	mu    sync.Mutex
 	spans []*tracepb.Span
 	paths []string
+	auths []string // the Authorization header of each export
 }
 
 func (o *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -34,6 +35,7 @@ func (o *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	o.mu.Lock()
 	o.paths = append(o.paths, r.URL.Path)
+	o.auths = append(o.auths, r.Header.Get("Authorization"))
 	for _, rs := range req.ResourceSpans {
 		for _, ss := range rs.ScopeSpans {
 			o.spans = append(o.spans, ss.Spans...)
