@@ -4,9 +4,11 @@ import (
 	"github.com/loomgate/loom/telemetry"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -57,30 +59,32 @@ func (c *Context) timedCall(ctx context.Context, call tools.Call) tools.Result {
 
 func (c *Context) call(ctx context.Context, call tools.Call) tools.Result {
 	st := c.serverFor(call.Name)
+	label := ""
+	if st != nil {
+		label = st.label
+	}
+	// One span per call, named as the GenAI conventions name tool
+	// execution, with the server that ran it; opening the server's
+	// session on the first call is part of it.
+	ctx, span := c.startCallSpan(ctx, call, label)
+	defer span.End()
 	if st == nil {
+		failCallSpan(span, "unknown_tool")
 		return tools.ErrorResult(call.CallID,
 			fmt.Sprintf("Tool %q is not available.", call.Name),
 			fmt.Errorf("%w: %q", tools.ErrUnknownTool, call.Name))
 	}
 	sess, err := c.session(ctx, st)
 	if err != nil {
+		failCallSpan(span, sessionOutcome(err))
 		return tools.ErrorResult(call.CallID,
 			fmt.Sprintf("Tool %q is unavailable: could not connect to its server %q.", call.Name, st.label), err)
 	}
 	if !c.markCalled(st, call.Name) {
+		failCallSpan(span, Failed.String())
 		return tools.ErrorResult(call.CallID, "The response has ended; the tool was not called.",
 			&SessionError{Op: OpCall, Server: st.label, Tools: []string{call.Name}, Outcome: Failed, Err: tools.ErrClosed})
 	}
-
-	// One span per call, named as the GenAI conventions name tool
-	// execution, with the server that ran it.
-	ctx, span := c.tracer.Start(ctx, "execute_tool "+call.Name, trace.WithAttributes(
-		attribute.String("gen_ai.operation.name", "execute_tool"),
-		attribute.String("gen_ai.tool.name", call.Name),
-		attribute.String("gen_ai.tool.call.id", call.CallID),
-		attribute.String("loom.tool.server", st.label),
-		attribute.Bool("loom.tool.retry", call.Input != nil)))
-	defer span.End()
 	if c.opts.CallTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.CallTimeout)
@@ -91,18 +95,81 @@ func (c *Context) call(ctx context.Context, call tools.Call) tools.Result {
 	c.observe(OpCall, st.label, outcome)
 	if err == nil {
 		res.CallID = call.CallID
-		if res.InputRequired != nil {
-			span.SetAttributes(attribute.Bool("loom.tool.input_required", true))
-		}
+		c.endCallSpan(span, &res)
 		return res
 	}
-	span.SetStatus(codes.Error, outcome.String())
+	failCallSpan(span, outcome.String())
 	e := &SessionError{Op: OpCall, Server: st.label, Tools: []string{call.Name}, Outcome: outcome, Err: err}
 	if outcome == TimedOut {
 		e.Timeout = c.opts.CallTimeout
 	}
 	c.logFailure(ctx, e)
 	return tools.ErrorResult(call.CallID, modelMessage(call.Name, outcome, err), e)
+}
+
+// Attributes of a tool call's span that no semantic convention names.
+const (
+	attrToolServer    = attribute.Key("loom.tool.server")
+	attrToolRetry     = attribute.Key("loom.tool.retry")
+	attrInputRequired = attribute.Key("loom.tool.input_required")
+)
+
+// toolTypeExtension is the gen_ai.tool.type of every tool loom runs: the
+// conventions' "extension", a tool executed on the agent's side
+// (semconv v1.41.0 gives examples, not constants, for this attribute).
+const toolTypeExtension = "extension"
+
+// startCallSpan starts the execute_tool span of a call.
+func (c *Context) startCallSpan(ctx context.Context, call tools.Call, server string) (context.Context, trace.Span) {
+	attrs := []attribute.KeyValue{
+		semconv.GenAIOperationNameExecuteTool,
+		semconv.GenAIToolName(call.Name),
+		semconv.GenAIToolCallID(call.CallID),
+		semconv.GenAIToolType(toolTypeExtension),
+		attrToolServer.String(server),
+		attrToolRetry.Bool(call.Input != nil),
+	}
+	if c.opts.CaptureContent {
+		attrs = append(attrs, semconv.GenAIToolCallArgumentsKey.String(call.Arguments))
+	}
+	return c.tracer.Start(ctx, semconv.GenAIOperationNameExecuteTool.Value.AsString()+" "+call.Name,
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+}
+
+// endCallSpan records the result of a call that returned: a tool's own
+// error is error.type "tool_error" (as the MCP conventions name an
+// isError result).
+func (c *Context) endCallSpan(span trace.Span, res *tools.Result) {
+	if !span.IsRecording() {
+		return
+	}
+	switch {
+	case res.InputRequired != nil:
+		span.SetAttributes(attrInputRequired.Bool(true))
+	case res.IsError:
+		span.SetAttributes(semconv.ErrorTypeKey.String("tool_error"))
+		span.SetStatus(codes.Error, "tool_error")
+	}
+	if c.opts.CaptureContent && res.InputRequired == nil {
+		span.SetAttributes(semconv.GenAIToolCallResultKey.String(res.Text()))
+	}
+}
+
+// failCallSpan records that a call failed, with its error.type: the
+// outcome of a call loom could not finish (error, timeout, canceled,
+// panic), or unknown_tool.
+func failCallSpan(span trace.Span, errorType string) {
+	span.SetAttributes(semconv.ErrorTypeKey.String(errorType))
+	span.SetStatus(codes.Error, errorType)
+}
+
+// sessionOutcome is the outcome of a session that did not open.
+func sessionOutcome(err error) string {
+	var se *SessionError
+	if errors.As(err, &se) {
+		return se.Outcome.String()
+	}
+	return Failed.String()
 }
 
 // modelMessage says why a call failed in words for the model. Panics and

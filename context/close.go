@@ -3,6 +3,7 @@ package conversation
 import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 
 	"context"
 	"errors"
@@ -105,6 +106,14 @@ func (c *Context) cleanupPass(ctx context.Context, opened []*serverState) []erro
 	errs = slices.DeleteFunc(errs, func(err error) bool { return err == nil })
 	span.SetAttributes(attribute.Int("loom.cleanup.sessions", len(opened)), attribute.Int("loom.cleanup.failures", len(errs)))
 	if len(errs) > 0 {
+		// The first failure's outcome (error, timeout, panic) is the pass's
+		// error.type; each is logged with its server.
+		et := "error"
+		var se *SessionError
+		if errors.As(errs[0], &se) {
+			et = se.Outcome.String()
+		}
+		span.SetAttributes(semconv.ErrorTypeKey.String(et))
 		span.SetStatus(codes.Error, "cleanup failed")
 	}
 	return errs

@@ -34,6 +34,10 @@ type Options struct {
 	// pass (nil: no spans are recorded; the trace still reaches the
 	// tools through ctx).
 	TracerProvider trace.TracerProvider
+	// CaptureContent records each call's arguments and result on its
+	// execute_tool span (gen_ai.tool.call.arguments and .result). Off by
+	// default: they are the users' data.
+	CaptureContent bool
 
 	// CallConcurrency bounds how many calls of one model turn run at once.
 	CallConcurrency int

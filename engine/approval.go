@@ -202,6 +202,7 @@ func (r *run) runApprovals(ctx context.Context) error {
 	for _, a := range r.approvals {
 		req := a.request
 		offered := r.offeredName(req.ToolFields().ServerLabel, req.CallFields().Name)
+		approvalAnswered(ctx, &a, offered)
 		callID := req.ID
 		if offered == "" {
 			return responses.BadRequest("tools", "the approved call is to server %q, which this request does not offer; send its mcp tool again", req.ToolFields().ServerLabel)

@@ -8,8 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/store"
@@ -132,10 +131,19 @@ func (e *Engine) RunBackground(ctx context.Context, job store.BackgroundJob) err
 	// The run is the tenant's that queued it, and stays in the trace of
 	// the request that queued it: its log lines and spans carry that id.
 	ctx = telemetry.ContinueTrace(tenant.With(ctx, rec.Tenant), rec.TraceID)
-	ctx, span := e.tracer.Start(ctx, "response", trace.WithAttributes(
-		attribute.String("gen_ai.response.id", rec.ID), attribute.Bool("loom.background", true)))
-	defer span.End()
+	started := time.Now()
+	ctx, span := e.startAgentSpan(ctx, semconv.GenAIResponseID(rec.ID), attrBackground.Bool(true))
+	var resp *responses.Response
+	var modelName string
+	defer func() {
+		endAgentSpan(span, resp, nil)
+		e.observeResponse(modelName, started, resp, nil)
+	}()
 	req, err := responses.DecodeRequest(job.Request)
+	if req != nil {
+		modelName = req.Model
+		span.SetAttributes(semconv.GenAIRequestModel(req.Model))
+	}
 	if err != nil {
 		var apiErr *responses.APIError
 		if !errors.As(err, &apiErr) {
@@ -153,7 +161,7 @@ func (e *Engine) RunBackground(ctx context.Context, job store.BackgroundJob) err
 		}
 		return e.failQueued(ctx, rec, ae)
 	}
-	_, err = e.execute(ctx, r, nil)
+	resp, err = e.execute(ctx, r, nil)
 	if errors.Is(err, context.Canceled) {
 		return nil // cancelled: the response says so
 	}

@@ -75,15 +75,24 @@ func (r *run) compaction(ctx context.Context, items []responses.Item) (responses
 	}
 	var summary strings.Builder
 	var usage responses.Usage
-	err := r.e.backend.Stream(ctx, mreq, func(d model.Delta) error {
+	finish := ""
+	cctx, cs := r.startChat(ctx, mreq, purposeCompaction)
+	err := r.e.backend.Stream(cctx, mreq, func(d model.Delta) error {
 		switch d.Kind {
 		case model.DeltaText:
 			summary.WriteString(d.Text)
 		case model.DeltaUsage:
 			usage.Add(d.Usage)
+		case model.DeltaFinish:
+			finish = d.FinishReason
 		}
 		return nil
 	})
+	var out []responses.Item
+	if r.e.opts.CaptureContent {
+		out = []responses.Item{{Type: responses.ItemMessage, Role: "assistant", Content: []responses.ContentPart{responses.OutputText(summary.String())}}}
+	}
+	r.endChat(cs, mreq.Model, usage, finish, out, err)
 	if err != nil {
 		return responses.Item{}, usage, inputError(err)
 	}

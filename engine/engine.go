@@ -9,8 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -75,12 +74,23 @@ type Options struct {
 	// Owner names this engine in the leases it takes (default: a random
 	// id). Two engines on one store must not share it.
 	Owner string
-	// TracerProvider starts the spans of a response: the run, each model
-	// turn, each MRTR round, the store save, and (through Conversation,
-	// unless it has its own) each tool call and the cleanup pass. Nil: no
+	// TracerProvider starts the spans of a response, in the GenAI
+	// semantic conventions (genai.go): the run (invoke_agent), each model
+	// request (chat), each call the client runs, the store save, and
+	// (through Conversation, unless it has its own) each server tool call
+	// and the cleanup pass; MRTR rounds and approvals are events. Nil: no
 	// spans are recorded, and the request's trace still reaches logs, the
 	// upstream and tools through ctx.
 	TracerProvider trace.TracerProvider
+	// CaptureContent records what the model read and wrote on the chat
+	// spans (gen_ai.input.messages, gen_ai.output.messages,
+	// gen_ai.system_instructions) and, through Conversation unless it says
+	// otherwise, tool arguments and results on the execute_tool spans.
+	// Off by default: contents are the users' data.
+	CaptureContent bool
+	// Metrics, when set, is told of every model request and response, for
+	// the gen_ai.client.* metrics.
+	Metrics MetricsObserver
 	// Queue hands background responses to the job engine that runs
 	// them on whichever replica claims them (see RunBackground). Nil:
 	// background without stream is refused; background with stream
@@ -228,6 +238,9 @@ func New(backend model.Backend, st Store, opts *Options) *Engine {
 	if e.opts.Conversation.TracerProvider == nil {
 		e.opts.Conversation.TracerProvider = e.opts.TracerProvider
 	}
+	if e.opts.CaptureContent {
+		e.opts.Conversation.CaptureContent = true
+	}
 	return e
 }
 
@@ -268,8 +281,12 @@ func (e *Engine) Run(ctx context.Context, req *responses.Request, sink func(*res
 func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(*responses.Event) error, opts *RunOptions) (resp *responses.Response, err error) {
 	// The span's attributes are built in functions of their own: this
 	// frame is under a streaming response for as long as it runs.
-	ctx, span := e.startResponseSpan(ctx, req)
-	defer func() { endResponseSpan(span, resp, err) }()
+	started := time.Now()
+	ctx, span := e.startAgentSpan(ctx, semconv.GenAIRequestModel(req.Model), attrStream.Bool(req.Stream), attrBackground.Bool(req.Background != nil && *req.Background))
+	defer func() {
+		endAgentSpan(span, resp, err)
+		e.observeResponse(req.Model, started, resp, err)
+	}()
 	if err := e.running.admit(tenant.From(ctx)); err != nil {
 		return nil, err
 	}
@@ -295,28 +312,6 @@ func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(
 		defer context.AfterFunc(e.life, stop)()
 	}
 	return e.execute(ctx, r, opts)
-}
-
-// startResponseSpan starts the span of a response for req, when tracing.
-func (e *Engine) startResponseSpan(ctx context.Context, req *responses.Request) (context.Context, trace.Span) {
-	if !e.tracing {
-		return ctx, noSpan
-	}
-	return e.tracer.Start(ctx, "response", trace.WithAttributes(
-		attribute.String("gen_ai.request.model", req.Model), attribute.Bool("loom.stream", req.Stream), attribute.Bool("loom.background", req.Background != nil && *req.Background)))
-}
-
-// endResponseSpan records how a response ended in its span and ends it.
-func endResponseSpan(span trace.Span, resp *responses.Response, err error) {
-	if span.IsRecording() {
-		if resp != nil {
-			span.SetAttributes(attribute.String("gen_ai.response.id", resp.ID), attribute.String("loom.response.status", resp.Status))
-		}
-		if err != nil {
-			span.SetStatus(codes.Error, "response failed")
-		}
-	}
-	span.End()
 }
 
 // noSpan stands for the span of a response, a turn or a save when the
@@ -491,6 +486,7 @@ func (e *Engine) execute(ctx context.Context, r *run, opts *RunOptions) (*respon
 		ctx, stop = e.watchCancel(ctx, r.resp.ID)
 		defer stop()
 	}
+	r.tagAgentSpan(ctx)
 	r.openConversation()
 	// Close runs the single cleanup pass over the tools that were called,
 	// then closes the sessions, on every path out of here. It uses a

@@ -1,9 +1,6 @@
 package engine
 
 import (
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -211,25 +208,12 @@ type callState struct {
 // retried it already (tools/mcp, with backoff), so here it ends the call.
 func (r *run) rounds(ctx context.Context, st *callState, res tools.Result) tools.Result {
 	limit := r.e.opts.MaxInputRounds
-	// Each round is a span: the answers it gathered (sampling turns are
-	// its children) and the retried call.
-	var span trace.Span
-	endRound := func() {
-		if span != nil {
-			span.End()
-			span = nil
-		}
-	}
-	defer endRound()
-	outer := ctx
+	// Each round is an event of the response's span (the retried call
+	// has its execute_tool span, a sampling its chat span).
 	for res.InputRequired != nil {
-		endRound()
 		roundStart := time.Now()
 		ir := res.InputRequired
-		var ctx context.Context
-		ctx, span = r.e.tracer.Start(outer, "mcp input round", trace.WithAttributes(
-			attribute.String("loom.tool.server", st.server), attribute.String("gen_ai.tool.name", st.call.Name),
-			attribute.Int("loom.mrtr.round", st.round+1), attribute.Int("loom.mrtr.requests", len(ir.Requests))))
+		inputRound(ctx, st, ir)
 		switch {
 		case st.round >= limit:
 			err := fmt.Errorf("input rounds exceeded (%d)", limit)
@@ -267,6 +251,16 @@ func (r *run) rounds(ctx context.Context, st *callState, res tools.Result) tools
 			Round: st.round, Error: errorText(res.Err)}, roundStart, res.End)
 	}
 	return res
+}
+
+// inputMethods are the methods an MRTR round asks for, one per request,
+// in the order of their keys.
+func inputMethods(ir *tools.InputRequired) []string {
+	methods := make([]string, 0, len(ir.Requests))
+	for _, key := range slices.Sorted(maps.Keys(ir.Requests)) {
+		methods = append(methods, ir.Requests[key].Method)
+	}
+	return methods
 }
 
 // answer answers one input request of a call: sampling by the upstream
@@ -448,7 +442,7 @@ func (r *run) sample(ctx context.Context, req tools.InputRequest) (json.RawMessa
 				Content: []responses.ContentPart{{Type: responses.PartInputText, Text: m.Text}}})
 		}
 	}
-	text, finish, err := r.complete(ctx, mreq)
+	text, finish, err := r.complete(ctx, mreq, purposeSampling)
 	if err != nil {
 		return nil, err
 	}
@@ -456,12 +450,21 @@ func (r *run) sample(ctx context.Context, req tools.InputRequest) (json.RawMessa
 }
 
 // complete runs one model request outside the response's turns and
-// returns its text; its usage counts toward the response's.
-func (r *run) complete(ctx context.Context, mreq *model.Request) (string, string, error) {
+// returns its text; its usage counts toward the response's. purpose says
+// why, on its chat span.
+func (r *run) complete(ctx context.Context, mreq *model.Request, purpose string) (_ string, _ string, err error) {
 	var text strings.Builder
 	var usage responses.Usage
 	finish := ""
-	err := r.e.backend.Stream(ctx, mreq, func(d model.Delta) error {
+	ctx, cs := r.startChat(ctx, mreq, purpose)
+	defer func() {
+		var out []responses.Item
+		if r.e.opts.CaptureContent {
+			out = []responses.Item{{Type: responses.ItemMessage, Role: "assistant", Content: []responses.ContentPart{responses.OutputText(text.String())}}}
+		}
+		r.endChat(cs, mreq.Model, usage, finish, out, err)
+	}()
+	err = r.e.backend.Stream(ctx, mreq, func(d model.Delta) error {
 		switch d.Kind {
 		case model.DeltaText:
 			text.WriteString(d.Text)
@@ -507,7 +510,7 @@ func (r *run) elicitByModel(ctx context.Context, call *tools.Call, req tools.Inp
 		mreq.Items = append(mreq.Items, responses.Item{Type: responses.ItemMessage, Role: "user",
 			Content: []responses.ContentPart{{Type: responses.PartInputText, Text: instruction}}})
 	}
-	text, _, err := r.complete(ctx, mreq)
+	text, _, err := r.complete(ctx, mreq, purposeElicitation)
 	if err != nil {
 		r.e.log.WarnContext(ctx, "mcp elicitation by the model failed; declined", "response", r.resp.ID, "err", err)
 		return tools.Declined

@@ -1,10 +1,6 @@
 package engine
 
 import (
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
-
 	"context"
 	"slices"
 	"time"
@@ -49,15 +45,18 @@ type turnState struct {
 // when the model made calls, adds what it wrote to the conversation.
 func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 	st := &turnState{mreq: r.modelRequest(), maxCalls: -1}
-	// One span per model turn (turnSpan); its attributes are built in
-	// functions of their own, as this frame is under the upstream's
+	// One chat span per model turn (genai.go); its attributes are built
+	// in functions of their own, as this frame is under the upstream's
 	// stream for as long as it runs.
-	ctx, span := r.startTurnSpan(ctx, st.mreq.Model)
-	defer func() { endTurnSpan(span, st, res, err) }()
+	// The calls of the turn and its approval requests belong to the
+	// response (outer), beside the turn.
+	outer := ctx
+	ctx, cs := r.startChat(ctx, st.mreq, "")
+	start := len(r.resp.Output)
+	defer func() { r.endChat(cs, st.mreq.Model, st.usage, res.finish, r.resp.Output[start:], err) }()
 	if r.req.MaxToolCalls != nil {
 		st.maxCalls = *r.req.MaxToolCalls
 	}
-	start := len(r.resp.Output)
 	defer r.timeTurn(st, start, time.Now(), &err)
 	err = r.e.backend.Stream(ctx, st.mreq, func(d model.Delta) error {
 		if d.Kind == model.DeltaPause {
@@ -91,9 +90,10 @@ func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 		res.calls = nil
 		return res, nil
 	}
-	if err := r.endTurn(&res); err != nil {
+	if err := r.endTurn(outer, &res); err != nil {
 		return res, err
 	}
+	r.clientCallSpans(outer, res.calls)
 	if len(res.calls) == 0 {
 		// A turn without calls is the response's last (run.loop), and
 		// nothing reads the conversation after it: its words are not
@@ -121,35 +121,6 @@ func (r *run) timeTurn(st *turnState, first int, began time.Time, err *error) {
 		step.ItemIDs = append(step.ItemIDs, it.ID)
 	}
 	r.timeline.add(step, began, time.Now())
-}
-
-// startTurnSpan starts the span of a model turn, when tracing, with the
-// GenAI semantic conventions' attributes: the model, this turn's token
-// counts (endTurnSpan), its finish reason.
-func (r *run) startTurnSpan(ctx context.Context, modelName string) (context.Context, trace.Span) {
-	if !r.e.tracing {
-		return ctx, noSpan
-	}
-	return r.e.tracer.Start(ctx, "chat "+modelName, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		attribute.String("gen_ai.operation.name", "chat"),
-		attribute.String("gen_ai.request.model", modelName),
-		attribute.String("gen_ai.response.id", r.resp.ID)))
-}
-
-// endTurnSpan records how a turn ended in its span and ends it.
-func endTurnSpan(span trace.Span, st *turnState, res turnResult, err error) {
-	if span.IsRecording() {
-		span.SetAttributes(
-			attribute.Int("gen_ai.usage.input_tokens", st.usage.InputTokens),
-			attribute.Int("gen_ai.usage.output_tokens", st.usage.OutputTokens))
-		if res.finish != "" {
-			span.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", []string{res.finish}))
-		}
-		if err != nil {
-			span.SetStatus(codes.Error, "model turn failed")
-		}
-	}
-	span.End()
 }
 
 // take passes one delta of the model's stream (not a pause) to the
@@ -261,7 +232,7 @@ func (r *run) newCall(st *turnState, d model.Delta) *turnCall {
 // endTurn closes the turn's items once the model is done: the rest of
 // the arguments the client has not seen, the items of calls reported only
 // now, and each call matched to its item.
-func (r *run) endTurn(res *turnResult) error {
+func (r *run) endTurn(ctx context.Context, res *turnResult) error {
 	for _, c := range res.calls {
 		if c.args == nil || c.deferred {
 			continue
@@ -285,7 +256,7 @@ func (r *run) endTurn(res *turnResult) error {
 	}
 	turnItems := r.builder.TurnCalls()
 	for _, c := range res.calls {
-		streamed, err := r.reportCall(c, res)
+		streamed, err := r.reportCall(ctx, c, res)
 		if err != nil {
 			return err
 		}
@@ -298,7 +269,7 @@ func (r *run) endTurn(res *turnResult) error {
 
 // reportCall reports a call of the turn and notes what it leaves to do.
 // It returns whether the call streamed an item of its own.
-func (r *run) reportCall(c *turnCall, res *turnResult) (bool, error) {
+func (r *run) reportCall(ctx context.Context, c *turnCall, res *turnResult) (bool, error) {
 	switch {
 	case c.approval:
 		// The client must approve the call first: it gets an approval
@@ -308,6 +279,7 @@ func (r *run) reportCall(c *turnCall, res *turnResult) (bool, error) {
 		if err := r.builder.AddItem(req); err != nil {
 			return false, err
 		}
+		approvalAsked(ctx, c.server, c.name, req.ID)
 		r.waiting = true
 		return false, nil
 	case c.deferred && c.server == "":

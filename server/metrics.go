@@ -1,14 +1,19 @@
 package server
 
 import (
+	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/semconv/v1.41.0/genaiconv"
 
 	conversation "github.com/loomgate/loom/context"
+	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/model"
 )
 
@@ -27,6 +32,9 @@ type Metrics struct {
 	engineHealthy  *prometheus.GaugeVec
 	enginePrompt   *prometheus.CounterVec
 	engineCached   *prometheus.CounterVec
+	// The GenAI semantic conventions' client metrics: see GenAIObserver.
+	tokenUsage *prometheus.HistogramVec
+	opDuration *prometheus.HistogramVec
 }
 
 // NewMetrics registers loom's metrics on a registry of their own, with the
@@ -65,8 +73,19 @@ func NewMetrics() *Metrics {
 	m.engineCached = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "loom_upstream_cached_tokens_total", Help: "Prompt tokens each upstream engine served from its prefix cache.",
 	}, engine)
+	// The conventions' histograms under their names with dots turned to
+	// underscores (Prometheus allows no dots), with the buckets they
+	// advise; the duration is in seconds.
+	m.tokenUsage = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: promName(genaiconv.ClientTokenUsage{}.Name()), Help: genaiconv.ClientTokenUsage{}.Description() + " Per model request, by token type.",
+		Buckets: prometheus.ExponentialBuckets(1, 4, 14),
+	}, append(genaiLabels, promName(string(semconv.GenAITokenTypeKey))))
+	m.opDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: promName(genaiconv.ClientOperationDuration{}.Name()), Help: genaiconv.ClientOperationDuration{}.Description() + " In seconds: chat per model request, invoke_agent per response.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+	}, append(genaiLabels, promName(string(semconv.ErrorTypeKey))))
 	m.registry.MustRegister(m.requests, m.duration, m.responses, m.toolOps,
-		m.engineRequests, m.engineInFlight, m.engineHealthy, m.enginePrompt, m.engineCached,
+		m.engineRequests, m.engineInFlight, m.engineHealthy, m.enginePrompt, m.engineCached, m.tokenUsage, m.opDuration,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -108,6 +127,40 @@ func (e engineMetrics) EngineHealth(engine string, healthy bool) {
 func (e engineMetrics) EngineTokens(engine string, prompt, cached int) {
 	e.m.enginePrompt.WithLabelValues(engine).Add(float64(prompt))
 	e.m.engineCached.WithLabelValues(engine).Add(float64(cached))
+}
+
+// genaiLabels are the labels both GenAI metrics have: the operation, the
+// provider, the model (bounded by the engine: engine.Operation.Model), and
+// the engine (configured, so bounded).
+var genaiLabels = []string{
+	promName(string(semconv.GenAIOperationNameKey)), promName(string(semconv.GenAIProviderNameKey)),
+	promName(string(semconv.GenAIRequestModelKey)), promName(string(semconv.ServerAddressKey)), promName(string(semconv.ServerPortKey)),
+}
+
+// promName is a semantic convention's name as Prometheus takes it.
+func promName(name string) string { return strings.ReplaceAll(name, ".", "_") }
+
+// GenAIObserver returns the metrics as the engine's observer of its GenAI
+// operations, for engine.Options.Metrics.
+func (m *Metrics) GenAIObserver() engine.MetricsObserver { return genaiMetrics{m} }
+
+type genaiMetrics struct{ m *Metrics }
+
+func (g genaiMetrics) ObserveOperation(op engine.Operation) {
+	host, port := "", ""
+	if op.Engine != "" {
+		var err error
+		if host, port, err = net.SplitHostPort(op.Engine); err != nil {
+			host, port = op.Engine, ""
+		}
+	}
+	labels := []string{op.Name, op.Provider, op.Model, host, port}
+	g.m.opDuration.WithLabelValues(append(labels, op.ErrorType)...).Observe(op.Duration.Seconds())
+	if op.Name != semconv.GenAIOperationNameChat.Value.AsString() {
+		return
+	}
+	g.m.tokenUsage.WithLabelValues(append(labels, semconv.GenAITokenTypeInput.Value.AsString())...).Observe(float64(op.InputTokens))
+	g.m.tokenUsage.WithLabelValues(append(labels, semconv.GenAITokenTypeOutput.Value.AsString())...).Observe(float64(op.OutputTokens))
 }
 
 // Handler serves the metrics in the Prometheus text format, for a

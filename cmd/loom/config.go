@@ -54,6 +54,9 @@ type Config struct {
 	OTLPEndpoint    string
 	OTLPSampleRatio float64
 	Tracing         bool
+	// OTelCaptureContent records message contents and tool arguments and
+	// results on the spans.
+	OTelCaptureContent bool
 	// UpstreamURL is one engine's base URL, or several, comma-separated
 	// (a fleet: see UpstreamURLs).
 	UpstreamURL string
@@ -171,6 +174,7 @@ func serveFlags(cfg *Config, models, apiKeys *string) *flag.FlagSet {
 	fs.StringVar(&cfg.JWTTenantScope, "jwt-tenant-scope", "", "what a JWT's tenant is scoped by: the tenant is SCOPE#CLAIM, so that no token names an API key's tenant or another issuer's (empty: --jwt-issuer; no # allowed)")
 	fs.DurationVar(&cfg.JWTRefresh, "jwt-refresh", 10*time.Minute, "how often the JWKS is reloaded (a token with an unknown kid reloads it too, at most every 10s)")
 	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", "export OpenTelemetry spans over OTLP/HTTP (protobuf) to this collector URL, e.g. http://127.0.0.1:4318 (spans go to /v1/traces unless the URL has a path); the standard OTEL_EXPORTER_OTLP_* variables work too (empty: no export)")
+	fs.BoolVar(&cfg.OTelCaptureContent, "otel-capture-content", false, "record what the model reads and writes (gen_ai.input.messages, gen_ai.output.messages, gen_ai.system_instructions) and tool call arguments and results on the exported spans; off by default, as they are the users' data (headers, keys and tokens are never recorded)")
 	fs.Float64Var(&cfg.OTLPSampleRatio, "otlp-sample-ratio", 1, "share of new traces whose spans are exported, 0 to 1; a client's sampled flag is followed (OTEL_TRACES_SAMPLER applies when this is not set)")
 	fs.StringVar(&cfg.ConsoleAddr, "console-addr", "", "serve the operator console (every tenant's responses, their timelines, the runs in flight, the engines) on this address, behind --console-token (empty: no console)")
 	fs.StringVar(&cfg.ConsoleToken, "console-token", "", "the token the console asks for: a bearer header, or once in its login form or ?token=, which leaves an HttpOnly cookie (required with --console-addr; never logged)")

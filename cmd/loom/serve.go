@@ -108,12 +108,21 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	var tp trace.TracerProvider
+	if m.cfg.Tracing || m.cfg.OTLPEndpoint != "" {
+		m.tracer, err = telemetry.NewProvider(ctx, &telemetry.ProviderOptions{
+			Endpoint: m.cfg.OTLPEndpoint, SampleRatio: m.cfg.OTLPSampleRatio, Logger: m.log})
+		if err != nil {
+			return fmt.Errorf("--otlp-endpoint: %w", err)
+		}
+		tp = m.tracer
+	}
 	policy, err := mcp.NewPolicy(&mcp.PolicyOptions{Allow: m.cfg.MCPAllow})
 	if err != nil {
 		return fmt.Errorf("--mcp-allow: %w", err)
 	}
 	mcpTools := &mcp.Provider{
-		Client:      mcp.NewClient(&mcp.ClientOptions{Policy: policy, Logger: m.log, IdleTimeout: m.cfg.MCPIdleTimeout}),
+		Client:      mcp.NewClient(&mcp.ClientOptions{Policy: policy, Logger: m.log, IdleTimeout: m.cfg.MCPIdleTimeout, TracerProvider: tp}),
 		Elicitation: m.cfg.MCPElicitation,
 	}
 	if m.cfg.MCPServers != "" {
@@ -124,15 +133,6 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	webSearch, err := m.webSearch()
 	if err != nil {
 		return err
-	}
-	var tp trace.TracerProvider
-	if m.cfg.Tracing || m.cfg.OTLPEndpoint != "" {
-		m.tracer, err = telemetry.NewProvider(ctx, &telemetry.ProviderOptions{
-			Endpoint: m.cfg.OTLPEndpoint, SampleRatio: m.cfg.OTLPSampleRatio, Logger: m.log})
-		if err != nil {
-			return fmt.Errorf("--otlp-endpoint: %w", err)
-		}
-		tp = m.tracer
 	}
 	authn, err := m.authenticators(ctx)
 	if err != nil {
@@ -159,6 +159,8 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		Queue:          m.jobs,
 		Notifier:       m.eventNotifier(),
 		TracerProvider: tp,
+		CaptureContent: m.cfg.OTelCaptureContent,
+		Metrics:        metrics.GenAIObserver(),
 
 		MaxRunning:          m.cfg.MaxRunning,
 		MaxRunningPerTenant: m.cfg.MaxRunningPerTenant,

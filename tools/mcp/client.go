@@ -5,6 +5,10 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/loomgate/loom/telemetry"
 )
 
 // ClientOptions configures a Client. Nil means defaults.
@@ -31,6 +35,10 @@ type ClientOptions struct {
 	// Name and Version identify loom to servers (clientInfo); defaults
 	// "loom" and "dev".
 	Name, Version string
+	// TracerProvider records a client span per JSON-RPC call to a server
+	// (traceCalls); nil records none (the trace context still reaches
+	// the servers).
+	TracerProvider trace.TracerProvider
 	// EraTTL is how long loom remembers that a server URL only speaks the
 	// session-based protocol, so later connections skip the
 	// server/discover probe (the spec's "remember era per origin");
@@ -52,6 +60,9 @@ type Client struct {
 	name   string
 	ver    string
 	eraTTL time.Duration
+	// tracer records the calls' spans when tracing is set.
+	tracer  trace.Tracer
+	tracing bool
 
 	eras sync.Map // server URL -> time.Time until which it is known legacy
 }
@@ -62,7 +73,8 @@ func NewClient(opts *ClientOptions) *Client {
 	if opts != nil {
 		o = *opts
 	}
-	c := &Client{policy: o.Policy, cache: o.Cache, logger: o.Logger, name: o.Name, ver: o.Version, eraTTL: o.EraTTL}
+	c := &Client{policy: o.Policy, cache: o.Cache, logger: o.Logger, name: o.Name, ver: o.Version, eraTTL: o.EraTTL,
+		tracer: telemetry.Tracer(o.TracerProvider, "github.com/loomgate/loom/tools/mcp"), tracing: o.TracerProvider != nil}
 	if c.policy == nil {
 		c.policy, _ = NewPolicy(nil) // an empty allowlist cannot fail to parse
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/loomgate/loom/tools"
 )
@@ -148,6 +149,8 @@ type Server struct {
 	timeouts Timeouts
 	logger   *slog.Logger
 	sdk      *mcpsdk.Client
+	// peer are the server's attributes on the spans of its calls.
+	peer []attribute.KeyValue
 
 	// last is the list this Server last got (from the cache or the
 	// server): Open's sessions consult it rather than list again.
@@ -197,6 +200,9 @@ func (c *Client) NewServer(ctx context.Context, cfg *ServerConfig) (*Server, err
 		timeouts: cfg.Timeouts.withDefaults(),
 		logger:   logger.With("mcp_server", cfg.Label),
 	}
+	if c.tracing {
+		s.peer = peerAttributes(u)
+	}
 	if cfg.AllowedTools != nil {
 		s.allowed = make(map[string]bool, len(cfg.AllowedTools))
 		for _, n := range cfg.AllowedTools {
@@ -204,7 +210,7 @@ func (c *Client) NewServer(ctx context.Context, cfg *ServerConfig) (*Server, err
 		}
 	}
 	s.sdk = mcpsdk.NewClient(&mcpsdk.Implementation{Name: c.name, Version: c.ver}, s.sdkOptions(cfg))
-	s.sdk.AddSendingMiddleware(traceMeta)
+	s.sdk.AddSendingMiddleware(s.traceCalls, traceMeta)
 	if len(s.roots) > 0 {
 		roots := make([]*mcpsdk.Root, len(s.roots))
 		for i, r := range s.roots {
