@@ -160,7 +160,10 @@ type socketConn struct {
 	// set before stop is closed.
 	stop    chan struct{}
 	agedOut bool
-	// lanesDone counts the lanes' goroutines.
+	// defaultStream is the lane of the responses without stream_id, run
+	// by the connection's own goroutine.
+	defaultStream *socketLane
+	// lanesDone counts the named lanes' goroutines.
 	lanesDone sync.WaitGroup
 
 	// mu guards the lanes and what is counted across them
@@ -197,7 +200,7 @@ func (sc *socketConn) serve() {
 // waits for them: a running response is never cut by a shutdown or the
 // age, only by the client leaving. It returns the close status to send.
 func (sc *socketConn) wait() (status websocket.StatusCode, reason string) {
-	def := sc.lanes.byName[""]
+	def := sc.defaultStream
 	for status == 0 {
 		// Shutdown and age first: a create that arrives with them is not
 		// started. Both are looked at only between responses, so that a

@@ -211,10 +211,9 @@ func (sc *socketConn) admit(name string, data []byte) *responses.APIError {
 // openDefaultStream opens the default stream's lane, whose responses the
 // connection's own goroutine runs (socketConn.wait).
 func (sc *socketConn) openDefaultStream() {
-	sc.lanes.byName = map[string]*socketLane{
-		// Never started: busy for good.
-		"": {sc: sc, creates: make(chan []byte, socketQueue), busy: true},
-	}
+	// Never started: busy for good.
+	sc.defaultStream = &socketLane{sc: sc, creates: make(chan []byte, socketQueue), busy: true}
+	sc.lanes.byName = map[string]*socketLane{"": sc.defaultStream}
 }
 
 // ended counts a response of the connection as ended.
