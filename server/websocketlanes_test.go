@@ -630,3 +630,52 @@ func TestWebSocketInjectChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestWebSocketInjectHandedBackAtClientCall: a response that ends
+// waiting for the client's function call has no next turn: the input
+// injected into it is handed back with response.inject.failed after its
+// terminal event, and the model never reads it.
+func TestWebSocketInjectHandedBackAtClientCall(t *testing.T) {
+	called := make(chan struct{})
+	release := make(chan struct{})
+	var turns int
+	url := laneServer(t, backendFunc(func(ctx context.Context, req *model.Request, emit func(model.Delta) error) error {
+		turns++
+		if err := emit(model.Delta{Kind: model.DeltaToolCall, ToolIndex: 0, ToolCallID: "call_1", ToolName: "lookup", ToolArguments: "{}"}); err != nil {
+			return err
+		}
+		close(called)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return emit(model.Delta{Kind: model.DeltaFinish, FinishReason: model.FinishToolCalls})
+	}))
+	ctx, c := dialSocket(t, url)
+	createOn(t, ctx, c, "a", "look it up", map[string]any{"tools": []any{
+		map[string]any{"type": "function", "name": "lookup", "parameters": map[string]any{"type": "object"}}}})
+	created := readEvent(t, ctx, c)
+	<-called
+	sendJSON(t, ctx, c, map[string]any{"type": "response.inject", "response_id": created.Response.ID,
+		"input": []any{map[string]any{"role": "user", "content": "one more thing"}}})
+	syncReader(t, ctx, c)
+	close(release)
+	var final laneEvent
+	for final = readEvent(t, ctx, c); !final.terminal(); final = readEvent(t, ctx, c) {
+		if final.Type == "response.inject.created" {
+			t.Fatalf("the injection was taken by a response with no next turn: %s", final.raw)
+		}
+	}
+	if final.Type != "response.completed" {
+		t.Fatalf("ended with %s", final.raw)
+	}
+	ev := readEvent(t, ctx, c)
+	if ev.Type != "response.inject.failed" || ev.Error.Code != "response_already_completed" || ev.stream() != "a" ||
+		!strings.Contains(string(ev.Input), "one more thing") || *ev.SequenceNumber != *final.SequenceNumber+1 {
+		t.Fatalf("got %s, want the input handed back after the response's end", ev.raw)
+	}
+	if turns != 1 {
+		t.Errorf("%d model turns, want 1", turns)
+	}
+}
