@@ -129,7 +129,7 @@ func (s *Server) responsesSocket(w http.ResponseWriter, r *http.Request) {
 	c.SetReadLimit(s.opts.MaxBodyBytes)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	sc := &socketConn{s: s, c: c, dialect: dialect, ctx: ctx, cancel: cancel, stop: make(chan struct{}),
+	sc := &socketConn{s: s, c: c, dialect: dialect, ctx: ctx, cancel: cancel,
 		aged: make(chan struct{}), release: release, sessionID: sessionHeader(r.Header)}
 	sc.openDefaultStream()
 	stopAge := s.startAge(sc)
@@ -154,12 +154,6 @@ type socketConn struct {
 	// sessionID is the client's session header on the upgrade, for
 	// every response of the connection.
 	sessionID string
-	// stop is closed when the connection is to close (the client left,
-	// the server shuts down, the connection aged): each lane ends its
-	// running response and starts no other. agedOut says it aged; it is
-	// set before stop is closed.
-	stop    chan struct{}
-	agedOut bool
 	// defaultStream is the lane of the responses without stream_id, run
 	// by the connection's own goroutine.
 	defaultStream *socketLane
@@ -196,9 +190,10 @@ func (sc *socketConn) serve() {
 
 // wait runs the default stream's responses, in order, on the
 // connection's own goroutine, until the client leaves, the server shuts
-// down, or the connection ages. Then it tells the named lanes to stop and
-// waits for them: a running response is never cut by a shutdown or the
-// age, only by the client leaving. It returns the close status to send.
+// down, or the connection ages. Then it waits for the named lanes, which
+// start no response once the connection is closing: a running response
+// is never cut by a shutdown or the age, only by the client leaving. It
+// returns the close status to send.
 func (sc *socketConn) wait() (status websocket.StatusCode, reason string) {
 	def := sc.defaultStream
 	for status == 0 {
@@ -212,7 +207,6 @@ func (sc *socketConn) wait() (status websocket.StatusCode, reason string) {
 			status, reason = websocket.StatusNormalClosure, ""
 		case <-sc.aged:
 			status, reason = socketAgeStatus, socketAgeReason
-			sc.agedOut = true
 		default:
 			select {
 			case <-sc.s.sockets.shutdown:
@@ -221,7 +215,6 @@ func (sc *socketConn) wait() (status websocket.StatusCode, reason string) {
 				status, reason = websocket.StatusNormalClosure, ""
 			case <-sc.aged:
 				status, reason = socketAgeStatus, socketAgeReason
-				sc.agedOut = true
 			case data := <-def.creates:
 				def.create(data)
 				sc.ended()
@@ -231,10 +224,33 @@ func (sc *socketConn) wait() (status websocket.StatusCode, reason string) {
 	sc.mu.Lock()
 	sc.lanes.stopping = true
 	sc.mu.Unlock()
-	close(sc.stop)
 	def.refuseWaiting()
 	sc.lanesDone.Wait()
 	return status, reason
+}
+
+// closing reports whether the connection is to close: the client left,
+// the server shuts down, or the connection aged. A lane looks at it
+// between responses: it starts no other then.
+func (sc *socketConn) closing() bool {
+	select {
+	case <-sc.s.sockets.shutdown:
+	case <-sc.ctx.Done():
+	case <-sc.aged:
+	default:
+		return false
+	}
+	return true
+}
+
+// isAged reports whether the connection is older than MaxWebSocketAge.
+func (sc *socketConn) isAged() bool {
+	select {
+	case <-sc.aged:
+		return true
+	default:
+		return false
+	}
 }
 
 // read reads the client's messages until the connection ends. Reading all

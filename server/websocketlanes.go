@@ -64,8 +64,8 @@ type socketLanes struct {
 	named int
 	// active counts the responses accepted and not ended.
 	active int
-	// stopping is set once the connection closes: no lane is opened and
-	// no response accepted after it.
+	// stopping is set once the connection's goroutine waits for the
+	// lanes' (lanesDone): no goroutine is started after it.
 	stopping bool
 	// ended are the latest responses that ended on the connection, the
 	// newest last, so that an injection into one of them is answered
@@ -171,7 +171,11 @@ func (sc *socketConn) admit(name string, data []byte) *responses.APIError {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	ls := &sc.lanes
-	if ls.stopping {
+	switch {
+	case sc.isAged():
+		return &responses.APIError{Kind: responses.EInvalid, Code: socketAgeCode,
+			Message: "the WebSocket connection reached its maximum age and closes; open a new connection and send the full input"}
+	case ls.stopping || sc.closing():
 		// The connection closes: nothing more starts (the default
 		// stream's create was never answered then either).
 		return nil
@@ -232,11 +236,13 @@ func (l *socketLane) loop() {
 		// A closing connection first: a create that arrives with it is
 		// not started. It is looked at only between responses, so that
 		// a running response is never cut by a shutdown or the age.
-		select {
-		case <-sc.stop:
+		// Once it is closing nothing more is queued (admit).
+		if sc.closing() {
+			sc.mu.Lock()
+			l.busy = false
+			sc.mu.Unlock()
 			l.refuseWaiting()
 			return
-		default:
 		}
 		// One waits: the goroutine was started, or went on, for it.
 		l.create(<-l.creates)
@@ -257,7 +263,7 @@ func (l *socketLane) loop() {
 // when the connection aged: they are not started. On a shutdown or a
 // client gone they are not answered.
 func (l *socketLane) refuseWaiting() {
-	if !l.sc.agedOut {
+	if !l.sc.isAged() {
 		return
 	}
 	for {
