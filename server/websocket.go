@@ -217,7 +217,7 @@ func (sc *socketConn) wait() (status websocket.StatusCode, reason string) {
 				status, reason = socketAgeStatus, socketAgeReason
 			case data := <-def.creates:
 				def.create(data)
-				sc.ended()
+				sc.responseEnded()
 			}
 		}
 	}

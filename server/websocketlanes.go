@@ -173,8 +173,7 @@ func (sc *socketConn) admit(name string, data []byte) *responses.APIError {
 	ls := &sc.lanes
 	switch {
 	case sc.isAged():
-		return &responses.APIError{Kind: responses.EInvalid, Code: socketAgeCode,
-			Message: "the WebSocket connection reached its maximum age and closes; open a new connection and send the full input"}
+		return socketAgeError()
 	case ls.stopping || sc.closing():
 		// The connection closes: nothing more starts (the default
 		// stream's create was never answered then either).
@@ -220,8 +219,8 @@ func (sc *socketConn) openDefaultStream() {
 	sc.lanes.byName = map[string]*socketLane{"": sc.defaultStream}
 }
 
-// ended counts a response of the connection as ended.
-func (sc *socketConn) ended() {
+// responseEnded counts a response of the connection as ended.
+func (sc *socketConn) responseEnded() {
 	sc.mu.Lock()
 	sc.lanes.active--
 	sc.mu.Unlock()
@@ -269,8 +268,7 @@ func (l *socketLane) refuseWaiting() {
 	for {
 		select {
 		case <-l.creates:
-			l.sc.sendError(l.name, &responses.APIError{Kind: responses.EInvalid, Code: socketAgeCode,
-				Message: "the WebSocket connection reached its maximum age and closes; open a new connection and send the full input"})
+			l.sc.sendError(l.name, socketAgeError())
 		default:
 			return
 		}

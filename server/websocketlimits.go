@@ -103,3 +103,10 @@ func (s *Server) startAge(sc *socketConn) (stop func() bool) {
 	}
 	return s.sockets.afterFunc(s.opts.MaxWebSocketAge, func() { close(sc.aged) })
 }
+
+// socketAgeError answers a response.create that a connection past its age
+// does not run.
+func socketAgeError() *responses.APIError {
+	return &responses.APIError{Kind: responses.EInvalid, Code: socketAgeCode,
+		Message: "the WebSocket connection reached its maximum age and closes; open a new connection and send the full input"}
+}
