@@ -60,6 +60,17 @@ type RunOptions struct {
 	// one source of the response's session key when the request has no
 	// conversation, previous response or prompt_cache_key (session.go).
 	SessionID string
+	// Inbox, when set, takes input the client injects while the response
+	// runs (WebSocket mode's response.inject); the caller closes it once
+	// RunWith has returned.
+	Inbox *Inbox
+}
+
+func (o *RunOptions) inbox() *Inbox {
+	if o == nil {
+		return nil
+	}
+	return o.Inbox
 }
 
 func (o *RunOptions) sessionID() string {

@@ -16,7 +16,9 @@
 // away (the save runs on a fresh, bounded context).
 //
 // Besides Run: RunWith continues a conversation a caller holds in memory
-// (WebSocket mode's per-connection cache, for store false chains);
+// (WebSocket mode's per-lane cache, for store false chains) and takes
+// input the client injects while the response runs (an Inbox: WebSocket
+// mode's response.inject);
 // InputTokens counts a request's input without running it; Compact
 // summarises a conversation into a sealed compaction item, which, sent
 // back as input, stands in for the turns it replaced. Run compacts too,

@@ -298,6 +298,7 @@ func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(
 	r.sink = sink
 	r.flush = opts.flush()
 	r.noGenerate = opts.noGenerate()
+	r.inbox = opts.inbox()
 	if r.background && sink == nil {
 		// Queued for whichever replica claims it; the client polls.
 		return e.enqueue(ctx, r)
@@ -633,6 +634,9 @@ type run struct {
 	// after it, then writes the timeline again).
 	timeline timeline
 	saved    bool
+	// inbox holds the input the client injects while the response runs
+	// (nil: none can be).
+	inbox *Inbox
 	clientWaits
 	eventLog
 }
@@ -787,6 +791,7 @@ func (r *run) loop(ctx context.Context) error {
 		return r.builder.Complete(r.usage.total(), r.e.opts.Now().Unix())
 	}
 	for turn := 0; ; turn++ {
+		r.takeInjected()
 		res, err := r.turn(ctx)
 		if err == nil && ctx.Err() == nil {
 			err = r.runServerCalls(ctx, res.calls)
@@ -805,6 +810,10 @@ func (r *run) loop(ctx context.Context) error {
 			// ignores tool_choice): the response says so rather than
 			// passing the answer off as what was asked for.
 			return r.builder.Incomplete(responses.ReasonToolChoiceRequired, r.usage.total())
+		case len(res.calls) == 0 && !r.waiting && r.inbox.waiting() && turn+1 < r.e.opts.MaxTurns:
+			// The model answered while the client injected input: one
+			// more turn reads its answer and the input.
+			r.keepWords(res.start)
 		case !res.serverCalls && !res.asyncCalls || res.clientCalls || r.waiting:
 			// Nothing left for loom to run: the answer is final, or the
 			// client must run its function calls and come back. (After

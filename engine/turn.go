@@ -19,6 +19,8 @@ type turnResult struct {
 	// asyncCalls: the client's calls of the turn are all of async tools,
 	// which the response goes on past.
 	asyncCalls bool
+	// start is where the turn's output begins in the response's.
+	start int
 }
 
 // turnState is what one turn owns while the model streams: the tool calls
@@ -57,6 +59,7 @@ func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 	if r.req.MaxToolCalls != nil {
 		st.maxCalls = *r.req.MaxToolCalls
 	}
+	st.res.start = start
 	defer r.timeTurn(st, start, time.Now(), &err)
 	err = r.e.backend.Stream(ctx, st.mreq, func(d model.Delta) error {
 		if d.Kind == model.DeltaPause {
@@ -103,12 +106,18 @@ func (r *run) turn(ctx context.Context) (res turnResult, err error) {
 	// The model's own words of this turn join the conversation before the
 	// results of the calls it made: the next turn reads them there, as
 	// does a server's sampling during those calls.
+	r.keepWords(start)
+	return res, nil
+}
+
+// keepWords adds the model's words (messages, reasoning) of the output
+// from start on to the conversation, for the next turn to read.
+func (r *run) keepWords(start int) {
 	for _, it := range r.resp.Output[start:] {
 		if it.Type == responses.ItemMessage || it.Type == responses.ItemReasoning {
 			r.cc.Append(it)
 		}
 	}
-	return res, nil
 }
 
 // timeTurn adds the turn that started at began, its output items from

@@ -6,7 +6,7 @@
 // Routes:
 //
 //	POST   /v1/responses                   create (JSON, or SSE with "stream": true)
-//	GET    /v1/responses                   WebSocket mode (upgrade; websocket.go)
+//	GET    /v1/responses                   WebSocket mode (upgrade, lanes, response.inject; websocket*.go)
 //	POST   /v1/responses/compact           compact a conversation into a sealed compaction item
 //	POST   /v1/responses/input_tokens      count a create request's input tokens
 //	GET    /v1/responses/{id}              retrieve; ?stream=true&starting_after=N replays events

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/tenant"
 )
@@ -23,15 +21,12 @@ import (
 // (a client's warm-up) is prepared without calling the model: it completes
 // with no output, for the next response.create to continue.
 //
-// One response runs at a time on a connection. One more response.create
-// may wait behind it (a client that sends its next turn the moment it sees
-// response.completed is not refused); a third while both slots are taken
-// gets an error event. Writes block: a client that stops reading stops its
-// response at the next event, and nothing queues up in memory.
-
-// socketQueue is how many response.create messages may wait behind the
-// running one.
-const socketQueue = 1
+// Responses run in lanes (websocketlanes.go): a response.create without
+// stream_id is the default stream's, one response at a time as before
+// lanes existed; one with a stream_id runs in that named lane, beside the
+// others. response.inject adds input to a running response
+// (websocketinject.go). Writes block: a client that stops reading stops
+// its responses at their next event, and nothing queues up in memory.
 
 // maxErrorMessage caps the message of an error event, as error bodies
 // are capped.
@@ -47,6 +42,9 @@ type socketErrorEvent struct {
 	Type   string      `json:"type"`
 	Status int         `json:"status"`
 	Error  socketError `json:"error"`
+	// StreamID is the lane of the response.create or response.inject the
+	// error answers; none for the default stream.
+	StreamID string `json:"stream_id,omitempty"`
 }
 
 type socketError struct {
@@ -133,8 +131,9 @@ func (s *Server) responsesSocket(w http.ResponseWriter, r *http.Request) {
 	c.SetReadLimit(s.opts.MaxBodyBytes)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	sc := &socketConn{s: s, c: c, dialect: dialect, ctx: ctx, cancel: cancel, creates: make(chan []byte, socketQueue),
+	sc := &socketConn{s: s, c: c, dialect: dialect, ctx: ctx, cancel: cancel,
 		aged: make(chan struct{}), release: release, sessionID: sessionHeader(r.Header)}
+	sc.openDefaultStream()
 	stopAge := s.startAge(sc)
 	defer stopAge()
 	sc.serve()
@@ -146,24 +145,27 @@ type socketConn struct {
 	c       *websocket.Conn
 	dialect responses.Dialect
 	// ctx ends when the client goes away (a read fails, a ping is not
-	// answered): the running response is cancelled as on an SSE
+	// answered): every lane's running response is cancelled as on an SSE
 	// disconnect.
 	ctx    context.Context
 	cancel context.CancelFunc
-	// creates carries the response.create messages from the reader to
-	// the loop that runs them, one at a time.
-	creates chan []byte
 	// aged is closed when the connection is older than MaxWebSocketAge;
 	// release gives back its slot under the caps.
 	aged    chan struct{}
 	release func()
-	// last is the conversation of the connection's latest response, so
-	// that a response with store false can be continued on this socket.
-	last *engine.Continuation
-	buf  []byte
 	// sessionID is the client's session header on the upgrade, for
 	// every response of the connection.
 	sessionID string
+	// defaultStream is the lane of the responses without stream_id, run
+	// by the connection's own goroutine.
+	defaultStream *socketLane
+	// lanesDone counts the named lanes' goroutines.
+	lanesDone sync.WaitGroup
+
+	// mu guards the lanes and what is counted across them
+	// (websocketlanes.go).
+	mu    sync.Mutex
+	lanes socketLanes
 }
 
 // serve runs the connection until the client leaves or the server shuts
@@ -179,7 +181,7 @@ func (sc *socketConn) serve() {
 		defer wg.Done()
 		sc.ping()
 	}()
-	status, reason := sc.loop()
+	status, reason := sc.wait()
 	// The slot is free before the client sees the close: a client that
 	// reconnects on it is not refused for the connection it left.
 	sc.release()
@@ -188,34 +190,68 @@ func (sc *socketConn) serve() {
 	wg.Wait()
 }
 
-// loop runs the responses the client asks for, in order. It returns the
-// close status to send.
-func (sc *socketConn) loop() (websocket.StatusCode, string) {
-	for {
+// wait runs the default stream's responses, in order, on the
+// connection's own goroutine, until the client leaves, the server shuts
+// down, or the connection ages. Then it waits for the named lanes, which
+// start no response once the connection is closing: a running response
+// is never cut by a shutdown or the age, only by the client leaving. It
+// returns the close status to send.
+func (sc *socketConn) wait() (status websocket.StatusCode, reason string) {
+	def := sc.defaultStream
+	for status == 0 {
 		// Shutdown and age first: a create that arrives with them is not
 		// started. Both are looked at only between responses, so that a
 		// running response is never cut by them.
 		select {
 		case <-sc.s.sockets.shutdown:
-			return websocket.StatusGoingAway, "server shutting down"
+			status, reason = websocket.StatusGoingAway, "server shutting down"
 		case <-sc.ctx.Done():
-			return websocket.StatusNormalClosure, ""
+			status, reason = websocket.StatusNormalClosure, ""
 		case <-sc.aged:
-			sc.refuseWaiting()
-			return socketAgeStatus, socketAgeReason
+			status, reason = socketAgeStatus, socketAgeReason
 		default:
+			select {
+			case <-sc.s.sockets.shutdown:
+				status, reason = websocket.StatusGoingAway, "server shutting down"
+			case <-sc.ctx.Done():
+				status, reason = websocket.StatusNormalClosure, ""
+			case <-sc.aged:
+				status, reason = socketAgeStatus, socketAgeReason
+			case data := <-def.creates:
+				def.create(data)
+				sc.responseEnded()
+			}
 		}
-		select {
-		case <-sc.s.sockets.shutdown:
-			return websocket.StatusGoingAway, "server shutting down"
-		case <-sc.ctx.Done():
-			return websocket.StatusNormalClosure, ""
-		case <-sc.aged:
-			sc.refuseWaiting()
-			return socketAgeStatus, socketAgeReason
-		case data := <-sc.creates:
-			sc.create(data)
-		}
+	}
+	sc.mu.Lock()
+	sc.lanes.stopping = true
+	sc.mu.Unlock()
+	def.refuseWaiting()
+	sc.lanesDone.Wait()
+	return status, reason
+}
+
+// closing reports whether the connection is to close: the client left,
+// the server shuts down, or the connection aged. A lane looks at it
+// between responses: it starts no other then.
+func (sc *socketConn) closing() bool {
+	select {
+	case <-sc.s.sockets.shutdown:
+	case <-sc.ctx.Done():
+	case <-sc.aged:
+	default:
+		return false
+	}
+	return true
+}
+
+// isAged reports whether the connection is older than MaxWebSocketAge.
+func (sc *socketConn) isAged() bool {
+	select {
+	case <-sc.aged:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -229,30 +265,26 @@ func (sc *socketConn) read() {
 			return
 		}
 		if typ != websocket.MessageText {
-			sc.sendError(responses.BadRequest("", "messages must be JSON text frames"))
+			sc.sendError("", responses.BadRequest("", "messages must be JSON text frames"))
 			continue
 		}
 		var head struct {
-			Type string `json:"type"`
+			Type     string          `json:"type"`
+			StreamID json.RawMessage `json:"stream_id"`
 		}
 		if err := json.Unmarshal(data, &head); err != nil {
-			sc.sendError(responses.BadRequest("", "the message is not a JSON object"))
+			sc.sendError("", responses.BadRequest("", "the message is not a JSON object"))
 			continue
 		}
 		switch head.Type {
 		case "response.create":
+			sc.dispatch(data, head.StreamID)
+		case "response.inject":
+			sc.inject(data)
 		case "":
-			sc.sendError(responses.BadRequest("type", "the message needs a type: response.create"))
-			continue
+			sc.sendError("", responses.BadRequest("type", "the message needs a type: response.create or response.inject"))
 		default:
-			sc.sendError(responses.BadRequest("type", "unsupported client event type %q: loom accepts response.create", head.Type))
-			continue
-		}
-		select {
-		case sc.creates <- data:
-		default:
-			sc.sendError(&responses.APIError{Kind: responses.EConflict, Type: responses.ErrInvalidRequest, Code: "response_in_progress",
-				Message: "a response is already running on this connection and another is waiting; send the next response.create after response.completed, or open another connection"})
+			sc.sendError("", responses.BadRequest("type", "unsupported client event type %q: loom accepts response.create and response.inject", head.Type))
 		}
 	}
 }
@@ -278,61 +310,16 @@ func (sc *socketConn) ping() {
 	}
 }
 
-// create runs one response.create.
-func (sc *socketConn) create(data []byte) {
-	req, apiErr := responses.DecodeRequest(data)
-	if apiErr != nil {
-		sc.sendError(apiErr)
-		return
-	}
-	// Events are the only way a response reaches the client here.
-	req.Stream = true
-	opts := &engine.RunOptions{Previous: sc.last, GiveInput: true, SessionID: sc.sessionID,
-		NoGenerate: req.Generate != nil && !*req.Generate}
-	var kept *engine.Continuation
-	opts.Keep = func(c *engine.Continuation) { kept = c }
-	resp, err := sc.s.engine.RunWith(sc.ctx, req, sc.event, opts)
-	sc.s.countResponse(resp, err)
-	continued := req.PreviousResponseID != nil && sc.last != nil && *req.PreviousResponseID == sc.last.ResponseID
-	switch {
-	case resp == nil:
-		if continued {
-			// A failed continuation evicts the response it continued:
-			// the client recovers by sending its full input.
-			sc.last = nil
-		}
-		if err == nil {
-			err = errors.New("response produced no events")
-		}
-		sc.sendError(err)
-	case kept != nil && (kept.Status == responses.ResponseCompleted || kept.Status == responses.ResponseIncomplete):
-		sc.last = kept
-	case continued:
-		sc.last = nil
-	}
-}
-
-// event writes one event of the running response. The write blocks until
-// the frame is out: a slow reader slows the response down instead of
-// growing a queue.
-func (sc *socketConn) event(ev *responses.Event) error {
-	b, err := ev.AppendJSON(sc.buf[:0], sc.dialect)
-	if err != nil {
-		return err
-	}
-	sc.buf = b
-	return sc.c.Write(sc.ctx, websocket.MessageText, b)
-}
-
-// sendError writes an error event. Errors that are not API errors are
-// internal: the client sees a generic 500.
-func (sc *socketConn) sendError(err error) {
+// sendError writes an error event, of lane stream ("" for the default
+// stream: the event then has no stream_id). Errors that are not API errors
+// are internal: the client sees a generic 500.
+func (sc *socketConn) sendError(stream string, err error) {
 	status, apiErr := apiError(err)
 	msg := apiErr.Message
 	if len(msg) > maxErrorMessage {
 		msg = msg[:maxErrorMessage] + "…"
 	}
-	ev := socketErrorEvent{Type: "error", Status: status, Error: socketError{
+	ev := socketErrorEvent{Type: "error", Status: status, StreamID: stream, Error: socketError{
 		Type: apiErr.Type, Code: apiErr.Code, Message: msg}}
 	if apiErr.Param != "" {
 		ev.Error.Param = &apiErr.Param

@@ -20,9 +20,9 @@ import (
 //     Options.MaxWebSocketsPerTenant of one tenant, the upgrade is refused
 //     before it happens: a 429 in the API's error shape, with Retry-After.
 //   - A connection older than Options.MaxWebSocketAge is closed with
-//     socketAgeStatus once the response running on it (if any) has ended:
-//     a running response is never cut. A response.create waiting behind
-//     it gets an error event with code socketAgeCode, as OpenAI's
+//     socketAgeStatus once the responses running on it (if any) have
+//     ended: a running response is never cut. A response.create waiting
+//     behind one gets an error event with code socketAgeCode, as OpenAI's
 //     WebSocket mode sends at its 60-minute limit, so that clients built
 //     for it reconnect and send their full input.
 
@@ -104,13 +104,9 @@ func (s *Server) startAge(sc *socketConn) (stop func() bool) {
 	return s.sockets.afterFunc(s.opts.MaxWebSocketAge, func() { close(sc.aged) })
 }
 
-// refuseWaiting answers the response.create waiting behind the response
-// that ran when the connection aged: it is not started.
-func (sc *socketConn) refuseWaiting() {
-	select {
-	case <-sc.creates:
-		sc.sendError(&responses.APIError{Kind: responses.EInvalid, Code: socketAgeCode,
-			Message: "the WebSocket connection reached its maximum age and closes; open a new connection and send the full input"})
-	default:
-	}
+// socketAgeError answers a response.create that a connection past its age
+// does not run.
+func socketAgeError() *responses.APIError {
+	return &responses.APIError{Kind: responses.EInvalid, Code: socketAgeCode,
+		Message: "the WebSocket connection reached its maximum age and closes; open a new connection and send the full input"}
 }

@@ -267,3 +267,135 @@ func checkAgeClose(t *testing.T, why string, err error) {
 		t.Errorf("%s: %v, want a close 1000 with reason websocket_connection_limit_reached", why, err)
 	}
 }
+
+// TestWebSocketMaxAgeLanes: a connection that ages while lane a runs a
+// response: the response ends, the create waiting behind it on lane a and
+// a create for lane b sent after the age are answered with
+// websocket_connection_limit_reached on their lanes and never run, then
+// the connection closes.
+func TestWebSocketMaxAgeLanes(t *testing.T) {
+	started, finish := make(chan struct{}, 1), make(chan struct{})
+	var ran []string
+	b := backendFunc(func(ctx context.Context, req *model.Request, emit func(model.Delta) error) error {
+		text := req.Items[len(req.Items)-1].Text()
+		ran = append(ran, text)
+		if text == "slow" {
+			started <- struct{}{}
+			select {
+			case <-finish:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if err := emit(model.Delta{Kind: model.DeltaText, Text: "done"}); err != nil {
+			return err
+		}
+		return emit(model.Delta{Kind: model.DeltaFinish, FinishReason: model.FinishStop})
+	})
+	srv, s := newSocketServer(t, b, &server.Options{MaxWebSocketAge: time.Minute})
+	expires := make(chan func(), 1)
+	server.SetWebSocketAgeTimer(s, func(d time.Duration, expire func()) func() bool {
+		expires <- expire
+		return func() bool { return true }
+	})
+	srv.Start()
+	t.Cleanup(srv.Close)
+	ctx, c := dialSocket(t, srv.URL)
+	expire := <-expires
+	send := func(stream, input string) {
+		if err := c.Write(ctx, websocket.MessageText, []byte(`{"type":"response.create","model":"m","stream_id":"`+stream+`","input":"`+input+`"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("a", "slow")
+	<-started
+	send("a", "next") // waits behind "slow" on lane a
+	expire()
+	send("b", "after the age")
+	refused := map[string]bool{}
+	var completed bool
+	for {
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			checkAgeClose(t, "after the lanes", err)
+			break
+		}
+		var ev struct {
+			Type     string `json:"type"`
+			StreamID string `json:"stream_id"`
+			Error    struct{ Code string }
+		}
+		json.Unmarshal(data, &ev)
+		switch {
+		case ev.Type == "error" && ev.Error.Code == "websocket_connection_limit_reached":
+			refused[ev.StreamID] = true
+			if ev.StreamID == "b" {
+				// Lane b was refused at once: now "slow" may end.
+				close(finish)
+			}
+		case ev.Type == "response.completed" && ev.StreamID == "a":
+			completed = true
+		case ev.Type == "error":
+			t.Fatalf("unexpected error event: %s", data)
+		}
+	}
+	if !completed || !refused["a"] || !refused["b"] {
+		t.Errorf("completed %v, refused %v: want slow completed and a create refused on lanes a and b", completed, refused)
+	}
+	if len(ran) != 1 || ran[0] != "slow" {
+		t.Errorf("the upstream ran %v, want only slow", ran)
+	}
+}
+
+// TestWebSocketShutdownStartsNoLane: once the server shuts down, a lane
+// starts no response, even while the default stream's runs on: that one
+// ends, then the connection closes with 1001.
+func TestWebSocketShutdownStartsNoLane(t *testing.T) {
+	started, finish := make(chan struct{}, 1), make(chan struct{})
+	var ran []string
+	b := backendFunc(func(ctx context.Context, req *model.Request, emit func(model.Delta) error) error {
+		text := req.Items[len(req.Items)-1].Text()
+		ran = append(ran, text)
+		if text == "slow" {
+			started <- struct{}{}
+			select {
+			case <-finish:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if err := emit(model.Delta{Kind: model.DeltaText, Text: "done"}); err != nil {
+			return err
+		}
+		return emit(model.Delta{Kind: model.DeltaFinish, FinishReason: model.FinishStop})
+	})
+	srv, s := newSocketServer(t, b, nil)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	ctx, c := dialSocket(t, srv.URL)
+	c.Write(ctx, websocket.MessageText, []byte(`{"type":"response.create","model":"m","input":"slow"}`))
+	<-started
+	s.CloseSockets()
+	c.Write(ctx, websocket.MessageText, []byte(`{"type":"response.create","model":"m","stream_id":"b","input":"after the shutdown"}`))
+	// The reader has taken the lane's create once the sync message's
+	// error is back.
+	c.Write(ctx, websocket.MessageText, []byte(`{"type":"test.sync"}`))
+	for {
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(data), `"param":"type"`) {
+			break
+		}
+	}
+	close(finish)
+	readCompleted(t, ctx, c)
+	_, _, err := c.Read(ctx)
+	if status := websocket.CloseStatus(err); status != websocket.StatusGoingAway {
+		t.Fatalf("after the response: %v, want close status 1001", err)
+	}
+	if len(ran) != 1 || ran[0] != "slow" {
+		t.Errorf("the upstream ran %v, want only slow", ran)
+	}
+}
