@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"sync"
 
@@ -231,6 +232,17 @@ func (sc *socketConn) responseEnded() {
 func (l *socketLane) loop() {
 	sc := l.sc
 	defer sc.lanesDone.Done()
+	// A panic is caught here as net/http catches one on the connection's
+	// own goroutine (the default stream's): logged with its stack, and the
+	// connection closed, since what the response held may be left half
+	// done. Uncaught, it would end the whole process.
+	defer func() {
+		if v := recover(); v != nil {
+			sc.s.log.Error("websocket lane panicked", "stream_id", l.name, "panic", v, "stack", string(debug.Stack()))
+			sc.sendError(l.name, fmt.Errorf("panic: %v", v))
+			sc.cancel()
+		}
+	}()
 	for {
 		// A closing connection first: a create that arrives with it is
 		// not started. It is looked at only between responses, so that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -12,8 +13,10 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/server"
 )
 
 // laneServer starts a server on backend b for a lane test. When the test
@@ -677,5 +680,48 @@ func TestWebSocketInjectHandedBackAtClientCall(t *testing.T) {
 	}
 	if turns != 1 {
 		t.Errorf("%d model turns, want 1", turns)
+	}
+}
+
+// TestWebSocketLanePanic: a panic while a named lane runs its response is
+// caught (it would end the process): the lane gets a server error, the
+// log has the panic with its stack, and the connection is closed.
+func TestWebSocketLanePanic(t *testing.T) {
+	logs := &testutil.LockedBuffer{}
+	srv, s := newSocketServer(t, backendFunc(func(ctx context.Context, req *model.Request, emit func(model.Delta) error) error {
+		panic("scripted panic in the model backend")
+	}), &server.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	srv.Start()
+	t.Cleanup(srv.Close)
+	ctx, c := dialSocket(t, srv.URL)
+	createOn(t, ctx, c, "a", "anything", nil)
+	sawError := false
+	for range 100 {
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			if websocket.CloseStatus(err) == -1 && ctx.Err() != nil {
+				t.Fatalf("the connection was not closed: %v", err)
+			}
+			break
+		}
+		var ev laneEvent
+		if json.Unmarshal(data, &ev) == nil && ev.Type == "error" {
+			if ev.stream() != "a" || ev.Status != http.StatusInternalServerError {
+				t.Fatalf("error event %s: want a 500 on lane a", data)
+			}
+			sawError = true
+		}
+	}
+	if !sawError {
+		t.Fatal("no error event on the lane that panicked")
+	}
+	wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.WaitSockets(wctx); err != nil {
+		t.Fatalf("the connection did not end: %v", err)
+	}
+	line := findLog(t, logs, "websocket lane panicked")
+	if line == nil || !strings.Contains(fmt.Sprint(line["stack"]), "websocketlanes.go") {
+		t.Fatalf("no log line with the panic's stack: %s", logs.String())
 	}
 }
