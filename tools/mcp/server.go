@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/loomgate/loom/tools"
@@ -70,6 +71,11 @@ type ServerConfig struct {
 	Timeouts Timeouts
 	// Logger overrides the Client's logger for this server.
 	Logger *slog.Logger
+	// OAuth, if set, authorizes this server's requests: the SDK's
+	// transport asks it for a token before each request and calls its
+	// Authorize on a 401 or 403, then retries once. Only for servers the
+	// operator configured; its fetches should use Client.OAuthHTTPClient.
+	OAuth auth.OAuthHandler
 }
 
 // LogValue keeps credentials out of logs if a ServerConfig is logged: only
@@ -148,6 +154,7 @@ type Server struct {
 	timeouts Timeouts
 	logger   *slog.Logger
 	sdk      *mcpsdk.Client
+	oauth    auth.OAuthHandler
 
 	// last is the list this Server last got (from the cache or the
 	// server): Open's sessions consult it rather than list again.
@@ -196,6 +203,7 @@ func (c *Client) NewServer(ctx context.Context, cfg *ServerConfig) (*Server, err
 		roots:    slices.Clone(cfg.Roots),
 		timeouts: cfg.Timeouts.withDefaults(),
 		logger:   logger.With("mcp_server", cfg.Label),
+		oauth:    cfg.OAuth,
 	}
 	if cfg.AllowedTools != nil {
 		s.allowed = make(map[string]bool, len(cfg.AllowedTools))
@@ -418,6 +426,7 @@ func (s *Server) connect(ctx context.Context) (*mcpsdk.ClientSession, error) {
 		// loom needs no server-initiated stream: a legacy server's
 		// requests during a call come on that call's response stream.
 		DisableStandaloneSSE: true,
+		OAuthHandler:         s.oauth,
 	}
 	cs, err := s.sdk.Connect(cctx, t, opts)
 	if err != nil {
