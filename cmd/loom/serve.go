@@ -114,7 +114,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		Elicitation: m.cfg.MCPElicitation,
 	}
 	if m.cfg.MCPServers != "" {
-		if mcpTools.Named, err = mcp.LoadNamedServers(m.cfg.MCPServers); err != nil {
+		if mcpTools.Named, err = mcp.LoadNamedServers(m.cfg.MCPServers, &mcp.LoadOptions{Getenv: os.Getenv}); err != nil {
 			return fmt.Errorf("--mcp-servers: %w", err)
 		}
 	}

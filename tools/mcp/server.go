@@ -442,6 +442,9 @@ func (s *Server) connect(ctx context.Context) (*mcpsdk.ClientSession, error) {
 // the credentials, and whether the policy applies.
 func (s *Server) requestContext(ctx context.Context) context.Context {
 	ctx = withCredentials(ctx, s.creds)
+	if s.oauth == nil {
+		ctx = withoutOAuth(ctx)
+	}
 	if s.trusted {
 		ctx = withTrusted(ctx)
 	}
@@ -471,6 +474,16 @@ func (e *ServerError) Error() string {
 func (e *ServerError) Unwrap() error { return e.Err }
 
 func (s *Server) wrap(op string, err error) error {
+	// An OAuth challenge or a failed OAuth step says it all: the SDK's
+	// wrapping around it (the request, the URL) would only bury it.
+	var ce *AuthChallengeError
+	var oe *OAuthError
+	switch {
+	case errors.As(err, &ce):
+		err = ce
+	case errors.As(err, &oe):
+		err = oe
+	}
 	return &ServerError{Server: s.label, Op: op, Err: err}
 }
 
