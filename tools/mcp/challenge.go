@@ -37,6 +37,10 @@ func (e *AuthChallengeError) Error() string {
 	}
 }
 
+// ClientReason implements the reason tools.Reason finds: the text is fit
+// for the client (it names no token).
+func (e *AuthChallengeError) ClientReason() string { return e.Error() }
+
 func codeSuffix(code string) string {
 	if code == "" {
 		return ""

@@ -199,7 +199,7 @@ func (c *Client) NewServer(ctx context.Context, cfg *ServerConfig) (*Server, err
 		url:      cfg.URL,
 		trusted:  cfg.Trusted,
 		creds:    creds,
-		auth:     creds.authContext(c.cache.hmacKey[:], cfg.Tenant),
+		auth:     creds.authContext(c.cache.hmacKey[:], cacheIdentity(cfg)),
 		roots:    slices.Clone(cfg.Roots),
 		timeouts: cfg.Timeouts.withDefaults(),
 		logger:   logger.With("mcp_server", cfg.Label),
@@ -221,6 +221,18 @@ func (c *Client) NewServer(ctx context.Context, cfg *ServerConfig) (*Server, err
 		s.sdk.AddRoots(roots...)
 	}
 	return s, nil
+}
+
+// cacheIdentity is who, besides the credentials, a private tool list is
+// cached for: the tenant, and for a server with OAuth the server's own
+// identity (its label's tokens), so that a list fetched with the
+// operator's OAuth token is never served to a request-supplied server at
+// the same URL without one.
+func cacheIdentity(cfg *ServerConfig) string {
+	if cfg.OAuth == nil {
+		return cfg.Tenant
+	}
+	return cfg.Tenant + "\x00oauth\x00" + cfg.Label
 }
 
 // sdkOptions builds the SDK client options: capabilities set explicitly

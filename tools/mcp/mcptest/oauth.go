@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -59,7 +60,8 @@ type authCode struct {
 
 // StartOAuthServer starts an OAuthServer whose MCP server offers the tools
 // echo (returns its argument "text") and admin (returns "admin ok"); a
-// call to admin needs the scope mcp:admin beyond mcp:read.
+// call to admin needs the scope mcp:admin beyond mcp:read. Its tool list
+// is cacheable for an hour, per client (cacheScope private).
 func StartOAuthServer(t testing.TB) *OAuthServer {
 	t.Helper()
 	o := &OAuthServer{
@@ -79,7 +81,13 @@ func StartOAuthServer(t testing.TB) *OAuthServer {
 	t.Cleanup(as.Close)
 	o.AuthURL = as.URL
 
-	srv := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "oauth-test", Version: "1"}, nil)
+	// The tool list may be cached for an hour: after the first listing,
+	// a client's requests are its sessions and calls.
+	srv := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "oauth-test", Version: "1"}, &mcpsdk.ServerOptions{
+		SetCacheable: func(_ context.Context, _ mcpsdk.Request, c *mcpsdk.Cacheable) {
+			c.TTLMs = int(time.Hour / time.Millisecond)
+			c.CacheScope = "private"
+		}})
 	srv.AddTool(&mcpsdk.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`)},
 		func(_ context.Context, req *mcpsdk.CallToolRequest) (*mcpsdk.CallToolResult, error) {
 			var args struct{ Text string }
