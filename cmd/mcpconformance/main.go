@@ -75,13 +75,23 @@ func run(ctx context.Context, logger *slog.Logger, scenario, url string, conf sc
 	}
 	client := mcp.NewClient(&mcp.ClientOptions{Policy: policy, Logger: logger, Name: "loom-mcpconformance", Version: "1.0.0"})
 	var oauth auth.OAuthHandler
-	if strings.HasPrefix(scenario, "auth/") {
+	switch {
+	case scenario == "auth/client-credentials-basic":
+		// Not scored by the suite, but what loom serve runs for an
+		// operator's client-credentials server: loom's own handler.
+		cfg := &mcp.OAuthConfig{ClientID: conf.ClientID, ClientSecretEnv: "secret"}
+		if err := cfg.Validate("conformance", func(string) string { return conf.ClientSecret }); err != nil {
+			return err
+		}
+		oauth = client.NewOAuth("conformance", url, cfg)
+	case strings.HasPrefix(scenario, "auth/"):
 		if oauth, err = oauthHandler(client.OAuthHTTPClient(), conf); err != nil {
 			return err
 		}
 	}
 	srv, err := client.NewServer(ctx, &mcp.ServerConfig{
 		OAuth:        oauth,
+		Trusted:      oauth != nil,
 		Label:        "conformance",
 		URL:          url,
 		Capabilities: mcp.Capabilities{Elicitation: true, Sampling: true, Roots: true},

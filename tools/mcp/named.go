@@ -102,7 +102,7 @@ func LoadNamedServers(path string, opts *LoadOptions) (map[string]NamedServer, e
 					*f = filepath.Join(filepath.Dir(path), *f)
 				}
 			}
-			if err := s.OAuth.validate(s.Label, o.Getenv); err != nil {
+			if err := s.OAuth.Validate(s.Label, o.Getenv); err != nil {
 				return nil, fmt.Errorf("%s: %w", path, err)
 			}
 		}

@@ -55,9 +55,11 @@ type OAuthConfig struct {
 	clientSecret string // resolved at load time, never marshalled
 }
 
-// validate checks the block of server label and resolves the client
+// Validate checks the block of server label and resolves the client
 // secret with getenv (only cmd/loom reads the environment).
-func (o *OAuthConfig) validate(label string, getenv func(string) string) error {
+// LoadNamedServers calls it; a block built in code needs it before
+// Client.NewOAuth.
+func (o *OAuthConfig) Validate(label string, getenv func(string) string) error {
 	if o.ClientSecretEnv != "" && o.ClientSecretFile != "" {
 		return fmt.Errorf("server %q: oauth: client_secret_env and client_secret_file are exclusive", label)
 	}
