@@ -215,3 +215,27 @@ func TestMCPOAuthThroughLoom(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPOAuthChallengeOnCall: a request-supplied server lists its tools
+// freely but answers a call with an OAuth challenge. loom runs no OAuth
+// flow for it: the call fails, the client's mcp_call item and the model's
+// tool output both say the server requires OAuth authorization.
+func TestMCPOAuthChallengeOnCall(t *testing.T) {
+	ms := mcptStart(t, nil, "echo")
+	ms.challenge = "tools/call"
+	h := mcptHarness(t, nil)
+	r := mcptCreate(t, h, map[string]any{"model": "mock-model", "input": "#call s__echo {}\n#then\n#say done",
+		"tools": []any{mcptTool("s", ms.URL, map[string]any{"require_approval": "never"})}})
+	call := r.only(t, "mcp_call")
+	const want = "requires OAuth authorization (HTTP 401)"
+	if call.Status != "failed" || !strings.Contains(string(call.Error), want) {
+		t.Errorf("mcp_call status %q error %s, want failed saying %q", call.Status, call.Error, want)
+	}
+	told := false
+	for _, m := range mcptToolMessages(t, h) {
+		told = told || strings.Contains(m, want)
+	}
+	if !told {
+		t.Errorf("the model was not told the server requires OAuth: %q", mcptToolMessages(t, h))
+	}
+}

@@ -46,6 +46,10 @@ type mcptServer struct {
 
 	mu      sync.Mutex
 	fail    string         // a JSON-RPC method answered with an HTTP 500
+	// challenge is a JSON-RPC method answered with a 401 and a Bearer
+	// challenge, as a server behind OAuth answers a request without a
+	// token.
+	challenge string
 	methods map[string]int // JSON-RPC method; "HTTP <verb>" for a request with none
 	calls   []mcptCall
 	headers []http.Header
@@ -87,7 +91,13 @@ func mcptStart(t *testing.T, opts *mcpsdk.ServerOptions, toolNames ...string) *m
 		ms.methods[method]++
 		ms.headers = append(ms.headers, r.Header.Clone())
 		fail := ms.fail != "" && ms.fail == method
+		challenge := ms.challenge != "" && ms.challenge == method
 		ms.mu.Unlock()
+		if challenge {
+			w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="http://`+r.Host+`/.well-known/oauth-protected-resource"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
 		if fail {
 			http.Error(w, "failing "+method, http.StatusInternalServerError)
 			return
