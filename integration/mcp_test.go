@@ -44,15 +44,15 @@ import (
 type mcptServer struct {
 	URL string
 
-	mu      sync.Mutex
-	fail    string         // a JSON-RPC method answered with an HTTP 500
+	mu   sync.Mutex
+	fail string // a JSON-RPC method answered with an HTTP 500
 	// challenge is a JSON-RPC method answered with a 401 and a Bearer
 	// challenge, as a server behind OAuth answers a request without a
 	// token.
 	challenge string
-	methods map[string]int // JSON-RPC method; "HTTP <verb>" for a request with none
-	calls   []mcptCall
-	headers []http.Header
+	methods   map[string]int // JSON-RPC method; "HTTP <verb>" for a request with none
+	calls     []mcptCall
+	headers   []http.Header
 }
 
 type mcptCall struct{ Name, Args string }
