@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"golang.org/x/oauth2"
 
 	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/tools"
@@ -262,5 +265,24 @@ func TestLoadNamedServersOAuth(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "inline") {
 			t.Errorf("the error repeats the secret: %v", err)
 		}
+	}
+}
+
+// TestTokenErrorRedacted: a failed token request's error keeps the OAuth
+// error code and the status, never the response body, which an
+// authorization server may fill with what it was sent.
+func TestTokenErrorRedacted(t *testing.T) {
+	const secret = "rt-secret-123"
+	err := redactTokenError(&oauth2.RetrieveError{
+		Response:         &http.Response{StatusCode: http.StatusBadRequest},
+		Body:             []byte(`{"error":"invalid_grant","refresh_token":"` + secret + `"}`),
+		ErrorCode:        "invalid_grant",
+		ErrorDescription: "expired",
+	})
+	if strings.Contains(err.Error(), secret) {
+		t.Errorf("the error carries the response body: %v", err)
+	}
+	if want := "(HTTP 400): invalid_grant: expired"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q, want it to say %q", err, want)
 	}
 }
