@@ -143,6 +143,9 @@ func (r *run) listItems(listErr error) error {
 	for _, err := range unjoin(listErr) {
 		if errors.As(err, &se) {
 			failed[se.Server] = "the server's tools could not be listed"
+			if why, ok := tools.Reason(err); ok {
+				failed[se.Server] += ": " + why
+			}
 		}
 	}
 	for _, s := range r.reg.Servers() {

@@ -44,11 +44,15 @@ import (
 type mcptServer struct {
 	URL string
 
-	mu      sync.Mutex
-	fail    string         // a JSON-RPC method answered with an HTTP 500
-	methods map[string]int // JSON-RPC method; "HTTP <verb>" for a request with none
-	calls   []mcptCall
-	headers []http.Header
+	mu   sync.Mutex
+	fail string // a JSON-RPC method answered with an HTTP 500
+	// challenge is a JSON-RPC method answered with a 401 and a Bearer
+	// challenge, as a server behind OAuth answers a request without a
+	// token.
+	challenge string
+	methods   map[string]int // JSON-RPC method; "HTTP <verb>" for a request with none
+	calls     []mcptCall
+	headers   []http.Header
 }
 
 type mcptCall struct{ Name, Args string }
@@ -87,7 +91,13 @@ func mcptStart(t *testing.T, opts *mcpsdk.ServerOptions, toolNames ...string) *m
 		ms.methods[method]++
 		ms.headers = append(ms.headers, r.Header.Clone())
 		fail := ms.fail != "" && ms.fail == method
+		challenge := ms.challenge != "" && ms.challenge == method
 		ms.mu.Unlock()
+		if challenge {
+			w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="http://`+r.Host+`/.well-known/oauth-protected-resource"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
 		if fail {
 			http.Error(w, "failing "+method, http.StatusInternalServerError)
 			return

@@ -41,3 +41,16 @@ func source(server string) string {
 	}
 	return fmt.Sprintf("server %q", server)
 }
+
+// Reason returns the client-fit reason an error carries, if one in its
+// chain has one: an error whose text names no credential and no internal
+// detail (an MCP server's OAuth challenge, say) implements
+// ClientReason. Most errors do not, and the client is told only that the
+// operation failed.
+func Reason(err error) (string, bool) {
+	var r interface{ ClientReason() string }
+	if errors.As(err, &r) {
+		return r.ClientReason(), true
+	}
+	return "", false
+}

@@ -204,7 +204,7 @@ func serveFlags(cfg *Config, models, apiKeys *string) *flag.FlagSet {
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", 10*time.Minute, "the longest one response may take")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 32<<20, "largest request body accepted; a larger one is a 413 (a larger WebSocket message closes the socket with 1009)")
 	fs.StringVar(&cfg.MCPAllow, "mcp-allow", "", "comma-separated hosts or CIDRs that request-supplied MCP server_urls may reach although private or loopback (e.g. 127.0.0.1,::1)")
-	fs.StringVar(&cfg.MCPServers, "mcp-servers", "", "JSON file of operator-configured MCP servers ([{server_label, server_url, authorization, headers, require_approval, elicitation, roots}]) that requests name by server_label alone")
+	fs.StringVar(&cfg.MCPServers, "mcp-servers", "", "JSON file of operator-configured MCP servers ([{server_label, server_url, authorization or oauth, headers, require_approval, elicitation, roots, tenants}]) that requests name by server_label alone; see docs/tools.md for oauth and loom mcp login")
 	fs.StringVar(&cfg.MCPElicitation, "mcp-elicitation", "client", "who answers an MCP server's elicitation by default: client, model or decline")
 	fs.StringVar(&cfg.WebSearchURL, "web-search-url", "", "search URL of a SearXNG instance (or a server speaking its JSON API: GET URL?q=QUERY&format=json) that runs the web_search tool and the gpt-oss browser; empty: web_search is accepted and each call fails, telling the model search is not configured")
 	fs.StringVar(&cfg.WebFetchAllow, "web-fetch-allow", "", "comma-separated hosts or CIDRs the web search tool may open pages on although private or loopback (e.g. 127.0.0.1,10.0.0.0/8); every other non-public address is refused, redirects included")

@@ -29,6 +29,7 @@ const usage = `loom serves the OpenAI Responses API in front of open-weight mode
 Usage:
   loom serve [flags]   run the server (loom serve -h lists the flags)
   loom demo            run loom with a scripted model and show a streamed function-call round trip (loom demo -h says more)
+  loom mcp login LABEL log loom in to an MCP server of --mcp-servers behind OAuth, once (loom mcp -h says more)
   loom --version       print the version and commit
 `
 
@@ -104,6 +105,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) er
 			return configErrorf("loom demo takes no arguments, got %q", args[1:])
 		}
 		return runDemo(ctx, stdout, stderr)
+	case "mcp":
+		return runMCP(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -126,8 +126,17 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		Elicitation: m.cfg.MCPElicitation,
 	}
 	if m.cfg.MCPServers != "" {
-		if mcpTools.Named, err = mcp.LoadNamedServers(m.cfg.MCPServers); err != nil {
+		if mcpTools.Named, err = mcp.LoadNamedServers(m.cfg.MCPServers, &mcp.LoadOptions{Getenv: os.Getenv}); err != nil {
 			return fmt.Errorf("--mcp-servers: %w", err)
+		}
+		for label, s := range mcpTools.Named {
+			// Not fatal: the operator may log in while loom runs; until
+			// then the server's calls fail saying so.
+			if s.OAuth != nil && s.OAuth.RefreshTokenFile != "" {
+				if _, err := os.Stat(s.OAuth.RefreshTokenFile); err != nil {
+					m.log.Warn("MCP server has no refresh token yet: run loom mcp login", "mcp_server", label, "file", s.OAuth.RefreshTokenFile)
+				}
+			}
 		}
 	}
 	webSearch, err := m.webSearch()

@@ -21,7 +21,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/loomgate/loom/tools"
 	"github.com/loomgate/loom/tools/mcp"
@@ -51,7 +54,11 @@ func main() {
 }
 
 type scenarioContext struct {
-	ToolCalls []struct {
+	// ClientID and ClientSecret are a pre-registered client (the auth/*
+	// scenarios that test pre-registration).
+	ClientID     string `json:"client_id"`
+	ClientSecret string `json:"client_secret"`
+	ToolCalls    []struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
 	} `json:"toolCalls"`
@@ -67,7 +74,24 @@ func run(ctx context.Context, logger *slog.Logger, scenario, url string, conf sc
 		return err
 	}
 	client := mcp.NewClient(&mcp.ClientOptions{Policy: policy, Logger: logger, Name: "loom-mcpconformance", Version: "1.0.0"})
+	var oauth auth.OAuthHandler
+	switch {
+	case scenario == "auth/client-credentials-basic":
+		// Not scored by the suite, but what loom serve runs for an
+		// operator's client-credentials server: loom's own handler.
+		cfg := &mcp.OAuthConfig{ClientID: conf.ClientID, ClientSecretEnv: "secret"}
+		if err := cfg.Validate("conformance", func(string) string { return conf.ClientSecret }); err != nil {
+			return err
+		}
+		oauth = client.NewOAuth("conformance", url, cfg)
+	case strings.HasPrefix(scenario, "auth/"):
+		if oauth, err = oauthHandler(client.OAuthHTTPClient(), conf); err != nil {
+			return err
+		}
+	}
 	srv, err := client.NewServer(ctx, &mcp.ServerConfig{
+		OAuth:        oauth,
+		Trusted:      oauth != nil,
 		Label:        "conformance",
 		URL:          url,
 		Capabilities: mcp.Capabilities{Elicitation: true, Sampling: true, Roots: true},
@@ -82,6 +106,11 @@ func run(ctx context.Context, logger *slog.Logger, scenario, url string, conf sc
 		return err
 	}
 
+	if oauth != nil {
+		// The auth scenarios: authorize (the first request's 401 starts
+		// the flow), list, and call the server's test tool.
+		return runAuthorized(ctx, srv)
+	}
 	switch scenario {
 	case "request-metadata":
 		// Opening a session is the scenario: server/discover with the

@@ -56,10 +56,13 @@ type Client struct {
 	policy *Policy
 	cache  *Cache
 	http   *http.Client
-	logger *slog.Logger
-	name   string
-	ver    string
-	eraTTL time.Duration
+	// oauthHTTP fetches OAuth metadata and tokens: its own pool, always
+	// dialed through the Policy, never carrying a server's credentials.
+	oauthHTTP *http.Client
+	logger    *slog.Logger
+	name      string
+	ver       string
+	eraTTL    time.Duration
 	// tracer records the calls' spans when tracing is set.
 	tracer  trace.Tracer
 	tracing bool
@@ -94,19 +97,28 @@ func NewClient(opts *ClientOptions) *Client {
 		c.eraTTL = 10 * time.Minute
 	}
 	base := o.Transport
+	oauthBase := o.Transport
 	if base == nil {
 		base = newBaseTransport(c.policy)
+		oauthBase = newBaseTransport(c.policy)
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 60 * time.Second
 	}
 	base = &idleTransport{next: base, timeout: o.IdleTimeout, log: c.logger}
 	c.http = newHTTPClient(base, o.Retry)
+	c.oauthHTTP = newOAuthHTTPClient(oauthBase, o.Retry)
 	return c
 }
 
 // Policy returns the client's SSRF policy.
 func (c *Client) Policy() *Policy { return c.policy }
+
+// OAuthHTTPClient returns the HTTP client for OAuth endpoints (protected
+// resource and authorization server metadata, registration, tokens): every
+// address it dials is checked by the Policy, even for a server the operator
+// configured, since those endpoints come from metadata a server serves.
+func (c *Client) OAuthHTTPClient() *http.Client { return c.oauthHTTP }
 
 // Cache returns the client's tool-list cache.
 func (c *Client) Cache() *Cache { return c.cache }

@@ -165,6 +165,19 @@ type authTransport struct {
 }
 
 func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.roundTrip(req)
+	if err == nil {
+		c, _ := req.Context().Value(credentialsKey{}).(*credentials)
+		sent := req.Header.Get("Authorization") != "" ||
+			c != nil && origin(req.URL.Scheme, req.URL.Host) == c.origin && c.header.Get("Authorization") != ""
+		if cerr := challenged(req, resp, sent); cerr != nil {
+			return nil, cerr
+		}
+	}
+	return resp, err
+}
+
+func (t *authTransport) roundTrip(req *http.Request) (*http.Response, error) {
 	c, _ := req.Context().Value(credentialsKey{}).(*credentials)
 	traced := trace.SpanContextFromContext(req.Context()).IsValid()
 	if !traced && (c == nil || origin(req.URL.Scheme, req.URL.Host) != c.origin) {

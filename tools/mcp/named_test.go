@@ -18,7 +18,7 @@ func TestNamedServers(t *testing.T) {
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	named, err := LoadNamedServers(path)
+	named, err := LoadNamedServers(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestNamedServers(t *testing.T) {
 
 	for _, bad := range []string{`[{"server_label":"a"}]`, `[{"server_url":"http://x"}]`, `[{"server_label":"a","server_url":"http://x"},{"server_label":"a","server_url":"http://y"}]`, `{`} {
 		os.WriteFile(path, []byte(bad), 0o600)
-		if _, err := LoadNamedServers(path); err == nil || !strings.Contains(err.Error(), path) {
+		if _, err := LoadNamedServers(path, nil); err == nil || !strings.Contains(err.Error(), path) {
 			t.Errorf("%s: %v", bad, err)
 		}
 	}

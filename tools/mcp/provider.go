@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/tools"
@@ -35,6 +38,25 @@ type Provider struct {
 	// (--mcp-servers): a request's mcp tool names one without a
 	// server_url.
 	Named map[string]NamedServer
+
+	oauthMu sync.Mutex
+	oauth   map[string]*OAuth // by label: one per configured server, shared by every request
+}
+
+// oauthFor returns the OAuth handler of the named server, built on first
+// use and shared by every request after: its tokens are the server's.
+func (p *Provider) oauthFor(named *NamedServer) *OAuth {
+	p.oauthMu.Lock()
+	defer p.oauthMu.Unlock()
+	if h := p.oauth[named.Label]; h != nil {
+		return h
+	}
+	if p.oauth == nil {
+		p.oauth = map[string]*OAuth{}
+	}
+	h := p.Client.NewOAuth(named.Label, named.URL, named.OAuth)
+	p.oauth[named.Label] = h
+	return h
 }
 
 // Handles reports whether typ is "mcp".
@@ -56,10 +78,20 @@ func (p *Provider) Servers(ctx context.Context, req *responses.Request) ([]tools
 		}
 		roots := p.Roots
 		trusted := false
+		var oauth auth.OAuthHandler
 		if m.ServerURL == "" {
 			named, ok := p.Named[m.ServerLabel]
 			if !ok {
 				return nil, responses.BadRequest(param+".server_url", "server_url is required (no server named %q is configured)", m.ServerLabel)
+			}
+			if !named.AllowsTenant(tenant.From(ctx)) {
+				return nil, responses.BadRequest(param+".server_label", "the MCP server %q is not available to this tenant", m.ServerLabel)
+			}
+			if named.OAuth != nil {
+				if m.Authorization != "" {
+					return nil, responses.BadRequest(param+".authorization", "the MCP server %q gets its tokens by OAuth, as the operator configured it; a request cannot give one", m.ServerLabel)
+				}
+				oauth = p.oauthFor(&named)
 			}
 			// The operator's server: its URL is trusted, its credentials
 			// and defaults come from the configuration; the request may
@@ -112,6 +144,7 @@ func (p *Provider) Servers(ctx context.Context, req *responses.Request) ([]tools
 				Roots:       len(roots) > 0,
 			},
 			Roots:              roots,
+			OAuth:              oauth,
 			ElicitationHandler: hook.elicit,
 			SamplingHandler:    hook.sample,
 		}

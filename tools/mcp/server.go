@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
 
@@ -71,6 +72,11 @@ type ServerConfig struct {
 	Timeouts Timeouts
 	// Logger overrides the Client's logger for this server.
 	Logger *slog.Logger
+	// OAuth, if set, authorizes this server's requests: the SDK's
+	// transport asks it for a token before each request and calls its
+	// Authorize on a 401 or 403, then retries once. Only for servers the
+	// operator configured; its fetches should use Client.OAuthHTTPClient.
+	OAuth auth.OAuthHandler
 }
 
 // LogValue keeps credentials out of logs if a ServerConfig is logged: only
@@ -149,6 +155,7 @@ type Server struct {
 	timeouts Timeouts
 	logger   *slog.Logger
 	sdk      *mcpsdk.Client
+	oauth    auth.OAuthHandler
 	// peer are the server's attributes on the spans of its calls.
 	peer []attribute.KeyValue
 
@@ -195,10 +202,11 @@ func (c *Client) NewServer(ctx context.Context, cfg *ServerConfig) (*Server, err
 		url:      cfg.URL,
 		trusted:  cfg.Trusted,
 		creds:    creds,
-		auth:     creds.authContext(c.cache.hmacKey[:], cfg.Tenant),
+		auth:     creds.authContext(c.cache.hmacKey[:], cacheIdentity(cfg)),
 		roots:    slices.Clone(cfg.Roots),
 		timeouts: cfg.Timeouts.withDefaults(),
 		logger:   logger.With("mcp_server", cfg.Label),
+		oauth:    cfg.OAuth,
 	}
 	if c.tracing {
 		s.peer = peerAttributes(u)
@@ -219,6 +227,18 @@ func (c *Client) NewServer(ctx context.Context, cfg *ServerConfig) (*Server, err
 		s.sdk.AddRoots(roots...)
 	}
 	return s, nil
+}
+
+// cacheIdentity is who, besides the credentials, a private tool list is
+// cached for: the tenant, and for a server with OAuth the server's own
+// identity (its label's tokens), so that a list fetched with the
+// operator's OAuth token is never served to a request-supplied server at
+// the same URL without one.
+func cacheIdentity(cfg *ServerConfig) string {
+	if cfg.OAuth == nil {
+		return cfg.Tenant
+	}
+	return cfg.Tenant + "\x00oauth\x00" + cfg.Label
 }
 
 // sdkOptions builds the SDK client options: capabilities set explicitly
@@ -424,6 +444,7 @@ func (s *Server) connect(ctx context.Context) (*mcpsdk.ClientSession, error) {
 		// loom needs no server-initiated stream: a legacy server's
 		// requests during a call come on that call's response stream.
 		DisableStandaloneSSE: true,
+		OAuthHandler:         s.oauth,
 	}
 	cs, err := s.sdk.Connect(cctx, t, opts)
 	if err != nil {
@@ -439,6 +460,9 @@ func (s *Server) connect(ctx context.Context) (*mcpsdk.ClientSession, error) {
 // the credentials, and whether the policy applies.
 func (s *Server) requestContext(ctx context.Context) context.Context {
 	ctx = withCredentials(ctx, s.creds)
+	if s.oauth == nil {
+		ctx = withoutOAuth(ctx)
+	}
 	if s.trusted {
 		ctx = withTrusted(ctx)
 	}
@@ -468,6 +492,16 @@ func (e *ServerError) Error() string {
 func (e *ServerError) Unwrap() error { return e.Err }
 
 func (s *Server) wrap(op string, err error) error {
+	// An OAuth challenge or a failed OAuth step says it all: the SDK's
+	// wrapping around it (the request, the URL) would only bury it.
+	var ce *AuthChallengeError
+	var oe *OAuthError
+	switch {
+	case errors.As(err, &ce):
+		err = ce
+	case errors.As(err, &oe):
+		err = oe
+	}
 	return &ServerError{Server: s.label, Op: op, Err: err}
 }
 

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -56,6 +57,25 @@ func newHTTPClient(base http.RoundTripper, retry RetryOptions) *http.Client {
 		Transport:     &authTransport{next: rt},
 		CheckRedirect: sameOriginRedirects,
 	}
+}
+
+// newOAuthHTTPClient builds the client for OAuth endpoints: the same
+// retries, no credentials attached (authTransport is left out), and a
+// context stripped of the trusted mark, so the Policy judges every dial even
+// when the flow started from an operator's server.
+func newOAuthHTTPClient(base http.RoundTripper, retry RetryOptions) *http.Client {
+	c := newHTTPClient(base, retry)
+	c.Transport = untrustedTransport{next: c.Transport.(*authTransport).next}
+	return c
+}
+
+type untrustedTransport struct{ next http.RoundTripper }
+
+func (t untrustedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if trustedFrom(req.Context()) {
+		req = req.WithContext(context.WithValue(req.Context(), trustedKey{}, false))
+	}
+	return t.next.RoundTrip(req)
 }
 
 // refusedByPolicy: a URL or address refused by loom's Policy; asking again

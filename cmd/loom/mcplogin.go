@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"html"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"golang.org/x/oauth2"
+
+	"github.com/loomgate/loom/tools/mcp"
+)
+
+const mcpUsage = `loom mcp login LABEL: log loom in to the MCP server LABEL of --mcp-servers.
+
+It runs the OAuth authorization-code flow once: it prints a URL to open in a
+browser, waits for the authorization server to redirect back to a loopback
+address, and writes the refresh token to the oauth block's refresh_token_file,
+from which loom serve gets access tokens. The client is the block's client_id
+(with its secret, if any), else one registered dynamically.
+
+Flags (each also read from LOOM_<NAME>):
+  --mcp-servers FILE   the servers file loom serve uses
+  --mcp-allow HOSTS    hosts the authorization server may be on although private or loopback
+  --timeout DURATION   how long to wait for the browser (default 5m)
+`
+
+// loginTimeout bounds the whole login: a person has to act.
+const loginTimeout = 5 * time.Minute
+
+func runMCP(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "login" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			fmt.Fprint(stdout, mcpUsage)
+			return nil
+		}
+		fmt.Fprint(stderr, mcpUsage)
+		return configErrorf("loom mcp: the only subcommand is login")
+	}
+	fs := flag.NewFlagSet("mcp login", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	servers := fs.String("mcp-servers", "", "")
+	allow := fs.String("mcp-allow", "", "")
+	timeout := fs.Duration("timeout", loginTimeout, "")
+	// The label comes first (loom mcp login LABEL --flags) or last.
+	rest := args[1:]
+	var label string
+	if len(rest) > 0 && len(rest[0]) > 0 && rest[0][0] != '-' {
+		label, rest = rest[0], rest[1:]
+	}
+	if err := parseServeEnvAndArgsTail(fs, rest, getenv, &label); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, mcpUsage)
+			return nil
+		}
+		return err
+	}
+	switch {
+	case label == "":
+		return configErrorf("loom mcp login: which server? (loom mcp login LABEL)")
+	case *servers == "":
+		return configErrorf("loom mcp login: --mcp-servers (or LOOM_MCP_SERVERS) is required")
+	}
+	named, err := mcp.LoadNamedServers(*servers, &mcp.LoadOptions{Getenv: getenv})
+	if err != nil {
+		return fmt.Errorf("--mcp-servers: %w", err)
+	}
+	srv, ok := named[label]
+	switch {
+	case !ok:
+		return configErrorf("loom mcp login: no server %q in %s", label, *servers)
+	case srv.OAuth == nil || srv.OAuth.RefreshTokenFile == "":
+		return configErrorf("loom mcp login: server %q has no oauth.refresh_token_file to write", label)
+	}
+	policy, err := mcp.NewPolicy(&mcp.PolicyOptions{Allow: *allow})
+	if err != nil {
+		return configErrorf("--mcp-allow: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	res, err := mcpLogin(ctx, mcp.NewClient(&mcp.ClientOptions{Policy: policy, Logger: logger}), &srv, stdout)
+	if err != nil {
+		return fmt.Errorf("loom mcp login %s: %w", label, err)
+	}
+	if err := mcp.WriteSecretFile(srv.OAuth.RefreshTokenFile, res.refreshToken); err != nil {
+		return fmt.Errorf("loom mcp login %s: writing the refresh token: %w", label, err)
+	}
+	fmt.Fprintf(stdout, "Logged in to %s: the refresh token is in %s.\n", label, srv.OAuth.RefreshTokenFile)
+	if srv.OAuth.ClientID == "" {
+		fmt.Fprintf(stdout, "The client was registered dynamically: add \"client_id\": %q to the oauth block of %s.\n", res.clientID, label)
+	}
+	return nil
+}
+
+// parseServeEnvAndArgsTail parses flags as loom serve does (environment
+// first), and takes a label left after the flags.
+func parseServeEnvAndArgsTail(fs *flag.FlagSet, args []string, getenv func(string) string, label *string) error {
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if v := getenv(envName(f.Name)); v != "" {
+			if err := f.Value.Set(v); err != nil && envErr == nil {
+				envErr = configErrorf("%s (--%s): %v", envName(f.Name), f.Name, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &ConfigError{Msg: err.Error()}
+	}
+	switch rest := fs.Args(); {
+	case len(rest) == 1 && *label == "":
+		*label = rest[0]
+	case len(rest) > 0:
+		return configErrorf("unexpected arguments: %v", rest)
+	}
+	return nil
+}
+
+type loginResult struct {
+	refreshToken string
+	clientID     string
+}
+
+// mcpLogin runs the authorization-code flow for srv with the go-sdk's
+// handler: it connects, the server's 401 starts the flow, the person
+// consents in a browser, and the loopback listener receives the code.
+func mcpLogin(ctx context.Context, client *mcp.Client, srv *mcp.NamedServer, stdout io.Writer) (*loginResult, error) {
+	cfg := srv.OAuth
+	ln, redirect, err := listenLoopback(cfg.RedirectURL)
+	if err != nil {
+		return nil, err
+	}
+	defer ln.Close()
+	codes := make(chan callbackResult, 1)
+	callback := &http.Server{Handler: callbackHandler(redirect, codes), ReadHeaderTimeout: 10 * time.Second}
+	go callback.Serve(ln)
+	defer callback.Close()
+
+	var res loginResult
+	hc := &auth.AuthorizationCodeHandlerConfig{
+		RedirectURL: redirect.String(),
+		AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+			fmt.Fprintf(stdout, "Open this URL in a browser to log loom in to %s:\n\n  %s\n\nWaiting for the redirect to %s ...\n", srv.Label, args.URL, redirect)
+			select {
+			case r := <-codes:
+				return r.res, r.err
+			case <-ctx.Done():
+				return nil, fmt.Errorf("no authorization came back: %w", ctx.Err())
+			}
+		},
+		RequestRefreshToken: true,
+		Client:              client.OAuthHTTPClient(),
+		NewTokenSource: func(ctx context.Context, c *oauth2.Config, tok *oauth2.Token) (oauth2.TokenSource, error) {
+			res.refreshToken, res.clientID = tok.RefreshToken, c.ClientID
+			return c.TokenSource(ctx, tok), nil
+		},
+	}
+	if len(cfg.Scopes) > 0 {
+		hc.ScopeFilter = func(discovered []string) []string {
+			out := slices.Clone(cfg.Scopes)
+			for _, s := range discovered {
+				if !slices.Contains(out, s) {
+					out = append(out, s)
+				}
+			}
+			return out
+		}
+	}
+	if cfg.ClientID != "" {
+		pre := &oauthex.ClientCredentials{ClientID: cfg.ClientID}
+		if s := cfg.ClientSecret(); s != "" {
+			pre.ClientSecretAuth = &oauthex.ClientSecretAuth{ClientSecret: s}
+		}
+		hc.PreregisteredClient = pre
+	} else {
+		hc.DynamicClientRegistrationConfig = &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
+			ClientName:   "loom",
+			RedirectURIs: []string{redirect.String()},
+			GrantTypes:   []string{"authorization_code", "refresh_token"},
+		}}
+	}
+	h, err := auth.NewAuthorizationCodeHandler(hc)
+	if err != nil {
+		return nil, err
+	}
+	s, err := client.NewServer(ctx, &mcp.ServerConfig{Label: srv.Label, URL: srv.URL, Headers: srv.Headers, Trusted: true, OAuth: h,
+		Timeouts: mcp.Timeouts{Connect: loginTimeout}})
+	if err != nil {
+		return nil, err
+	}
+	// Listing the tools proves the token works.
+	if _, err := s.Tools(ctx); err != nil {
+		return nil, err
+	}
+	if res.refreshToken == "" {
+		return nil, errors.New("the authorization server issued no refresh token (it may not offer offline_access or the refresh_token grant to this client)")
+	}
+	return &res, nil
+}
+
+// listenLoopback listens on the configured redirect's loopback address, or
+// on a free port of 127.0.0.1 (RFC 8252: any port of a loopback redirect).
+func listenLoopback(configured string) (net.Listener, *url.URL, error) {
+	u := &url.URL{Scheme: "http", Host: "127.0.0.1:0", Path: "/callback"}
+	if configured != "" {
+		var err error
+		if u, err = url.Parse(configured); err != nil || u.Scheme != "http" {
+			return nil, nil, configErrorf("oauth.redirect_url must be an http URL on a loopback address, got %q", configured)
+		}
+		if ip := net.ParseIP(u.Hostname()); u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return nil, nil, configErrorf("oauth.redirect_url must be on a loopback address, got %q", configured)
+		}
+	}
+	ln, err := net.Listen("tcp", u.Host)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listening for the redirect: %w", err)
+	}
+	if u.Port() == "0" || u.Port() == "" {
+		u.Host = ln.Addr().String()
+	}
+	return ln, u, nil
+}
+
+type callbackResult struct {
+	res *auth.AuthorizationResult
+	err error
+}
+
+// callbackHandler receives the authorization server's redirect: the code
+// (or the error) goes to codes, once.
+func callbackHandler(redirect *url.URL, codes chan<- callbackResult) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != redirect.Path {
+			http.NotFound(w, r)
+			return
+		}
+		q := r.URL.Query()
+		if e := q.Get("error"); e != "" {
+			fmt.Fprintf(w, "loom: the authorization server refused: %s", html.EscapeString(e))
+			select {
+			case codes <- callbackResult{err: fmt.Errorf("the authorization server refused: %s %s", e, q.Get("error_description"))}:
+			default:
+			}
+			return
+		}
+		select {
+		case codes <- callbackResult{res: &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}}:
+			fmt.Fprint(w, "loom is logged in. You can close this tab.")
+		default:
+			http.Error(w, "loom: this login is already done", http.StatusConflict)
+		}
+	})
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/loomgate/loom/tools"
+	"github.com/loomgate/loom/tools/mcp"
+	"github.com/loomgate/loom/tools/mcp/mcptest"
+)
+
+// TestMCPLogin: loom mcp login runs the authorization-code flow against a
+// loopback authorization server (the test plays the browser: it opens the
+// printed URL, which redirects to loom's loopback listener), writes the
+// refresh token where the servers file says, and that token then works
+// for loom's refresh-token grant.
+func TestMCPLogin(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		clientID bool // pre-registered; else dynamic registration
+	}{{"pre-registered", true}, {"dynamic registration", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := mcptest.StartOAuthServer(t)
+			dir := t.TempDir()
+			block := map[string]any{"refresh_token_file": "lin.token", "scopes": []string{"mcp:read"}}
+			env := map[string]string{"LOOM_MCP_ALLOW": "127.0.0.1"}
+			if tc.clientID {
+				block["client_id"] = o.ClientID
+				block["client_secret_env"] = "LIN_SECRET"
+				env["LIN_SECRET"] = o.ClientSecret
+			}
+			servers, _ := json.Marshal([]map[string]any{{"server_label": "lin", "server_url": o.MCPURL, "oauth": block}})
+			path := filepath.Join(dir, "servers.json")
+			if err := os.WriteFile(path, servers, 0o600); err != nil {
+				t.Fatal(err)
+			}
+
+			out, w := io.Pipe()
+			done := make(chan error, 1)
+			go func() {
+				done <- run([]string{"mcp", "login", "lin", "--mcp-servers", path}, func(k string) string { return env[k] }, w, io.Discard)
+				w.Close()
+			}()
+			// The browser: open the URL loom prints, follow the redirects
+			// (to loom's listener), and read loom's output to the end.
+			var printed strings.Builder
+			sc := bufio.NewScanner(out)
+			opened := false
+			for sc.Scan() {
+				line := sc.Text()
+				printed.WriteString(line + "\n")
+				if u := strings.TrimSpace(line); !opened && strings.HasPrefix(u, o.AuthURL+"/authorize?") {
+					opened = true
+					resp, err := http.Get(u)
+					if err != nil {
+						t.Fatalf("browser: %v", err)
+					}
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if !strings.Contains(string(body), "logged in") {
+						t.Errorf("the browser was shown %q", body)
+					}
+				}
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("loom mcp login: %v\n%s", err, printed.String())
+			}
+			if !opened {
+				t.Fatalf("no authorization URL printed:\n%s", printed.String())
+			}
+			if n := o.TokenRequests("authorization_code"); n != 1 {
+				t.Errorf("authorization_code token requests = %d, want 1", n)
+			}
+			rt, err := os.ReadFile(filepath.Join(dir, "lin.token"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi, _ := os.Stat(filepath.Join(dir, "lin.token")); fi.Mode().Perm() != 0o600 {
+				t.Errorf("token file mode %v, want 0600", fi.Mode().Perm())
+			}
+			if strings.Contains(printed.String(), strings.TrimSpace(string(rt))) {
+				t.Error("loom mcp login printed the refresh token")
+			}
+			if !tc.clientID {
+				if !strings.Contains(printed.String(), `add "client_id": "dyn-`) {
+					t.Fatalf("the dynamically registered client is not named:\n%s", printed.String())
+				}
+				// The operator adds the client id, as told.
+				id := printed.String()[strings.Index(printed.String(), `"dyn-`)+1:]
+				block["client_id"] = id[:strings.Index(id, `"`)]
+				servers, _ = json.Marshal([]map[string]any{{"server_label": "lin", "server_url": o.MCPURL, "oauth": block}})
+				if err := os.WriteFile(path, servers, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			// loom serve's side: the written token gets access tokens.
+			named, err := mcp.LoadNamedServers(path, &mcp.LoadOptions{Getenv: func(k string) string { return env[k] }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			policy, _ := mcp.NewPolicy(&mcp.PolicyOptions{Allow: "127.0.0.1"})
+			c := mcp.NewClient(&mcp.ClientOptions{Policy: policy})
+			lin := named["lin"]
+			s, err := c.NewServer(context.Background(), &mcp.ServerConfig{Label: "lin", URL: lin.URL, Trusted: true, OAuth: c.NewOAuth("lin", lin.URL, lin.OAuth)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sess, err := s.Open(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sess.Close()
+			res, err := sess.Call(context.Background(), tools.Call{CallID: "c", Name: "echo", Arguments: `{"text":"after login"}`})
+			if err != nil || res.Text() != "echo: after login" {
+				t.Fatalf("call with the login's token: %q, %v", res.Text(), err)
+			}
+			if n := o.TokenRequests("refresh_token"); n != 1 {
+				t.Errorf("refresh_token token requests = %d, want 1", n)
+			}
+		})
+	}
+}
