@@ -239,7 +239,20 @@ func serveFlags(cfg *Config, models, apiKeys *string) *flag.FlagSet {
 
 // parseServeEnvAndArgs fills cfg from the environment, then args.
 func parseServeEnvAndArgs(fs *flag.FlagSet, args []string, getenv func(string) string) error {
-	// Environment first, so that flags given on the command line win.
+	rest, err := parseEnvThenFlags(fs, args, getenv)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return configErrorf("unexpected arguments: %v", rest)
+	}
+	return nil
+}
+
+// parseEnvThenFlags sets fs's flags from the environment, then from args,
+// so that flags given on the command line win; it returns the arguments
+// left after the flags.
+func parseEnvThenFlags(fs *flag.FlagSet, args []string, getenv func(string) string) ([]string, error) {
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		name := envName(f.Name)
@@ -250,18 +263,15 @@ func parseServeEnvAndArgs(fs *flag.FlagSet, args []string, getenv func(string) s
 		}
 	})
 	if envErr != nil {
-		return envErr
+		return nil, envErr
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return err
+			return nil, err
 		}
-		return &ConfigError{Msg: err.Error()}
+		return nil, &ConfigError{Msg: err.Error()}
 	}
-	if fs.NArg() > 0 {
-		return configErrorf("unexpected arguments: %v", fs.Args())
-	}
-	return nil
+	return fs.Args(), nil
 }
 
 // flagHelp is one serve flag as loom serve --help shows it, and as

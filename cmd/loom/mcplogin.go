@@ -106,24 +106,11 @@ func runMCP(ctx context.Context, args []string, getenv func(string) string, stdo
 // parseServeEnvAndArgsTail parses flags as loom serve does (environment
 // first), and takes a label left after the flags.
 func parseServeEnvAndArgsTail(fs *flag.FlagSet, args []string, getenv func(string) string, label *string) error {
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		if v := getenv(envName(f.Name)); v != "" {
-			if err := f.Value.Set(v); err != nil && envErr == nil {
-				envErr = configErrorf("%s (--%s): %v", envName(f.Name), f.Name, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return envErr
+	rest, err := parseEnvThenFlags(fs, args, getenv)
+	if err != nil {
+		return err
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &ConfigError{Msg: err.Error()}
-	}
-	switch rest := fs.Args(); {
+	switch {
 	case len(rest) == 1 && *label == "":
 		*label = rest[0]
 	case len(rest) > 0:
