@@ -42,7 +42,9 @@ func serveUpstream(args []string) error {
 // serveEngine is "loombench engine -addr A ...": the scripted upstream
 // simulating an engine's prefix cache (mockllm.PrefixCacheOptions), for
 // the cache benchmark, keeping no request, until SIGINT or SIGTERM. GET
-// /cache/stats answers an engineReport as JSON.
+// /cache/stats answers an engineReport as JSON; POST
+// /cache/capacity?blocks=N changes the cache's capacity (evicting what no
+// longer fits).
 func serveEngine(args []string) error {
 	fs := flag.NewFlagSet("loombench engine", flag.ContinueOnError)
 	addr := fs.String("addr", "", "listen address")
@@ -60,6 +62,14 @@ func serveEngine(args []string) error {
 	mux.HandleFunc("GET /cache/stats", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(engineReport{Cache: mock.CacheStats(), Sessions: sessions.snapshot()})
+	})
+	mux.HandleFunc("POST /cache/capacity", func(w http.ResponseWriter, r *http.Request) {
+		blocks, err := strconv.Atoi(r.FormValue("blocks"))
+		if err != nil || blocks < 0 {
+			http.Error(w, "blocks: want a count of blocks, 0 for no limit", http.StatusBadRequest)
+			return
+		}
+		mock.SetCacheCapacity(blocks)
 	})
 	mux.Handle("/", sessions.count(mock))
 	err := serveUntilSignal(*addr, mux)

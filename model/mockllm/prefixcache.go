@@ -130,17 +130,31 @@ func (c *prefixCache) serve(ids []uint32, salt string) int {
 			c.blocks[hashes[i]] = c.lru.PushFront(hashes[i])
 		}
 	}
+	c.evictToCapacity()
+	cached := hit * c.blockTokens
+	c.stats.Requests++
+	c.stats.PromptTokens += len(ids)
+	c.stats.CachedTokens += cached
+	return cached
+}
+
+// evictToCapacity evicts the least recently used blocks until the cache
+// holds no more than its capacity. c.mu is held.
+func (c *prefixCache) evictToCapacity() {
 	for c.capacity > 0 && c.lru.Len() > c.capacity {
 		e := c.lru.Back()
 		delete(c.blocks, e.Value.(uint64))
 		c.lru.Remove(e)
 		c.stats.Evicted++
 	}
-	cached := hit * c.blockTokens
-	c.stats.Requests++
-	c.stats.PromptTokens += len(ids)
-	c.stats.CachedTokens += cached
-	return cached
+}
+
+// setCapacity changes the capacity, evicting at once what no longer fits.
+func (c *prefixCache) setCapacity(blocks int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.capacity = blocks
+	c.evictToCapacity()
 }
 
 func (c *prefixCache) snapshot() CacheStats {
@@ -158,6 +172,16 @@ func (s *Server) CacheStats() CacheStats {
 		return CacheStats{}
 	}
 	return s.cache.snapshot()
+}
+
+// SetCacheCapacity changes the prefix cache's capacity (blocks; 0 is no
+// limit), evicting least recently used blocks at once when it shrinks: a
+// benchmark's single engine standing for a fleet that loses one of its
+// engines. It does nothing without Options.PrefixCache.
+func (s *Server) SetCacheCapacity(blocks int) {
+	if s.cache != nil {
+		s.cache.setCapacity(blocks)
+	}
 }
 
 // chatPromptIDs are the token ids the cache sees for a chat body (see

@@ -149,3 +149,33 @@ func TestPrefixCacheWholePromptCached(t *testing.T) {
 		t.Errorf("longer: cached %d of %d, prefill %s, want 64 of 67 and 3ms", c.cached, c.promptTokens, c.prefill)
 	}
 }
+
+// TestSetCacheCapacity: cutting the cache's capacity evicts at once what
+// no longer fits, tail first: a prompt held whole then finds only the
+// start that fits.
+func TestSetCacheCapacity(t *testing.T) {
+	a := userPrompt(t, strings.Repeat("alpha beta gamma ", 100))
+	blocksA := len(a) / 16
+	s, hs := start(t, &Options{PrefixCache: &PrefixCacheOptions{}})
+	cachedOf := func() int {
+		t.Helper()
+		got := readCompletion(t, postCompletions(testContext(t), t, hs, vllmBody(a)))
+		u := got.chunks[len(got.chunks)-1].Usage
+		if u == nil || u.PromptTokensDetails == nil {
+			return 0
+		}
+		return u.PromptTokensDetails.CachedTokens
+	}
+	cachedOf()
+	if st := s.CacheStats(); st.Blocks != blocksA {
+		t.Fatalf("%d blocks held, want the prompt's %d", st.Blocks, blocksA)
+	}
+	half := blocksA / 2
+	s.SetCacheCapacity(half)
+	if st := s.CacheStats(); st.Blocks != half || st.Evicted != blocksA-half {
+		t.Fatalf("after the cut: %d blocks held, %d evicted; want %d and %d", st.Blocks, st.Evicted, half, blocksA-half)
+	}
+	if c := cachedOf(); c != half*16 {
+		t.Errorf("after the cut the prompt found %d tokens, want its first %d blocks' %d", c, half, half*16)
+	}
+}

@@ -375,7 +375,7 @@ func (c *Client) post(ctx context.Context, route *model.Route, body []byte, acce
 	if route != nil {
 		session = route.Session
 	}
-	ex := &exchange{emit: emit, idle: c.idleTimeout, pauses: accept == acceptSSE, placement: c.place(session)}
+	ex := &exchange{emit: emit, idle: c.idleTimeout, pauses: accept == acceptSSE, placement: c.place(session, len(body))}
 	defer ex.leave()
 	err := c.send(ctx, ex, body, accept, session, read)
 	if route != nil && route.Served != nil {

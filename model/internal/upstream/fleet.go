@@ -128,13 +128,15 @@ type placement struct {
 // pays the whole prefill there and evicts another session's prefix. Only
 // when that engine is hotFactor times over the load bound does a turn go
 // on around the ring (the session stays). A new session is placed by
-// load: it goes to its engine on the ring, or, when that one is over the
-// load bound (or out), on around the ring to the first healthy engine
-// under it, and stays there. A session's engine that is out loses it to
+// the engines' shares of the sessions (fewestSessions) and by load: it
+// goes to its engine on the ring, or, when that one holds more than its
+// share or is over the load bound (or out), on around the ring to the
+// first healthy engine under both, and stays there. size is the request's
+// body, the measure of a session's share. A session's engine that is out loses it to
 // the engine that takes it. A request without a key goes to the least busy
 // healthy engine. When no engine is healthy, the request goes where it
 // would have, and fails or not as the engine answers.
-func (c *Client) place(key string) placement {
+func (c *Client) place(key string, size int) placement {
 	p := placement{c: c}
 	if len(c.engines) == 1 {
 		p.order = c.engines
@@ -152,7 +154,7 @@ func (c *Client) place(key string) placement {
 	for i, x := range idx {
 		p.order[i] = c.engines[x]
 	}
-	home, known := c.sessions.get(pos)
+	home, known := c.sessions.get(pos, int64(size))
 	if known {
 		k := slices.IndexFunc(p.order, func(e *engine) bool { return e.index == home })
 		slices.Reverse(p.order[:k])
@@ -169,42 +171,44 @@ func (c *Client) place(key string) placement {
 	}
 	c.placing.Lock()
 	defer c.placing.Unlock()
-	if home, known := c.sessions.get(pos); known && c.engines[home].up.Load() {
+	if home, known := c.sessions.get(pos, int64(size)); known && c.engines[home].up.Load() {
 		// Placed by another request of the session meanwhile.
 		p.enter(c.engines[home])
 		return p
 	}
-	choice := c.underBound(c.fewestSessions(p.order))
-	c.sessions.put(pos, choice.index)
+	choice := c.underBound(c.fewestSessions(p.order, int64(size)))
+	c.sessions.put(pos, choice.index, int64(size))
 	p.enter(choice)
 	return p
 }
 
-// fewestSessions returns order with the engines that hold more than their
-// share of the sessions (the healthy engines' average, rounded up,
-// counting the one being placed) moved behind the others, each part in
-// ring order. Every engine holds the prefixes of its sessions in a cache
-// of the same size: an engine given more than its share evicts them,
-// one given fewer leaves its cache idle, so new sessions fill the
-// engines evenly, each starting from its own place on the ring.
-func (c *Client) fewestSessions(order []*engine) []*engine {
-	total, healthy := 0, 0
-	counts := make([]int, len(c.engines))
+// fewestSessions returns order with the engines that hold the least of
+// the sessions (within half the size being placed of the healthy engine
+// that holds least) before the others, each part in ring order. Every
+// engine holds the prefixes of its sessions in a cache of the same size:
+// an engine given more than its share evicts them, one given less leaves
+// its cache idle, so new sessions fill the engines evenly, each starting
+// from its own place on the ring. Sessions are weighed by the size of
+// their latest request, not counted: a one-off request (a health check, a
+// title) weighs next to nothing beside an agent session's long prefix.
+func (c *Client) fewestSessions(order []*engine, size int64) []*engine {
+	least := int64(-1)
+	held := make([]int64, len(c.engines))
 	for _, e := range c.engines {
 		if e.up.Load() {
-			counts[e.index] = c.sessions.count(e.index)
-			total += counts[e.index]
-			healthy++
+			held[e.index] = c.sessions.holds(e.index)
+			if least < 0 || held[e.index] < least {
+				least = held[e.index]
+			}
 		}
 	}
-	if healthy == 0 {
+	if least < 0 {
 		return order
 	}
-	share := (total + healthy) / healthy // ceil((total+1)/healthy)
 	under := make([]*engine, 0, len(order))
 	var over []*engine
 	for _, e := range order {
-		if counts[e.index] < share {
+		if 2*(held[e.index]-least) < size {
 			under = append(under, e)
 		} else {
 			over = append(over, e)

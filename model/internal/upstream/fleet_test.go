@@ -109,10 +109,14 @@ func keyOn(t *testing.T, c *Client, e int, skip int) (string, int) {
 	return "", 0
 }
 
+// sessionSize is the body size the placement tests give a session's
+// requests.
+const sessionSize = 10_000
+
 // placeOn places key and takes the request off its engine at once,
 // returning the engine it was placed on.
 func placeOn(c *Client, key string) int {
-	p := c.place(key)
+	p := c.place(key, sessionSize)
 	p.leave()
 	return p.at.index
 }
@@ -244,15 +248,15 @@ func TestKeylessGoesToLeastBusy(t *testing.T) {
 func TestSessionMemoryBounded(t *testing.T) {
 	var m sessionMemory
 	for i := range uint64(3 * maxRemembered) {
-		m.put(i, int(i%4))
+		m.put(i, int(i%4), 1)
 	}
 	if n := len(m.cur) + len(m.old); n > 2*maxRemembered {
 		t.Errorf("the memory holds %d sessions, more than two generations", n)
 	}
-	if _, ok := m.get(0); ok {
+	if _, ok := m.get(0, 1); ok {
 		t.Error("the first session is still remembered three generations later")
 	}
-	if e, ok := m.get(3*maxRemembered - 1); !ok || e != int((3*maxRemembered-1)%4) {
+	if e, ok := m.get(3*maxRemembered-1, 1); !ok || e != int((3*maxRemembered-1)%4) {
 		t.Errorf("the last session: %d, %v", e, ok)
 	}
 }
@@ -310,7 +314,7 @@ func TestSessionsFilledEvenly(t *testing.T) {
 		key := fmt.Sprintf("session-%d", i)
 		wg.Go(func() {
 			<-start
-			p := c.place(key) // left in flight: they all run at once
+			p := c.place(key, sessionSize) // left in flight: they all run at once
 			mu.Lock()
 			defer mu.Unlock()
 			placed[key] = p.at.index
@@ -332,4 +336,51 @@ func TestSessionsFilledEvenly(t *testing.T) {
 			t.Errorf("session %s moved from engine %d to %d", key, e, got)
 		}
 	}
+}
+
+// TestSessionsWeighedBySize: sessions are balanced by the size of their
+// requests, not their count. A one-off small request (a probe) counts next
+// to nothing: the 8 agent sessions placed after it still fill the 4
+// engines 2 by 2 (counted, the probe's engine took one fewer and another
+// engine three). A session that grew weighs more when the next is placed.
+func TestSessionsWeighedBySize(t *testing.T) {
+	for probe := range 4 {
+		c := testFleet(4)
+		key, _ := keyOn(t, c, probe, 100)
+		p := c.place(key, 300)
+		p.leave()
+		agents := make([]int, 4)
+		for i := range 8 {
+			p := c.place(fmt.Sprintf("agent-%d", i), sessionSize)
+			p.leave()
+			agents[p.at.index]++
+		}
+		for e, n := range agents {
+			if n != 2 {
+				t.Fatalf("probe on engine %d: engine %d holds %d of 8 agent sessions, want 2 (all: %v)", probe, e, n, agents)
+			}
+		}
+	}
+
+	// Two sessions, one on each of two engines; the first grows to 10
+	// times the second: the next new session goes to the second's engine,
+	// wherever its key falls on the ring.
+	c := testFleet(2)
+	small, _ := keyOn(t, c, 0, 200)
+	large, _ := keyOn(t, c, 1, 201)
+	if placeOnSized(c, small, sessionSize) != 0 || placeOnSized(c, large, sessionSize) != 1 {
+		t.Fatal("the two sessions were not placed on their engines on the ring")
+	}
+	placeOnSized(c, large, 10*sessionSize)
+	fresh, _ := keyOn(t, c, 1, 202)
+	if got := placeOnSized(c, fresh, sessionSize); got != 0 {
+		t.Errorf("a new session went to engine %d, which holds a session 10 times the other's", got)
+	}
+}
+
+// placeOnSized is placeOn with a request of size bytes.
+func placeOnSized(c *Client, key string, size int) int {
+	p := c.place(key, size)
+	p.leave()
+	return p.at.index
 }
