@@ -31,8 +31,9 @@ type RunOptions struct {
 	// is the conversation continued, instead of the stored chain.
 	Previous *Continuation
 	// Keep, when set, receives the response's conversation once it has
-	// ended (whatever its status); a request rejected before it started
-	// calls nothing.
+	// ended (whatever its status), before its terminal event goes to the
+	// sink, so that a client that has the event can continue it at once;
+	// a request rejected before it started calls nothing.
 	Keep func(*Continuation)
 	// Flush, when set, tells the caller that the events given to the sink
 	// so far are all there is for now: the upstream has nothing more

@@ -299,6 +299,7 @@ func (e *Engine) RunWith(ctx context.Context, req *responses.Request, sink func(
 	r.flush = opts.flush()
 	r.noGenerate = opts.noGenerate()
 	r.inbox = opts.inbox()
+	r.holdFinal = opts != nil && opts.Keep != nil
 	if r.background && sink == nil {
 		// Queued for whichever replica claims it; the client polls.
 		return e.enqueue(ctx, r)
@@ -536,8 +537,10 @@ func (e *Engine) execute(ctx context.Context, r *run, opts *RunOptions) (*respon
 		// Nothing the client is told may claim what was not stored.
 		upstreamErr = r.failStored(saveErr)
 	}
-	r.deliverFinal()
+	// Kept before the terminal event goes out: a client that has it may
+	// continue the response at once (RunOptions.Keep).
 	opts.keep(r, r.history)
+	r.deliverFinal()
 	e.logResponse(ctx, r)
 	return r.resp, upstreamErr
 }
@@ -670,8 +673,11 @@ type eventLog struct {
 	// final save.
 	events  []json.RawMessage
 	sinkErr error // the client went away
-	// final is the terminal event, held back until the response is saved.
-	final *responses.Event
+	// final is the terminal event, held back until the response is saved
+	// and kept; holdFinal holds it back when the response is not stored
+	// but kept (RunOptions.Keep).
+	final     *responses.Event
+	holdFinal bool
 	// appender appends a background response's events as they are built.
 	appender *eventAppender
 }
@@ -720,11 +726,12 @@ func (r *run) record(ev *responses.Event) error {
 	if r.sink == nil || r.sinkErr != nil {
 		return nil
 	}
-	if ev.Terminal() && r.req.StoreEnabled() {
+	if ev.Terminal() && (r.req.StoreEnabled() || r.holdFinal) {
 		// Read your writes: a client that has the final event may at once
-		// GET or continue the response on any replica, so the event goes
-		// out only after the final save (deliverFinal). It is the
-		// builder's last event, so holding it is safe.
+		// GET or continue the response on any replica (or, kept, on its
+		// connection), so the event goes out only after the final save
+		// and the keep (deliverFinal). It is the builder's last event, so
+		// holding it is safe.
 		r.final = ev
 		return nil
 	}

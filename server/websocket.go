@@ -218,8 +218,7 @@ func (sc *socketConn) wait() (status websocket.StatusCode, reason string) {
 			case <-sc.aged:
 				status, reason = socketAgeStatus, socketAgeReason
 			case data := <-def.creates:
-				def.create(data)
-				sc.responseEnded()
+				def.createCaught(data)
 			}
 		}
 	}

@@ -109,6 +109,10 @@ type laneRun struct {
 	id string
 	// inbox takes the input injected into the response.
 	inbox *engine.Inbox
+	// ended counts the response as ended on the connection (once): when
+	// its terminal event is written, before the client can send the next
+	// create, or when its create returns.
+	ended func()
 
 	// mu guards the numbering of the events the lane adds to the
 	// response's (the answers to injections), which the reader may write
@@ -232,17 +236,6 @@ func (sc *socketConn) responseEnded() {
 func (l *socketLane) loop() {
 	sc := l.sc
 	defer sc.lanesDone.Done()
-	// A panic is caught here as net/http catches one on the connection's
-	// own goroutine (the default stream's): logged with its stack, and the
-	// connection closed, since what the response held may be left half
-	// done. Uncaught, it would end the whole process.
-	defer func() {
-		if v := recover(); v != nil {
-			sc.s.log.Error("websocket lane panicked", "stream_id", l.name, "panic", v, "stack", string(debug.Stack()))
-			sc.sendError(l.name, fmt.Errorf("panic: %v", v))
-			sc.cancel()
-		}
-	}()
 	for {
 		// A closing connection first: a create that arrives with it is
 		// not started. It is looked at only between responses, so that
@@ -256,9 +249,8 @@ func (l *socketLane) loop() {
 			return
 		}
 		// One waits: the goroutine was started, or went on, for it.
-		l.create(<-l.creates)
+		l.createCaught(<-l.creates)
 		sc.mu.Lock()
-		sc.lanes.active--
 		idle := len(l.creates) == 0
 		if idle {
 			l.busy = false
@@ -287,9 +279,13 @@ func (l *socketLane) refuseWaiting() {
 	}
 }
 
-// create runs one response.create of the lane.
+// create runs one response.create of the lane; the response counts as
+// ended on the connection when its terminal event is written, or at the
+// latest when create returns (even by a panic).
 func (l *socketLane) create(data []byte) {
 	sc := l.sc
+	ended := sync.OnceFunc(sc.responseEnded)
+	defer ended()
 	req, apiErr := responses.DecodeRequest(data)
 	if apiErr != nil {
 		sc.sendError(l.name, apiErr)
@@ -297,15 +293,23 @@ func (l *socketLane) create(data []byte) {
 	}
 	// Events are the only way a response reaches the client here.
 	req.Stream = true
-	run := &laneRun{lane: l, inbox: &engine.Inbox{}}
+	run := &laneRun{lane: l, inbox: &engine.Inbox{}, ended: ended}
 	sc.mu.Lock()
 	from, prev := sc.previous(l, req.PreviousResponseID)
 	l.running = run
 	sc.mu.Unlock()
 	opts := &engine.RunOptions{Previous: prev, GiveInput: true, SessionID: sc.sessionID, Inbox: run.inbox,
 		NoGenerate: req.Generate != nil && !*req.Generate}
-	var kept *engine.Continuation
-	opts.Keep = func(c *engine.Continuation) { kept = c }
+	// Kept before the terminal event goes out (engine.RunOptions.Keep):
+	// a client that has it may continue or fork the response at once,
+	// on any lane.
+	opts.Keep = func(c *engine.Continuation) {
+		if c.Status == responses.ResponseCompleted || c.Status == responses.ResponseIncomplete {
+			sc.mu.Lock()
+			l.last = c
+			sc.mu.Unlock()
+		}
+	}
 	resp, err := sc.s.engine.RunWith(sc.ctx, req, func(ev *responses.Event) error { return l.event(run, ev) }, opts)
 	// Input injected too late for the response is handed back.
 	run.inbox.Close()
@@ -319,21 +323,37 @@ func (l *socketLane) create(data []byte) {
 			sc.lanes.ended = sc.lanes.ended[1:]
 		}
 	}
-	switch {
-	case kept != nil && (kept.Status == responses.ResponseCompleted || kept.Status == responses.ResponseIncomplete):
-		l.last = kept
-	case prev != nil && from.last == prev:
-		// A failed continuation evicts the response it continued: the
-		// client recovers by sending its full input.
-		from.last = nil
+	if prev != nil && from == l && l.last == prev {
+		// A failed continuation evicts the lane's response it continued
+		// (the client recovers by sending its full input); a fork that
+		// failed leaves the other lane's alone.
+		l.last = nil
 	}
 	sc.mu.Unlock()
 	if resp == nil {
 		if err == nil {
 			err = errors.New("response produced no events")
 		}
+		ended()
 		sc.sendError(l.name, err)
 	}
+}
+
+// createCaught is create with a panic caught: logged with its stack, a
+// server error on the lane, and the connection closed, since what the
+// response held may be left half done. Uncaught, a panic in a named lane
+// would end the whole process, and one in the default stream (on the
+// handler's goroutine, which net/http recovers) would skip the
+// connection's teardown and keep its slot under the caps for good.
+func (l *socketLane) createCaught(data []byte) {
+	defer func() {
+		if v := recover(); v != nil {
+			l.sc.s.log.Error("websocket lane panicked", "stream_id", l.name, "panic", v, "stack", string(debug.Stack()))
+			l.sc.sendError(l.name, fmt.Errorf("panic: %v", v))
+			l.sc.cancel()
+		}
+	}()
+	l.create(data)
 }
 
 // previous returns the conversation kept in memory that a response
@@ -374,6 +394,11 @@ func (l *socketLane) event(run *laneRun, ev *responses.Event) error {
 	added := run.added
 	run.next = ev.SequenceNumber + added + 1
 	run.mu.Unlock()
+	if ev.Terminal() {
+		// Ended before the client sees it end, so that its next create
+		// finds the room.
+		run.ended()
+	}
 	frame := enc
 	if l.name != "" || added != 0 {
 		if frame, err = laneFrame(l.frame[:0], enc, added, l.name); err != nil {
@@ -422,11 +447,13 @@ func laneFrame(dst, enc []byte, shift int, stream string) ([]byte, error) {
 // injection): numbered next in the response's sequence, with the lane's
 // stream_id. body appends the event's other fields.
 func (l *socketLane) addEvent(run *laneRun, typ string, body func(dst []byte) []byte) {
+	// Numbered and written under one lock: two answers written by two
+	// goroutines (the lane's, the reader's) go out in their order.
 	run.mu.Lock()
+	defer run.mu.Unlock()
 	seq := run.next
 	run.next++
 	run.added++
-	run.mu.Unlock()
 	b := []byte(`{"type":`)
 	b = strconv.AppendQuote(b, l.sc.dialect.EventType(typ))
 	b = append(b, `,"sequence_number":`...)

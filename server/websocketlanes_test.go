@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -13,10 +14,12 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/loomgate/loom/engine"
 	"github.com/loomgate/loom/internal/testutil"
 	"github.com/loomgate/loom/model"
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/server"
+	"github.com/loomgate/loom/store/sqlite"
 )
 
 // laneServer starts a server on backend b for a lane test. When the test
@@ -683,45 +686,200 @@ func TestWebSocketInjectHandedBackAtClientCall(t *testing.T) {
 	}
 }
 
-// TestWebSocketLanePanic: a panic while a named lane runs its response is
-// caught (it would end the process): the lane gets a server error, the
-// log has the panic with its stack, and the connection is closed.
+// TestWebSocketLanePanic: a panic while a lane runs its response is
+// caught, in a named lane (it would end the process) and in the default
+// stream (net/http recovered it, but the connection's teardown was
+// skipped and its slot under the caps kept for good): the lane gets a
+// server error, the log has the panic with its stack, and the connection
+// is closed and released.
 func TestWebSocketLanePanic(t *testing.T) {
-	logs := &testutil.LockedBuffer{}
-	srv, s := newSocketServer(t, backendFunc(func(ctx context.Context, req *model.Request, emit func(model.Delta) error) error {
-		panic("scripted panic in the model backend")
-	}), &server.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
-	srv.Start()
-	t.Cleanup(srv.Close)
-	ctx, c := dialSocket(t, srv.URL)
-	createOn(t, ctx, c, "a", "anything", nil)
-	sawError := false
-	for range 100 {
-		_, data, err := c.Read(ctx)
-		if err != nil {
-			if websocket.CloseStatus(err) == -1 && ctx.Err() != nil {
-				t.Fatalf("the connection was not closed: %v", err)
+	for _, lane := range []string{"a", ""} {
+		t.Run("stream "+lane, func(t *testing.T) {
+			logs := &testutil.LockedBuffer{}
+			srv, s := newSocketServer(t, backendFunc(func(ctx context.Context, req *model.Request, emit func(model.Delta) error) error {
+				panic("scripted panic in the model backend")
+			}), &server.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+			srv.Start()
+			t.Cleanup(srv.Close)
+			ctx, c := dialSocket(t, srv.URL)
+			createOn(t, ctx, c, lane, "anything", nil)
+			sawError := false
+			for range 100 {
+				_, data, err := c.Read(ctx)
+				if err != nil {
+					if websocket.CloseStatus(err) == -1 && ctx.Err() != nil {
+						t.Fatalf("the connection was not closed: %v", err)
+					}
+					break
+				}
+				var ev laneEvent
+				if json.Unmarshal(data, &ev) == nil && ev.Type == "error" {
+					if ev.stream() != lane || ev.Status != http.StatusInternalServerError {
+						t.Fatalf("error event %s: want a 500 on lane %q", data, lane)
+					}
+					sawError = true
+				}
 			}
+			if !sawError {
+				t.Fatal("no error event on the lane that panicked")
+			}
+			wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := s.WaitSockets(wctx); err != nil {
+				t.Fatalf("the connection was not released: %v", err)
+			}
+			line := findLog(t, logs, "websocket lane panicked")
+			if line == nil || !strings.Contains(fmt.Sprint(line["stack"]), "websocketlanes.go") {
+				t.Fatalf("no log line with the panic's stack: %s", logs.String())
+			}
+		})
+	}
+}
+
+// heldLog is a slog handler that holds the engine's "response" log line,
+// written after a response's terminal event went out and before RunWith
+// returns, until release is closed: it keeps open the window between the
+// client seeing a response end and the server's bookkeeping after it.
+type heldLog struct {
+	release chan struct{}
+}
+
+func (h heldLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h heldLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "response" {
+		<-h.release
+	}
+	return nil
+}
+func (h heldLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h heldLog) WithGroup(string) slog.Handler      { return h }
+
+// heldLogServer is laneServer with the engine logging through a heldLog.
+func heldLogServer(t *testing.T, b model.Backend) string {
+	t.Helper()
+	release := make(chan struct{})
+	db, err := sqlite.Open(context.Background(), ":memory:", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	eng := engine.New(b, db, &engine.Options{Models: []string{"m"}, Logger: slog.New(heldLog{release: release})})
+	s := server.New(eng, nil)
+	srv := httptest.NewServer(s)
+	var once sync.Once
+	t.Cleanup(func() {
+		once.Do(func() { close(release) })
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.WaitSockets(ctx); err != nil {
+			t.Errorf("the connections did not end: %v", err)
+		}
+		srv.Close()
+	})
+	return srv.URL
+}
+
+// TestWebSocketForkRightAfterCompleted: a store false response is kept
+// before its response.completed goes out, so that another lane may fork
+// from it the moment the client sees it end (it was kept only once the
+// engine had returned, after its log line and cleanup: the fork got
+// previous_response_not_found).
+func TestWebSocketForkRightAfterCompleted(t *testing.T) {
+	url := heldLogServer(t, backendFunc(func(ctx context.Context, req *model.Request, emit func(model.Delta) error) error {
+		return say(emit, fmt.Sprintf("%d items", len(req.Items)))
+	}))
+	ctx, c := dialSocket(t, url)
+	createOn(t, ctx, c, "a", "first", map[string]any{"store": false})
+	ev := readEvent(t, ctx, c)
+	for !ev.terminal() {
+		ev = readEvent(t, ctx, c)
+	}
+	if ev.Type != "response.completed" {
+		t.Fatalf("lane a: %s", ev.raw)
+	}
+	// Lane a's engine is still held in its log line.
+	createOn(t, ctx, c, "b", "second", map[string]any{"store": false, "previous_response_id": ev.Response.ID})
+	ev = readEvent(t, ctx, c)
+	if ev.Type == "error" {
+		t.Fatalf("the fork right after response.completed: %s", ev.raw)
+	}
+}
+
+// TestWebSocketRoomRightAfterCompleted: a response stops counting against
+// the connection's 16 when its terminal event is written, so a client
+// that keeps 16 going and sends the next create on a response.completed
+// is not refused (it counted until the engine had returned).
+func TestWebSocketRoomRightAfterCompleted(t *testing.T) {
+	hold := make(chan struct{})
+	url := heldLogServer(t, backendFunc(func(ctx context.Context, req *model.Request, emit func(model.Delta) error) error {
+		if lastUserText(req) == "hold" {
+			select {
+			case <-hold:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return say(emit, "ok")
+	}))
+	ctx, c := dialSocket(t, url)
+	for i := range 15 {
+		createOn(t, ctx, c, fmt.Sprintf("held%d", i), "hold", nil)
+	}
+	createOn(t, ctx, c, "quick", "hi", nil)
+	for ev := readEvent(t, ctx, c); !ev.terminal() || ev.stream() != "quick"; ev = readEvent(t, ctx, c) {
+		if ev.Type == "error" {
+			t.Fatalf("before the limit: %s", ev.raw)
+		}
+	}
+	// quick's engine is still held in its log line; 15 are running.
+	createOn(t, ctx, c, "next", "hi", nil)
+	for {
+		ev := readEvent(t, ctx, c)
+		if ev.Type == "error" {
+			t.Fatalf("the create sent on response.completed: %s", ev.raw)
+		}
+		if ev.stream() == "next" && ev.Type == "response.created" {
 			break
 		}
-		var ev laneEvent
-		if json.Unmarshal(data, &ev) == nil && ev.Type == "error" {
-			if ev.stream() != "a" || ev.Status != http.StatusInternalServerError {
-				t.Fatalf("error event %s: want a 500 on lane a", data)
+	}
+	close(hold)
+}
+
+// TestWebSocketFailedForkLeavesTheOtherLane: a fork from another lane's
+// store false response that fails does not evict that lane's response
+// (it did: the lane that did nothing lost its continuation).
+func TestWebSocketFailedForkLeavesTheOtherLane(t *testing.T) {
+	url := laneServer(t, backendFunc(func(ctx context.Context, req *model.Request, emit func(model.Delta) error) error {
+		if lastUserText(req) == "fail" {
+			return &responses.APIError{Kind: responses.EUpstream, Type: responses.ErrUpstream, Code: "upstream_error", Message: "scripted failure"}
+		}
+		return say(emit, "ok")
+	}))
+	ctx, c := dialSocket(t, url)
+	end := func(lane string) laneEvent {
+		t.Helper()
+		for {
+			// A refused create is an error event with a status.
+			if ev := readEvent(t, ctx, c); ev.stream() == lane && (ev.terminal() || ev.Type == "error" && ev.Status != 0) {
+				return ev
 			}
-			sawError = true
 		}
 	}
-	if !sawError {
-		t.Fatal("no error event on the lane that panicked")
+	createOn(t, ctx, c, "a", "first", map[string]any{"store": false})
+	first := end("a")
+	if first.Type != "response.completed" {
+		t.Fatalf("lane a: %s", first.raw)
 	}
-	wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := s.WaitSockets(wctx); err != nil {
-		t.Fatalf("the connection did not end: %v", err)
+	createOn(t, ctx, c, "b", "fail", map[string]any{"store": false, "previous_response_id": first.Response.ID})
+	if ev := end("b"); ev.Type != "response.failed" {
+		t.Fatalf("the fork did not fail: %s", ev.raw)
 	}
-	line := findLog(t, logs, "websocket lane panicked")
-	if line == nil || !strings.Contains(fmt.Sprint(line["stack"]), "websocketlanes.go") {
-		t.Fatalf("no log line with the panic's stack: %s", logs.String())
+	// Lane b's next response starts once the failed one's create has
+	// returned, eviction and all.
+	createOn(t, ctx, c, "b", "next", nil)
+	end("b")
+	createOn(t, ctx, c, "a", "again", map[string]any{"store": false, "previous_response_id": first.Response.ID})
+	if ev := end("a"); ev.Type != "response.completed" {
+		t.Fatalf("lane a continuing its own response after b's fork failed: %s", ev.raw)
 	}
 }
