@@ -6,7 +6,6 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"net/http"
-	"net/url"
 	"strings"
 )
 
@@ -59,11 +58,11 @@ func (a *auth) setCookie(w http.ResponseWriter, r *http.Request) {
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 }
 
-// withoutToken is r's URL without its token parameter, for the redirect
-// that takes it out of the address bar and the history.
+// withoutToken is r's address on the console without its token parameter,
+// for the redirect that takes it out of the address bar and the history
+// (the list when r's path is not one the console could serve).
 func withoutToken(r *http.Request) string {
 	q := r.URL.Query()
 	q.Del("token")
-	u := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
-	return u.String()
+	return localURL(r.URL.Path, r.URL.RawPath, q)
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/store"
@@ -153,11 +154,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // refuse answers 401 with the login form.
 func (c *Console) refuse(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="loom console"`)
-	next := r.URL.Path
-	if q := withoutToken(r); q != "" {
-		next = q
-	}
-	c.render(w, http.StatusUnauthorized, "login", loginPage{Next: safeNext(next), Refused: true})
+	c.render(w, http.StatusUnauthorized, "login", loginPage{Next: withoutToken(r), Refused: true})
 }
 
 type loginPage struct {
@@ -179,14 +176,46 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
+// home is where a sign-in goes when it was asked for no page of the
+// console's own.
+const home = "/responses"
+
 // safeNext keeps a redirect on the console: a path of its own, or the
-// list.
+// list. A browser reads a backslash as a slash and drops tabs and
+// newlines, so /\evil.example and /<tab>/evil.example lead it to
+// //evil.example, another site: next must start with one slash and hold
+// neither.
 func safeNext(next string) string {
-	u, err := url.Parse(next)
-	if err != nil || next == "" || u.Scheme != "" || u.Host != "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
-		return "/responses"
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || !plainPath(next) {
+		return home
 	}
-	return next
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return home
+	}
+	return localURL(u.Path, u.RawPath, u.Query())
+}
+
+// localURL is the address of path (escaped as rawPath, if set) and query
+// on the console, rebuilt from them so that nothing else of the address
+// it came from reaches the browser; or home when path, once decoded,
+// would not stay on the console.
+func localURL(path, rawPath string, query url.Values) string {
+	if !strings.HasPrefix(path, "/") || strings.HasPrefix(path, "//") || !plainPath(path) {
+		return home
+	}
+	u := url.URL{Path: path, RawPath: rawPath, RawQuery: query.Encode()}
+	s := u.String()
+	if !strings.HasPrefix(s, "/") || strings.HasPrefix(s, "//") {
+		return home
+	}
+	return s
+}
+
+// plainPath reports whether s holds no backslash and no control
+// character.
+func plainPath(s string) bool {
+	return !strings.ContainsFunc(s, func(r rune) bool { return r == '\\' || unicode.IsControl(r) })
 }
 
 // render writes page with data; a template failure is logged (the status

@@ -171,6 +171,74 @@ func TestAuth(t *testing.T) {
 	}
 }
 
+// TestLoginRedirectStaysOnConsole: the page a sign-in goes back to is a
+// path of the console's own, whatever next or the address says. A
+// browser reads a backslash as a slash and drops tabs and newlines, so
+// /\evil.example and /\t/evil.example are //evil.example to it: another
+// site.
+func TestLoginRedirectStaysOnConsole(t *testing.T) {
+	srv, _ := newConsole(t, nil)
+	form := func(next string) string {
+		req, _ := http.NewRequest("POST", srv.URL+"/login", strings.NewReader(url.Values{"token": {token}, "next": {next}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, _ := do(t, req)
+		if resp.StatusCode != http.StatusSeeOther {
+			t.Errorf("login with next %q: %d, want 303", next, resp.StatusCode)
+		}
+		return resp.Header.Get("Location")
+	}
+	for _, next := range []string{
+		`/\evil.example`, `/\/evil.example`, `/%5Cevil.example`, `/%5C%5Cevil.example`, "/%2Fevil.example", "/%2F%2Fevil.example",
+		"//evil.example", "///evil.example", "/\t/evil.example", "/\n/evil.example", "/\r\n/evil.example", "/\x00x", "/%09/evil.example",
+		"https://evil.example/", "http:/evil.example", "javascript:alert(1)", "evil.example", "", " /live",
+	} {
+		if got := form(next); got != "/responses" {
+			t.Errorf("login with next %q goes to %q, want /responses", next, got)
+		}
+	}
+	// The next of the sign-in form, as the login page and a refused page
+	// write it, is the same.
+	for _, path := range []string{`/login?next=/%5Cevil.example`, `/login?next=//evil.example`, `/\evil.example`} {
+		if _, body := get(t, srv, path, ""); !strings.Contains(body, `name="next" value="/responses"`) {
+			t.Errorf("GET %s: the form's next is not /responses:\n%s", path, body)
+		}
+	}
+	// A page of the console is kept, with its query.
+	for next, want := range map[string]string{
+		"/live":                               "/live",
+		"/responses?status=completed&limit=5": "/responses?limit=5&status=completed",
+		"/responses/resp_1#timeline":          "/responses/resp_1",
+		"/responses/a%20b":                    "/responses/a%20b",
+	} {
+		if got := form(next); got != want {
+			t.Errorf("login with next %q goes to %q, want %q", next, got, want)
+		}
+	}
+
+	// ?token= goes back to the address without it: never to another site.
+	for path, want := range map[string]string{
+		"//evil.example/x":    "/responses",
+		`/\evil.example`:      "/responses",
+		"/%5Cevil.example":    "/responses",
+		"/%2F%2Fevil.example": "/responses",
+		"/live?status=x":      "/live?status=x",
+	} {
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		// The path as written: the client sends it as it is.
+		req, err := http.NewRequest("GET", srv.URL+path+sep+"token="+token, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, _ := do(t, req)
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != want {
+			t.Errorf("%s?token=: %d to %q, want 303 to %q", path, resp.StatusCode, resp.Header.Get("Location"), want)
+		}
+	}
+}
+
 func sessionCookie(t *testing.T, resp *http.Response) *http.Cookie {
 	t.Helper()
 	for _, c := range resp.Cookies() {
