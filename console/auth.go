@@ -9,8 +9,18 @@ import (
 	"strings"
 )
 
-// cookieName is the console's session cookie.
-const cookieName = "loom_console"
+// MinTokenLength is the fewest characters the operator's token may have:
+// it stands between the network and every tenant's runs.
+const MinTokenLength = 16
+
+// cookieName is the console's session cookie; secureCookieName its name
+// when it is Secure: with the __Host- prefix the browser keeps it only
+// from HTTPS, for this host alone and every path, so no plain-HTTP page
+// or other host of the domain can set one in its place.
+const (
+	cookieName       = "loom_console"
+	secureCookieName = "__Host-" + cookieName
+)
 
 // auth checks the operator's token on every request. A browser cannot send
 // a bearer header when it navigates, so the token is also taken once, from
@@ -46,16 +56,38 @@ func (a *auth) allowed(r *http.Request) bool {
 		scheme, t, ok := strings.Cut(h, " ")
 		return ok && strings.EqualFold(scheme, "Bearer") && a.validToken(strings.TrimSpace(t))
 	}
-	c, err := r.Cookie(cookieName)
-	return err == nil && equal([]byte(c.Value), []byte(a.cookie))
+	for _, name := range []string{secureCookieName, cookieName} {
+		if c, err := r.Cookie(name); err == nil && equal([]byte(c.Value), []byte(a.cookie)) {
+			return true
+		}
+	}
+	return false
 }
 
 // setCookie gives the browser the session cookie: HttpOnly (no script
-// reads it), SameSite=Strict (no other site's page sends it), Secure
-// when the console is served over TLS.
+// reads it), SameSite=Strict (no other site's page sends it), and Secure
+// under the __Host- name when the browser reached the console over HTTPS.
 func (a *auth) setCookie(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: a.cookie, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	name, secure := cookieName, overHTTPS(r)
+	if secure {
+		name = secureCookieName
+	}
+	http.SetCookie(w, &http.Cookie{Name: name, Value: a.cookie, Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: secure})
+}
+
+// overHTTPS reports whether the browser reached the console over HTTPS:
+// the request came over TLS, or the proxy in front says so in
+// X-Forwarded-Proto (its first value: the one the outermost proxy saw).
+// The header is trusted for the cookie's Secure flag alone, which a
+// client forging it can only turn against itself (its browser drops a
+// Secure cookie that came over plain HTTP).
+func overHTTPS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	proto, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
+	return strings.EqualFold(strings.TrimSpace(proto), "https")
 }
 
 // withoutToken is r's address on the console without its token parameter,

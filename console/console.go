@@ -4,6 +4,7 @@ import (
 	"embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/store"
@@ -31,7 +33,8 @@ type Options struct {
 	// Required.
 	Store store.Store
 	// Token is the operator's token, which every request must carry.
-	// Required: the console shows every tenant's runs.
+	// Required, of MinTokenLength characters or more: the console shows
+	// every tenant's runs.
 	Token string
 	// TraceURL, if set, links a response's trace id to the operator's
 	// trace viewer: {trace_id} in it is replaced by the id (e.g.
@@ -71,6 +74,9 @@ func New(opts *Options) (*Console, error) {
 	}
 	if opts.Token == "" {
 		return nil, errors.New("console: no token: the console shows every tenant's runs and needs one")
+	}
+	if n := utf8.RuneCountInString(opts.Token); n < MinTokenLength {
+		return nil, fmt.Errorf("console: the token has %d characters, fewer than %d", n, MinTokenLength)
 	}
 	if opts.TraceURL != "" && !strings.Contains(opts.TraceURL, "{trace_id}") {
 		return nil, errors.New("console: the trace URL has no {trace_id}")

@@ -241,16 +241,93 @@ func TestLoginRedirectStaysOnConsole(t *testing.T) {
 
 func sessionCookie(t *testing.T, resp *http.Response) *http.Cookie {
 	t.Helper()
+	return namedCookie(t, resp, cookieName)
+}
+
+// namedCookie is resp's session cookie of that name, checked for what
+// every session cookie is.
+func namedCookie(t *testing.T, resp *http.Response, name string) *http.Cookie {
+	t.Helper()
 	for _, c := range resp.Cookies() {
-		if c.Name == cookieName {
-			if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Value == token || c.Value == "" {
-				t.Errorf("cookie %+v: want HttpOnly, SameSite=Strict, not the token itself", c)
+		if c.Name == name {
+			if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Value == token || c.Value == "" || c.Path != "/" || c.Domain != "" {
+				t.Errorf("cookie %+v: want HttpOnly, SameSite=Strict, Path=/, no Domain, not the token itself", c)
 			}
 			return c
 		}
 	}
-	t.Fatalf("no %s cookie in %v", cookieName, resp.Header["Set-Cookie"])
+	t.Fatalf("no %s cookie in %v", name, resp.Header["Set-Cookie"])
 	return nil
+}
+
+// TestSessionCookieSecure: the cookie is Secure, and named __Host- (the
+// browser then refuses it from plain HTTP, from another host or path)
+// whenever the console is reached over HTTPS, directly or through a proxy
+// that says so in X-Forwarded-Proto; plain otherwise (a browser drops a
+// Secure cookie set over plain HTTP).
+func TestSessionCookieSecure(t *testing.T) {
+	plain, _ := newConsole(t, nil)
+	login := func(srv *httptest.Server, client *http.Client, proto string) *http.Response {
+		req, _ := http.NewRequest("GET", srv.URL+"/live?token="+token, nil)
+		if proto != "" {
+			req.Header.Set("X-Forwarded-Proto", proto)
+		}
+		c := *client
+		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	for _, tc := range []struct {
+		proto  string
+		secure bool
+	}{{"", false}, {"http", false}, {"https", true}, {"HTTPS", true}, {"https, http", true}, {"http, https", false}} {
+		resp := login(plain, http.DefaultClient, tc.proto)
+		name := cookieName
+		if tc.secure {
+			name = secureCookieName
+		}
+		c := namedCookie(t, resp, name)
+		if c.Secure != tc.secure || len(resp.Cookies()) != 1 {
+			t.Errorf("X-Forwarded-Proto %q: cookies %v, want only %s, Secure=%v", tc.proto, resp.Header["Set-Cookie"], name, tc.secure)
+		}
+		// The cookie signs the browser in, whichever its name.
+		if resp, _ := get(t, plain, "/live", "", c); resp.StatusCode != http.StatusOK {
+			t.Errorf("X-Forwarded-Proto %q: the cookie %s: %d", tc.proto, name, resp.StatusCode)
+		}
+	}
+	// A forged __Host- cookie is refused.
+	if resp, _ := get(t, plain, "/live", "", &http.Cookie{Name: secureCookieName, Value: token}); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the token as the __Host- cookie: %d, want 401", resp.StatusCode)
+	}
+
+	// Over TLS itself.
+	db, err := sqlite.Open(context.Background(), sqlite.Memory, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c, err := New(&Options{Store: db, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsSrv := httptest.NewTLSServer(c)
+	defer tlsSrv.Close()
+	resp := login(tlsSrv, tlsSrv.Client(), "")
+	if c := namedCookie(t, resp, secureCookieName); !c.Secure {
+		t.Errorf("over TLS: cookie %v, want Secure", resp.Header["Set-Cookie"])
+	}
+	// The form's login too.
+	req, _ := http.NewRequest("POST", plain.URL+"/login", strings.NewReader(url.Values{"token": {token}, "next": {"/live"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Forwarded-Proto", "https")
+	resp, _ = do(t, req)
+	if c := namedCookie(t, resp, secureCookieName); !c.Secure {
+		t.Errorf("the form behind HTTPS: cookie %v, want Secure", resp.Header["Set-Cookie"])
+	}
 }
 
 func TestListFilters(t *testing.T) {
@@ -464,7 +541,13 @@ func TestNewRefusesWithoutToken(t *testing.T) {
 	if _, err := New(&Options{Store: db}); err == nil {
 		t.Error("a console without a token")
 	}
-	if _, err := New(&Options{Store: db, Token: "x", TraceURL: "http://jaeger/trace/"}); err == nil {
+	if _, err := New(&Options{Store: db, Token: strings.Repeat("x", MinTokenLength-1)}); err == nil {
+		t.Errorf("a console with a token of %d characters", MinTokenLength-1)
+	}
+	if _, err := New(&Options{Store: db, Token: strings.Repeat("é", MinTokenLength)}); err != nil {
+		t.Errorf("a token of %d characters: %v", MinTokenLength, err)
+	}
+	if _, err := New(&Options{Store: db, Token: token, TraceURL: "http://jaeger/trace/"}); err == nil {
 		t.Error("a trace URL without {trace_id}")
 	}
 }
