@@ -49,13 +49,23 @@ func equal(a, b []byte) bool {
 // validToken reports whether t is the token.
 func (a *auth) validToken(t string) bool { return t != "" && equal([]byte(t), a.token) }
 
-// allowed reports whether r carries the token: a bearer header or the
-// session cookie.
-func (a *auth) allowed(r *http.Request) bool {
-	if h := r.Header.Get("Authorization"); h != "" {
-		scheme, t, ok := strings.Cut(h, " ")
-		return ok && strings.EqualFold(scheme, "Bearer") && a.validToken(strings.TrimSpace(t))
+// bearer is the token of r's Authorization header, if it has one (a
+// header of another scheme offers "", which no token is).
+func bearer(r *http.Request) (token string, ok bool) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return "", false
 	}
+	scheme, t, _ := strings.Cut(h, " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "", true
+	}
+	return strings.TrimSpace(t), true
+}
+
+// hasCookie reports whether r carries the session cookie, under either of
+// its names.
+func (a *auth) hasCookie(r *http.Request) bool {
 	for _, name := range []string{secureCookieName, cookieName} {
 		if c, err := r.Cookie(name); err == nil && equal([]byte(c.Value), []byte(a.cookie)) {
 			return true

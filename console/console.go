@@ -52,10 +52,11 @@ type Options struct {
 
 // Console is the console's HTTP handler.
 type Console struct {
-	opts  Options
-	auth  *auth
-	pages map[string]*template.Template
-	mux   *http.ServeMux
+	opts     Options
+	auth     *auth
+	failures *failures // the failed token attempts
+	pages    map[string]*template.Template
+	mux      *http.ServeMux
 }
 
 // statuses are the statuses a response can be filtered by, in the order
@@ -88,6 +89,7 @@ func New(opts *Options) (*Console, error) {
 	if c.opts.Now == nil {
 		c.opts.Now = time.Now
 	}
+	c.failures = &failures{now: c.opts.Now}
 	funcs := template.FuncMap{
 		"duration": formatDuration,
 		"ago":      func(t time.Time) string { return formatDuration(c.opts.Now().Sub(t).Round(time.Second)) },
@@ -141,8 +143,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if t := r.URL.Query().Get("token"); t != "" {
-		if !c.auth.validToken(t) {
-			c.refuse(w, r)
+		if !c.tryToken(w, t, withoutToken(r)) {
 			return
 		}
 		// The token leaves the address bar for the cookie.
@@ -150,17 +151,38 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, withoutToken(r), http.StatusSeeOther)
 		return
 	}
-	if !c.auth.allowed(r) {
-		c.refuse(w, r)
+	if t, ok := bearer(r); ok {
+		if !c.tryToken(w, t, withoutToken(r)) {
+			return
+		}
+	} else if !c.auth.hasCookie(r) {
+		c.refuse(w, withoutToken(r))
 		return
 	}
 	c.mux.ServeHTTP(w, r)
 }
 
-// refuse answers 401 with the login form.
-func (c *Console) refuse(w http.ResponseWriter, r *http.Request) {
+// tryToken reports whether t is the token. When it is not, it has
+// answered: 401 with the login form, which goes on to next; or, after too
+// many failures, 429 without checking t.
+func (c *Console) tryToken(w http.ResponseWriter, t, next string) bool {
+	ok, wait := c.failures.try(func() bool { return c.auth.validToken(t) })
+	switch {
+	case wait > 0:
+		seconds := int((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(seconds))
+		c.render(w, http.StatusTooManyRequests, "error",
+			fmt.Sprintf("Too many wrong tokens within a minute: the console takes no token, right or wrong, for the next %d s.", seconds))
+	case !ok:
+		c.refuse(w, next)
+	}
+	return ok
+}
+
+// refuse answers 401 with the login form, which goes on to next.
+func (c *Console) refuse(w http.ResponseWriter, next string) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="loom console"`)
-	c.render(w, http.StatusUnauthorized, "login", loginPage{Next: withoutToken(r), Refused: true})
+	c.render(w, http.StatusUnauthorized, "login", loginPage{Next: next, Refused: true})
 }
 
 type loginPage struct {
@@ -169,13 +191,11 @@ type loginPage struct {
 }
 
 // login takes the token from the form: the cookie and back to the page
-// asked for, or 401.
+// asked for, or 401 (429 after too many failures).
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
 	next := safeNext(r.PostFormValue("next"))
-	if !c.auth.validToken(r.PostFormValue("token")) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="loom console"`)
-		c.render(w, http.StatusUnauthorized, "login", loginPage{Next: next, Refused: true})
+	if !c.tryToken(w, r.PostFormValue("token"), next) {
 		return
 	}
 	c.auth.setCookie(w, r)

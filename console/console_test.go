@@ -10,7 +10,9 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -550,4 +552,101 @@ func TestNewRefusesWithoutToken(t *testing.T) {
 	if _, err := New(&Options{Store: db, Token: token, TraceURL: "http://jaeger/trace/"}); err == nil {
 		t.Error("a trace URL without {trace_id}")
 	}
+}
+
+// clock is a time the test sets, read by the console's handlers.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// TestFailedSignInsLimited: after 10 failed tokens in a minute, from any
+// client and by any way (the form, ?token=, a bearer header), the console
+// takes no token at all, right or wrong, until the minute is over: 429
+// with Retry-After. A browser signed in before keeps its session.
+func TestFailedSignInsLimited(t *testing.T) {
+	clk := &clock{t: time.Unix(1_000_000, 0)}
+	srv, _ := newConsole(t, &Options{Now: clk.now})
+	signedIn := sessionCookie(t, func() *http.Response { r, _ := get(t, srv, "/live?token="+token, ""); return r }())
+
+	form := func(tok string) *http.Response {
+		req, _ := http.NewRequest("POST", srv.URL+"/login", strings.NewReader(url.Values{"token": {tok}, "next": {"/live"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, _ := do(t, req)
+		return resp
+	}
+	query := func(tok string) *http.Response {
+		r, _ := get(t, srv, "/live?token="+url.QueryEscape(tok), "")
+		return r
+	}
+	bearer := func(tok string) *http.Response { r, _ := get(t, srv, "/live", tok); return r }
+	ways := map[string]func(string) *http.Response{"form": form, "?token=": query, "bearer": bearer}
+	wantRefused := func(when string, resp *http.Response, retryAfter string) {
+		t.Helper()
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != retryAfter || resp.Header.Get("Set-Cookie") != "" {
+			t.Errorf("%s: %d, Retry-After %q, cookie %q; want 429, Retry-After %s, no cookie", when, resp.StatusCode,
+				resp.Header.Get("Retry-After"), resp.Header.Get("Set-Cookie"), retryAfter)
+		}
+	}
+	wantAccepted := func(when string, resp *http.Response) {
+		t.Helper()
+		if resp.StatusCode != http.StatusSeeOther && resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %d, want the token taken", when, resp.StatusCode)
+		}
+	}
+
+	// Ten failures, spread over 50 s and the three ways: each is a 401.
+	for i := range 10 {
+		way := []string{"form", "?token=", "bearer"}[i%3]
+		if resp := ways[way]("wrong-token-" + strconv.Itoa(i)); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("failure %d (%s): %d, want 401", i+1, way, resp.StatusCode)
+		}
+		clk.advance(5 * time.Second)
+	}
+	// 50 s into the minute: the right token is refused too, every way.
+	for way, try := range ways {
+		wantRefused("the right token by "+way+" after 10 failures", try(token), "10")
+		wantRefused("a wrong token by "+way+" after 10 failures", try("wrong-token"), "10")
+	}
+	if resp, _ := get(t, srv, "/live", "", signedIn); resp.StatusCode != http.StatusOK {
+		t.Errorf("a browser signed in before: %d, want 200", resp.StatusCode)
+	}
+	clk.advance(9*time.Second + 500*time.Millisecond)
+	wantRefused("half a second before the minute ends", form(token), "1")
+
+	// The minute is over: the right token is taken, a wrong one is a 401
+	// again, and a new minute starts its count from nothing.
+	clk.advance(500 * time.Millisecond)
+	wantAccepted("the right token once the minute is over", form(token))
+	for i := range 9 {
+		if resp := query("wrong-token"); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("failure %d of a new minute: %d, want 401", i+1, resp.StatusCode)
+		}
+	}
+	wantAccepted("after 9 failures", bearer(token))
+	// The window is fixed: nine failures, a minute, nine more, and still
+	// no 429.
+	clk.advance(time.Minute)
+	for i := range 9 {
+		if resp := form("wrong-token"); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("failure %d of the third minute: %d, want 401", i+1, resp.StatusCode)
+		}
+	}
+	wantAccepted("after 9 more failures a minute later", query(token))
+	if resp := form("wrong-token"); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the tenth failure: %d, want 401", resp.StatusCode)
+	}
+	wantRefused("the eleventh attempt", bearer(token), "60")
 }
