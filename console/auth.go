@@ -6,12 +6,21 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"net/http"
-	"net/url"
 	"strings"
 )
 
-// cookieName is the console's session cookie.
-const cookieName = "loom_console"
+// MinTokenLength is the fewest characters the operator's token may have:
+// it stands between the network and every tenant's runs.
+const MinTokenLength = 16
+
+// cookieName is the console's session cookie; secureCookieName its name
+// when it is Secure: with the __Host- prefix the browser keeps it only
+// from HTTPS, for this host alone and every path, so no plain-HTTP page
+// or other host of the domain can set one in its place.
+const (
+	cookieName       = "loom_console"
+	secureCookieName = "__Host-" + cookieName
+)
 
 // auth checks the operator's token on every request. A browser cannot send
 // a bearer header when it navigates, so the token is also taken once, from
@@ -40,30 +49,62 @@ func equal(a, b []byte) bool {
 // validToken reports whether t is the token.
 func (a *auth) validToken(t string) bool { return t != "" && equal([]byte(t), a.token) }
 
-// allowed reports whether r carries the token: a bearer header or the
-// session cookie.
-func (a *auth) allowed(r *http.Request) bool {
-	if h := r.Header.Get("Authorization"); h != "" {
-		scheme, t, ok := strings.Cut(h, " ")
-		return ok && strings.EqualFold(scheme, "Bearer") && a.validToken(strings.TrimSpace(t))
+// bearer is the token of r's Authorization header, if it has one (a
+// header of another scheme offers "", which no token is).
+func bearer(r *http.Request) (token string, ok bool) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return "", false
 	}
-	c, err := r.Cookie(cookieName)
-	return err == nil && equal([]byte(c.Value), []byte(a.cookie))
+	scheme, t, _ := strings.Cut(h, " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "", true
+	}
+	return strings.TrimSpace(t), true
+}
+
+// hasCookie reports whether r carries the session cookie, under either of
+// its names.
+func (a *auth) hasCookie(r *http.Request) bool {
+	for _, name := range []string{secureCookieName, cookieName} {
+		if c, err := r.Cookie(name); err == nil && equal([]byte(c.Value), []byte(a.cookie)) {
+			return true
+		}
+	}
+	return false
 }
 
 // setCookie gives the browser the session cookie: HttpOnly (no script
-// reads it), SameSite=Strict (no other site's page sends it), Secure
-// when the console is served over TLS.
+// reads it), SameSite=Strict (no other site's page sends it), and Secure
+// under the __Host- name when the browser reached the console over HTTPS.
 func (a *auth) setCookie(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: a.cookie, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	name, secure := cookieName, overHTTPS(r)
+	if secure {
+		name = secureCookieName
+	}
+	http.SetCookie(w, &http.Cookie{Name: name, Value: a.cookie, Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: secure})
 }
 
-// withoutToken is r's URL without its token parameter, for the redirect
-// that takes it out of the address bar and the history.
+// overHTTPS reports whether the browser reached the console over HTTPS:
+// the request came over TLS, or the proxy in front says so in
+// X-Forwarded-Proto (its first value: the one the outermost proxy saw).
+// The header is trusted for the cookie's Secure flag alone, which a
+// client forging it can only turn against itself (its browser drops a
+// Secure cookie that came over plain HTTP).
+func overHTTPS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	proto, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
+	return strings.EqualFold(strings.TrimSpace(proto), "https")
+}
+
+// withoutToken is r's address on the console without its token parameter,
+// for the redirect that takes it out of the address bar and the history
+// (the list when r's path is not one the console could serve).
 func withoutToken(r *http.Request) string {
 	q := r.URL.Query()
 	q.Del("token")
-	u := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
-	return u.String()
+	return localURL(r.URL.Path, r.URL.RawPath, q)
 }

@@ -4,6 +4,7 @@ import (
 	"embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -13,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/store"
@@ -30,7 +33,8 @@ type Options struct {
 	// Required.
 	Store store.Store
 	// Token is the operator's token, which every request must carry.
-	// Required: the console shows every tenant's runs.
+	// Required, of MinTokenLength characters or more: the console shows
+	// every tenant's runs.
 	Token string
 	// TraceURL, if set, links a response's trace id to the operator's
 	// trace viewer: {trace_id} in it is replaced by the id (e.g.
@@ -48,10 +52,11 @@ type Options struct {
 
 // Console is the console's HTTP handler.
 type Console struct {
-	opts  Options
-	auth  *auth
-	pages map[string]*template.Template
-	mux   *http.ServeMux
+	opts     Options
+	auth     *auth
+	failures *failures // the failed token attempts
+	pages    map[string]*template.Template
+	mux      *http.ServeMux
 }
 
 // statuses are the statuses a response can be filtered by, in the order
@@ -71,6 +76,9 @@ func New(opts *Options) (*Console, error) {
 	if opts.Token == "" {
 		return nil, errors.New("console: no token: the console shows every tenant's runs and needs one")
 	}
+	if n := utf8.RuneCountInString(opts.Token); n < MinTokenLength {
+		return nil, fmt.Errorf("console: the token has %d characters, fewer than %d", n, MinTokenLength)
+	}
 	if opts.TraceURL != "" && !strings.Contains(opts.TraceURL, "{trace_id}") {
 		return nil, errors.New("console: the trace URL has no {trace_id}")
 	}
@@ -81,6 +89,7 @@ func New(opts *Options) (*Console, error) {
 	if c.opts.Now == nil {
 		c.opts.Now = time.Now
 	}
+	c.failures = &failures{now: c.opts.Now}
 	funcs := template.FuncMap{
 		"duration": formatDuration,
 		"ago":      func(t time.Time) string { return formatDuration(c.opts.Now().Sub(t).Round(time.Second)) },
@@ -134,8 +143,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if t := r.URL.Query().Get("token"); t != "" {
-		if !c.auth.validToken(t) {
-			c.refuse(w, r)
+		if !c.tryToken(w, t, withoutToken(r)) {
 			return
 		}
 		// The token leaves the address bar for the cookie.
@@ -143,21 +151,38 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, withoutToken(r), http.StatusSeeOther)
 		return
 	}
-	if !c.auth.allowed(r) {
-		c.refuse(w, r)
+	if t, ok := bearer(r); ok {
+		if !c.tryToken(w, t, withoutToken(r)) {
+			return
+		}
+	} else if !c.auth.hasCookie(r) {
+		c.refuse(w, withoutToken(r))
 		return
 	}
 	c.mux.ServeHTTP(w, r)
 }
 
-// refuse answers 401 with the login form.
-func (c *Console) refuse(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="loom console"`)
-	next := r.URL.Path
-	if q := withoutToken(r); q != "" {
-		next = q
+// tryToken reports whether t is the token. When it is not, it has
+// answered: 401 with the login form, which goes on to next; or, after too
+// many failures, 429 without checking t.
+func (c *Console) tryToken(w http.ResponseWriter, t, next string) bool {
+	ok, wait := c.failures.try(func() bool { return c.auth.validToken(t) })
+	switch {
+	case wait > 0:
+		seconds := int((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(seconds))
+		c.render(w, http.StatusTooManyRequests, "error",
+			fmt.Sprintf("Too many wrong tokens within a minute: the console takes no token, right or wrong, for the next %d s.", seconds))
+	case !ok:
+		c.refuse(w, next)
 	}
-	c.render(w, http.StatusUnauthorized, "login", loginPage{Next: safeNext(next), Refused: true})
+	return ok
+}
+
+// refuse answers 401 with the login form, which goes on to next.
+func (c *Console) refuse(w http.ResponseWriter, next string) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="loom console"`)
+	c.render(w, http.StatusUnauthorized, "login", loginPage{Next: next, Refused: true})
 }
 
 type loginPage struct {
@@ -166,27 +191,57 @@ type loginPage struct {
 }
 
 // login takes the token from the form: the cookie and back to the page
-// asked for, or 401.
+// asked for, or 401 (429 after too many failures).
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
 	next := safeNext(r.PostFormValue("next"))
-	if !c.auth.validToken(r.PostFormValue("token")) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="loom console"`)
-		c.render(w, http.StatusUnauthorized, "login", loginPage{Next: next, Refused: true})
+	if !c.tryToken(w, r.PostFormValue("token"), next) {
 		return
 	}
 	c.auth.setCookie(w, r)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
+// home is where a sign-in goes when it was asked for no page of the
+// console's own.
+const home = "/responses"
+
 // safeNext keeps a redirect on the console: a path of its own, or the
-// list.
+// list. A browser reads a backslash as a slash and drops tabs and
+// newlines, so /\evil.example and /<tab>/evil.example lead it to
+// //evil.example, another site: next must start with one slash and hold
+// neither.
 func safeNext(next string) string {
-	u, err := url.Parse(next)
-	if err != nil || next == "" || u.Scheme != "" || u.Host != "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
-		return "/responses"
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || !plainPath(next) {
+		return home
 	}
-	return next
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return home
+	}
+	return localURL(u.Path, u.RawPath, u.Query())
+}
+
+// localURL is the address of path (escaped as rawPath, if set) and query
+// on the console, rebuilt from them so that nothing else of the address
+// it came from reaches the browser; or home when path, once decoded,
+// would not stay on the console.
+func localURL(path, rawPath string, query url.Values) string {
+	if !strings.HasPrefix(path, "/") || strings.HasPrefix(path, "//") || !plainPath(path) {
+		return home
+	}
+	u := url.URL{Path: path, RawPath: rawPath, RawQuery: query.Encode()}
+	s := u.String()
+	if !strings.HasPrefix(s, "/") || strings.HasPrefix(s, "//") {
+		return home
+	}
+	return s
+}
+
+// plainPath reports whether s holds no backslash and no control
+// character.
+func plainPath(s string) bool {
+	return !strings.ContainsFunc(s, func(r rune) bool { return r == '\\' || unicode.IsControl(r) })
 }
 
 // render writes page with data; a template failure is logged (the status

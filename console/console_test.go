@@ -10,7 +10,9 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -171,18 +173,163 @@ func TestAuth(t *testing.T) {
 	}
 }
 
+// TestLoginRedirectStaysOnConsole: the page a sign-in goes back to is a
+// path of the console's own, whatever next or the address says. A
+// browser reads a backslash as a slash and drops tabs and newlines, so
+// /\evil.example and /\t/evil.example are //evil.example to it: another
+// site.
+func TestLoginRedirectStaysOnConsole(t *testing.T) {
+	srv, _ := newConsole(t, nil)
+	form := func(next string) string {
+		req, _ := http.NewRequest("POST", srv.URL+"/login", strings.NewReader(url.Values{"token": {token}, "next": {next}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, _ := do(t, req)
+		if resp.StatusCode != http.StatusSeeOther {
+			t.Errorf("login with next %q: %d, want 303", next, resp.StatusCode)
+		}
+		return resp.Header.Get("Location")
+	}
+	for _, next := range []string{
+		`/\evil.example`, `/\/evil.example`, `/%5Cevil.example`, `/%5C%5Cevil.example`, "/%2Fevil.example", "/%2F%2Fevil.example",
+		"//evil.example", "///evil.example", "/\t/evil.example", "/\n/evil.example", "/\r\n/evil.example", "/\x00x", "/%09/evil.example",
+		"https://evil.example/", "http:/evil.example", "javascript:alert(1)", "evil.example", "", " /live",
+	} {
+		if got := form(next); got != "/responses" {
+			t.Errorf("login with next %q goes to %q, want /responses", next, got)
+		}
+	}
+	// The next of the sign-in form, as the login page and a refused page
+	// write it, is the same.
+	for _, path := range []string{`/login?next=/%5Cevil.example`, `/login?next=//evil.example`, `/\evil.example`} {
+		if _, body := get(t, srv, path, ""); !strings.Contains(body, `name="next" value="/responses"`) {
+			t.Errorf("GET %s: the form's next is not /responses:\n%s", path, body)
+		}
+	}
+	// A page of the console is kept, with its query.
+	for next, want := range map[string]string{
+		"/live":                               "/live",
+		"/responses?status=completed&limit=5": "/responses?limit=5&status=completed",
+		"/responses/resp_1#timeline":          "/responses/resp_1",
+		"/responses/a%20b":                    "/responses/a%20b",
+	} {
+		if got := form(next); got != want {
+			t.Errorf("login with next %q goes to %q, want %q", next, got, want)
+		}
+	}
+
+	// ?token= goes back to the address without it: never to another site.
+	for path, want := range map[string]string{
+		"//evil.example/x":    "/responses",
+		`/\evil.example`:      "/responses",
+		"/%5Cevil.example":    "/responses",
+		"/%2F%2Fevil.example": "/responses",
+		"/live?status=x":      "/live?status=x",
+	} {
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		// The path as written: the client sends it as it is.
+		req, err := http.NewRequest("GET", srv.URL+path+sep+"token="+token, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, _ := do(t, req)
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != want {
+			t.Errorf("%s?token=: %d to %q, want 303 to %q", path, resp.StatusCode, resp.Header.Get("Location"), want)
+		}
+	}
+}
+
 func sessionCookie(t *testing.T, resp *http.Response) *http.Cookie {
 	t.Helper()
+	return namedCookie(t, resp, cookieName)
+}
+
+// namedCookie is resp's session cookie of that name, checked for what
+// every session cookie is.
+func namedCookie(t *testing.T, resp *http.Response, name string) *http.Cookie {
+	t.Helper()
 	for _, c := range resp.Cookies() {
-		if c.Name == cookieName {
-			if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Value == token || c.Value == "" {
-				t.Errorf("cookie %+v: want HttpOnly, SameSite=Strict, not the token itself", c)
+		if c.Name == name {
+			if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Value == token || c.Value == "" || c.Path != "/" || c.Domain != "" {
+				t.Errorf("cookie %+v: want HttpOnly, SameSite=Strict, Path=/, no Domain, not the token itself", c)
 			}
 			return c
 		}
 	}
-	t.Fatalf("no %s cookie in %v", cookieName, resp.Header["Set-Cookie"])
+	t.Fatalf("no %s cookie in %v", name, resp.Header["Set-Cookie"])
 	return nil
+}
+
+// TestSessionCookieSecure: the cookie is Secure, and named __Host- (the
+// browser then refuses it from plain HTTP, from another host or path)
+// whenever the console is reached over HTTPS, directly or through a proxy
+// that says so in X-Forwarded-Proto; plain otherwise (a browser drops a
+// Secure cookie set over plain HTTP).
+func TestSessionCookieSecure(t *testing.T) {
+	plain, _ := newConsole(t, nil)
+	login := func(srv *httptest.Server, client *http.Client, proto string) *http.Response {
+		req, _ := http.NewRequest("GET", srv.URL+"/live?token="+token, nil)
+		if proto != "" {
+			req.Header.Set("X-Forwarded-Proto", proto)
+		}
+		c := *client
+		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	for _, tc := range []struct {
+		proto  string
+		secure bool
+	}{{"", false}, {"http", false}, {"https", true}, {"HTTPS", true}, {"https, http", true}, {"http, https", false}} {
+		resp := login(plain, http.DefaultClient, tc.proto)
+		name := cookieName
+		if tc.secure {
+			name = secureCookieName
+		}
+		c := namedCookie(t, resp, name)
+		if c.Secure != tc.secure || len(resp.Cookies()) != 1 {
+			t.Errorf("X-Forwarded-Proto %q: cookies %v, want only %s, Secure=%v", tc.proto, resp.Header["Set-Cookie"], name, tc.secure)
+		}
+		// The cookie signs the browser in, whichever its name.
+		if resp, _ := get(t, plain, "/live", "", c); resp.StatusCode != http.StatusOK {
+			t.Errorf("X-Forwarded-Proto %q: the cookie %s: %d", tc.proto, name, resp.StatusCode)
+		}
+	}
+	// A forged __Host- cookie is refused.
+	if resp, _ := get(t, plain, "/live", "", &http.Cookie{Name: secureCookieName, Value: token}); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the token as the __Host- cookie: %d, want 401", resp.StatusCode)
+	}
+
+	// Over TLS itself.
+	db, err := sqlite.Open(context.Background(), sqlite.Memory, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c, err := New(&Options{Store: db, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsSrv := httptest.NewTLSServer(c)
+	defer tlsSrv.Close()
+	resp := login(tlsSrv, tlsSrv.Client(), "")
+	if c := namedCookie(t, resp, secureCookieName); !c.Secure {
+		t.Errorf("over TLS: cookie %v, want Secure", resp.Header["Set-Cookie"])
+	}
+	// The form's login too.
+	req, _ := http.NewRequest("POST", plain.URL+"/login", strings.NewReader(url.Values{"token": {token}, "next": {"/live"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Forwarded-Proto", "https")
+	resp, _ = do(t, req)
+	if c := namedCookie(t, resp, secureCookieName); !c.Secure {
+		t.Errorf("the form behind HTTPS: cookie %v, want Secure", resp.Header["Set-Cookie"])
+	}
 }
 
 func TestListFilters(t *testing.T) {
@@ -396,7 +543,110 @@ func TestNewRefusesWithoutToken(t *testing.T) {
 	if _, err := New(&Options{Store: db}); err == nil {
 		t.Error("a console without a token")
 	}
-	if _, err := New(&Options{Store: db, Token: "x", TraceURL: "http://jaeger/trace/"}); err == nil {
+	if _, err := New(&Options{Store: db, Token: strings.Repeat("x", MinTokenLength-1)}); err == nil {
+		t.Errorf("a console with a token of %d characters", MinTokenLength-1)
+	}
+	if _, err := New(&Options{Store: db, Token: strings.Repeat("é", MinTokenLength)}); err != nil {
+		t.Errorf("a token of %d characters: %v", MinTokenLength, err)
+	}
+	if _, err := New(&Options{Store: db, Token: token, TraceURL: "http://jaeger/trace/"}); err == nil {
 		t.Error("a trace URL without {trace_id}")
 	}
+}
+
+// clock is a time the test sets, read by the console's handlers.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// TestFailedSignInsLimited: after 10 failed tokens in a minute, from any
+// client and by any way (the form, ?token=, a bearer header), the console
+// takes no token at all, right or wrong, until the minute is over: 429
+// with Retry-After. A browser signed in before keeps its session.
+func TestFailedSignInsLimited(t *testing.T) {
+	clk := &clock{t: time.Unix(1_000_000, 0)}
+	srv, _ := newConsole(t, &Options{Now: clk.now})
+	signedIn := sessionCookie(t, func() *http.Response { r, _ := get(t, srv, "/live?token="+token, ""); return r }())
+
+	form := func(tok string) *http.Response {
+		req, _ := http.NewRequest("POST", srv.URL+"/login", strings.NewReader(url.Values{"token": {tok}, "next": {"/live"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, _ := do(t, req)
+		return resp
+	}
+	query := func(tok string) *http.Response {
+		r, _ := get(t, srv, "/live?token="+url.QueryEscape(tok), "")
+		return r
+	}
+	bearer := func(tok string) *http.Response { r, _ := get(t, srv, "/live", tok); return r }
+	ways := map[string]func(string) *http.Response{"form": form, "?token=": query, "bearer": bearer}
+	wantRefused := func(when string, resp *http.Response, retryAfter string) {
+		t.Helper()
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != retryAfter || resp.Header.Get("Set-Cookie") != "" {
+			t.Errorf("%s: %d, Retry-After %q, cookie %q; want 429, Retry-After %s, no cookie", when, resp.StatusCode,
+				resp.Header.Get("Retry-After"), resp.Header.Get("Set-Cookie"), retryAfter)
+		}
+	}
+	wantAccepted := func(when string, resp *http.Response) {
+		t.Helper()
+		if resp.StatusCode != http.StatusSeeOther && resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %d, want the token taken", when, resp.StatusCode)
+		}
+	}
+
+	// Ten failures, spread over 50 s and the three ways: each is a 401.
+	for i := range 10 {
+		way := []string{"form", "?token=", "bearer"}[i%3]
+		if resp := ways[way]("wrong-token-" + strconv.Itoa(i)); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("failure %d (%s): %d, want 401", i+1, way, resp.StatusCode)
+		}
+		clk.advance(5 * time.Second)
+	}
+	// 50 s into the minute: the right token is refused too, every way.
+	for way, try := range ways {
+		wantRefused("the right token by "+way+" after 10 failures", try(token), "10")
+		wantRefused("a wrong token by "+way+" after 10 failures", try("wrong-token"), "10")
+	}
+	if resp, _ := get(t, srv, "/live", "", signedIn); resp.StatusCode != http.StatusOK {
+		t.Errorf("a browser signed in before: %d, want 200", resp.StatusCode)
+	}
+	clk.advance(9*time.Second + 500*time.Millisecond)
+	wantRefused("half a second before the minute ends", form(token), "1")
+
+	// The minute is over: the right token is taken, a wrong one is a 401
+	// again, and a new minute starts its count from nothing.
+	clk.advance(500 * time.Millisecond)
+	wantAccepted("the right token once the minute is over", form(token))
+	for i := range 9 {
+		if resp := query("wrong-token"); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("failure %d of a new minute: %d, want 401", i+1, resp.StatusCode)
+		}
+	}
+	wantAccepted("after 9 failures", bearer(token))
+	// The window is fixed: nine failures, a minute, nine more, and still
+	// no 429.
+	clk.advance(time.Minute)
+	for i := range 9 {
+		if resp := form("wrong-token"); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("failure %d of the third minute: %d, want 401", i+1, resp.StatusCode)
+		}
+	}
+	wantAccepted("after 9 more failures a minute later", query(token))
+	if resp := form("wrong-token"); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the tenth failure: %d, want 401", resp.StatusCode)
+	}
+	wantRefused("the eleventh attempt", bearer(token), "60")
 }

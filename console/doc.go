@@ -19,5 +19,7 @@
 // The console listens on an address of its own and every page asks for
 // the operator's token (see Options.Token): as a bearer header, or once
 // through the login form or ?token=, which leave an HttpOnly,
-// SameSite=Strict cookie.
+// SameSite=Strict cookie (Secure and named __Host- over HTTPS). After 10
+// wrong tokens within a minute it takes none until the minute is over
+// (429).
 package console

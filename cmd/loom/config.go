@@ -8,11 +8,14 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/loomgate/loom/console"
 	"github.com/loomgate/loom/tenant"
 )
 
@@ -177,7 +180,7 @@ func serveFlags(cfg *Config, models, apiKeys *string) *flag.FlagSet {
 	fs.BoolVar(&cfg.OTelCaptureContent, "otel-capture-content", false, "record what the model reads and writes (gen_ai.input.messages, gen_ai.output.messages, gen_ai.system_instructions) and tool call arguments and results on the exported spans; off by default, as they are the users' data (headers, keys and tokens are never recorded)")
 	fs.Float64Var(&cfg.OTLPSampleRatio, "otlp-sample-ratio", 1, "share of new traces whose spans are exported, 0 to 1; a client's sampled flag is followed (OTEL_TRACES_SAMPLER applies when this is not set)")
 	fs.StringVar(&cfg.ConsoleAddr, "console-addr", "", "serve the operator console (every tenant's responses, their timelines, the runs in flight, the engines) on this address, behind --console-token (empty: no console)")
-	fs.StringVar(&cfg.ConsoleToken, "console-token", "", "the token the console asks for: a bearer header, or once in its login form or ?token=, which leaves an HttpOnly cookie (required with --console-addr; never logged)")
+	fs.StringVar(&cfg.ConsoleToken, "console-token", "", "the token the console asks for, at least "+strconv.Itoa(console.MinTokenLength)+" characters: a bearer header, or once in its login form or ?token=, which leaves an HttpOnly cookie (required with --console-addr; never logged)")
 	fs.StringVar(&cfg.ConsoleTraceURL, "console-trace-url", "", "link each response's trace id in the console to this trace viewer URL, {trace_id} replaced by the id, e.g. http://jaeger:16686/trace/{trace_id} (empty: no link)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics on this address, without authentication, and not on --addr (empty: /metrics on --addr, behind the API's bearer token when authentication is configured)")
 	fs.StringVar(&cfg.UpstreamURL, "upstream-url", "", "OpenAI-compatible base URL of the inference engine, ending in /v1 (required); or the comma-separated base URLs of several replicas serving the same models, and each conversation goes to the engine that holds its prefix in cache, within a bound on each engine's load, around engines that are down (docs/operations.md, Several engines); redirects are not followed (a 3xx is a 502), and credentials in a URL are sent as basic auth when --upstream-key is unset")
@@ -503,6 +506,9 @@ func (c *Config) checkConsole() error {
 	}
 	if c.ConsoleToken == "" {
 		return configErrorf("--console-addr needs --console-token: the console shows every tenant's responses")
+	}
+	if n := utf8.RuneCountInString(c.ConsoleToken); n < console.MinTokenLength {
+		return configErrorf("--console-token has %d characters: it needs at least %d (for example: openssl rand -hex 32)", n, console.MinTokenLength)
 	}
 	if c.ConsoleTraceURL != "" && !strings.Contains(c.ConsoleTraceURL, "{trace_id}") {
 		return configErrorf("--console-trace-url %q has no {trace_id} to fill in", c.ConsoleTraceURL)

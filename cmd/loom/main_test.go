@@ -64,8 +64,10 @@ func TestBadConfiguration(t *testing.T) {
 		{[]string{"--upstream-url", "http://x/v1", "--no-such-flag"}, nil, "no-such-flag"},
 		{[]string{"--upstream-url", "http://x/v1", "--drain-delay", "-1s"}, nil, "--drain-delay"},
 		{[]string{"--upstream-url", "http://x/v1", "--console-addr", "127.0.0.1:8081"}, nil, "--console-token"},
-		{[]string{"--upstream-url", "http://x/v1", "--console-addr", "8081", "--console-token", "t"}, nil, "--console-addr"},
-		{[]string{"--upstream-url", "http://x/v1", "--console-addr", "127.0.0.1:8081", "--console-token", "t", "--console-trace-url", "http://jaeger/trace/"}, nil, "--console-trace-url"},
+		{[]string{"--upstream-url", "http://x/v1", "--console-addr", "8081", "--console-token", "a-long-enough-token"}, nil, "--console-addr"},
+		{[]string{"--upstream-url", "http://x/v1", "--console-addr", "127.0.0.1:8081", "--console-token", "a-long-enough-token", "--console-trace-url", "http://jaeger/trace/"}, nil, "--console-trace-url"},
+		{[]string{"--upstream-url", "http://x/v1", "--console-addr", "127.0.0.1:8081", "--console-token", "t"}, nil, "--console-token"},
+		{[]string{"--upstream-url", "http://x/v1", "--console-addr", "127.0.0.1:8081"}, map[string]string{"LOOM_CONSOLE_TOKEN": "fifteen-chars.."}, "--console-token"},
 	}
 	// Every numeric flag refuses a value out of its range.
 	for _, f := range []string{"max-body-bytes", "tool-cpu-seconds", "tool-memory-bytes", "tool-max-processes", "tool-max-output", "tool-disk-bytes",
