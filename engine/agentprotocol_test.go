@@ -232,3 +232,46 @@ func TestLateOutputAfterACompaction(t *testing.T) {
 		t.Errorf("the late output's turn read %s: %+v", got, items)
 	}
 }
+
+// TestThresholdCompactionKeepsALateOutputsCall: a compaction at the
+// threshold within a response keeps, before the summary, an async call
+// made before the last user message whose output came after it (the view
+// kept only what followed that message: the output without its call,
+// which a harmony prompt cannot render).
+func TestThresholdCompactionKeepsALateOutputsCall(t *testing.T) {
+	b := scriptedTurns([]model.Delta{call(0, "slow"), {Kind: model.DeltaFinish, FinishReason: model.FinishToolCalls}},
+		[]model.Delta{{Kind: model.DeltaText, Text: "going on"}}, []model.Delta{{Kind: model.DeltaText, Text: "second answer"}},
+		[]model.Delta{{Kind: model.DeltaText, Text: "the summary"}}, []model.Delta{{Kind: model.DeltaText, Text: "done"}})
+	e := newCompactingEngine(t, b, 1000)
+	tools := `,"tools":[{"type":"function","name":"slow","async":true}]`
+	first, err := e.Run(context.Background(), decodeRequest(t, `{"model":"m","input":"x"`+tools+`}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := e.Run(context.Background(), decodeRequest(t, `{"model":"m","previous_response_id":"`+first.ID+`"`+tools+`,"input":"and then?"}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	third, err := e.Run(context.Background(), decodeRequest(t, `{"model":"m","previous_response_id":"`+second.ID+`"`+tools+
+		`,"context_management":[{"type":"compaction","compact_threshold":10}]`+
+		`,"input":[{"type":"function_call_output","call_id":"slow_id","output":"late result"}]}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := itemTypes(third.Output); got != "compaction,message" {
+		t.Fatalf("the third response's output: %s", got)
+	}
+	items := b.requests[len(b.requests)-1].Items
+	call, out := -1, -1
+	for i, it := range items {
+		switch {
+		case it.Type == responses.ItemFunctionCall && it.CallFields().CallID == "slow_id":
+			call = i
+		case it.Type == responses.ItemFunctionCallOutput && it.OutputString() == "late result":
+			out = i
+		}
+	}
+	if call < 0 || out < 0 || call > out {
+		t.Errorf("after the compaction the model read %s: the late output without its call before it", itemTypes(items))
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/loomgate/loom/responses"
+	"github.com/loomgate/loom/tools"
 )
 
 // Compaction within a response (as POST /v1/responses/compact does it
@@ -88,8 +89,12 @@ func (r *run) compactPastThreshold(ctx context.Context) error {
 // compactedView is what the model reads after the compaction of items
 // within a response: their instructions (system and developer messages),
 // the summary, and, verbatim, the last user message and what followed it,
-// which the summary covers too but the model is to answer now. A later
-// request reads the summary alone in their place (modelInput).
+// which the summary covers too but the model is to answer now. A call
+// made before that message whose output comes after it (an async call's,
+// late) stays too, with the outputs it had (its acknowledgement), before
+// the summary, as modelInput keeps it: an output is never shown without
+// its call. A later request reads the summary alone in their place
+// (modelInput).
 func compactedView(items []responses.Item, summary responses.Item) []responses.Item {
 	tail := len(items)
 	for i := len(items) - 1; i >= 0; i-- {
@@ -98,10 +103,19 @@ func compactedView(items []responses.Item, summary responses.Item) []responses.I
 			break
 		}
 	}
+	answeredLater := map[string]bool{}
+	for i := range items[tail:] {
+		if it := &items[tail+i]; tools.ClientOutput(it.Type) {
+			answeredLater[it.CallFields().CallID] = true
+		}
+	}
 	view := make([]responses.Item, 0, len(items)-tail+historyRoom+4)
 	for i := range items[:tail] {
-		if isInstructions(&items[i]) {
-			view = append(view, items[i])
+		it := &items[i]
+		keep := isInstructions(it) ||
+			(tools.ClientCall(it.Type) || tools.ClientOutput(it.Type)) && answeredLater[it.CallFields().CallID]
+		if keep {
+			view = append(view, *it)
 		}
 	}
 	view = append(view, summary)
