@@ -532,7 +532,10 @@ func (e *Engine) execute(ctx context.Context, r *run, opts *RunOptions) (*respon
 	if err := e.finishTurn(ctx, r, saveErr == nil); saveErr == nil {
 		saveErr = err
 	}
-	r.saved = saveErr == nil && req.StoreEnabled()
+	// Saved: what save wrote (a non-streaming response that failed
+	// upstream is not stored), for the timeline the cleanup pass writes
+	// again.
+	r.saved = saveErr == nil && r.stored(upstreamErr)
 	if saveErr != nil {
 		// Nothing the client is told may claim what was not stored.
 		upstreamErr = r.failStored(saveErr)

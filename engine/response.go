@@ -120,6 +120,12 @@ func (r *run) object() json.RawMessage {
 	return r.resp.AppendJSON(nil, responses.DialectOpenAI)
 }
 
+// stored reports whether save writes the response that ended with
+// upstreamErr (see save).
+func (r *run) stored(upstreamErr error) bool {
+	return r.req.StoreEnabled() && (r.sink != nil || r.background || upstreamErr == nil)
+}
+
 // save stores the response when store is on, and returns the store's
 // error when it could not: the caller then tells the client the response
 // failed, never that it completed. A non-streaming response that failed
@@ -129,7 +135,7 @@ func (r *run) object() json.RawMessage {
 // A failed save is tried once more after saveRetryPause: a store that
 // lost a connection or restarted usually takes the second write.
 func (e *Engine) save(ctx context.Context, r *run, upstreamErr error) error {
-	if !r.req.StoreEnabled() || (r.sink == nil && !r.background && upstreamErr != nil) {
+	if !r.stored(upstreamErr) {
 		return nil
 	}
 	rec, err := r.storeRecord(ctx)

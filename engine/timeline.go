@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Timeline is when each step of a response's run happened: its model
@@ -20,7 +21,17 @@ type Timeline struct {
 	// EndUS is when the run ended (its final save), from Start.
 	EndUS int64          `json:"end_us"`
 	Steps []TimelineStep `json:"steps"`
+	// Dropped counts the steps past maxTimelineSteps, not recorded.
+	Dropped int `json:"dropped,omitempty"`
 }
+
+// The timeline's bounds: it is stored with every response that ran a
+// tool, so a run of many calls, or a tool that fails with a large result,
+// must not make it large.
+const (
+	maxTimelineSteps = 1000
+	maxStepError     = 512 // bytes of a step's Error
+)
 
 // The kinds of timeline step.
 const (
@@ -76,13 +87,26 @@ type timeline struct {
 	mu         sync.Mutex
 	start, end time.Time
 	steps      []TimelineStep
+	dropped    int
 }
 
-// add records step s, which ran from start to end.
+// add records step s, which ran from start to end: its error cut to
+// maxStepError bytes, and nothing past maxTimelineSteps but a count.
 func (t *timeline) add(s TimelineStep, start, end time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if len(t.steps) >= maxTimelineSteps {
+		t.dropped++
+		return
+	}
 	s.StartUS, s.EndUS = start.Sub(t.start).Microseconds(), end.Sub(t.start).Microseconds()
+	if len(s.Error) > maxStepError {
+		cut := maxStepError
+		for cut > 0 && !utf8.RuneStart(s.Error[cut]) {
+			cut--
+		}
+		s.Error = s.Error[:cut] + "…"
+	}
 	t.steps = append(t.steps, s)
 }
 
@@ -109,7 +133,7 @@ func (t *timeline) encode(end time.Time) json.RawMessage {
 	if t.end.IsZero() {
 		t.end = end
 	}
-	b, err := json.Marshal(Timeline{Start: t.start.UnixMilli(), EndUS: t.end.Sub(t.start).Microseconds(), Steps: t.steps})
+	b, err := json.Marshal(Timeline{Start: t.start.UnixMilli(), EndUS: t.end.Sub(t.start).Microseconds(), Steps: t.steps, Dropped: t.dropped})
 	if err != nil {
 		return nil
 	}

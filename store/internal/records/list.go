@@ -36,7 +36,9 @@ func ListResponses(ctx context.Context, q Querier, name, modelOf string, rq stor
 			return nil, false, fmt.Errorf("%s: list responses: cursor: %w", name, err)
 		}
 		c, id := arg(createdAt), arg(rq.After)
-		where = append(where, "(created_at < "+c+" OR (created_at = "+c+" AND id < "+id+"))")
+		// created_at <= c bounds the index range; the rest is the
+		// position within it.
+		where = append(where, "created_at <= "+c+" AND (created_at < "+c+" OR id < "+id+")")
 	}
 	if rq.Tenant != nil {
 		where = append(where, "tenant = "+arg(*rq.Tenant))
@@ -47,6 +49,14 @@ func ListResponses(ctx context.Context, q Querier, name, modelOf string, rq stor
 			ph[i] = arg(s)
 		}
 		where = append(where, "status IN ("+strings.Join(ph, ", ")+")")
+		if inFlightOnly(rq.Statuses) {
+			// The same again as a literal, which the partial index of
+			// the responses in flight (responses_leases) matches, so
+			// that listing them (the console's live page) reads those
+			// few rows rather than the whole table: a bound parameter
+			// cannot match an index's WHERE when the query is planned.
+			where = append(where, inFlightStatuses)
+		}
 	}
 	if rq.Model != "" {
 		where = append(where, modelOf+" = "+arg(rq.Model))
@@ -57,8 +67,15 @@ func ListResponses(ctx context.Context, q Querier, name, modelOf string, rq stor
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
 	size := rq.Size()
+	order := "created_at DESC, id DESC"
+	if inFlightOnly(rq.Statuses) {
+		// Sorted after reading them (they are few): ordered by the
+		// bare column, SQLite's planner would rather walk the whole
+		// created_at index than read the partial one and sort.
+		order = "+created_at DESC, id DESC"
+	}
 	// One more than the page, to tell whether more follow.
-	query += " ORDER BY created_at DESC, id DESC LIMIT " + arg(size+1)
+	query += " ORDER BY " + order + " LIMIT " + arg(size+1)
 
 	rows, err := q.Query(ctx, query, args...)
 	if err != nil {
@@ -91,4 +108,19 @@ func ListResponses(ctx context.Context, q Querier, name, modelOf string, rq stor
 		out = out[:size]
 	}
 	return out, more, nil
+}
+
+// inFlightStatuses is the predicate of the index of the responses in
+// flight (responses_leases, on both stores), as written there.
+const inFlightStatuses = "status IN ('queued', 'in_progress')"
+
+// inFlightOnly reports whether statuses are all statuses of a response in
+// flight.
+func inFlightOnly(statuses []string) bool {
+	for _, s := range statuses {
+		if s != "queued" && s != "in_progress" {
+			return false
+		}
+	}
+	return len(statuses) > 0
 }
