@@ -96,7 +96,10 @@ func runMCP(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err := mcp.WriteSecretFile(srv.OAuth.RefreshTokenFile, res.refreshToken); err != nil {
 		return fmt.Errorf("loom mcp login %s: writing the refresh token: %w", label, err)
 	}
-	fmt.Fprintf(stdout, "Logged in to %s: the refresh token is in %s.\n", label, srv.OAuth.RefreshTokenFile)
+	fmt.Fprintf(stdout, "Logged in to %s with the authorization server %s: the refresh token is in %s.\n", label, res.issuer, srv.OAuth.RefreshTokenFile)
+	if srv.OAuth.Issuer == "" {
+		fmt.Fprintf(stdout, "Pin that authorization server: add \"issuer\": %q to the oauth block of %s (loom serve then sends the client secret and the refresh token to it only).\n", res.issuer, label)
+	}
 	if srv.OAuth.ClientID == "" {
 		fmt.Fprintf(stdout, "The client was registered dynamically: add \"client_id\": %q to the oauth block of %s.\n", res.clientID, label)
 	}
@@ -122,6 +125,7 @@ func parseServeEnvAndArgsTail(fs *flag.FlagSet, args []string, getenv func(strin
 type loginResult struct {
 	refreshToken string
 	clientID     string
+	issuer       string // the authorization server logged in to
 }
 
 // mcpLogin runs the authorization-code flow for srv with the go-sdk's
@@ -140,6 +144,7 @@ func mcpLogin(ctx context.Context, client *mcp.Client, srv *mcp.NamedServer, std
 	defer callback.Close()
 
 	var res loginResult
+	lh := &loginHandler{client: client, srv: srv}
 	hc := &auth.AuthorizationCodeHandlerConfig{
 		RedirectURL: redirect.String(),
 		AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
@@ -152,7 +157,7 @@ func mcpLogin(ctx context.Context, client *mcp.Client, srv *mcp.NamedServer, std
 			}
 		},
 		RequestRefreshToken: true,
-		Client:              client.OAuthHTTPClient(),
+		Client:              lh.httpClient(client.OAuthHTTPClient()),
 		NewTokenSource: func(ctx context.Context, c *oauth2.Config, tok *oauth2.Token) (oauth2.TokenSource, error) {
 			res.refreshToken, res.clientID = tok.RefreshToken, c.ClientID
 			return c.TokenSource(ctx, tok), nil
@@ -182,11 +187,11 @@ func mcpLogin(ctx context.Context, client *mcp.Client, srv *mcp.NamedServer, std
 			GrantTypes:   []string{"authorization_code", "refresh_token"},
 		}}
 	}
-	h, err := auth.NewAuthorizationCodeHandler(hc)
-	if err != nil {
+	if lh.flow, err = auth.NewAuthorizationCodeHandler(hc); err != nil {
 		return nil, err
 	}
-	s, err := client.NewServer(ctx, &mcp.ServerConfig{Label: srv.Label, URL: srv.URL, Headers: srv.Headers, Trusted: true, OAuth: h,
+	lh.hc = hc
+	s, err := client.NewServer(ctx, &mcp.ServerConfig{Label: srv.Label, URL: srv.URL, Headers: srv.Headers, Trusted: true, OAuth: lh,
 		Timeouts: mcp.Timeouts{Connect: loginTimeout}})
 	if err != nil {
 		return nil, err
@@ -198,8 +203,66 @@ func mcpLogin(ctx context.Context, client *mcp.Client, srv *mcp.NamedServer, std
 	if res.refreshToken == "" {
 		return nil, errors.New("the authorization server issued no refresh token (it may not offer offline_access or the refresh_token grant to this client)")
 	}
+	res.issuer = lh.found.Issuer
 	return &res, nil
 }
+
+// loginHandler runs loom serve's discovery before the go-sdk's
+// authorization-code flow: the login then knows the issuer (to print it),
+// refuses another authorization server than a pinned oauth.issuer, and
+// sends the code to the token endpoint loom serve will use, no other.
+type loginHandler struct {
+	client *mcp.Client
+	srv    *mcp.NamedServer
+	hc     *auth.AuthorizationCodeHandlerConfig
+	flow   *auth.AuthorizationCodeHandler
+	found  *mcp.OAuthDiscovery // set by the first Authorize
+}
+
+func (l *loginHandler) TokenSource(ctx context.Context) (oauth2.TokenSource, error) {
+	return l.flow.TokenSource(ctx)
+}
+
+func (l *loginHandler) Authorize(ctx context.Context, req *http.Request, resp *http.Response) error {
+	if l.found == nil {
+		found, err := l.client.DiscoverOAuth(ctx, l.srv.Label, req.URL.String(), resp.Header, l.srv.OAuth)
+		if err != nil {
+			resp.Body.Close()
+			return err
+		}
+		l.found = found
+		if l.hc.PreregisteredClient != nil {
+			// The go-sdk's flow then refuses an authorization server
+			// other than this one before it sends the client's secret.
+			l.hc.PreregisteredClient.Issuer = found.Issuer
+		}
+	}
+	return l.flow.Authorize(ctx, req, resp)
+}
+
+// httpClient is base with a transport that lets a token request (a form
+// POST with a grant_type) go only to the discovered token endpoint.
+func (l *loginHandler) httpClient(base *http.Client) *http.Client {
+	c := *base
+	next := c.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	c.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/x-www-form-urlencoded" {
+			return next.RoundTrip(r)
+		}
+		if l.found == nil || r.URL.String() != l.found.TokenEndpoint {
+			return nil, fmt.Errorf("a token request to %s, not the discovered token endpoint", r.URL.Redacted())
+		}
+		return next.RoundTrip(r)
+	})
+	return &c
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // listenLoopback listens on the configured redirect's loopback address, or
 // on a free port of 127.0.0.1 (RFC 8252: any port of a loopback redirect).

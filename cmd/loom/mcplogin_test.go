@@ -88,6 +88,9 @@ func TestMCPLogin(t *testing.T) {
 			if strings.Contains(printed.String(), strings.TrimSpace(string(rt))) {
 				t.Error("loom mcp login printed the refresh token")
 			}
+			if want := `add "issuer": "` + o.AuthURL + `"`; !strings.Contains(printed.String(), "the authorization server "+o.AuthURL) || !strings.Contains(printed.String(), want) {
+				t.Errorf("the issuer logged in to is not printed, or not to pin (%s):\n%s", want, printed.String())
+			}
 			if !tc.clientID {
 				if !strings.Contains(printed.String(), `add "client_id": "dyn-`) {
 					t.Fatalf("the dynamically registered client is not named:\n%s", printed.String())
@@ -124,6 +127,48 @@ func TestMCPLogin(t *testing.T) {
 			}
 			if n := o.TokenRequests("refresh_token"); n != 1 {
 				t.Errorf("refresh_token token requests = %d, want 1", n)
+			}
+		})
+	}
+}
+
+// TestMCPLoginIssuerPinned: with oauth.issuer set, a login whose server
+// names another authorization server is refused before the flow starts:
+// no URL to open, no registration or token request to that server.
+func TestMCPLoginIssuerPinned(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		clientID bool
+	}{{"pre-registered", true}, {"dynamic registration", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := mcptest.StartOAuthServer(t)
+			other := mcptest.StartOAuthServer(t)
+			o.AuthorizationServers = []string{other.AuthURL}
+			block := map[string]any{"refresh_token_file": "lin.token", "issuer": o.AuthURL}
+			env := map[string]string{"LOOM_MCP_ALLOW": "127.0.0.1", "LIN_SECRET": other.ClientSecret}
+			if tc.clientID {
+				block["client_id"], block["client_secret_env"] = other.ClientID, "LIN_SECRET"
+			}
+			servers, _ := json.Marshal([]map[string]any{{"server_label": "lin", "server_url": o.MCPURL, "oauth": block}})
+			path := filepath.Join(t.TempDir(), "servers.json")
+			if err := os.WriteFile(path, servers, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var out strings.Builder
+			err := run([]string{"mcp", "login", "lin", "--mcp-servers", path, "--timeout", "1m"}, func(k string) string { return env[k] }, &out, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), "not the configured issuer") {
+				t.Fatalf("loom mcp login: %v, want a refusal naming the configured issuer", err)
+			}
+			if strings.Contains(out.String(), "/authorize?") {
+				t.Errorf("an authorization URL was printed:\n%s", out.String())
+			}
+			for _, g := range []string{"authorization_code", "refresh_token", "client_credentials"} {
+				if n := other.TokenRequests(g); n != 0 {
+					t.Errorf("%d %s token requests reached the other authorization server", n, g)
+				}
+			}
+			if n := other.Registrations(); n != 0 {
+				t.Errorf("%d dynamic registrations reached the other authorization server", n)
 			}
 		})
 	}

@@ -51,6 +51,13 @@ type OAuthConfig struct {
 	// pre-registered client must have it registered); default
 	// http://127.0.0.1:<free port>/callback.
 	RedirectURL string `json:"redirect_url,omitempty"`
+	// Issuer pins the authorization server: the issuer identifier (RFC
+	// 8414) loom accepts. Set, discovery refuses a protected resource
+	// metadata that names another authorization server, so the client
+	// secret and the refresh token go to this one only; loom mcp login
+	// prints the issuer it used. Unset, loom trusts whichever server the
+	// MCP server's metadata names.
+	Issuer string `json:"issuer,omitempty"`
 
 	clientSecret string // resolved at load time, never marshalled
 }
@@ -86,6 +93,11 @@ func (o *OAuthConfig) Validate(label string, getenv func(string) string) error {
 		// Client credentials: a confidential client.
 		if o.ClientID == "" || o.clientSecret == "" {
 			return fmt.Errorf("server %q: oauth: client credentials need client_id and a secret (client_secret_env or client_secret_file); or give refresh_token_file (see loom mcp login)", label)
+		}
+	}
+	if o.Issuer != "" {
+		if u, err := url.Parse(o.Issuer); err != nil || u.Scheme == "" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("server %q: oauth: issuer must be an absolute URL without a query or a fragment", label)
 		}
 	}
 	if o.Resource != "" {
@@ -245,12 +257,24 @@ func (o *OAuth) discover(ctx context.Context, resourceURL, metadataURL string) (
 		return nil, fmt.Errorf("no protected resource metadata naming an authorization server: %w", errors.Join(errs...))
 	}
 	issuer := prm.AuthorizationServers[0]
+	if o.cfg.Issuer != "" {
+		// Pinned: no request (not even for metadata) goes to another
+		// authorization server than the configured one.
+		i := slices.IndexFunc(prm.AuthorizationServers, func(s string) bool { return sameIssuer(s, o.cfg.Issuer) })
+		if i < 0 {
+			return nil, fmt.Errorf("the protected resource metadata names the authorization server %s, not the configured issuer %s (oauth.issuer)", strings.Join(prm.AuthorizationServers, ", "), o.cfg.Issuer)
+		}
+		issuer = prm.AuthorizationServers[i]
+	}
 	asm, err := auth.GetAuthServerMetadata(ctx, issuer, o.http)
 	if err != nil {
 		return nil, err
 	}
 	if asm == nil || asm.TokenEndpoint == "" {
 		return nil, fmt.Errorf("the authorization server %s publishes no metadata with a token endpoint", issuer)
+	}
+	if o.cfg.Issuer != "" && !sameIssuer(asm.Issuer, o.cfg.Issuer) {
+		return nil, fmt.Errorf("the authorization server's metadata names the issuer %s, not the configured issuer %s (oauth.issuer)", asm.Issuer, o.cfg.Issuer)
 	}
 	meta := &oauthMeta{issuer: asm.Issuer, tokenURL: asm.TokenEndpoint, resource: o.cfg.Resource}
 	if meta.resource == "" {
@@ -268,6 +292,34 @@ func (o *OAuth) discover(ctx context.Context, resourceURL, metadataURL string) (
 	}
 	o.logger.InfoContext(ctx, "mcp oauth: discovered", "issuer", meta.issuer, "token_endpoint", meta.tokenURL, "resource", meta.resource)
 	return meta, nil
+}
+
+// sameIssuer compares issuer identifiers, a trailing slash aside.
+func sameIssuer(a, b string) bool {
+	return strings.TrimSuffix(a, "/") == strings.TrimSuffix(b, "/")
+}
+
+// OAuthDiscovery is what discovery found for a server, as loom serve
+// will use it: loom mcp login runs the same discovery, so that it logs in
+// to the authorization server and for the resource loom serve uses.
+type OAuthDiscovery struct {
+	Issuer        string // the authorization server's issuer identifier
+	TokenEndpoint string
+	Resource      string // the RFC 8707 resource tokens are requested for
+}
+
+// DiscoverOAuth runs loom serve's discovery for the server label at
+// serverURL, given the 401 answer's header (its challenge may name the
+// protected resource metadata): the pinned issuer (cfg.Issuer) is
+// enforced. cfg must have been validated.
+func (c *Client) DiscoverOAuth(ctx context.Context, label, serverURL string, challenge http.Header, cfg *OAuthConfig) (*OAuthDiscovery, error) {
+	challenges, _ := oauthex.ParseWWWAuthenticate(challenge.Values("WWW-Authenticate"))
+	_, _, metadataURL := bearerChallenge(challenges)
+	meta, err := c.NewOAuth(label, serverURL, cfg).discover(ctx, serverURL, metadataURL)
+	if err != nil {
+		return nil, &OAuthError{Server: label, Op: "discovering the authorization server", Err: err}
+	}
+	return &OAuthDiscovery{Issuer: meta.issuer, TokenEndpoint: meta.tokenURL, Resource: meta.resource}, nil
 }
 
 type prmURL struct{ url, resource string }

@@ -286,3 +286,38 @@ func TestTokenErrorRedacted(t *testing.T) {
 		t.Errorf("error %q, want it to say %q", err, want)
 	}
 }
+
+// TestOAuthIssuerPinned: with oauth.issuer set, a protected resource
+// metadata naming another authorization server is refused with a clear
+// error before any token request: the client secret and the refresh token
+// never reach that server. The configured one still works.
+func TestOAuthIssuerPinned(t *testing.T) {
+	o := mcptest.StartOAuthServer(t)
+	other := mcptest.StartOAuthServer(t)
+	o.AuthorizationServers = []string{other.AuthURL}
+	c := loopbackClient(t, nil)
+	cfg := &OAuthConfig{ClientID: o.ClientID, clientSecret: o.ClientSecret, Issuer: o.AuthURL, Scopes: []string{"mcp:read"},
+		RefreshTokenFile: filepath.Join(t.TempDir(), "rt")}
+	if err := WriteSecretFile(cfg.RefreshTokenFile, o.IssueRefreshToken("mcp:read")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := oauthServer(t, c, o, c.NewOAuth("secure", o.MCPURL, cfg)).Tools(context.Background())
+	var oe *OAuthError
+	if !errors.As(err, &oe) || !strings.Contains(err.Error(), "not the configured issuer "+o.AuthURL) {
+		t.Fatalf("Tools: %v, want an *OAuthError naming the configured issuer", err)
+	}
+	for _, g := range []string{"refresh_token", "client_credentials"} {
+		if n := other.TokenRequests(g); n != 0 {
+			t.Errorf("%d %s token requests reached the authorization server the metadata named", n, g)
+		}
+	}
+
+	// The metadata names the configured issuer (among others): it is used.
+	o.AuthorizationServers = []string{other.AuthURL, o.AuthURL}
+	if _, err := oauthServer(t, c, o, c.NewOAuth("secure", o.MCPURL, cfg)).Tools(context.Background()); err != nil {
+		t.Fatalf("Tools with the configured issuer listed: %v", err)
+	}
+	if n := o.TokenRequests("refresh_token"); n != 1 {
+		t.Errorf("refresh_token requests to the configured issuer = %d, want 1", n)
+	}
+}

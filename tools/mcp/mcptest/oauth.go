@@ -42,6 +42,10 @@ type OAuthServer struct {
 	// until enough requests were rejected at once. Set it before the
 	// requests start.
 	OnInvalidToken func()
+	// AuthorizationServers, if set, are the authorization servers the
+	// protected resource metadata names instead of AuthURL (a test points
+	// it at another server). Set it before the requests start.
+	AuthorizationServers []string
 
 	mu       sync.Mutex
 	access   map[string][]string // access token -> its scopes
@@ -51,6 +55,7 @@ type OAuthServer struct {
 	requests map[string]int    // token requests by grant_type
 	issued   []string          // every token and secret issued
 	resource []string          // the resource parameter of each token request
+	regs     int               // dynamic registrations
 }
 
 type authCode struct {
@@ -104,9 +109,13 @@ func StartOAuthServer(t testing.TB) *OAuthServer {
 	rs := httptest.NewUnstartedServer(mux)
 	o.MCPURL = "http://" + rs.Listener.Addr().String() + "/mcp"
 	mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, _ *http.Request) {
+		servers := []string{o.AuthURL}
+		if o.AuthorizationServers != nil {
+			servers = o.AuthorizationServers
+		}
 		writeJSON(w, http.StatusOK, map[string]any{
 			"resource":              o.MCPURL,
-			"authorization_servers": []string{o.AuthURL},
+			"authorization_servers": servers,
 			"scopes_supported":      []string{"mcp:read", "mcp:admin"},
 		})
 	})
@@ -121,6 +130,13 @@ func (o *OAuthServer) TokenRequests(grantType string) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.requests[grantType]
+}
+
+// Registrations returns how many clients registered dynamically.
+func (o *OAuthServer) Registrations() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.regs
 }
 
 // Resources returns the resource parameter of every token request.
@@ -229,6 +245,7 @@ func (o *OAuthServer) serveAuth(w http.ResponseWriter, r *http.Request) {
 		}
 		id := "dyn-" + rand.Text()
 		o.mu.Lock()
+		o.regs++
 		o.clients[id] = ""
 		o.mu.Unlock()
 		writeJSON(w, http.StatusCreated, map[string]any{"client_id": id, "redirect_uris": meta.RedirectURIs, "token_endpoint_auth_method": "none"})
