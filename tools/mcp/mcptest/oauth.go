@@ -46,6 +46,15 @@ type OAuthServer struct {
 	// protected resource metadata names instead of AuthURL (a test points
 	// it at another server). Set it before the requests start.
 	AuthorizationServers []string
+	// ExpiresIn is the expires_in of the access tokens issued, in seconds
+	// (default 3600; under 10, a client sees them expired at once and
+	// refreshes before every request). Set it before the requests start.
+	ExpiresIn int
+	// OnRefreshGrant, if set, runs while a refresh-token grant is in
+	// flight (counted by MaxConcurrentRefreshGrants), with the grant's
+	// scope parameter: a test holds a grant there. Set it before the
+	// requests it watches start.
+	OnRefreshGrant func(scope string)
 
 	mu       sync.Mutex
 	access   map[string][]string // access token -> its scopes
@@ -56,6 +65,8 @@ type OAuthServer struct {
 	issued   []string          // every token and secret issued
 	resource []string          // the resource parameter of each token request
 	regs     int               // dynamic registrations
+	// refresh-token grants in flight, and the most at once
+	refreshing, maxRefreshing int
 }
 
 type authCode struct {
@@ -130,6 +141,22 @@ func (o *OAuthServer) TokenRequests(grantType string) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.requests[grantType]
+}
+
+// MaxConcurrentRefreshGrants returns the most refresh-token grants that
+// were in flight at once.
+func (o *OAuthServer) MaxConcurrentRefreshGrants() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.maxRefreshing
+}
+
+// RevokeRefreshToken makes a refresh token invalid (invalid_grant), as an
+// authorization server does with a rotated or reused one.
+func (o *OAuthServer) RevokeRefreshToken(rt string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.refresh, rt)
 }
 
 // Registrations returns how many clients registered dynamically.
@@ -313,6 +340,16 @@ func (o *OAuthServer) token(w http.ResponseWriter, r *http.Request) {
 		}
 	case "refresh_token":
 		o.mu.Lock()
+		o.refreshing++
+		o.maxRefreshing = max(o.maxRefreshing, o.refreshing)
+		o.mu.Unlock()
+		if o.OnRefreshGrant != nil {
+			o.OnRefreshGrant(r.PostForm.Get("scope"))
+		}
+		o.mu.Lock()
+		// No longer in flight before any answer is written: the client
+		// cannot start its next grant before this one is counted out.
+		o.refreshing--
 		allowed, ok := o.refresh[r.PostForm.Get("refresh_token")]
 		o.mu.Unlock()
 		if !ok {
@@ -344,7 +381,11 @@ func (o *OAuthServer) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	at := o.newSecret()
-	res := map[string]any{"access_token": at, "token_type": "Bearer", "expires_in": 3600, "scope": strings.Join(scopes, " ")}
+	expiresIn := 3600
+	if o.ExpiresIn > 0 {
+		expiresIn = o.ExpiresIn
+	}
+	res := map[string]any{"access_token": at, "token_type": "Bearer", "expires_in": expiresIn, "scope": strings.Join(scopes, " ")}
 	o.mu.Lock()
 	o.access[at] = scopes
 	o.mu.Unlock()
