@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -27,7 +28,7 @@ It runs the OAuth authorization-code flow once: it prints a URL to open in a
 browser, waits for the authorization server to redirect back to a loopback
 address, and writes the refresh token to the oauth block's refresh_token_file,
 from which loom serve gets access tokens. The client is the block's client_id
-(with its secret, if any), else one registered dynamically.
+(with its secret, if any), else one registered dynamically as a public client.
 
 Flags (each also read from LOOM_<NAME>):
   --mcp-servers FILE   the servers file loom serve uses
@@ -102,6 +103,15 @@ func runMCP(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	if srv.OAuth.ClientID == "" {
 		fmt.Fprintf(stdout, "The client was registered dynamically: add \"client_id\": %q to the oauth block of %s.\n", res.clientID, label)
+		if res.clientSecret != "" {
+			// Asked for a public client, the server issued a secret
+			// anyway: the refresh token is bound to it, so serve needs it.
+			secretFile := srv.OAuth.RefreshTokenFile + ".client_secret"
+			if err := mcp.WriteSecretFile(secretFile, res.clientSecret); err != nil {
+				return fmt.Errorf("loom mcp login %s: writing the client secret the authorization server issued: %w", label, err)
+			}
+			fmt.Fprintf(stdout, "The authorization server issued the client a secret, now in %s: add \"client_secret_file\": %q to the oauth block of %s.\n", secretFile, secretFile, label)
+		}
 	}
 	return nil
 }
@@ -125,6 +135,7 @@ func parseServeEnvAndArgsTail(fs *flag.FlagSet, args []string, getenv func(strin
 type loginResult struct {
 	refreshToken string
 	clientID     string
+	clientSecret string // a dynamically registered client's, if the server issued one
 	issuer       string // the authorization server logged in to
 }
 
@@ -148,7 +159,11 @@ func mcpLogin(ctx context.Context, client *mcp.Client, srv *mcp.NamedServer, std
 	hc := &auth.AuthorizationCodeHandlerConfig{
 		RedirectURL: redirect.String(),
 		AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
-			fmt.Fprintf(stdout, "Open this URL in a browser to log loom in to %s:\n\n  %s\n\nWaiting for the redirect to %s ...\n", srv.Label, args.URL, redirect)
+			authURL, err := lh.withResource(args.URL)
+			if err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(stdout, "Open this URL in a browser to log loom in to %s:\n\n  %s\n\nWaiting for the redirect to %s ...\n", srv.Label, authURL, redirect)
 			select {
 			case r := <-codes:
 				return r.res, r.err
@@ -159,7 +174,7 @@ func mcpLogin(ctx context.Context, client *mcp.Client, srv *mcp.NamedServer, std
 		RequestRefreshToken: true,
 		Client:              lh.httpClient(client.OAuthHTTPClient()),
 		NewTokenSource: func(ctx context.Context, c *oauth2.Config, tok *oauth2.Token) (oauth2.TokenSource, error) {
-			res.refreshToken, res.clientID = tok.RefreshToken, c.ClientID
+			res.refreshToken, res.clientID, res.clientSecret = tok.RefreshToken, c.ClientID, c.ClientSecret
 			return c.TokenSource(ctx, tok), nil
 		},
 	}
@@ -181,10 +196,13 @@ func mcpLogin(ctx context.Context, client *mcp.Client, srv *mcp.NamedServer, std
 		}
 		hc.PreregisteredClient = pre
 	} else {
+		// A public client: loom serve then needs no secret, only the
+		// refresh token (PKCE protects the code).
 		hc.DynamicClientRegistrationConfig = &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
-			ClientName:   "loom",
-			RedirectURIs: []string{redirect.String()},
-			GrantTypes:   []string{"authorization_code", "refresh_token"},
+			ClientName:              "loom",
+			RedirectURIs:            []string{redirect.String()},
+			GrantTypes:              []string{"authorization_code", "refresh_token"},
+			TokenEndpointAuthMethod: "none",
 		}}
 	}
 	if lh.flow, err = auth.NewAuthorizationCodeHandler(hc); err != nil {
@@ -209,8 +227,10 @@ func mcpLogin(ctx context.Context, client *mcp.Client, srv *mcp.NamedServer, std
 
 // loginHandler runs loom serve's discovery before the go-sdk's
 // authorization-code flow: the login then knows the issuer (to print it),
-// refuses another authorization server than a pinned oauth.issuer, and
-// sends the code to the token endpoint loom serve will use, no other.
+// refuses another authorization server than a pinned oauth.issuer, sends
+// the code to the token endpoint loom serve will use, no other, and asks
+// for the resource loom serve asks for (oauth.resource, else the
+// metadata's; the go-sdk's flow knows only the metadata's).
 type loginHandler struct {
 	client *mcp.Client
 	srv    *mcp.NamedServer
@@ -255,9 +275,41 @@ func (l *loginHandler) httpClient(base *http.Client) *http.Client {
 		if l.found == nil || r.URL.String() != l.found.TokenEndpoint {
 			return nil, fmt.Errorf("a token request to %s, not the discovered token endpoint", r.URL.Redacted())
 		}
+		if r.Body == nil || l.found.Resource == "" {
+			return next.RoundTrip(r)
+		}
+		b, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+		r.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		form, err := url.ParseQuery(string(b))
+		if err != nil {
+			return nil, err
+		}
+		form.Set("resource", l.found.Resource)
+		body := form.Encode()
+		r = r.Clone(r.Context())
+		r.Body, r.ContentLength = io.NopCloser(strings.NewReader(body)), int64(len(body))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(body)), nil }
 		return next.RoundTrip(r)
 	})
 	return &c
+}
+
+// withResource returns the authorization URL with loom serve's resource.
+func (l *loginHandler) withResource(authURL string) (string, error) {
+	u, err := url.Parse(authURL)
+	if err != nil {
+		return "", fmt.Errorf("the authorization URL: %w", err)
+	}
+	if l.found == nil || l.found.Resource == "" {
+		return authURL, nil
+	}
+	q := u.Query()
+	q.Set("resource", l.found.Resource)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

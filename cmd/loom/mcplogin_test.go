@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -23,13 +24,27 @@ import (
 // for loom's refresh-token grant.
 func TestMCPLogin(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		clientID bool // pre-registered; else dynamic registration
-	}{{"pre-registered", true}, {"dynamic registration", false}} {
+		name         string
+		clientID     bool // pre-registered; else dynamic registration
+		confidential bool // dynamic registration issues a secret anyway
+		resource     bool // the block names a resource other than the metadata's
+	}{
+		{name: "pre-registered", clientID: true},
+		{name: "dynamic registration"},
+		{name: "dynamic registration issuing a secret", confidential: true},
+		{name: "configured resource", clientID: true, resource: true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := mcptest.StartOAuthServer(t)
+			o.RegisterConfidential = tc.confidential
 			dir := t.TempDir()
 			block := map[string]any{"refresh_token_file": "lin.token", "scopes": []string{"mcp:read"}}
+			if tc.resource {
+				// The server takes tokens for its origin, which the block
+				// names; its metadata names the endpoint.
+				o.Resource = strings.TrimSuffix(o.MCPURL, "/mcp")
+				block["resource"] = o.Resource
+			}
 			env := map[string]string{"LOOM_MCP_ALLOW": "127.0.0.1"}
 			if tc.clientID {
 				block["client_id"] = o.ClientID
@@ -45,7 +60,7 @@ func TestMCPLogin(t *testing.T) {
 			out, w := io.Pipe()
 			done := make(chan error, 1)
 			go func() {
-				done <- run([]string{"mcp", "login", "lin", "--mcp-servers", path}, func(k string) string { return env[k] }, w, io.Discard)
+				done <- run([]string{"mcp", "login", "lin", "--mcp-servers", path, "--timeout", "1m"}, func(k string) string { return env[k] }, w, io.Discard)
 				w.Close()
 			}()
 			// The browser: open the URL loom prints, follow the redirects
@@ -95,9 +110,28 @@ func TestMCPLogin(t *testing.T) {
 				if !strings.Contains(printed.String(), `add "client_id": "dyn-`) {
 					t.Fatalf("the dynamically registered client is not named:\n%s", printed.String())
 				}
+				if got := o.RegisteredAuthMethods(); len(got) != 1 || got[0] != "none" {
+					t.Errorf("registrations asked for token_endpoint_auth_method %q, want [none] (a public client)", got)
+				}
 				// The operator adds the client id, as told.
 				id := printed.String()[strings.Index(printed.String(), `"dyn-`)+1:]
 				block["client_id"] = id[:strings.Index(id, `"`)]
+				secretFile := filepath.Join(dir, "lin.token.client_secret")
+				if tc.confidential {
+					// ... and the client secret's file, as told.
+					if want := `add "client_secret_file": "` + secretFile + `"`; !strings.Contains(printed.String(), want) {
+						t.Fatalf("the issued client secret's file is not named (%s):\n%s", want, printed.String())
+					}
+					if fi, err := os.Stat(secretFile); err != nil || fi.Mode().Perm() != 0o600 {
+						t.Fatalf("client secret file: %v, %v; want mode 0600", fi, err)
+					}
+					block["client_secret_file"] = secretFile
+				} else if _, err := os.Stat(secretFile); err == nil {
+					t.Error("a client secret file was written for a public client")
+				}
+				if strings.Contains(printed.String(), `"client_secret_file"`) != tc.confidential {
+					t.Errorf("client_secret_file printed for a public client:\n%s", printed.String())
+				}
 				servers, _ = json.Marshal([]map[string]any{{"server_label": "lin", "server_url": o.MCPURL, "oauth": block}})
 				if err := os.WriteFile(path, servers, 0o600); err != nil {
 					t.Fatal(err)
@@ -127,6 +161,11 @@ func TestMCPLogin(t *testing.T) {
 			}
 			if n := o.TokenRequests("refresh_token"); n != 1 {
 				t.Errorf("refresh_token token requests = %d, want 1", n)
+			}
+			for _, r := range o.Resources() {
+				if r != cmp.Or(o.Resource, o.MCPURL) {
+					t.Errorf("a token request asked for the resource %q, want %q", r, cmp.Or(o.Resource, o.MCPURL))
+				}
 			}
 		})
 	}

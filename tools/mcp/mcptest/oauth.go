@@ -1,6 +1,7 @@
 package mcptest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -55,6 +56,12 @@ type OAuthServer struct {
 	// scope parameter: a test holds a grant there. Set it before the
 	// requests it watches start.
 	OnRefreshGrant func(scope string)
+	// Resource is the resource the token endpoint accepts (default
+	// MCPURL; another one is invalid_target). Set it before the requests.
+	Resource string
+	// RegisterConfidential makes dynamic registration issue a client
+	// secret (client_secret_basic) whatever the client asked for.
+	RegisterConfidential bool
 
 	mu       sync.Mutex
 	access   map[string][]string // access token -> its scopes
@@ -65,6 +72,7 @@ type OAuthServer struct {
 	issued   []string          // every token and secret issued
 	resource []string          // the resource parameter of each token request
 	regs     int               // dynamic registrations
+	regAuth  []string          // the token_endpoint_auth_method each registration asked for
 	// refresh-token grants in flight, and the most at once
 	refreshing, maxRefreshing int
 }
@@ -166,6 +174,14 @@ func (o *OAuthServer) Registrations() int {
 	return o.regs
 }
 
+// RegisteredAuthMethods returns the token_endpoint_auth_method each
+// dynamic registration asked for ("" if none).
+func (o *OAuthServer) RegisteredAuthMethods() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.regAuth)
+}
+
 // Resources returns the resource parameter of every token request.
 func (o *OAuthServer) Resources() []string {
 	o.mu.Lock()
@@ -265,17 +281,25 @@ func (o *OAuthServer) serveAuth(w http.ResponseWriter, r *http.Request) {
 	case "/register":
 		var meta struct {
 			RedirectURIs []string `json:"redirect_uris"`
+			AuthMethod   string   `json:"token_endpoint_auth_method"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&meta); err != nil || len(meta.RedirectURIs) == 0 {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_client_metadata"})
 			return
 		}
 		id := "dyn-" + rand.Text()
+		res := map[string]any{"client_id": id, "redirect_uris": meta.RedirectURIs, "token_endpoint_auth_method": "none"}
+		secret := ""
+		if o.RegisterConfidential {
+			secret = o.newSecret()
+			res["client_secret"], res["token_endpoint_auth_method"] = secret, "client_secret_basic"
+		}
 		o.mu.Lock()
 		o.regs++
-		o.clients[id] = ""
+		o.regAuth = append(o.regAuth, meta.AuthMethod)
+		o.clients[id] = secret
 		o.mu.Unlock()
-		writeJSON(w, http.StatusCreated, map[string]any{"client_id": id, "redirect_uris": meta.RedirectURIs, "token_endpoint_auth_method": "none"})
+		writeJSON(w, http.StatusCreated, res)
 	case "/authorize":
 		o.authorize(w, r)
 	case "/token":
@@ -326,7 +350,7 @@ func (o *OAuthServer) token(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_client"})
 		return
 	}
-	if r.PostForm.Get("resource") != o.MCPURL {
+	if resource := cmp.Or(o.Resource, o.MCPURL); r.PostForm.Get("resource") != resource {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_target"})
 		return
 	}
