@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,7 +14,9 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
+	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
@@ -150,7 +153,8 @@ func mcpLogin(ctx context.Context, client *mcp.Client, srv *mcp.NamedServer, std
 	}
 	defer ln.Close()
 	codes := make(chan callbackResult, 1)
-	callback := &http.Server{Handler: callbackHandler(redirect, codes), ReadHeaderTimeout: 10 * time.Second}
+	var state expectedState
+	callback := &http.Server{Handler: callbackHandler(redirect, &state, codes), ReadHeaderTimeout: 10 * time.Second}
 	go callback.Serve(ln)
 	defer callback.Close()
 
@@ -163,6 +167,8 @@ func mcpLogin(ctx context.Context, client *mcp.Client, srv *mcp.NamedServer, std
 			if err != nil {
 				return nil, err
 			}
+			u, _ := url.Parse(authURL)
+			state.set(u.Query().Get("state"))
 			fmt.Fprintf(stdout, "Open this URL in a browser to log loom in to %s:\n\n  %s\n\nWaiting for the redirect to %s ...\n", srv.Label, authURL, redirect)
 			select {
 			case r := <-codes:
@@ -344,19 +350,45 @@ type callbackResult struct {
 	err error
 }
 
+// expectedState is the state of the authorization request in progress:
+// the callback takes only a redirect that carries it.
+type expectedState struct {
+	mu    sync.Mutex
+	state string
+}
+
+func (e *expectedState) set(s string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.state = s
+}
+
+func (e *expectedState) matches(s string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.state != "" && subtle.ConstantTimeCompare([]byte(e.state), []byte(s)) == 1
+}
+
 // callbackHandler receives the authorization server's redirect: the code
-// (or the error) goes to codes, once.
-func callbackHandler(redirect *url.URL, codes chan<- callbackResult) http.Handler {
+// (or the error) goes to codes, once. A redirect without the expected
+// state (anyone may send one to a loopback port) is answered 400 and
+// ignored: it must not take the place of the real one.
+func callbackHandler(redirect *url.URL, state *expectedState, codes chan<- callbackResult) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != redirect.Path {
 			http.NotFound(w, r)
 			return
 		}
 		q := r.URL.Query()
+		if !state.matches(q.Get("state")) {
+			http.Error(w, "loom: this redirect is not for the login in progress (its state does not match)", http.StatusBadRequest)
+			return
+		}
 		if e := q.Get("error"); e != "" {
+			e, desc := printable(e), printable(q.Get("error_description"))
 			fmt.Fprintf(w, "loom: the authorization server refused: %s", html.EscapeString(e))
 			select {
-			case codes <- callbackResult{err: fmt.Errorf("the authorization server refused: %s %s", e, q.Get("error_description"))}:
+			case codes <- callbackResult{err: fmt.Errorf("the authorization server refused: %s %s", e, desc)}:
 			default:
 			}
 			return
@@ -368,4 +400,15 @@ func callbackHandler(redirect *url.URL, codes chan<- callbackResult) http.Handle
 			http.Error(w, "loom: this login is already done", http.StatusConflict)
 		}
 	})
+}
+
+// printable drops control characters (say, terminal escapes) from what
+// the authorization server's redirect says, before loom prints it.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, s)
 }

@@ -7,10 +7,13 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/loomgate/loom/tools"
 	"github.com/loomgate/loom/tools/mcp"
@@ -210,5 +213,43 @@ func TestMCPLoginIssuerPinned(t *testing.T) {
 				t.Errorf("%d dynamic registrations reached the other authorization server", n)
 			}
 		})
+	}
+}
+
+// TestLoginCallback: a redirect to loom's loopback listener without the
+// state of the login in progress (anyone on the machine may send one) is
+// refused and does not take the real redirect's place; an error's
+// description is printed without its control characters.
+func TestLoginCallback(t *testing.T) {
+	redirect := &url.URL{Scheme: "http", Host: "127.0.0.1:1", Path: "/callback"}
+	get := func(h http.Handler, query string) int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/callback?"+query, nil))
+		return rec.Code
+	}
+
+	codes := make(chan callbackResult, 1)
+	var state expectedState
+	state.set("the-state")
+	h := callbackHandler(redirect, &state, codes)
+	if code := get(h, "code=forged&state=other"); code != http.StatusBadRequest {
+		t.Errorf("a redirect with another state: HTTP %d, want 400", code)
+	}
+	if code := get(h, "error=access_denied&state=other"); code != http.StatusBadRequest {
+		t.Errorf("an error redirect with another state: HTTP %d, want 400", code)
+	}
+	if code := get(h, "code=real&state=the-state"); code != http.StatusOK {
+		t.Errorf("the login's redirect: HTTP %d, want 200", code)
+	}
+	if r := <-codes; r.err != nil || r.res.Code != "real" {
+		t.Errorf("the login received %+v, %v; want the code real", r.res, r.err)
+	}
+
+	codes = make(chan callbackResult, 1)
+	h = callbackHandler(redirect, &state, codes)
+	get(h, "error=access_denied&state=the-state&error_description="+url.QueryEscape("denied\x1b[2J\r\nloom: logged in\x07"))
+	r := <-codes
+	if r.err == nil || strings.ContainsFunc(r.err.Error(), unicode.IsControl) || !strings.Contains(r.err.Error(), "access_denied denied[2Jloom: logged in") {
+		t.Errorf("error %q, want the description without control characters", r.err)
 	}
 }
