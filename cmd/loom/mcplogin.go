@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,7 +13,10 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
+	"sync"
 	"time"
+	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
@@ -27,7 +31,7 @@ It runs the OAuth authorization-code flow once: it prints a URL to open in a
 browser, waits for the authorization server to redirect back to a loopback
 address, and writes the refresh token to the oauth block's refresh_token_file,
 from which loom serve gets access tokens. The client is the block's client_id
-(with its secret, if any), else one registered dynamically.
+(with its secret, if any), else one registered dynamically as a public client.
 
 Flags (each also read from LOOM_<NAME>):
   --mcp-servers FILE   the servers file loom serve uses
@@ -96,9 +100,21 @@ func runMCP(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err := mcp.WriteSecretFile(srv.OAuth.RefreshTokenFile, res.refreshToken); err != nil {
 		return fmt.Errorf("loom mcp login %s: writing the refresh token: %w", label, err)
 	}
-	fmt.Fprintf(stdout, "Logged in to %s: the refresh token is in %s.\n", label, srv.OAuth.RefreshTokenFile)
+	fmt.Fprintf(stdout, "Logged in to %s with the authorization server %s: the refresh token is in %s.\n", label, res.issuer, srv.OAuth.RefreshTokenFile)
+	if srv.OAuth.Issuer == "" {
+		fmt.Fprintf(stdout, "Pin that authorization server: add \"issuer\": %q to the oauth block of %s (loom serve then sends the client secret and the refresh token to it only).\n", res.issuer, label)
+	}
 	if srv.OAuth.ClientID == "" {
 		fmt.Fprintf(stdout, "The client was registered dynamically: add \"client_id\": %q to the oauth block of %s.\n", res.clientID, label)
+		if res.clientSecret != "" {
+			// Asked for a public client, the server issued a secret
+			// anyway: the refresh token is bound to it, so serve needs it.
+			secretFile := srv.OAuth.RefreshTokenFile + ".client_secret"
+			if err := mcp.WriteSecretFile(secretFile, res.clientSecret); err != nil {
+				return fmt.Errorf("loom mcp login %s: writing the client secret the authorization server issued: %w", label, err)
+			}
+			fmt.Fprintf(stdout, "The authorization server issued the client a secret, now in %s: add \"client_secret_file\": %q to the oauth block of %s.\n", secretFile, secretFile, label)
+		}
 	}
 	return nil
 }
@@ -122,6 +138,8 @@ func parseServeEnvAndArgsTail(fs *flag.FlagSet, args []string, getenv func(strin
 type loginResult struct {
 	refreshToken string
 	clientID     string
+	clientSecret string // a dynamically registered client's, if the server issued one
+	issuer       string // the authorization server logged in to
 }
 
 // mcpLogin runs the authorization-code flow for srv with the go-sdk's
@@ -135,15 +153,23 @@ func mcpLogin(ctx context.Context, client *mcp.Client, srv *mcp.NamedServer, std
 	}
 	defer ln.Close()
 	codes := make(chan callbackResult, 1)
-	callback := &http.Server{Handler: callbackHandler(redirect, codes), ReadHeaderTimeout: 10 * time.Second}
+	var state expectedState
+	callback := &http.Server{Handler: callbackHandler(redirect, &state, codes), ReadHeaderTimeout: 10 * time.Second}
 	go callback.Serve(ln)
 	defer callback.Close()
 
 	var res loginResult
+	lh := &loginHandler{client: client, srv: srv}
 	hc := &auth.AuthorizationCodeHandlerConfig{
 		RedirectURL: redirect.String(),
 		AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
-			fmt.Fprintf(stdout, "Open this URL in a browser to log loom in to %s:\n\n  %s\n\nWaiting for the redirect to %s ...\n", srv.Label, args.URL, redirect)
+			authURL, err := lh.withResource(args.URL)
+			if err != nil {
+				return nil, err
+			}
+			u, _ := url.Parse(authURL)
+			state.set(u.Query().Get("state"))
+			fmt.Fprintf(stdout, "Open this URL in a browser to log loom in to %s:\n\n  %s\n\nWaiting for the redirect to %s ...\n", srv.Label, authURL, redirect)
 			select {
 			case r := <-codes:
 				return r.res, r.err
@@ -152,9 +178,9 @@ func mcpLogin(ctx context.Context, client *mcp.Client, srv *mcp.NamedServer, std
 			}
 		},
 		RequestRefreshToken: true,
-		Client:              client.OAuthHTTPClient(),
+		Client:              lh.httpClient(client.OAuthHTTPClient()),
 		NewTokenSource: func(ctx context.Context, c *oauth2.Config, tok *oauth2.Token) (oauth2.TokenSource, error) {
-			res.refreshToken, res.clientID = tok.RefreshToken, c.ClientID
+			res.refreshToken, res.clientID, res.clientSecret = tok.RefreshToken, c.ClientID, c.ClientSecret
 			return c.TokenSource(ctx, tok), nil
 		},
 	}
@@ -176,17 +202,20 @@ func mcpLogin(ctx context.Context, client *mcp.Client, srv *mcp.NamedServer, std
 		}
 		hc.PreregisteredClient = pre
 	} else {
+		// A public client: loom serve then needs no secret, only the
+		// refresh token (PKCE protects the code).
 		hc.DynamicClientRegistrationConfig = &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
-			ClientName:   "loom",
-			RedirectURIs: []string{redirect.String()},
-			GrantTypes:   []string{"authorization_code", "refresh_token"},
+			ClientName:              "loom",
+			RedirectURIs:            []string{redirect.String()},
+			GrantTypes:              []string{"authorization_code", "refresh_token"},
+			TokenEndpointAuthMethod: "none",
 		}}
 	}
-	h, err := auth.NewAuthorizationCodeHandler(hc)
-	if err != nil {
+	if lh.flow, err = auth.NewAuthorizationCodeHandler(hc); err != nil {
 		return nil, err
 	}
-	s, err := client.NewServer(ctx, &mcp.ServerConfig{Label: srv.Label, URL: srv.URL, Headers: srv.Headers, Trusted: true, OAuth: h,
+	lh.hc = hc
+	s, err := client.NewServer(ctx, &mcp.ServerConfig{Label: srv.Label, URL: srv.URL, Headers: srv.Headers, Trusted: true, OAuth: lh,
 		Timeouts: mcp.Timeouts{Connect: loginTimeout}})
 	if err != nil {
 		return nil, err
@@ -198,8 +227,100 @@ func mcpLogin(ctx context.Context, client *mcp.Client, srv *mcp.NamedServer, std
 	if res.refreshToken == "" {
 		return nil, errors.New("the authorization server issued no refresh token (it may not offer offline_access or the refresh_token grant to this client)")
 	}
+	res.issuer = lh.found.Issuer
 	return &res, nil
 }
+
+// loginHandler runs loom serve's discovery before the go-sdk's
+// authorization-code flow: the login then knows the issuer (to print it),
+// refuses another authorization server than a pinned oauth.issuer, sends
+// the code to the token endpoint loom serve will use, no other, and asks
+// for the resource loom serve asks for (oauth.resource, else the
+// metadata's; the go-sdk's flow knows only the metadata's).
+type loginHandler struct {
+	client *mcp.Client
+	srv    *mcp.NamedServer
+	hc     *auth.AuthorizationCodeHandlerConfig
+	flow   *auth.AuthorizationCodeHandler
+	found  *mcp.OAuthDiscovery // set by the first Authorize
+}
+
+func (l *loginHandler) TokenSource(ctx context.Context) (oauth2.TokenSource, error) {
+	return l.flow.TokenSource(ctx)
+}
+
+func (l *loginHandler) Authorize(ctx context.Context, req *http.Request, resp *http.Response) error {
+	if l.found == nil {
+		found, err := l.client.DiscoverOAuth(ctx, l.srv.Label, req.URL.String(), resp.Header, l.srv.OAuth)
+		if err != nil {
+			resp.Body.Close()
+			return err
+		}
+		l.found = found
+		if l.hc.PreregisteredClient != nil {
+			// The go-sdk's flow then refuses an authorization server
+			// other than this one before it sends the client's secret.
+			l.hc.PreregisteredClient.Issuer = found.Issuer
+		}
+	}
+	return l.flow.Authorize(ctx, req, resp)
+}
+
+// httpClient is base with a transport that lets a token request (a form
+// POST with a grant_type) go only to the discovered token endpoint.
+func (l *loginHandler) httpClient(base *http.Client) *http.Client {
+	c := *base
+	next := c.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	c.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/x-www-form-urlencoded" {
+			return next.RoundTrip(r)
+		}
+		if l.found == nil || r.URL.String() != l.found.TokenEndpoint {
+			return nil, fmt.Errorf("a token request to %s, not the discovered token endpoint", r.URL.Redacted())
+		}
+		if r.Body == nil || l.found.Resource == "" {
+			return next.RoundTrip(r)
+		}
+		b, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+		r.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		form, err := url.ParseQuery(string(b))
+		if err != nil {
+			return nil, err
+		}
+		form.Set("resource", l.found.Resource)
+		body := form.Encode()
+		r = r.Clone(r.Context())
+		r.Body, r.ContentLength = io.NopCloser(strings.NewReader(body)), int64(len(body))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(body)), nil }
+		return next.RoundTrip(r)
+	})
+	return &c
+}
+
+// withResource returns the authorization URL with loom serve's resource.
+func (l *loginHandler) withResource(authURL string) (string, error) {
+	u, err := url.Parse(authURL)
+	if err != nil {
+		return "", fmt.Errorf("the authorization URL: %w", err)
+	}
+	if l.found == nil || l.found.Resource == "" {
+		return authURL, nil
+	}
+	q := u.Query()
+	q.Set("resource", l.found.Resource)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // listenLoopback listens on the configured redirect's loopback address, or
 // on a free port of 127.0.0.1 (RFC 8252: any port of a loopback redirect).
@@ -229,19 +350,45 @@ type callbackResult struct {
 	err error
 }
 
+// expectedState is the state of the authorization request in progress:
+// the callback takes only a redirect that carries it.
+type expectedState struct {
+	mu    sync.Mutex
+	state string
+}
+
+func (e *expectedState) set(s string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.state = s
+}
+
+func (e *expectedState) matches(s string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.state != "" && subtle.ConstantTimeCompare([]byte(e.state), []byte(s)) == 1
+}
+
 // callbackHandler receives the authorization server's redirect: the code
-// (or the error) goes to codes, once.
-func callbackHandler(redirect *url.URL, codes chan<- callbackResult) http.Handler {
+// (or the error) goes to codes, once. A redirect without the expected
+// state (anyone may send one to a loopback port) is answered 400 and
+// ignored: it must not take the place of the real one.
+func callbackHandler(redirect *url.URL, state *expectedState, codes chan<- callbackResult) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != redirect.Path {
 			http.NotFound(w, r)
 			return
 		}
 		q := r.URL.Query()
+		if !state.matches(q.Get("state")) {
+			http.Error(w, "loom: this redirect is not for the login in progress (its state does not match)", http.StatusBadRequest)
+			return
+		}
 		if e := q.Get("error"); e != "" {
+			e, desc := printable(e), printable(q.Get("error_description"))
 			fmt.Fprintf(w, "loom: the authorization server refused: %s", html.EscapeString(e))
 			select {
-			case codes <- callbackResult{err: fmt.Errorf("the authorization server refused: %s %s", e, q.Get("error_description"))}:
+			case codes <- callbackResult{err: fmt.Errorf("the authorization server refused: %s %s", e, desc)}:
 			default:
 			}
 			return
@@ -253,4 +400,15 @@ func callbackHandler(redirect *url.URL, codes chan<- callbackResult) http.Handle
 			http.Error(w, "loom: this login is already done", http.StatusConflict)
 		}
 	})
+}
+
+// printable drops control characters (say, terminal escapes) from what
+// the authorization server's redirect says, before loom prints it.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, s)
 }

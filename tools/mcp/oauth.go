@@ -51,6 +51,13 @@ type OAuthConfig struct {
 	// pre-registered client must have it registered); default
 	// http://127.0.0.1:<free port>/callback.
 	RedirectURL string `json:"redirect_url,omitempty"`
+	// Issuer pins the authorization server: the issuer identifier (RFC
+	// 8414) loom accepts. Set, discovery refuses a protected resource
+	// metadata that names another authorization server, so the client
+	// secret and the refresh token go to this one only; loom mcp login
+	// prints the issuer it used. Unset, loom trusts whichever server the
+	// MCP server's metadata names.
+	Issuer string `json:"issuer,omitempty"`
 
 	clientSecret string // resolved at load time, never marshalled
 }
@@ -86,6 +93,11 @@ func (o *OAuthConfig) Validate(label string, getenv func(string) string) error {
 		// Client credentials: a confidential client.
 		if o.ClientID == "" || o.clientSecret == "" {
 			return fmt.Errorf("server %q: oauth: client credentials need client_id and a secret (client_secret_env or client_secret_file); or give refresh_token_file (see loom mcp login)", label)
+		}
+	}
+	if o.Issuer != "" {
+		if u, err := url.Parse(o.Issuer); err != nil || u.Scheme == "" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("server %q: oauth: issuer must be an absolute URL without a query or a fragment", label)
 		}
 	}
 	if o.Resource != "" {
@@ -126,8 +138,16 @@ type OAuth struct {
 	sources map[string]oauth2.TokenSource // by scope set
 	current oauth2.TokenSource            // sources[key(scopes)], or nil
 
-	rtMu         sync.Mutex // guards refreshToken (read and rotated by refreshes)
-	refreshToken string
+	// rtMu is held for the whole of every refresh-token grant (Authorize's
+	// and every token source's): two grants never present the same refresh
+	// token at once, which an authorization server that rotates refresh
+	// tokens may take for a replay and answer by revoking them all. It
+	// guards refreshToken.
+	rtMu         sync.Mutex
+	refreshToken string // "" until read from the file, or after invalid_grant
+	// onGrantWait, if set (by tests), runs when a refresh-token grant
+	// waits for another to finish.
+	onGrantWait func()
 }
 
 // oauthMeta is what discovery found: where to ask for tokens, how the
@@ -245,12 +265,24 @@ func (o *OAuth) discover(ctx context.Context, resourceURL, metadataURL string) (
 		return nil, fmt.Errorf("no protected resource metadata naming an authorization server: %w", errors.Join(errs...))
 	}
 	issuer := prm.AuthorizationServers[0]
+	if o.cfg.Issuer != "" {
+		// Pinned: no request (not even for metadata) goes to another
+		// authorization server than the configured one.
+		i := slices.IndexFunc(prm.AuthorizationServers, func(s string) bool { return sameIssuer(s, o.cfg.Issuer) })
+		if i < 0 {
+			return nil, fmt.Errorf("the protected resource metadata names the authorization server %s, not the configured issuer %s (oauth.issuer)", strings.Join(prm.AuthorizationServers, ", "), o.cfg.Issuer)
+		}
+		issuer = prm.AuthorizationServers[i]
+	}
 	asm, err := auth.GetAuthServerMetadata(ctx, issuer, o.http)
 	if err != nil {
 		return nil, err
 	}
 	if asm == nil || asm.TokenEndpoint == "" {
 		return nil, fmt.Errorf("the authorization server %s publishes no metadata with a token endpoint", issuer)
+	}
+	if o.cfg.Issuer != "" && !sameIssuer(asm.Issuer, o.cfg.Issuer) {
+		return nil, fmt.Errorf("the authorization server's metadata names the issuer %s, not the configured issuer %s (oauth.issuer)", asm.Issuer, o.cfg.Issuer)
 	}
 	meta := &oauthMeta{issuer: asm.Issuer, tokenURL: asm.TokenEndpoint, resource: o.cfg.Resource}
 	if meta.resource == "" {
@@ -268,6 +300,34 @@ func (o *OAuth) discover(ctx context.Context, resourceURL, metadataURL string) (
 	}
 	o.logger.InfoContext(ctx, "mcp oauth: discovered", "issuer", meta.issuer, "token_endpoint", meta.tokenURL, "resource", meta.resource)
 	return meta, nil
+}
+
+// sameIssuer compares issuer identifiers, a trailing slash aside.
+func sameIssuer(a, b string) bool {
+	return strings.TrimSuffix(a, "/") == strings.TrimSuffix(b, "/")
+}
+
+// OAuthDiscovery is what discovery found for a server, as loom serve
+// will use it: loom mcp login runs the same discovery, so that it logs in
+// to the authorization server and for the resource loom serve uses.
+type OAuthDiscovery struct {
+	Issuer        string // the authorization server's issuer identifier
+	TokenEndpoint string
+	Resource      string // the RFC 8707 resource tokens are requested for
+}
+
+// DiscoverOAuth runs loom serve's discovery for the server label at
+// serverURL, given the 401 answer's header (its challenge may name the
+// protected resource metadata): the pinned issuer (cfg.Issuer) is
+// enforced. cfg must have been validated.
+func (c *Client) DiscoverOAuth(ctx context.Context, label, serverURL string, challenge http.Header, cfg *OAuthConfig) (*OAuthDiscovery, error) {
+	challenges, _ := oauthex.ParseWWWAuthenticate(challenge.Values("WWW-Authenticate"))
+	_, _, metadataURL := bearerChallenge(challenges)
+	meta, err := c.NewOAuth(label, serverURL, cfg).discover(ctx, serverURL, metadataURL)
+	if err != nil {
+		return nil, &OAuthError{Server: label, Op: "discovering the authorization server", Err: err}
+	}
+	return &OAuthDiscovery{Issuer: meta.issuer, TokenEndpoint: meta.tokenURL, Resource: meta.resource}, nil
 }
 
 type prmURL struct{ url, resource string }
@@ -307,17 +367,53 @@ func (g *grant) Token() (*oauth2.Token, error) {
 	o := g.o
 	ctx, cancel := context.WithTimeout(context.Background(), tokenTimeout)
 	defer cancel()
+	if o.cfg.RefreshTokenFile == "" {
+		return g.request(ctx, "")
+	}
+	if !o.rtMu.TryLock() {
+		if o.onGrantWait != nil {
+			o.onGrantWait()
+		}
+		o.rtMu.Lock()
+	}
+	defer o.rtMu.Unlock()
+	rt, err := o.loadRefreshToken()
+	if err != nil {
+		return nil, &OAuthError{Server: o.label, Op: "reading the refresh token", Err: err}
+	}
+	tok, err := g.request(ctx, rt)
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) && re.ErrorCode == "invalid_grant" {
+		// The token in memory is no longer good: a new loom mcp login, or
+		// another replica's rotation, may have written a new one to the
+		// file. Read it again, and try once more if it changed.
+		o.refreshToken = ""
+		if fresh, ferr := o.loadRefreshToken(); ferr == nil && fresh != rt {
+			o.logger.Info("mcp oauth: the refresh token was refused; retrying with the one now in the file", "file", o.cfg.RefreshTokenFile)
+			tok, err = g.request(ctx, fresh)
+		}
+	}
+	if err != nil {
+		return nil, &OAuthError{Server: o.label, Op: "requesting a token (refresh token)", Err: redactTokenError(err)}
+	}
+	if tok.RefreshToken != "" {
+		o.rotateRefreshToken(tok.RefreshToken)
+	}
+	o.logger.Info("mcp oauth: token issued", "grant", "refresh token", "scopes", strings.Join(g.scopes, " "), "expires", tok.Expiry)
+	return tok, nil
+}
+
+// request asks the token endpoint for a token: with the refresh token rt,
+// or client credentials if rt is "". A client-credentials error is
+// returned as an *OAuthError; a refresh-token one as it came, for Token
+// to tell invalid_grant.
+func (g *grant) request(ctx context.Context, rt string) (*oauth2.Token, error) {
+	o := g.o
 	params := url.Values{}
 	if o.meta.resource != "" {
 		params.Set("resource", o.meta.resource)
 	}
-	what := "client credentials"
-	if o.cfg.RefreshTokenFile != "" {
-		what = "refresh token"
-		rt, err := o.loadRefreshToken()
-		if err != nil {
-			return nil, &OAuthError{Server: o.label, Op: "reading the refresh token", Err: err}
-		}
+	if rt != "" {
 		params.Set("grant_type", "refresh_token")
 		params.Set("refresh_token", rt)
 	}
@@ -330,21 +426,20 @@ func (g *grant) Token() (*oauth2.Token, error) {
 		AuthStyle:      o.meta.authStyle,
 	}
 	tok, err := cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, o.http))
+	if rt != "" {
+		return tok, err
+	}
 	if err != nil {
-		return nil, &OAuthError{Server: o.label, Op: "requesting a token (" + what + ")", Err: redactTokenError(err)}
+		return nil, &OAuthError{Server: o.label, Op: "requesting a token (client credentials)", Err: redactTokenError(err)}
 	}
-	if o.cfg.RefreshTokenFile != "" && tok.RefreshToken != "" {
-		o.rotateRefreshToken(tok.RefreshToken)
-	}
-	o.logger.Info("mcp oauth: token issued", "grant", what, "scopes", strings.Join(g.scopes, " "), "expires", tok.Expiry)
+	o.logger.Info("mcp oauth: token issued", "grant", "client credentials", "scopes", strings.Join(g.scopes, " "), "expires", tok.Expiry)
 	return tok, nil
 }
 
-// loadRefreshToken reads the refresh token file once; later refreshes use
-// the rotated token kept in memory.
+// loadRefreshToken returns the refresh token in memory, reading the file
+// when there is none (at the first grant, and after an invalid_grant).
+// The caller holds rtMu.
 func (o *OAuth) loadRefreshToken() (string, error) {
-	o.rtMu.Lock()
-	defer o.rtMu.Unlock()
 	if o.refreshToken != "" {
 		return o.refreshToken, nil
 	}
@@ -352,19 +447,19 @@ func (o *OAuth) loadRefreshToken() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w (run `loom mcp login %s` to get one)", err, o.label)
 	}
-	o.refreshToken = strings.TrimSpace(string(b))
-	if o.refreshToken == "" {
+	rt := strings.TrimSpace(string(b))
+	if rt == "" {
 		return "", fmt.Errorf("%s is empty (run `loom mcp login %s`)", o.cfg.RefreshTokenFile, o.label)
 	}
-	return o.refreshToken, nil
+	o.refreshToken = rt
+	return rt, nil
 }
 
 // rotateRefreshToken keeps a new refresh token the authorization server
 // issued in place of the old one, in memory and in the file, so that a
-// restart does not present a token the server has invalidated.
+// restart (or another replica sharing the file) does not present a token
+// the server has invalidated. The caller holds rtMu.
 func (o *OAuth) rotateRefreshToken(rt string) {
-	o.rtMu.Lock()
-	defer o.rtMu.Unlock()
 	if rt == o.refreshToken {
 		return
 	}

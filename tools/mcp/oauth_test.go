@@ -286,3 +286,127 @@ func TestTokenErrorRedacted(t *testing.T) {
 		t.Errorf("error %q, want it to say %q", err, want)
 	}
 }
+
+// TestOAuthIssuerPinned: with oauth.issuer set, a protected resource
+// metadata naming another authorization server is refused with a clear
+// error before any token request: the client secret and the refresh token
+// never reach that server. The configured one still works.
+func TestOAuthIssuerPinned(t *testing.T) {
+	o := mcptest.StartOAuthServer(t)
+	other := mcptest.StartOAuthServer(t)
+	o.AuthorizationServers = []string{other.AuthURL}
+	c := loopbackClient(t, nil)
+	cfg := &OAuthConfig{ClientID: o.ClientID, clientSecret: o.ClientSecret, Issuer: o.AuthURL, Scopes: []string{"mcp:read"},
+		RefreshTokenFile: filepath.Join(t.TempDir(), "rt")}
+	if err := WriteSecretFile(cfg.RefreshTokenFile, o.IssueRefreshToken("mcp:read")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := oauthServer(t, c, o, c.NewOAuth("secure", o.MCPURL, cfg)).Tools(context.Background())
+	var oe *OAuthError
+	if !errors.As(err, &oe) || !strings.Contains(err.Error(), "not the configured issuer "+o.AuthURL) {
+		t.Fatalf("Tools: %v, want an *OAuthError naming the configured issuer", err)
+	}
+	for _, g := range []string{"refresh_token", "client_credentials"} {
+		if n := other.TokenRequests(g); n != 0 {
+			t.Errorf("%d %s token requests reached the authorization server the metadata named", n, g)
+		}
+	}
+
+	// The metadata names the configured issuer (among others): it is used.
+	o.AuthorizationServers = []string{other.AuthURL, o.AuthURL}
+	if _, err := oauthServer(t, c, o, c.NewOAuth("secure", o.MCPURL, cfg)).Tools(context.Background()); err != nil {
+		t.Fatalf("Tools with the configured issuer listed: %v", err)
+	}
+	if n := o.TokenRequests("refresh_token"); n != 1 {
+		t.Errorf("refresh_token requests to the configured issuer = %d, want 1", n)
+	}
+}
+
+// TestOAuthRefreshTokenReread: the refresh token in memory is refused
+// (invalid_grant: another replica rotated it, or it was revoked) after a
+// new loom mcp login wrote another to the file: loom reads the file again
+// and recovers with the new token.
+func TestOAuthRefreshTokenReread(t *testing.T) {
+	o := mcptest.StartOAuthServer(t)
+	c := loopbackClient(t, nil)
+	cfg := &OAuthConfig{ClientID: o.ClientID, clientSecret: o.ClientSecret, Scopes: []string{"mcp:read"},
+		RefreshTokenFile: filepath.Join(t.TempDir(), "rt")}
+	old := o.IssueRefreshToken("mcp:read")
+	if err := WriteSecretFile(cfg.RefreshTokenFile, old); err != nil {
+		t.Fatal(err)
+	}
+	h := c.NewOAuth("secure", o.MCPURL, cfg)
+	ctx := context.Background()
+	if _, err := callTool(ctx, oauthServer(t, c, o, h), "echo", `{"text":"first"}`); err != nil {
+		t.Fatal(err)
+	}
+	o.RevokeRefreshToken(old)
+	if err := WriteSecretFile(cfg.RefreshTokenFile, o.IssueRefreshToken("mcp:read")); err != nil {
+		t.Fatal(err)
+	}
+	o.ExpireAccessTokens()
+	res, err := callTool(ctx, oauthServer(t, c, o, h), "echo", `{"text":"after"}`)
+	if err != nil || res.Text() != "echo: after" {
+		t.Fatalf("call after the refresh token was replaced: %q, %v", res.Text(), err)
+	}
+	if n := o.TokenRequests("refresh_token"); n != 3 {
+		t.Errorf("refresh_token requests = %d, want 3 (the first, the refused one, the one with the new token)", n)
+	}
+}
+
+// TestOAuthRefreshGrantsOneAtATime: a step up (Authorize's grant) and a
+// token source refreshing an expired token at the same time: the second
+// grant waits for the first, so the refresh token is never presented
+// twice at once. The step up's grant is held at the authorization server
+// until the other grant either arrives there (the bug) or waits for it.
+func TestOAuthRefreshGrantsOneAtATime(t *testing.T) {
+	o := mcptest.StartOAuthServer(t)
+	o.ExpiresIn = 1 // every token is seen expired: every use refreshes
+	c := loopbackClient(t, nil)
+	cfg := &OAuthConfig{ClientID: o.ClientID, clientSecret: o.ClientSecret, Scopes: []string{"mcp:read"},
+		RefreshTokenFile: filepath.Join(t.TempDir(), "rt")}
+	if err := WriteSecretFile(cfg.RefreshTokenFile, o.IssueRefreshToken("mcp:read", "mcp:admin")); err != nil {
+		t.Fatal(err)
+	}
+	h := c.NewOAuth("secure", o.MCPURL, cfg)
+	ctx := context.Background()
+	if _, err := callTool(ctx, oauthServer(t, c, o, h), "echo", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	readSource, _ := h.TokenSource(ctx)
+
+	held, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce, holdOnce sync.Once
+	letGo := func() { releaseOnce.Do(func() { close(release) }) }
+	o.OnRefreshGrant = func(scope string) {
+		if strings.Contains(scope, "mcp:admin") {
+			holdOnce.Do(func() { close(held); <-release })
+			return
+		}
+		select {
+		case <-held: // another grant while the step up's is in flight
+			letGo()
+		default:
+		}
+	}
+	h.onGrantWait = letGo
+
+	stepUp := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, o.MCPURL, nil)
+		req.Header.Set("Authorization", "Bearer stale")
+		stepUp <- h.Authorize(ctx, req, &http.Response{StatusCode: http.StatusForbidden,
+			Header: http.Header{"Www-Authenticate": {`Bearer error="insufficient_scope", scope="mcp:read mcp:admin"`}},
+			Body:   http.NoBody})
+	}()
+	<-held
+	if _, err := readSource.Token(); err != nil {
+		t.Errorf("refreshing the expired token: %v", err)
+	}
+	if err := <-stepUp; err != nil {
+		t.Errorf("step up: %v", err)
+	}
+	if n := o.MaxConcurrentRefreshGrants(); n != 1 {
+		t.Errorf("%d refresh-token grants were in flight at once, want 1", n)
+	}
+}

@@ -1,6 +1,7 @@
 package mcptest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -42,6 +43,25 @@ type OAuthServer struct {
 	// until enough requests were rejected at once. Set it before the
 	// requests start.
 	OnInvalidToken func()
+	// AuthorizationServers, if set, are the authorization servers the
+	// protected resource metadata names instead of AuthURL (a test points
+	// it at another server). Set it before the requests start.
+	AuthorizationServers []string
+	// ExpiresIn is the expires_in of the access tokens issued, in seconds
+	// (default 3600; under 10, a client sees them expired at once and
+	// refreshes before every request). Set it before the requests start.
+	ExpiresIn int
+	// OnRefreshGrant, if set, runs while a refresh-token grant is in
+	// flight (counted by MaxConcurrentRefreshGrants), with the grant's
+	// scope parameter: a test holds a grant there. Set it before the
+	// requests it watches start.
+	OnRefreshGrant func(scope string)
+	// Resource is the resource the token endpoint accepts (default
+	// MCPURL; another one is invalid_target). Set it before the requests.
+	Resource string
+	// RegisterConfidential makes dynamic registration issue a client
+	// secret (client_secret_basic) whatever the client asked for.
+	RegisterConfidential bool
 
 	mu       sync.Mutex
 	access   map[string][]string // access token -> its scopes
@@ -51,6 +71,10 @@ type OAuthServer struct {
 	requests map[string]int    // token requests by grant_type
 	issued   []string          // every token and secret issued
 	resource []string          // the resource parameter of each token request
+	regs     int               // dynamic registrations
+	regAuth  []string          // the token_endpoint_auth_method each registration asked for
+	// refresh-token grants in flight, and the most at once
+	refreshing, maxRefreshing int
 }
 
 type authCode struct {
@@ -104,9 +128,13 @@ func StartOAuthServer(t testing.TB) *OAuthServer {
 	rs := httptest.NewUnstartedServer(mux)
 	o.MCPURL = "http://" + rs.Listener.Addr().String() + "/mcp"
 	mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, _ *http.Request) {
+		servers := []string{o.AuthURL}
+		if o.AuthorizationServers != nil {
+			servers = o.AuthorizationServers
+		}
 		writeJSON(w, http.StatusOK, map[string]any{
 			"resource":              o.MCPURL,
-			"authorization_servers": []string{o.AuthURL},
+			"authorization_servers": servers,
 			"scopes_supported":      []string{"mcp:read", "mcp:admin"},
 		})
 	})
@@ -121,6 +149,37 @@ func (o *OAuthServer) TokenRequests(grantType string) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.requests[grantType]
+}
+
+// MaxConcurrentRefreshGrants returns the most refresh-token grants that
+// were in flight at once.
+func (o *OAuthServer) MaxConcurrentRefreshGrants() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.maxRefreshing
+}
+
+// RevokeRefreshToken makes a refresh token invalid (invalid_grant), as an
+// authorization server does with a rotated or reused one.
+func (o *OAuthServer) RevokeRefreshToken(rt string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.refresh, rt)
+}
+
+// Registrations returns how many clients registered dynamically.
+func (o *OAuthServer) Registrations() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.regs
+}
+
+// RegisteredAuthMethods returns the token_endpoint_auth_method each
+// dynamic registration asked for ("" if none).
+func (o *OAuthServer) RegisteredAuthMethods() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.regAuth)
 }
 
 // Resources returns the resource parameter of every token request.
@@ -222,16 +281,25 @@ func (o *OAuthServer) serveAuth(w http.ResponseWriter, r *http.Request) {
 	case "/register":
 		var meta struct {
 			RedirectURIs []string `json:"redirect_uris"`
+			AuthMethod   string   `json:"token_endpoint_auth_method"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&meta); err != nil || len(meta.RedirectURIs) == 0 {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_client_metadata"})
 			return
 		}
 		id := "dyn-" + rand.Text()
+		res := map[string]any{"client_id": id, "redirect_uris": meta.RedirectURIs, "token_endpoint_auth_method": "none"}
+		secret := ""
+		if o.RegisterConfidential {
+			secret = o.newSecret()
+			res["client_secret"], res["token_endpoint_auth_method"] = secret, "client_secret_basic"
+		}
 		o.mu.Lock()
-		o.clients[id] = ""
+		o.regs++
+		o.regAuth = append(o.regAuth, meta.AuthMethod)
+		o.clients[id] = secret
 		o.mu.Unlock()
-		writeJSON(w, http.StatusCreated, map[string]any{"client_id": id, "redirect_uris": meta.RedirectURIs, "token_endpoint_auth_method": "none"})
+		writeJSON(w, http.StatusCreated, res)
 	case "/authorize":
 		o.authorize(w, r)
 	case "/token":
@@ -282,7 +350,7 @@ func (o *OAuthServer) token(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_client"})
 		return
 	}
-	if r.PostForm.Get("resource") != o.MCPURL {
+	if resource := cmp.Or(o.Resource, o.MCPURL); r.PostForm.Get("resource") != resource {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_target"})
 		return
 	}
@@ -296,6 +364,16 @@ func (o *OAuthServer) token(w http.ResponseWriter, r *http.Request) {
 		}
 	case "refresh_token":
 		o.mu.Lock()
+		o.refreshing++
+		o.maxRefreshing = max(o.maxRefreshing, o.refreshing)
+		o.mu.Unlock()
+		if o.OnRefreshGrant != nil {
+			o.OnRefreshGrant(r.PostForm.Get("scope"))
+		}
+		o.mu.Lock()
+		// No longer in flight before any answer is written: the client
+		// cannot start its next grant before this one is counted out.
+		o.refreshing--
 		allowed, ok := o.refresh[r.PostForm.Get("refresh_token")]
 		o.mu.Unlock()
 		if !ok {
@@ -327,7 +405,11 @@ func (o *OAuthServer) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	at := o.newSecret()
-	res := map[string]any{"access_token": at, "token_type": "Bearer", "expires_in": 3600, "scope": strings.Join(scopes, " ")}
+	expiresIn := 3600
+	if o.ExpiresIn > 0 {
+		expiresIn = o.ExpiresIn
+	}
+	res := map[string]any{"access_token": at, "token_type": "Bearer", "expires_in": expiresIn, "scope": strings.Join(scopes, " ")}
 	o.mu.Lock()
 	o.access[at] = scopes
 	o.mu.Unlock()
