@@ -414,22 +414,7 @@ func probe(ctx context.Context, client *http.Client, loomURL string) error {
 // setCapacity changes an engine's cache capacity (loombench engine's POST
 // /cache/capacity).
 func setCapacity(ctx context.Context, e *server, blocks int) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s/cache/capacity?blocks=%d", e.url, blocks), nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("%s: %s", resp.Status, b)
-	}
-	return nil
+	return send(ctx, http.MethodPost, fmt.Sprintf("%s/cache/capacity?blocks=%d", e.url, blocks), 10*time.Second)
 }
 
 // engineStats reads what an engine says of itself.

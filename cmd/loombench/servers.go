@@ -142,9 +142,15 @@ func serverEnv() []string {
 }
 
 func (s *server) get(ctx context.Context, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	return send(ctx, http.MethodGet, url, 2*time.Second)
+}
+
+// send sends a request with no body to url, within timeout, and wants a
+// 200.
+func send(ctx context.Context, method, url string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
 	if err != nil {
 		return err
 	}
@@ -153,9 +159,9 @@ func (s *server) get(ctx context.Context, url string) error {
 		return err
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: status %d", url, resp.StatusCode)
+		return fmt.Errorf("%s %s: status %d: %s", method, url, resp.StatusCode, b)
 	}
 	return nil
 }
