@@ -276,6 +276,21 @@ func lastPrompt(t *testing.T, h *harness) string {
 	return string(last.Body)
 }
 
+// upstreamSaw reports whether one of the upstream's requests holds text
+// in its prompt.
+func upstreamSaw(h *harness, text string) bool {
+	for _, r := range h.Mock.Requests() {
+		prompt := string(r.Body)
+		if r.Completion != nil {
+			prompt = r.Completion.PromptText
+		}
+		if strings.Contains(prompt, text) {
+			return true
+		}
+	}
+	return false
+}
+
 func TestWebSocketStoreFalseContinuation(t *testing.T) {
 	forEachUpstream(t, func(t *testing.T, h *harness) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

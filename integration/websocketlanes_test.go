@@ -430,8 +430,10 @@ func TestWebSocketInjectNode(t *testing.T) {
 			if out.Work.Text != "I read the injected note" {
 				t.Errorf("lane work's text %q: the model's next turn did not follow the injected message", out.Work.Text)
 			}
-			if prompt := lastPrompt(t, h); !strings.Contains(prompt, "I read the injected note") {
-				t.Errorf("the upstream's last turn lacks the injected message:\n%s", prompt)
+			// Lane sync's request may be recorded after the work's last
+			// turn (the tool lets go once it has started): any request.
+			if !upstreamSaw(h, "I read the injected note") {
+				t.Errorf("no upstream request holds the injected message")
 			}
 			if out.Late.Type != "response.inject.failed" || out.Late.Code != "response_already_completed" || out.Late.ResponseID != out.Work.ID ||
 				out.Late.StreamID != "work" || !strings.Contains(string(out.Late.Input), "too late") {
