@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/model/mockllm"
 	"github.com/loomgate/loom/responses"
 	"github.com/loomgate/loom/server"
 	"github.com/loomgate/loom/store"
@@ -269,26 +270,16 @@ func lastPrompt(t *testing.T, h *harness) string {
 	if len(reqs) == 0 {
 		t.Fatal("the upstream got no request")
 	}
-	last := reqs[len(reqs)-1]
-	if last.Completion != nil {
-		return last.Completion.PromptText
-	}
-	return string(last.Body)
+	return promptOf(reqs[len(reqs)-1])
 }
 
-// upstreamSaw reports whether one of the upstream's requests holds text
-// in its prompt.
-func upstreamSaw(h *harness, text string) bool {
-	for _, r := range h.Mock.Requests() {
-		prompt := string(r.Body)
-		if r.Completion != nil {
-			prompt = r.Completion.PromptText
-		}
-		if strings.Contains(prompt, text) {
-			return true
-		}
+// promptOf is a recorded upstream request's prompt: the completions
+// prompt's text, else the chat body.
+func promptOf(r mockllm.Request) string {
+	if r.Completion != nil {
+		return r.Completion.PromptText
 	}
-	return false
+	return string(r.Body)
 }
 
 func TestWebSocketStoreFalseContinuation(t *testing.T) {

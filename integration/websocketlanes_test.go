@@ -18,6 +18,7 @@ import (
 	oairesponses "github.com/openai/openai-go/v3/responses"
 
 	"github.com/loomgate/loom/engine"
+	"github.com/loomgate/loom/model/mockllm"
 	"github.com/loomgate/loom/tools"
 	"github.com/loomgate/loom/tools/toolstest"
 )
@@ -336,13 +337,13 @@ func (l nodeLane) last() string {
 	return l.Types[len(l.Types)-1]
 }
 
-// blockingTool is a server tool "a1" (of tool type "fake") whose calls
-// wait until the upstream has started n requests: the node client makes
-// the request that lets it go.
-func blockingTool(h *atomic.Pointer[harness], n int) engine.ToolProvider {
+// blockingTool is a server tool a1 whose call returns once the upstream
+// has started a request whose prompt holds text: the test's client sends
+// that request from another lane while the call waits.
+func blockingTool(h *atomic.Pointer[harness], text string) engine.ToolProvider {
 	srv := &toolstest.Server{Label: "A", ToolNames: []string{"a1"}, Log: &toolstest.Log{},
 		CallFunc: func(ctx context.Context, c tools.Call) (tools.Result, error) {
-			if err := h.Load().Mock.WaitStarted(ctx, n); err != nil {
+			if err := h.Load().Mock.WaitRequest(ctx, func(r mockllm.Request) bool { return strings.Contains(promptOf(r), text) }); err != nil {
 				return tools.Result{}, err
 			}
 			return tools.Result{Content: []tools.Content{{Type: "text", Text: "tool result"}}}, nil
@@ -382,7 +383,7 @@ func runNodeLanes(t *testing.T, h *harness, name string, out any) {
 // event reaches its lane by its stream_id.
 func TestWebSocketLanesNode(t *testing.T) {
 	var hp atomic.Pointer[harness]
-	h := newHarness(t, &harnessOptions{ToolProviders: []engine.ToolProvider{blockingTool(&hp, 3)}})
+	h := newHarness(t, &harnessOptions{ToolProviders: []engine.ToolProvider{blockingTool(&hp, "#say go")}})
 	hp.Store(h)
 	var out struct {
 		Order          []string
@@ -411,7 +412,7 @@ func TestWebSocketInjectNode(t *testing.T) {
 	for _, up := range upstreams {
 		t.Run(up.name, func(t *testing.T) {
 			var hp atomic.Pointer[harness]
-			h := up.harness(t, &harnessOptions{ToolProviders: []engine.ToolProvider{blockingTool(&hp, 2)}})
+			h := up.harness(t, &harnessOptions{ToolProviders: []engine.ToolProvider{blockingTool(&hp, "#say synced")}})
 			hp.Store(h)
 			var out struct {
 				Work nodeLane
@@ -430,10 +431,8 @@ func TestWebSocketInjectNode(t *testing.T) {
 			if out.Work.Text != "I read the injected note" {
 				t.Errorf("lane work's text %q: the model's next turn did not follow the injected message", out.Work.Text)
 			}
-			// Lane sync's request may be recorded after the work's last
-			// turn (the tool lets go once it has started): any request.
-			if !upstreamSaw(h, "I read the injected note") {
-				t.Errorf("no upstream request holds the injected message")
+			if prompt := lastPrompt(t, h); !strings.Contains(prompt, "I read the injected note") {
+				t.Errorf("the upstream's last turn lacks the injected message:\n%s", prompt)
 			}
 			if out.Late.Type != "response.inject.failed" || out.Late.Code != "response_already_completed" || out.Late.ResponseID != out.Work.ID ||
 				out.Late.StreamID != "work" || !strings.Contains(string(out.Late.Input), "too late") {

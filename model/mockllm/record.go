@@ -3,6 +3,7 @@ package mockllm
 import (
 	"context"
 	"net/http"
+	"slices"
 )
 
 // Request is one recorded request to a completion endpoint, in arrival
@@ -121,6 +122,26 @@ func (s *Server) WaitCancelled(ctx context.Context, n int) error {
 // WaitDone waits until at least n requests have finished in any way.
 func (s *Server) WaitDone(ctx context.Context, n int) error {
 	return s.waitFor(ctx, func(st Stats) bool { return st.Completed+st.Cancelled+st.Failed >= n })
+}
+
+// WaitRequest waits until a recorded request satisfies match, or ctx
+// ends: a test waits for one request by what it holds, which a count of
+// requests cannot tell from a retried one.
+func (s *Server) WaitRequest(ctx context.Context, match func(Request) bool) error {
+	for {
+		s.mu.Lock()
+		found := slices.ContainsFunc(s.requests, match)
+		changed := s.changed
+		s.mu.Unlock()
+		if found {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 func (s *Server) waitFor(ctx context.Context, cond func(Stats) bool) error {
