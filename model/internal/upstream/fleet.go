@@ -193,10 +193,9 @@ func (c *Client) place(key string, size int) placement {
 // title) weighs next to nothing beside an agent session's long prefix.
 func (c *Client) fewestSessions(order []*engine, size int64) []*engine {
 	least := int64(-1)
-	held := make([]int64, len(c.engines))
+	held := c.sessions.holdings(len(c.engines))
 	for _, e := range c.engines {
 		if e.up.Load() {
-			held[e.index] = c.sessions.holds(e.index)
 			if least < 0 || held[e.index] < least {
 				least = held[e.index]
 			}

@@ -63,10 +63,14 @@ func (m *sessionMemory) putLocked(pos uint64, e int, size int64) {
 	m.held[e] += size
 }
 
-// holds returns the summed sizes of the current generation's sessions
-// placed on engine e.
-func (m *sessionMemory) holds(e int) int64 {
+// holdings returns, for each of n engines, the summed sizes of the
+// current generation's sessions placed on it, read at once.
+func (m *sessionMemory) holdings(n int) []int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.held[e]
+	out := make([]int64, n)
+	for e := range out {
+		out[e] = m.held[e]
+	}
+	return out
 }
